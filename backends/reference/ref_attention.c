@@ -1,0 +1,231 @@
+/* SOFTMAX, the two masks, and fused ATTENTION (built from the same pieces). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref_access.h"
+#include "ref_check.h"
+#include "ref_math.h"
+#include "ref_ops.h"
+
+void ref_softmax_row(float *x, int64_t n) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] > max) max = x[i];
+    if (max == -INFINITY) { /* nothing visible: the row contributes nothing */
+        for (int64_t i = 0; i < n; i++) x[i] = 0.0f;
+        return;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(x[i] / sum);
+}
+
+int ref_causal_hides(int64_t i, int64_t j, int64_t n_past) {
+    return j > n_past + i;
+}
+
+/* Segment number of each of the n positions, from bounds seg [G+1] (seg[0] = 0, seg[G] = n,
+ * non-decreasing). The bounds are data, so they are checked here, at run time. */
+static qvl_status segment_ids(const qvl_node *n, const qvl_tensor *seg, int64_t len,
+                              int32_t *id, qvl_error *err) {
+    int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
+    if (ref_get_i32(seg, 0) != 0 || ref_get_i32(seg, (bounds - 1) * step) != len)
+        return ref_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
+                        (long long)len);
+    for (int64_t g = 0; g + 1 < bounds; g++)
+        if (ref_get_i32(seg, (g + 1) * step) < ref_get_i32(seg, g * step))
+            return ref_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
+                            (long long)g + 1);
+    /* Now 0 = seg[0] <= seg[1] <= ... <= seg[G] = len: every position gets exactly one id. */
+    for (int64_t g = 0; g + 1 < bounds; g++)
+        for (int32_t i = ref_get_i32(seg, g * step); i < ref_get_i32(seg, (g + 1) * step); i++)
+            id[i] = (int32_t)g;
+    return QVL_OK;
+}
+
+/* ---- SOFTMAX(x) over the innermost dim ---- */
+
+qvl_status ref_check_softmax(const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_need(n, 0, "x", REF_READABLE, 1, 4, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor_desc *x = &n->src[0]->desc;
+    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
+}
+
+qvl_status ref_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_softmax, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *x = n->src[0];
+    int64_t L = ref_row_len(&x->desc), rows = ref_n_rows(&x->desc);
+    float *out = n->dst->data;
+    for (int64_t r = 0; r < rows; r++) {
+        ref_read_row(x, r, out + r * L);
+        ref_softmax_row(out + r * L, L);
+    }
+    return QVL_OK;
+}
+
+/* ---- MASK_CAUSAL(s [..., N, L]) and MASK_SEGMENTS(s [..., N, N], seg [G+1]) ---- */
+
+qvl_status ref_check_mask_causal(const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_need(n, 0, "s", REF_READABLE, 2, 4, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor_desc *x = &n->src[0]->desc;
+    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
+}
+
+qvl_status ref_check_mask_segments(const qvl_node *n, qvl_error *err) {
+    qvl_status s;
+    if ((s = ref_need(n, 0, "s", REF_READABLE, 2, 4, err)) ||
+        (s = ref_need(n, 1, "seg", REF_INDEX, 1, 1, err)))
+        return s;
+    const qvl_tensor_desc *x = &n->src[0]->desc, *seg = &n->src[1]->desc;
+    if (x->shape[x->ndim - 1] != x->shape[x->ndim - 2])
+        return ref_fail(n, err, QVL_E_SHAPE, "scores are %lld x %lld, not square",
+                        (long long)x->shape[x->ndim - 2], (long long)x->shape[x->ndim - 1]);
+    if (seg->shape[0] < 2)
+        return ref_fail(n, err, QVL_E_SHAPE, "seg needs at least 2 bounds, has %lld",
+                        (long long)seg->shape[0]);
+    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
+}
+
+/* Copy s to the output, hiding (i, j) where hidden(i, j): rows of s are (query i, all keys). */
+static void copy_masked(const qvl_node *n, int64_t n_past, const int32_t *seg_id) {
+    const qvl_tensor *x = n->src[0];
+    int64_t L = ref_row_len(&x->desc), rows = ref_n_rows(&x->desc);
+    int64_t N = x->desc.shape[x->desc.ndim - 2];
+    float *out = n->dst->data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t i = r % N; /* query index of this row */
+        float *o = out + r * L;
+        ref_read_row(x, r, o);
+        for (int64_t j = 0; j < L; j++) {
+            int hidden = seg_id ? seg_id[i] != seg_id[j] : ref_causal_hides(i, j, n_past);
+            if (hidden) o[j] = -INFINITY;
+        }
+    }
+}
+
+qvl_status ref_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_mask_causal, err);
+    if (s != QVL_OK) return s;
+    copy_masked(n, n->params.mask.n_past, NULL);
+    return QVL_OK;
+}
+
+qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_mask_segments, err);
+    if (s != QVL_OK) return s;
+    int64_t N = ref_row_len(&n->src[0]->desc);
+    int32_t *seg_id = malloc((size_t)N * sizeof *seg_id);
+    if (!seg_id) return ref_fail(n, err, QVL_E_NOMEM, "out of memory for %lld segment ids",
+                                 (long long)N);
+    s = segment_ids(n, n->src[1], N, seg_id, err);
+    if (s == QVL_OK) copy_masked(n, 0, seg_id);
+    free(seg_id);
+    return s;
+}
+
+/* ---- ATTENTION(q [N, Hq, D], k [L, Hkv, D], v [L, Hkv, D], seg?) -> [N, Hq, D] ----
+ *
+ * The same steps as the unfused graph, per head h reading kv head g = h / (Hq / Hkv):
+ * scores = matmul(q_h, k_g) (double dot, f32 result); scale (f32 multiply); mask; softmax;
+ * out = matmul(probs, v_g^T) (double dot over keys, in key order). */
+
+qvl_status ref_check_attention(const qvl_node *n, qvl_error *err) {
+    qvl_status s;
+    if ((s = ref_need(n, 0, "q", REF_READABLE, 3, 3, err)) ||
+        (s = ref_need(n, 1, "k", REF_READABLE, 3, 3, err)) ||
+        (s = ref_need(n, 2, "v", REF_READABLE, 3, 3, err)))
+        return s;
+    const qvl_attention_params *p = &n->params.attention;
+    const qvl_tensor_desc *q = &n->src[0]->desc, *k = &n->src[1]->desc, *v = &n->src[2]->desc;
+    int64_t N = q->shape[0], Hq = q->shape[1], D = q->shape[2];
+    int64_t L = k->shape[0], Hkv = k->shape[1];
+    if (k->shape[2] != D || v->shape[0] != L || v->shape[1] != Hkv || v->shape[2] != D)
+        return ref_fail(n, err, QVL_E_SHAPE, "q/k/v shapes do not fit together");
+    if (Hq % Hkv != 0)
+        return ref_fail(n, err, QVL_E_SHAPE, "%lld query heads do not group over %lld kv heads",
+                        (long long)Hq, (long long)Hkv);
+    if (p->mask == QVL_MASK_SEGMENTS) {
+        if ((s = ref_need(n, 3, "seg", REF_INDEX, 1, 1, err))) return s;
+        if (N != L)
+            return ref_fail(n, err, QVL_E_SHAPE, "segments need as many queries as keys");
+        if (n->src[3]->desc.shape[0] < 2)
+            return ref_fail(n, err, QVL_E_SHAPE, "seg needs at least 2 bounds");
+    } else if (p->mask == QVL_MASK_NONE || p->mask == QVL_MASK_CAUSAL) {
+        if ((s = ref_absent(n, 3, "seg", err))) return s;
+    } else {
+        return ref_fail(n, err, QVL_E_INVALID, "unknown mask kind %d", (int)p->mask);
+    }
+    return ref_output(n, REF_DT(QVL_F32), 3, q->shape, err);
+}
+
+/* Head g of k or v [L, H, D] as a contiguous [L, D] matrix, or transposed to [D, L]. */
+static void read_head(const qvl_tensor *t, int64_t g, float *out) {
+    const qvl_tensor_desc *d = &t->desc;
+    for (int64_t j = 0; j < d->shape[0]; j++)
+        ref_gather(t, j * d->stride[0] + g * d->stride[1], d->stride[2], d->shape[2],
+                   out + j * d->shape[2]);
+}
+
+static void read_head_transposed(const qvl_tensor *t, int64_t g, float *out) {
+    const qvl_tensor_desc *d = &t->desc;
+    for (int64_t e = 0; e < d->shape[2]; e++)
+        ref_gather(t, g * d->stride[1] + e * d->stride[2], d->stride[0], d->shape[0],
+                   out + e * d->shape[0]);
+}
+
+qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_attention, err);
+    if (s != QVL_OK) return s;
+    const qvl_attention_params *p = &n->params.attention;
+    const qvl_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    int64_t N = q->desc.shape[0], Hq = q->desc.shape[1], D = q->desc.shape[2];
+    int64_t L = k->desc.shape[0], Hkv = k->desc.shape[1], group = Hq / Hkv;
+
+    float *k_g = ref_scratch(L * D), *vt_g = ref_scratch(D * L);
+    float *q_row = ref_scratch(D), *probs = ref_scratch(L);
+    int32_t *seg_id = p->mask == QVL_MASK_SEGMENTS ? malloc((size_t)N * sizeof *seg_id) : NULL;
+    if (!k_g || !vt_g || !q_row || !probs || (p->mask == QVL_MASK_SEGMENTS && !seg_id)) {
+        s = ref_fail(n, err, QVL_E_NOMEM, "out of memory for %lld keys", (long long)L);
+        goto done;
+    }
+    if (seg_id && (s = segment_ids(n, n->src[3], N, seg_id, err)) != QVL_OK) goto done;
+
+    float *out = n->dst->data;
+    for (int64_t g = 0; g < Hkv; g++) {
+        read_head(k, g, k_g);
+        read_head_transposed(v, g, vt_g); /* v^T: the weight of the second product */
+        for (int64_t h = g * group; h < (g + 1) * group; h++) {
+            for (int64_t i = 0; i < N; i++) {
+                ref_gather(q, i * q->desc.stride[0] + h * q->desc.stride[1], q->desc.stride[2], D,
+                           q_row);
+                for (int64_t j = 0; j < L; j++) {
+                    probs[j] = (float)ref_dot(q_row, k_g + j * D, D) * p->scale;
+                    int hidden = p->mask == QVL_MASK_CAUSAL ? ref_causal_hides(i, j, p->n_past)
+                               : p->mask == QVL_MASK_SEGMENTS ? seg_id[i] != seg_id[j]
+                               : 0;
+                    if (hidden) probs[j] = -INFINITY;
+                }
+                ref_softmax_row(probs, L);
+                float *o = out + (i * Hq + h) * D;
+                for (int64_t d = 0; d < D; d++) o[d] = (float)ref_dot(probs, vt_g + d * L, L);
+            }
+        }
+    }
+done:
+    free(k_g);
+    free(vt_g);
+    free(q_row);
+    free(probs);
+    free(seg_id);
+    return s;
+}

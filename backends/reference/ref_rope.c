@@ -1,0 +1,110 @@
+/* ROPE: rotary position embedding, rotate-half pairing (j, j + D/2), three ways of choosing
+ * each pair's angle (see qvl_rope_params in ops.h).
+ *
+ * Angles are computed in f32 the way Hugging Face does: inv_freq = 1 / theta^(exponent) with
+ * the exponent and the power in f32, angle = (float)position * inv_freq, then cosf/sinf. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref_access.h"
+#include "ref_check.h"
+#include "ref_math.h"
+#include "ref_ops.h"
+
+/* Rows of pos each mode needs: MROPE (t, h, w), VISION_2D (row, col), NEOX (one). */
+static int64_t rope_pos_rows(int32_t mode) {
+    switch (mode) {
+    case QVL_ROPE_MROPE_INTERLEAVED: return 3;
+    case QVL_ROPE_VISION_2D: return 2;
+    case QVL_ROPE_NEOX: return 1;
+    default: return 0;
+    }
+}
+
+/* Interleaved MRoPE: which position row (0 = t, 1 = h, 2 = w) drives pair j. */
+static int mrope_owner(int64_t j, const int32_t sections[4]) {
+    if (j % 3 == 1 && j < 3 * (int64_t)sections[1]) return 1;
+    if (j % 3 == 2 && j < 3 * (int64_t)sections[2]) return 2;
+    return 0;
+}
+
+/* For pair k of a head of D dims: its frequency and which row of pos it reads. */
+static void pair_frequency(const qvl_rope_params *p, int64_t D, int64_t k, float *freq,
+                           int *pos_row) {
+    if (p->mode == QVL_ROPE_VISION_2D) {
+        int64_t Q = D / 4; /* first Q pairs follow the patch row, the next Q the column */
+        *freq = 1.0f / powf(p->theta, (float)(k % Q) / (float)Q);
+        *pos_row = k < Q ? 0 : 1;
+    } else {
+        *freq = 1.0f / powf(p->theta, (float)(2 * k) / (float)D);
+        *pos_row = p->mode == QVL_ROPE_MROPE_INTERLEAVED ? mrope_owner(k, p->sections) : 0;
+    }
+}
+
+/* Inputs: 0 x [N, H, D], 1 pos [C, N] i32. */
+qvl_status ref_check_rope(const qvl_node *n, qvl_error *err) {
+    qvl_status s;
+    if ((s = ref_need(n, 0, "x", REF_READABLE, 3, 3, err)) ||
+        (s = ref_need(n, 1, "pos", REF_INDEX, 2, 2, err)))
+        return s;
+    const qvl_rope_params *p = &n->params.rope;
+    const qvl_tensor_desc *x = &n->src[0]->desc, *pos = &n->src[1]->desc;
+    int64_t C = rope_pos_rows(p->mode), D = x->shape[2];
+    if (C == 0) return ref_fail(n, err, QVL_E_INVALID, "unknown rope mode %d", (int)p->mode);
+    if (!(p->theta > 0.0f) || !isfinite(p->theta))
+        return ref_fail(n, err, QVL_E_INVALID, "theta %g is not a positive number", p->theta);
+    if (D % (p->mode == QVL_ROPE_VISION_2D ? 4 : 2) != 0)
+        return ref_fail(n, err, QVL_E_SHAPE, "head size %lld does not split into %s", (long long)D,
+                        p->mode == QVL_ROPE_VISION_2D ? "4 quarters" : "2 halves");
+    if (p->mode == QVL_ROPE_MROPE_INTERLEAVED &&
+        (p->sections[0] < 0 || p->sections[1] < 0 || p->sections[2] < 0))
+        return ref_fail(n, err, QVL_E_INVALID, "negative mrope section");
+    if (pos->shape[0] != C || pos->shape[1] != x->shape[0])
+        return ref_fail(n, err, QVL_E_SHAPE, "pos is [%lld, %lld], expected [%lld, %lld]",
+                        (long long)pos->shape[0], (long long)pos->shape[1], (long long)C,
+                        (long long)x->shape[0]);
+    return ref_output(n, REF_DT(QVL_F32), 3, x->shape, err);
+}
+
+qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_rope, err);
+    if (s != QVL_OK) return s;
+    const qvl_rope_params *p = &n->params.rope;
+    const qvl_tensor *x = n->src[0], *pos = n->src[1];
+    int64_t N = x->desc.shape[0], H = x->desc.shape[1], D = x->desc.shape[2], half = D / 2;
+    float *freq = ref_scratch(half), *cos_a = ref_scratch(half), *sin_a = ref_scratch(half);
+    float *row = ref_scratch(D);
+    int *pos_row = malloc((size_t)half * sizeof *pos_row);
+    if (!freq || !cos_a || !sin_a || !row || !pos_row) {
+        s = ref_fail(n, err, QVL_E_NOMEM, "out of memory for head size %lld", (long long)D);
+        goto done;
+    }
+    for (int64_t k = 0; k < half; k++) pair_frequency(p, D, k, &freq[k], &pos_row[k]);
+
+    float *out = n->dst->data;
+    for (int64_t t = 0; t < N; t++) {
+        for (int64_t k = 0; k < half; k++) {
+            int32_t position = ref_get_i32(pos, pos_row[k] * pos->desc.stride[0] +
+                                                    t * pos->desc.stride[1]);
+            float angle = (float)position * freq[k];
+            cos_a[k] = cosf(angle);
+            sin_a[k] = sinf(angle);
+        }
+        for (int64_t h = 0; h < H; h++) {
+            ref_gather(x, t * x->desc.stride[0] + h * x->desc.stride[1], x->desc.stride[2], D, row);
+            float *o = out + (t * H + h) * D;
+            for (int64_t k = 0; k < half; k++) {
+                o[k] = row[k] * cos_a[k] - row[k + half] * sin_a[k];
+                o[k + half] = row[k + half] * cos_a[k] + row[k] * sin_a[k];
+            }
+        }
+    }
+done:
+    free(freq);
+    free(cos_a);
+    free(sin_a);
+    free(row);
+    free(pos_row);
+    return s;
+}

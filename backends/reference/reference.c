@@ -1,0 +1,192 @@
+/* The reference backend: plain scalar C on host memory, the oracle every other backend is
+ * compared with. This file is the backend ABI side (see qvl/backend.h): instance, buffers,
+ * supports() and the kernel table. The kernels live in ref_<family>.c, one check and one
+ * kernel per op (ref_ops.h).
+ *
+ * To write a new backend, start from this file: fill the same table with your own kernels,
+ * answer supports() honestly, and compare against this backend op by op. */
+#define _DEFAULT_SOURCE /* sysconf(_SC_PHYS_PAGES) */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qvl/backend.h"
+#include "ref_check.h"
+#include "ref_ops.h"
+
+#define REF_ALIGN 64 /* buffers start on a cache line */
+
+/* No state is needed; the struct exists because the ABI hands one back to every call. */
+struct qvl_backend {
+    int unused;
+};
+
+static qvl_status ref_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
+    (void)opts; /* the reference backend takes no options */
+    *out = calloc(1, sizeof **out);
+    if (!*out) return qvl_fail(err, QVL_E_NOMEM, "reference: out of memory");
+    return QVL_OK;
+}
+
+static void ref_release(qvl_backend *be) {
+    free(be);
+}
+
+static uint64_t sysconf_bytes(int pages_name) {
+    long pages = sysconf(pages_name), page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return 0;
+    return (uint64_t)pages * (uint64_t)page_size;
+}
+
+static qvl_status ref_describe(qvl_backend *be, qvl_device_info *info) {
+    (void)be;
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "reference (scalar C)");
+    info->memory_total = sysconf_bytes(_SC_PHYS_PAGES);
+    info->memory_free = sysconf_bytes(_SC_AVPHYS_PAGES);
+    info->host_memory = true;
+    return QVL_OK;
+}
+
+/* ---- buffers: host memory; handle is the pointer to free, NULL for wrapped memory ---- */
+
+static qvl_status ref_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *out,
+                                   qvl_error *err) {
+    (void)be;
+    /* aligned_alloc wants a size that is a multiple of the alignment (and never 0). */
+    if (bytes > SIZE_MAX - REF_ALIGN)
+        return qvl_fail(err, QVL_E_NOMEM, "reference: %zu bytes is too large", bytes);
+    size_t rounded = (bytes + REF_ALIGN - 1) / REF_ALIGN * REF_ALIGN;
+    if (rounded == 0) rounded = REF_ALIGN;
+    void *p = aligned_alloc(REF_ALIGN, rounded);
+    if (!p) return qvl_fail(err, QVL_E_NOMEM, "reference: cannot allocate %zu bytes", bytes);
+    out->data = p;
+    out->size = bytes;
+    out->handle = p;
+    return QVL_OK;
+}
+
+static void ref_buffer_free(qvl_backend *be, qvl_buffer *buf) {
+    (void)be;
+    if (!buf) return;
+    free(buf->handle); /* NULL for wrapped host memory, which the caller owns */
+    memset(buf, 0, sizeof *buf);
+}
+
+static qvl_status ref_buffer_wrap_host(qvl_backend *be, void *ptr, size_t bytes,
+                                       qvl_buffer *out, qvl_error *err) {
+    (void)be;
+    if (!ptr && bytes > 0)
+        return qvl_fail(err, QVL_E_INVALID, "reference: cannot wrap a NULL pointer");
+    out->data = ptr;
+    out->size = bytes;
+    out->handle = NULL;
+    return QVL_OK;
+}
+
+static qvl_status ref_copy(void *dst, const void *src, size_t bytes, const char *what,
+                           qvl_error *err) {
+    if (bytes == 0) return QVL_OK;
+    if (!dst || !src) return qvl_fail(err, QVL_E_INVALID, "reference: %s with a NULL pointer", what);
+    memmove(dst, src, bytes);
+    return QVL_OK;
+}
+
+static qvl_status ref_upload(qvl_backend *be, void *dst, const void *src_host, size_t bytes,
+                             qvl_error *err) {
+    (void)be;
+    return ref_copy(dst, src_host, bytes, "upload", err);
+}
+
+static qvl_status ref_download(qvl_backend *be, void *dst_host, const void *src, size_t bytes,
+                               qvl_error *err) {
+    (void)be;
+    return ref_copy(dst_host, src, bytes, "download", err);
+}
+
+static qvl_status ref_synchronize(qvl_backend *be, qvl_error *err) {
+    (void)be;
+    (void)err;
+    return QVL_OK; /* every kernel has finished when it returns */
+}
+
+/* ---- ops ---- */
+
+/* Indexed by qvl_op. VIEW has no kernel: the executor makes the alias. */
+static const qvl_kernel_fn ref_kernels[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = ref_get_rows,
+    [QVL_OP_MATMUL] = ref_matmul,
+    [QVL_OP_ADD] = ref_add,
+    [QVL_OP_MUL] = ref_mul,
+    [QVL_OP_SCALE] = ref_scale,
+    [QVL_OP_RMS_NORM] = ref_rms_norm,
+    [QVL_OP_LAYER_NORM] = ref_layer_norm,
+    [QVL_OP_ROPE] = ref_rope,
+    [QVL_OP_SOFTMAX] = ref_softmax,
+    [QVL_OP_SILU] = ref_silu,
+    [QVL_OP_GELU_TANH] = ref_gelu_tanh,
+    [QVL_OP_GELU_ERF] = ref_gelu_erf,
+    [QVL_OP_MASK_CAUSAL] = ref_mask_causal,
+    [QVL_OP_MASK_SEGMENTS] = ref_mask_segments,
+    [QVL_OP_VIEW] = NULL,
+    [QVL_OP_CONT] = ref_cont,
+    [QVL_OP_STORE_ROWS] = ref_store_rows,
+    [QVL_OP_NORM_LINEAR] = ref_norm_linear,
+    [QVL_OP_ATTENTION] = ref_attention,
+    [QVL_OP_MLP_RESIDUAL] = ref_mlp_residual,
+};
+
+static const ref_check_fn ref_checks[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = ref_check_get_rows,
+    [QVL_OP_MATMUL] = ref_check_matmul,
+    [QVL_OP_ADD] = ref_check_add,
+    [QVL_OP_MUL] = ref_check_mul,
+    [QVL_OP_SCALE] = ref_check_scale,
+    [QVL_OP_RMS_NORM] = ref_check_rms_norm,
+    [QVL_OP_LAYER_NORM] = ref_check_layer_norm,
+    [QVL_OP_ROPE] = ref_check_rope,
+    [QVL_OP_SOFTMAX] = ref_check_softmax,
+    [QVL_OP_SILU] = ref_check_silu,
+    [QVL_OP_GELU_TANH] = ref_check_gelu_tanh,
+    [QVL_OP_GELU_ERF] = ref_check_gelu_erf,
+    [QVL_OP_MASK_CAUSAL] = ref_check_mask_causal,
+    [QVL_OP_MASK_SEGMENTS] = ref_check_mask_segments,
+    [QVL_OP_VIEW] = ref_check_view,
+    [QVL_OP_CONT] = ref_check_cont,
+    [QVL_OP_STORE_ROWS] = ref_check_store_rows,
+    [QVL_OP_NORM_LINEAR] = ref_check_norm_linear,
+    [QVL_OP_ATTENTION] = ref_check_attention,
+    [QVL_OP_MLP_RESIDUAL] = ref_check_mlp_residual,
+};
+
+static bool ref_supports(qvl_backend *be, const qvl_node *node) {
+    (void)be;
+    if (!node || (int)node->op < 0 || node->op >= QVL_OP_COUNT || !ref_checks[node->op])
+        return false;
+    return ref_checks[node->op](node, NULL) == QVL_OK;
+}
+
+static const qvl_backend_iface ref_iface = {
+    .abi = QVL_BACKEND_ABI,
+    .name = "reference",
+    .description = "scalar C reference kernels (the oracle: slow, simple, every op)",
+    .init = ref_init,
+    .release = ref_release,
+    .describe = ref_describe,
+    .buffer_alloc = ref_buffer_alloc,
+    .buffer_free = ref_buffer_free,
+    .buffer_wrap_host = ref_buffer_wrap_host,
+    .upload = ref_upload,
+    .download = ref_download,
+    .synchronize = ref_synchronize,
+    .supports = ref_supports,
+    .run_graph = NULL,
+    .n_kernels = QVL_OP_COUNT,
+    .kernels = ref_kernels,
+};
+
+QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) {
+    return &ref_iface;
+}

@@ -1,0 +1,171 @@
+/* Ops: the enum, parameters and exact semantics. Generated from ops.def.
+ *
+ * Conventions for every op:
+ *  - Activations are f32. Weights (the "w"/"table"/"gamma" inputs) may be f32, f16, bf16 or
+ *    (for matmul-like weights and get_rows tables) q8_0. Ids, positions and segments are i32.
+ *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides) and STORE_ROWS
+ *    (an alias of its destination). Inputs may be strided views unless stated otherwise.
+ *  - "Rows" are the innermost dimension: a [..., K] tensor has prod(leading dims) rows of K.
+ *  - Optional input slots are NULL in qvl_node.src[] (and -1 in graph builders).
+ *
+ * Op by op (shapes PyTorch-ordered, innermost last):
+ *  GET_ROWS(table [V,D], ids [N] i32) -> [N,D]: out[n] = table[ids[n]] (converted to f32).
+ *  MATMUL(a, w, bias?) -> a . w^T (+ bias), the nn.Linear convention:
+ *     w 2-D [N,K]: a [...,K] -> [...,N]; bias [N] optional.
+ *     w 3-D [Bw,N,K]: a [B,M,K] with B % Bw == 0 -> [B,M,N]; batch b uses w batch b / (B/Bw)
+ *     (this is how grouped-query attention shares K/V heads). No bias.
+ *  ADD(a, b), MUL(a, b) -> shape of a; b broadcasts: aligned on the innermost dims, each of
+ *     b's dims equals a's or is 1, and b.ndim <= a.ndim.
+ *  SCALE(x) -> x * params.scale.s
+ *  RMS_NORM(x [...,D], gamma [D]) -> x / sqrt(mean(x^2) + eps) * gamma, over the innermost dim.
+ *  LAYER_NORM(x [...,D], gamma [D], beta [D]?) -> (x - mean) / sqrt(var + eps) * gamma + beta,
+ *     biased variance, over the innermost dim.
+ *  ROPE(x [N,H,D], pos [C,N] i32) -> rotated x; see qvl_rope_params for the modes.
+ *  SOFTMAX(x) over the innermost dim; rows that are all -inf give all 0.
+ *  SILU(x) = x*sigmoid(x); GELU_TANH(x) = 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)));
+ *  GELU_ERF(x) = 0.5x(1+erf(x/sqrt(2))).
+ *  MASK_CAUSAL(s [...,N,L]) -> s with s[...,i,j] = -inf where j > params.mask.n_past + i.
+ *  MASK_SEGMENTS(s [...,N,N], seg [G+1] i32) -> s with -inf where query i and key j lie in
+ *     different segments; segment g is [seg[g], seg[g+1]), seg[0] = 0, seg[G] = N.
+ *  VIEW(x) -> alias of x: the output descriptor (shape, strides, dtype) is the node's own and
+ *     element 0 sits params.view.offset elements after x's element 0. No kernel runs.
+ *  CONT(x) -> contiguous copy of x (same dtype).
+ *  STORE_ROWS(dst [R,...], src [N,...]) -> writes src into rows [off, off+N) of dst, where
+ *     off = params.store.offset and a "row" is one index of dim 0 (the other dims must match;
+ *     dst must be contiguous). The output is an alias of dst rows [0, off+N): a KV cache write
+ *     that yields the keys/values seen so far. src is converted to dst's dtype.
+ *  NORM_LINEAR(x, gamma, beta?, w1, b1?, w2?, b2?, w3?, b3?) -> concat over the innermost dim of
+ *     NORM(x) . wi^T + bi for each present wi, NORM = rms_norm or layer_norm (params.norm_linear).
+ *     Output [...,N1+N2+N3]; consumers read slices through VIEW nodes.
+ *  ATTENTION(q [N,Hq,D], k [L,Hkv,D], v [L,Hkv,D], seg?) -> [N,Hq,D]:
+ *     softmax(mask(scale * q_h . k_g^T)) . v_g per head h, g = h / (Hq/Hkv); the mask is
+ *     params.attention.mask (none, causal with n_past, or segments given by seg as in
+ *     MASK_SEGMENTS, then N == L).
+ *  MLP_RESIDUAL(res [...,D], a [...,F], w_down [D,F], up [...,F]?, b_down [D]?) ->
+ *     res + act(a) . w_down^T + b_down, where act(a) = silu(a) * up when up is present
+ *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a) or gelu_erf(a).
+ */
+#ifndef QVL_OPS_H
+#define QVL_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qvl/status.h"
+#include "qvl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum qvl_op {
+#define QVL_OP(id, name, max_in, params) QVL_OP_##id,
+#include "qvl/ops.def"
+#undef QVL_OP
+    QVL_OP_COUNT
+} qvl_op;
+
+#define QVL_MAX_SRC 9
+
+typedef struct qvl_scale_params { float s; } qvl_scale_params;
+typedef struct qvl_norm_params { float eps; } qvl_norm_params;
+
+typedef enum qvl_rope_mode {
+    /* Text MRoPE, interleaved (Qwen3-VL): pos is [3,N] (t,h,w). For pair j in [0, D/2):
+     * inv_freq = theta^(-2j/D); the owner of j is H if j%3==1 and j < 3*sections[1],
+     * W if j%3==2 and j < 3*sections[2], else T. angle = pos[owner][n] * inv_freq.
+     * Rotate-half pairing: (j, j+D/2). With t == h == w this is plain NeoX RoPE. */
+    QVL_ROPE_MROPE_INTERLEAVED = 0,
+    /* Vision 2-D RoPE (Qwen3-VL ViT): pos is [2,N] (row, col). Let Q = D/4. For pair k in
+     * [0, D/2): omega = theta^(-(k mod Q)/Q); angle = row*omega for k < Q, col*omega for
+     * k >= Q. Rotate-half pairing (k, k+D/2). */
+    QVL_ROPE_VISION_2D = 1,
+    /* Plain NeoX RoPE: pos is [1,N]; inv_freq = theta^(-2j/D), pairing (j, j+D/2). */
+    QVL_ROPE_NEOX = 2
+} qvl_rope_mode;
+
+typedef struct qvl_rope_params {
+    int32_t mode;        /* qvl_rope_mode */
+    float theta;
+    int32_t sections[4]; /* MROPE: pairs owned by t, h, w (e.g. 24,20,20); unused otherwise */
+} qvl_rope_params;
+
+typedef struct qvl_mask_params { int64_t n_past; } qvl_mask_params;
+typedef struct qvl_view_params { int64_t offset; } qvl_view_params;     /* in elements */
+typedef struct qvl_store_params { int64_t offset; } qvl_store_params;   /* first row written */
+
+typedef enum qvl_norm_kind { QVL_NORM_RMS = 0, QVL_NORM_LAYER = 1 } qvl_norm_kind;
+
+typedef struct qvl_norm_linear_params {
+    int32_t norm;   /* qvl_norm_kind */
+    float eps;
+    int32_t n_proj; /* 1..3 weights present */
+} qvl_norm_linear_params;
+
+typedef enum qvl_mask_kind {
+    QVL_MASK_NONE = 0,
+    QVL_MASK_CAUSAL = 1,
+    QVL_MASK_SEGMENTS = 2
+} qvl_mask_kind;
+
+typedef struct qvl_attention_params {
+    float scale;
+    int32_t mask;   /* qvl_mask_kind */
+    int64_t n_past; /* for QVL_MASK_CAUSAL */
+} qvl_attention_params;
+
+typedef enum qvl_act {
+    QVL_ACT_SILU = 0,
+    QVL_ACT_GELU_TANH = 1,
+    QVL_ACT_GELU_ERF = 2
+} qvl_act;
+
+typedef struct qvl_mlp_params { int32_t act; } qvl_mlp_params;
+
+typedef struct qvl_params_none { int32_t unused; } qvl_params_none;
+
+typedef union qvl_params {
+    qvl_params_none none;
+    qvl_scale_params scale;
+    qvl_norm_params norm;
+    qvl_rope_params rope;
+    qvl_mask_params mask;
+    qvl_view_params view;
+    qvl_store_params store;
+    qvl_norm_linear_params norm_linear;
+    qvl_attention_params attention;
+    qvl_mlp_params mlp;
+} qvl_params;
+
+/* One op applied to its inputs, as the executor hands it to a backend kernel. src[i] is NULL
+ * for absent optional inputs; n_src is the op's number of slots. dst->data is where the
+ * output goes (for VIEW/STORE_ROWS it aliases an input). */
+typedef struct qvl_node {
+    qvl_op op;
+    qvl_params params;
+    uint32_t n_src;
+    const qvl_tensor *src[QVL_MAX_SRC];
+    qvl_tensor *dst;
+    const char *name; /* for messages; may be NULL */
+} qvl_node;
+
+/* Name of an op ("matmul"); "?" when out of range. */
+const char *qvl_op_name(qvl_op op);
+/* Number of input slots of an op (from ops.def). */
+uint32_t qvl_op_max_inputs(qvl_op op);
+/* True for ops that alias an input instead of computing (VIEW). */
+bool qvl_op_is_view(qvl_op op);
+/* Looks an op up by name; returns false if unknown. */
+bool qvl_op_parse(const char *name, qvl_op *out);
+
+/* Check a node's inputs (presence, dtypes, shapes, params) and compute its output descriptor.
+ * For VIEW the caller supplies the output descriptor in *out and this only checks that it
+ * stays inside the input's storage. On failure err says which input of which op is wrong. */
+qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
+                        const qvl_tensor_desc *const *src, qvl_tensor_desc *out,
+                        qvl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

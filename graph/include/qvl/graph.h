@@ -1,0 +1,178 @@
+/* The compute graph: builder, validator, fusion pass, planner, executor, dump, cross-check.
+ *
+ * A graph is a list of tensors. Each tensor is one of
+ *   - an INPUT   (runtime data the caller sets before each run: ids, positions, activations),
+ *   - a WEIGHT   (named model parameter, bound once to backend memory), or
+ *   - a NODE     (the output of one op applied to earlier tensors).
+ * Tensors are referred to by qvl_tid (index); -1 means "none" (an absent optional input).
+ * Builder calls never fail loudly: the first error is kept (qvl_graph_error) and later calls
+ * return -1, so a model can build everything and check once. Output descriptors are computed by
+ * qvl_op_infer (core), so a graph that builds is shape-correct.
+ *
+ * The graph knows nothing about models: names are opaque strings. */
+#ifndef QVL_GRAPH_H
+#define QVL_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "qvl/backend.h"
+#include "qvl/ops.h"
+#include "qvl/status.h"
+#include "qvl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t qvl_tid;
+typedef struct qvl_graph qvl_graph;
+
+typedef enum qvl_tensor_kind {
+    QVL_TENSOR_INPUT = 0,
+    QVL_TENSOR_WEIGHT = 1,
+    QVL_TENSOR_NODE = 2
+} qvl_tensor_kind;
+
+qvl_graph *qvl_graph_new(void);
+void qvl_graph_free(qvl_graph *g);
+/* First builder error, or QVL_OK. */
+qvl_status qvl_graph_error(const qvl_graph *g, qvl_error *err);
+
+/* ---- building ---------------------------------------------------------------------------- */
+qvl_tid qvl_g_input(qvl_graph *g, const char *name, qvl_dtype dtype, int ndim,
+                    const int64_t *shape);
+qvl_tid qvl_g_weight(qvl_graph *g, const char *name, qvl_dtype dtype, int ndim,
+                     const int64_t *shape);
+/* Generic node: src has qvl_op_max_inputs(op) entries (-1 for absent optional inputs).
+ * For VIEW pass the output descriptor in view_desc (else NULL). */
+qvl_tid qvl_g_node(qvl_graph *g, qvl_op op, const qvl_params *params, const qvl_tid *src,
+                   const qvl_tensor_desc *view_desc, const char *name);
+/* Give an existing tensor a (new) display name, e.g. "blk.3.attn_out". */
+void qvl_g_name(qvl_graph *g, qvl_tid t, const char *fmt, ...) QVL_PRINTF(3, 4);
+/* Mark a tensor as a graph output under a name; outputs are kept alive until the end. */
+void qvl_g_output(qvl_graph *g, qvl_tid t, const char *name);
+
+/* Conveniences over qvl_g_node. */
+qvl_tid qvl_g_get_rows(qvl_graph *g, qvl_tid table, qvl_tid ids);
+qvl_tid qvl_g_matmul(qvl_graph *g, qvl_tid a, qvl_tid w, qvl_tid bias /* -1: none */);
+qvl_tid qvl_g_add(qvl_graph *g, qvl_tid a, qvl_tid b);
+qvl_tid qvl_g_mul(qvl_graph *g, qvl_tid a, qvl_tid b);
+qvl_tid qvl_g_scale(qvl_graph *g, qvl_tid x, float s);
+qvl_tid qvl_g_rms_norm(qvl_graph *g, qvl_tid x, qvl_tid gamma, float eps);
+qvl_tid qvl_g_layer_norm(qvl_graph *g, qvl_tid x, qvl_tid gamma, qvl_tid beta, float eps);
+qvl_tid qvl_g_rope(qvl_graph *g, qvl_tid x, qvl_tid pos, const qvl_rope_params *p);
+qvl_tid qvl_g_softmax(qvl_graph *g, qvl_tid x);
+qvl_tid qvl_g_unary(qvl_graph *g, qvl_op op, qvl_tid x); /* SILU, GELU_TANH, GELU_ERF */
+qvl_tid qvl_g_mask_causal(qvl_graph *g, qvl_tid s, int64_t n_past);
+qvl_tid qvl_g_mask_segments(qvl_graph *g, qvl_tid s, qvl_tid seg);
+/* Views. reshape needs a contiguous x; permute takes perm[i] = source dim of output dim i;
+ * slice keeps [start, start+len) of dimension dim. */
+qvl_tid qvl_g_reshape(qvl_graph *g, qvl_tid x, int ndim, const int64_t *shape);
+qvl_tid qvl_g_permute(qvl_graph *g, qvl_tid x, const int *perm);
+qvl_tid qvl_g_slice(qvl_graph *g, qvl_tid x, int dim, int64_t start, int64_t len);
+qvl_tid qvl_g_cont(qvl_graph *g, qvl_tid x);
+qvl_tid qvl_g_store_rows(qvl_graph *g, qvl_tid dst, qvl_tid src, int64_t offset);
+
+/* ---- inspecting -------------------------------------------------------------------------- */
+size_t qvl_graph_n_tensors(const qvl_graph *g);
+/* Number of live NODE tensors (ops), not counting inputs and weights. */
+size_t qvl_graph_n_nodes(const qvl_graph *g);
+/* Count of live nodes with this op. */
+size_t qvl_graph_count_op(const qvl_graph *g, qvl_op op);
+qvl_tensor_kind qvl_graph_kind(const qvl_graph *g, qvl_tid t);
+const qvl_tensor_desc *qvl_graph_desc(const qvl_graph *g, qvl_tid t);
+const char *qvl_graph_tensor_name(const qvl_graph *g, qvl_tid t);
+qvl_op qvl_graph_op(const qvl_graph *g, qvl_tid t);
+/* Inputs of a node (n = qvl_op_max_inputs, -1 for absent). */
+const qvl_tid *qvl_graph_srcs(const qvl_graph *g, qvl_tid t);
+const qvl_params *qvl_graph_params(const qvl_graph *g, qvl_tid t);
+bool qvl_graph_is_live(const qvl_graph *g, qvl_tid t); /* false for nodes removed by fusion */
+/* Look up an input, weight or output by name; -1 if absent. */
+qvl_tid qvl_graph_find(const qvl_graph *g, const char *name);
+size_t qvl_graph_n_outputs(const qvl_graph *g);
+qvl_tid qvl_graph_output(const qvl_graph *g, size_t i, const char **name);
+
+/* ---- validating -------------------------------------------------------------------------- */
+/* Re-infers every live node: arity, dtypes, shapes, views inside their storage, no cycles. */
+qvl_status qvl_graph_validate(const qvl_graph *g, qvl_error *err);
+
+/* ---- fusion ------------------------------------------------------------------------------ */
+#define QVL_FUSION_MAX_RULES 16
+typedef struct qvl_fusion_report {
+    size_t n_rules;
+    const char *rule[QVL_FUSION_MAX_RULES]; /* "norm+linear", "attention+softmax", "mlp+residual" */
+    size_t fired[QVL_FUSION_MAX_RULES];
+    size_t nodes_before, nodes_after;
+} qvl_fusion_report;
+/* Apply every rule until none fires, then validate. report may be NULL. */
+qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *err);
+
+/* ---- planning ---------------------------------------------------------------------------- */
+typedef struct qvl_plan_stats {
+    size_t peak_bytes;    /* arena size: peak of simultaneously live activations */
+    size_t total_bytes;   /* sum of all activation sizes without reuse */
+    size_t n_buffers;     /* activations that own storage (views excluded) */
+} qvl_plan_stats;
+/* Order nodes, compute lifetimes and assign arena offsets (alignment 256 bytes). With
+ * reuse=false every activation keeps its own storage (cross-check needs all outputs).
+ * Inputs are placed in the arena too; weights are not. */
+qvl_status qvl_graph_plan(qvl_graph *g, bool reuse, qvl_plan_stats *stats, qvl_error *err);
+/* After planning: arena offset of a tensor that owns storage, or the storage root's offset
+ * plus the view offset for views; (size_t)-1 for weights. */
+size_t qvl_graph_offset(const qvl_graph *g, qvl_tid t);
+
+/* ---- dumping ----------------------------------------------------------------------------- */
+typedef enum qvl_dump_format { QVL_DUMP_TEXT = 0, QVL_DUMP_DOT = 1 } qvl_dump_format;
+qvl_status qvl_graph_dump(const qvl_graph *g, FILE *f, qvl_dump_format fmt);
+
+/* ---- executing --------------------------------------------------------------------------- */
+typedef struct qvl_exec qvl_exec;
+
+/* Plan (if not yet planned) and allocate the arena on the backend. The graph must outlive
+ * the executor and stay unchanged. Fails naming the op and backend when a node is not
+ * supported. */
+qvl_status qvl_exec_create(qvl_graph *g, const qvl_backend_iface *iface, qvl_backend *be,
+                           qvl_exec **out, qvl_error *err);
+void qvl_exec_free(qvl_exec *ex);
+/* Point a WEIGHT (or INPUT) tensor at backend memory the caller owns (e.g. uploaded weights).
+ * The memory must hold the tensor's descriptor (contiguous). The arena is allocated at the
+ * first set/get/run/addr that needs it; inputs bound before then (a KV cache) take no space
+ * in it. */
+qvl_status qvl_exec_bind(qvl_exec *ex, qvl_tid t, void *backend_addr, qvl_error *err);
+/* Copy host data into an INPUT (or bound WEIGHT); bytes must equal the tensor's size. */
+qvl_status qvl_exec_set(qvl_exec *ex, qvl_tid t, const void *host, size_t bytes,
+                        qvl_error *err);
+/* Run every node in plan order. All weights and inputs must be bound/set. */
+qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err);
+/* Copy a tensor (typically an output) to host; contiguous tensors only, bytes must match. */
+qvl_status qvl_exec_get(qvl_exec *ex, qvl_tid t, void *host, size_t bytes, qvl_error *err);
+/* Backend address of a tensor (after create). */
+void *qvl_exec_addr(const qvl_exec *ex, qvl_tid t);
+
+/* ---- cross-checking ---------------------------------------------------------------------- */
+typedef struct qvl_crosscheck_result {
+    size_t nodes_compared;
+    qvl_tid worst;        /* node with the largest error relative to its tolerance */
+    double worst_abs, worst_rel;
+    qvl_tid first_bad;    /* first node (plan order) beyond tolerance, -1 if none */
+    double bad_abs, bad_rel;
+} qvl_crosscheck_result;
+/* Fill weights and inputs with seeded random values (weights in their dtype; i32 inputs via
+ * the fill callback, which must be given when the graph has i32 inputs), run the graph on
+ * both backends and compare every node's output. A node fails when
+ * max_abs > atol + rtol * max|reference| with (atol, rtol) from the tolerance table for the
+ * backends' dtypes. Returns QVL_E_MISMATCH, naming the first failing node, when one fails. */
+typedef void (*qvl_fill_i32_fn)(qvl_tid t, const char *name, int32_t *data, int64_t n,
+                                void *user);
+qvl_status qvl_graph_crosscheck(qvl_graph *g, const qvl_backend_iface *ia, qvl_backend *a,
+                                const qvl_backend_iface *ib, qvl_backend *b, uint64_t seed,
+                                qvl_fill_i32_fn fill_i32, void *user,
+                                qvl_crosscheck_result *res, qvl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,93 @@
+/* The fusion pass: one table of rules (matcher + rewriter each), applied until none fires.
+ * Every rule consumes its anchor op (a norm, a softmax, an add) and creates none, so the loop
+ * ends. Rewrites keep node indices of the tensors that survive, so the builder's tids stay
+ * valid for the caller; new nodes are appended, and the planner orders nodes topologically. */
+#include <string.h>
+
+#include "graph_internal.h"
+
+static const qvl_fuse_rule *const rules[] = {
+    &qvl_fuse_norm_linear,
+    &qvl_fuse_attention,
+    &qvl_fuse_mlp,
+};
+#define N_RULES (sizeof rules / sizeof rules[0])
+_Static_assert(N_RULES <= QVL_FUSION_MAX_RULES, "too many fusion rules for the report");
+
+bool qvl_gi_is_permute(const qvl_graph *g, qvl_tid v, const int perm[3]) {
+    if (!qvl_gi_is_node(g, v) || g->t[v].op != QVL_OP_VIEW || g->t[v].params.view.offset != 0)
+        return false;
+    qvl_tid x = g->t[v].src[0];
+    if (!qvl_gi_valid_tid(g, x) || !g->t[x].live) return false;
+    const qvl_tensor_desc *vd = &g->t[v].desc, *xd = &g->t[x].desc;
+    if (vd->ndim != 3 || xd->ndim != 3 || vd->dtype != xd->dtype) return false;
+    for (int i = 0; i < 3; i++)
+        if (vd->shape[i] != xd->shape[perm[i]] || vd->stride[i] != xd->stride[perm[i]])
+            return false;
+    return true;
+}
+
+bool qvl_gi_infer(const qvl_graph *g, qvl_op op, const qvl_params *params, const qvl_tid *src,
+                  qvl_tensor_desc *out) {
+    uint32_t n_src = qvl_op_max_inputs(op);
+    const qvl_tensor_desc *descs[QVL_MAX_SRC] = {0};
+    for (uint32_t i = 0; i < n_src; i++) {
+        if (src[i] == -1) continue;
+        if (!qvl_gi_valid_tid(g, src[i]) || !g->t[src[i]].live) return false;
+        descs[i] = &g->t[src[i]].desc;
+    }
+    qvl_error e = {0};
+    if (!qvl_op_is_view(op)) memset(out, 0, sizeof *out);
+    return qvl_op_infer(op, params, n_src, descs, out, &e) == QVL_OK;
+}
+
+void qvl_gi_replace(qvl_graph *g, qvl_tid t, qvl_op op, const qvl_params *params,
+                    const qvl_tid *src, uint32_t n_src, const qvl_tensor_desc *desc) {
+    qvl_gtensor *r = &g->t[t];
+    r->op = op;
+    r->params = *params;
+    for (uint32_t i = 0; i < QVL_MAX_SRC; i++) r->src[i] = i < n_src ? src[i] : -1;
+    r->desc = *desc;
+    qvl_gi_invalidate_plan(g);
+}
+
+qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *err) {
+    if (!g) return qvl_fail(err, QVL_E_INVALID, "graph: no graph");
+    if (g->err.status != QVL_OK) return qvl_graph_error(g, err);
+    qvl_fusion_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.n_rules = N_RULES;
+    for (size_t i = 0; i < N_RULES; i++) rep.rule[i] = rules[i]->name;
+    rep.nodes_before = qvl_graph_n_nodes(g);
+
+    qvl_status s = qvl_graph_validate(g, err);
+    if (s != QVL_OK) return qvl_error_prefix(err, "before fusion"), s;
+
+    qvl_gi_uses u;
+    s = qvl_gi_uses_build(g, &u, err);
+    for (bool fired = true; s == QVL_OK && fired;) {
+        fired = false;
+        for (size_t r = 0; r < N_RULES && s == QVL_OK; r++) {
+            /* g->n may grow while rewriting; new nodes are fused ops no rule anchors on. */
+            for (size_t t = 0; t < g->n && s == QVL_OK; t++) {
+                qvl_fuse_match m;
+                memset(&m, 0, sizeof m);
+                if (!qvl_gi_is_node(g, (qvl_tid)t) || !rules[r]->match(g, &u, (qvl_tid)t, &m))
+                    continue;
+                s = rules[r]->rewrite(g, &u, &m, err);
+                if (s != QVL_OK) break;
+                rep.fired[r]++;
+                fired = true;
+                qvl_gi_uses_free(&u);
+                s = qvl_gi_uses_build(g, &u, err);
+            }
+        }
+    }
+    qvl_gi_uses_free(&u);
+    if (s != QVL_OK) return s;
+    rep.nodes_after = qvl_graph_n_nodes(g);
+    if (report) *report = rep;
+    s = qvl_graph_validate(g, err);
+    if (s != QVL_OK) qvl_error_prefix(err, "after fusion");
+    return s;
+}

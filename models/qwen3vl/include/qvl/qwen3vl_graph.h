@@ -1,0 +1,61 @@
+/* Qwen3-VL compute graphs built from primitive ops (the fusion pass rewrites them later).
+ *
+ * Weights are WEIGHT tensors named exactly as in the checkpoint, except the 5-D patch
+ * embedding, which the graph reads as 2-D [vision.hidden, in_ch*t*p*p] under the same name (a
+ * contiguous reshape). With tied embeddings the output projection reads
+ * "model.language_model.embed_tokens.weight"; otherwise "lm_head.weight". Norm weights and
+ * biases are f32 in the graph's view unless weight_dtype says otherwise for matrices only. */
+#ifndef QVL_QWEN3VL_GRAPH_H
+#define QVL_QWEN3VL_GRAPH_H
+
+#include "qvl/graph.h"
+#include "qvl/qwen3vl_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qvl_text_graph_opts {
+    int64_t n_tokens;     /* tokens processed by this graph (prefill: prompt length; decode: 1) */
+    int64_t n_past;       /* tokens already in the KV cache */
+    int64_t kv_capacity;  /* rows of each KV cache tensor (>= n_past + n_tokens) */
+    bool all_logits;      /* logits for every token (parity, --dump-logits) or only the last */
+    qvl_dtype weight_dtype; /* dtype of matrix weights (embeddings, projections) */
+    qvl_dtype norm_dtype;   /* dtype of norm weights */
+} qvl_text_graph_opts;
+
+/* Inputs:  "ids" [n_tokens] i32; "pos" [3, n_tokens] i32 (t, h, w rows);
+ *          "kv.<l>.k", "kv.<l>.v" [kv_capacity, n_kv_heads, head_dim] f32 for each layer l
+ *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS).
+ * Outputs: "logits" [n_tokens or 1, vocab]. */
+qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *opts,
+                                  qvl_graph **out, qvl_error *err);
+
+typedef struct qvl_image_grid { int64_t t, h, w; } qvl_image_grid; /* in patches */
+
+typedef struct qvl_vision_graph_opts {
+    size_t n_images;
+    const qvl_image_grid *grids;  /* h and w multiples of spatial_merge_size */
+    qvl_dtype weight_dtype;
+    qvl_dtype norm_dtype;
+} qvl_vision_graph_opts;
+
+/* Inputs:  "patches" [S, in_ch*t*p*p] f32 (S = sum t*h*w, merge-window order, spec 4.6);
+ *          "pos_interp.idx" [4, S] i32 and "pos_interp.w" [4, S, 1] f32 (the four bilinear
+ *          taps per patch); "rope_pos" [2, S] i32 (row, col); "segments" [G+1] i32.
+ * Outputs: "merger" [S/m^2, out_hidden]; "deepstack.<k>" [S/m^2, out_hidden] for each tap k. */
+qvl_status qvl_qwen3vl_build_vision(const qvl_qwen3vl_config *cfg,
+                                    const qvl_vision_graph_opts *opts, qvl_graph **out,
+                                    qvl_error *err);
+
+/* Host-side values of the vision graph's non-pixel inputs for the given grids:
+ * pos_idx [4*S], pos_w [4*S], rope_pos [2*S], segments [G+1] (caller-allocated, G = number of
+ * (image, temporal group) segments = sum of t). */
+qvl_status qvl_qwen3vl_vision_aux(const qvl_qwen3vl_config *cfg, size_t n_images,
+                                  const qvl_image_grid *grids, int32_t *pos_idx, float *pos_w,
+                                  int32_t *rope_pos, int32_t *segments, qvl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,263 @@
+/* Qwen3-VL ChatML rendering: a hand translation of chat_template.jinja (no tools, no video). */
+#include "qvl/chat.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qvl/checked.h"
+
+#define IM_START "<|im_start|>"
+#define IM_END "<|im_end|>\n"
+#define IMAGE_TOKENS "<|vision_start|><|image_pad|><|vision_end|>"
+
+typedef enum part_kind { PART_TEXT, PART_IMAGE } part_kind;
+
+typedef struct chat_part {
+    part_kind kind;
+    char *text; /* PART_TEXT only */
+} chat_part;
+
+typedef struct chat_message {
+    qvl_chat_role role;
+    chat_part *parts;
+    size_t n_parts, cap_parts;
+} chat_message;
+
+struct qvl_chat {
+    chat_message *msgs;
+    size_t n_msgs, cap_msgs;
+    size_t n_images;
+    bool add_vision_id;
+};
+
+/* Grow *items (of elem bytes each) so that it holds at least need elements. */
+static qvl_status grow(void **items, size_t *cap, size_t need, size_t elem, qvl_error *err) {
+    if (need <= *cap) return QVL_OK;
+    size_t new_cap = *cap ? *cap : 4;
+    while (new_cap < need) {
+        if (!qvl_mul_size(new_cap, 2, &new_cap))
+            return qvl_fail(err, QVL_E_LIMIT, "chat: too many entries");
+    }
+    size_t bytes;
+    if (!qvl_mul_size(new_cap, elem, &bytes))
+        return qvl_fail(err, QVL_E_LIMIT, "chat: too many entries");
+    void *p = realloc(*items, bytes);
+    if (!p) return qvl_fail(err, QVL_E_NOMEM, "chat: out of memory growing to %zu entries", new_cap);
+    *items = p;
+    *cap = new_cap;
+    return QVL_OK;
+}
+
+static const char *role_name(qvl_chat_role role) {
+    switch (role) {
+    case QVL_CHAT_SYSTEM: return "system";
+    case QVL_CHAT_USER: return "user";
+    case QVL_CHAT_ASSISTANT: return "assistant";
+    }
+    return "?";
+}
+
+qvl_status qvl_chat_create(qvl_chat **out, qvl_error *err) {
+    if (!out) return qvl_fail(err, QVL_E_INVALID, "chat: NULL output pointer");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return qvl_fail(err, QVL_E_NOMEM, "chat: out of memory");
+    return QVL_OK;
+}
+
+void qvl_chat_free(qvl_chat *chat) {
+    if (!chat) return;
+    for (size_t i = 0; i < chat->n_msgs; i++) {
+        for (size_t j = 0; j < chat->msgs[i].n_parts; j++) free(chat->msgs[i].parts[j].text);
+        free(chat->msgs[i].parts);
+    }
+    free(chat->msgs);
+    free(chat);
+}
+
+static qvl_status append_part(chat_message *m, part_kind kind, const char *text, qvl_error *err) {
+    qvl_status s = grow((void **)&m->parts, &m->cap_parts, m->n_parts + 1, sizeof *m->parts, err);
+    if (s != QVL_OK) return s;
+    chat_part p = {kind, NULL};
+    if (kind == PART_TEXT) {
+        size_t n = strlen(text);
+        p.text = malloc(n + 1);
+        if (!p.text) return qvl_fail(err, QVL_E_NOMEM, "chat: out of memory copying %zu bytes of text", n);
+        memcpy(p.text, text, n + 1);
+    }
+    m->parts[m->n_parts++] = p;
+    return QVL_OK;
+}
+
+qvl_status qvl_chat_add(qvl_chat *chat, qvl_chat_role role, const char *text, qvl_error *err) {
+    if (!chat) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat");
+    if (role != QVL_CHAT_SYSTEM && role != QVL_CHAT_USER && role != QVL_CHAT_ASSISTANT)
+        return qvl_fail(err, QVL_E_INVALID, "chat: unknown role %d", (int)role);
+    /* The template renders a system turn only from messages[0]; refuse rather than drop. */
+    if (role == QVL_CHAT_SYSTEM && chat->n_msgs > 0)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "chat: a system message must be the first message (this would be message %zu)",
+                        chat->n_msgs);
+    qvl_status s = grow((void **)&chat->msgs, &chat->cap_msgs, chat->n_msgs + 1, sizeof *chat->msgs, err);
+    if (s != QVL_OK) return s;
+    chat_message *m = &chat->msgs[chat->n_msgs];
+    *m = (chat_message){.role = role};
+    if (text && text[0]) {
+        s = append_part(m, PART_TEXT, text, err);
+        if (s != QVL_OK) return s; /* m is not counted yet; nothing to undo */
+    }
+    chat->n_msgs++;
+    return QVL_OK;
+}
+
+qvl_status qvl_chat_add_text(qvl_chat *chat, const char *text, qvl_error *err) {
+    if (!chat || !text) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat or text");
+    if (chat->n_msgs == 0) return qvl_fail(err, QVL_E_INVALID, "chat: no message to add text to");
+    return append_part(&chat->msgs[chat->n_msgs - 1], PART_TEXT, text, err);
+}
+
+qvl_status qvl_chat_add_image(qvl_chat *chat, qvl_error *err) {
+    if (!chat) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat");
+    if (chat->n_msgs == 0 || chat->msgs[chat->n_msgs - 1].role != QVL_CHAT_USER) {
+        qvl_status s = qvl_chat_add(chat, QVL_CHAT_USER, NULL, err);
+        if (s != QVL_OK) return s;
+    }
+    qvl_status s = append_part(&chat->msgs[chat->n_msgs - 1], PART_IMAGE, NULL, err);
+    if (s == QVL_OK) chat->n_images++;
+    return s;
+}
+
+void qvl_chat_set_add_vision_id(qvl_chat *chat, bool on) {
+    if (chat) chat->add_vision_id = on;
+}
+
+size_t qvl_chat_count(const qvl_chat *chat) { return chat ? chat->n_msgs : 0; }
+size_t qvl_chat_image_count(const qvl_chat *chat) { return chat ? chat->n_images : 0; }
+
+qvl_chat_role qvl_chat_role_of(const qvl_chat *chat, size_t index) {
+    return chat && index < chat->n_msgs ? chat->msgs[index].role : QVL_CHAT_USER;
+}
+
+/* ---- rendering -------------------------------------------------------------------------- */
+
+typedef struct strbuf {
+    char *data;
+    size_t len, cap;
+    qvl_status status; /* first failure; later appends are no-ops */
+    qvl_error *err;
+} strbuf;
+
+static void sb_append(strbuf *sb, const char *s, size_t n) {
+    if (sb->status != QVL_OK) return;
+    size_t need;
+    if (!qvl_add_size(sb->len, n, &need) || !qvl_add_size(need, 1, &need)) {
+        sb->status = qvl_fail(sb->err, QVL_E_LIMIT, "chat: rendered prompt too long");
+        return;
+    }
+    if (need > sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 256;
+        while (cap < need) {
+            if (!qvl_mul_size(cap, 2, &cap)) {
+                cap = need;
+                break;
+            }
+        }
+        char *p = realloc(sb->data, cap);
+        if (!p) {
+            sb->status = qvl_fail(sb->err, QVL_E_NOMEM, "chat: out of memory rendering %zu bytes", need);
+            return;
+        }
+        sb->data = p;
+        sb->cap = cap;
+    }
+    memcpy(sb->data + sb->len, s, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
+static void sb_puts(strbuf *sb, const char *s) { sb_append(sb, s, strlen(s)); }
+
+/* One message as the template's loop body renders it; *image_no counts images so far. */
+static void render_message(strbuf *sb, const qvl_chat *chat, size_t index, size_t *image_no) {
+    const chat_message *m = &chat->msgs[index];
+    /* The template renders the system turn before its loop, from messages[0] only. */
+    if (m->role == QVL_CHAT_SYSTEM && index != 0) return;
+    sb_puts(sb, IM_START);
+    sb_puts(sb, role_name(m->role));
+    sb_puts(sb, "\n");
+    for (size_t j = 0; j < m->n_parts; j++) {
+        const chat_part *p = &m->parts[j];
+        if (p->kind == PART_TEXT) {
+            sb_puts(sb, p->text);
+        } else if (m->role == QVL_CHAT_USER) { /* images only exist in user turns */
+            ++*image_no;
+            if (chat->add_vision_id) {
+                char label[48];
+                snprintf(label, sizeof label, "Picture %zu: ", *image_no);
+                sb_puts(sb, label);
+            }
+            sb_puts(sb, IMAGE_TOKENS);
+        }
+    }
+    sb_puts(sb, IM_END);
+}
+
+static size_t images_before(const qvl_chat *chat, size_t first) {
+    size_t n = 0;
+    for (size_t i = 0; i < first; i++)
+        for (size_t j = 0; j < chat->msgs[i].n_parts; j++)
+            if (chat->msgs[i].role == QVL_CHAT_USER && chat->msgs[i].parts[j].kind == PART_IMAGE) n++;
+    return n;
+}
+
+static qvl_status render_range(const qvl_chat *chat, const char *prefix, size_t first,
+                               bool add_generation_prompt, char **out, size_t *len, qvl_error *err) {
+    strbuf sb = {.status = QVL_OK, .err = err};
+    sb_puts(&sb, ""); /* always hand back a string, even an empty one */
+    if (prefix) sb_puts(&sb, prefix);
+    size_t image_no = images_before(chat, first);
+    for (size_t i = first; i < chat->n_msgs; i++) render_message(&sb, chat, i, &image_no);
+    if (add_generation_prompt) sb_puts(&sb, IM_START "assistant\n");
+    if (sb.status != QVL_OK) {
+        free(sb.data);
+        return sb.status;
+    }
+    *out = sb.data;
+    if (len) *len = sb.len;
+    return QVL_OK;
+}
+
+qvl_status qvl_chat_render(const qvl_chat *chat, bool add_generation_prompt, char **out,
+                           size_t *len, qvl_error *err) {
+    if (!chat || !out) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat or output");
+    if (chat->n_msgs == 0) return qvl_fail(err, QVL_E_INVALID, "chat: nothing to render: no messages");
+    return render_range(chat, NULL, 0, add_generation_prompt, out, len, err);
+}
+
+qvl_status qvl_chat_render_since(const qvl_chat *chat, size_t first, bool add_generation_prompt,
+                                 char **out, size_t *len, qvl_error *err) {
+    if (!chat || !out) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat or output");
+    if (first > chat->n_msgs)
+        return qvl_fail(err, QVL_E_INVALID, "chat: render from message %zu, but the chat has %zu",
+                        first, chat->n_msgs);
+    return render_range(chat, NULL, first, add_generation_prompt, out, len, err);
+}
+
+qvl_status qvl_chat_render_continuation(const qvl_chat *chat, size_t first,
+                                        bool add_generation_prompt, char **out, size_t *len,
+                                        qvl_error *err) {
+    if (!chat || !out) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat or output");
+    if (first == 0 || first > chat->n_msgs)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "chat: continuation from message %zu: needs 1 <= first <= %zu (the generated "
+                        "reply is message first - 1)",
+                        first, chat->n_msgs);
+    if (chat->msgs[first - 1].role != QVL_CHAT_ASSISTANT)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "chat: continuation from message %zu: message %zu is a %s message, not the "
+                        "assistant's generated reply",
+                        first, first - 1, role_name(chat->msgs[first - 1].role));
+    /* Close the reply whose <|im_end|> stopped generation but was never fed to the model. */
+    return render_range(chat, IM_END, first, add_generation_prompt, out, len, err);
+}

@@ -1,0 +1,209 @@
+/* The Qwen3-VL text decoder as a graph of primitive ops (spec 8). Attention is spelled out op by
+ * op (permute, matmul, scale, causal mask, softmax, matmul, permute, cont) so that the fusion
+ * pass has real work to do; the chain is the exact shape its matchers look for. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "qvl/qwen3vl_graph.h"
+
+#define TEXT_PREFIX "model.language_model."
+
+static qvl_tid named(qvl_graph *g, qvl_tid t, const char *fmt, ...) QVL_PRINTF(3, 4);
+static qvl_tid named(qvl_graph *g, qvl_tid t, const char *fmt, ...) {
+    if (t < 0) return t;
+    char buf[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    qvl_g_name(g, t, "%s", buf);
+    return t;
+}
+
+static qvl_tid weight(qvl_graph *g, qvl_dtype dt, int ndim, int64_t d0, int64_t d1, const char *fmt,
+                      ...) QVL_PRINTF(6, 7);
+static qvl_tid weight(qvl_graph *g, qvl_dtype dt, int ndim, int64_t d0, int64_t d1, const char *fmt,
+                      ...) {
+    char buf[QVL_TENSOR_NAME_MAX + 32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const int64_t shape[2] = {d0, d1};
+    return qvl_g_weight(g, buf, dt, ndim, shape);
+}
+
+typedef struct text_dims {
+    int64_t n, hidden, heads, kv_heads, head_dim, ffn;
+    float eps;
+    qvl_dtype wdt, ndt;
+} text_dims;
+
+/* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. */
+static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
+                               const qvl_rope_params *rope, const qvl_text_graph_opts *o) {
+    const int64_t N = d->n, H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
+    const int64_t q_out = H * D, kv_out = Hkv * D;
+    qvl_tid wq =
+        weight(g, d->wdt, 2, q_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.q_proj.weight", l);
+    qvl_tid wk =
+        weight(g, d->wdt, 2, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.k_proj.weight", l);
+    qvl_tid wv =
+        weight(g, d->wdt, 2, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.v_proj.weight", l);
+    qvl_tid wo =
+        weight(g, d->wdt, 2, d->hidden, q_out, TEXT_PREFIX "layers.%d.self_attn.o_proj.weight", l);
+    qvl_tid qn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.q_norm.weight", l);
+    qvl_tid kn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.k_norm.weight", l);
+
+    qvl_tid q = named(g, qvl_g_matmul(g, x, wq, -1), "blk.%d.attn_q", l);
+    qvl_tid k = named(g, qvl_g_matmul(g, x, wk, -1), "blk.%d.attn_k", l);
+    qvl_tid v = named(g, qvl_g_matmul(g, x, wv, -1), "blk.%d.attn_v", l);
+
+    const int64_t q_shape[3] = {N, H, D}, kv_shape[3] = {N, Hkv, D};
+    q = named(g, qvl_g_reshape(g, q, 3, q_shape), "blk.%d.attn_q_heads", l);
+    k = named(g, qvl_g_reshape(g, k, 3, kv_shape), "blk.%d.attn_k_heads", l);
+    v = named(g, qvl_g_reshape(g, v, 3, kv_shape), "blk.%d.attn_v_heads", l);
+
+    /* q_norm / k_norm act on each head vector, before rope. */
+    q = named(g, qvl_g_rms_norm(g, q, qn_w, d->eps), "blk.%d.attn_q_norm", l);
+    k = named(g, qvl_g_rms_norm(g, k, kn_w, d->eps), "blk.%d.attn_k_norm", l);
+    q = named(g, qvl_g_rope(g, q, pos, rope), "blk.%d.attn_q_rope", l);
+    k = named(g, qvl_g_rope(g, k, pos, rope), "blk.%d.attn_k_rope", l);
+
+    /* Append to the cache; the result holds every key/value seen so far [n_past+N, Hkv, D]. */
+    char name[64];
+    snprintf(name, sizeof name, "kv.%d.k", l);
+    const int64_t cache_shape[3] = {o->kv_capacity, Hkv, D};
+    qvl_tid kc = qvl_g_input(g, name, QVL_F32, 3, cache_shape);
+    snprintf(name, sizeof name, "kv.%d.v", l);
+    qvl_tid vc = qvl_g_input(g, name, QVL_F32, 3, cache_shape);
+    qvl_tid k_all = named(g, qvl_g_store_rows(g, kc, k, o->n_past), "blk.%d.k_cache", l);
+    qvl_tid v_all = named(g, qvl_g_store_rows(g, vc, v, o->n_past), "blk.%d.v_cache", l);
+
+    static const int perm_swap01[3] = {1, 0, 2};
+    static const int perm_v[3] = {1, 2, 0};
+    qvl_tid qp = named(g, qvl_g_permute(g, q, perm_swap01), "blk.%d.attn_q_perm", l); /* [H,N,D] */
+    qvl_tid kp =
+        named(g, qvl_g_permute(g, k_all, perm_swap01), "blk.%d.attn_k_perm", l);     /* [Hkv,L,D] */
+    qvl_tid vp = named(g, qvl_g_permute(g, v_all, perm_v), "blk.%d.attn_v_perm", l); /* [Hkv,D,L] */
+
+    qvl_tid s = named(g, qvl_g_matmul(g, qp, kp, -1), "blk.%d.attn_scores", l); /* [H,N,L] */
+    s = named(g, qvl_g_scale(g, s, (float)(1.0 / sqrt((double)D))), "blk.%d.attn_scaled", l);
+    s = named(g, qvl_g_mask_causal(g, s, o->n_past), "blk.%d.attn_masked", l);
+    s = named(g, qvl_g_softmax(g, s), "blk.%d.attn_probs", l);
+    qvl_tid ctx = named(g, qvl_g_matmul(g, s, vp, -1), "blk.%d.attn_ctx", l); /* [H,N,D] */
+    ctx = named(g, qvl_g_permute(g, ctx, perm_swap01), "blk.%d.attn_ctx_perm", l);
+    ctx = named(g, qvl_g_cont(g, ctx), "blk.%d.attn_ctx_cont", l);
+    const int64_t flat[2] = {N, q_out};
+    ctx = named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.attn_ctx_flat", l);
+    return named(g, qvl_g_matmul(g, ctx, wo, -1), "blk.%d.attn_out", l);
+}
+
+/* SwiGLU MLP of layer l on the normalised input x; returns the down projection. */
+static qvl_tid build_mlp(qvl_graph *g, const text_dims *d, int l, qvl_tid x) {
+    qvl_tid wg =
+        weight(g, d->wdt, 2, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.gate_proj.weight", l);
+    qvl_tid wu =
+        weight(g, d->wdt, 2, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.up_proj.weight", l);
+    qvl_tid wd =
+        weight(g, d->wdt, 2, d->hidden, d->ffn, TEXT_PREFIX "layers.%d.mlp.down_proj.weight", l);
+    qvl_tid gate = named(g, qvl_g_matmul(g, x, wg, -1), "blk.%d.ffn_gate", l);
+    qvl_tid up = named(g, qvl_g_matmul(g, x, wu, -1), "blk.%d.ffn_up", l);
+    qvl_tid act = named(g, qvl_g_unary(g, QVL_OP_SILU, gate), "blk.%d.ffn_act", l);
+    qvl_tid gu = named(g, qvl_g_mul(g, act, up), "blk.%d.ffn_gated", l);
+    return named(g, qvl_g_matmul(g, gu, wd, -1), "blk.%d.ffn_down", l);
+}
+
+static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *o,
+                             qvl_error *err) {
+    if (!cfg || !o) return qvl_fail(err, QVL_E_INVALID, "text graph: no config or options");
+    if (o->n_tokens < 1)
+        return qvl_fail(err, QVL_E_INVALID, "text graph: n_tokens must be >= 1 (got %lld)",
+                        (long long)o->n_tokens);
+    if (o->n_past < 0)
+        return qvl_fail(err, QVL_E_INVALID, "text graph: n_past must be >= 0 (got %lld)",
+                        (long long)o->n_past);
+    if (o->kv_capacity < o->n_past || o->kv_capacity - o->n_past < o->n_tokens)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "text graph: kv_capacity %lld cannot hold n_past %lld + n_tokens %lld",
+                        (long long)o->kv_capacity, (long long)o->n_past, (long long)o->n_tokens);
+    if (!qvl_dtype_valid(o->weight_dtype) || o->weight_dtype == QVL_I32 ||
+        !qvl_dtype_valid(o->norm_dtype) || o->norm_dtype == QVL_I32)
+        return qvl_fail(err, QVL_E_DTYPE, "text graph: weight and norm dtypes must be float types");
+    const qvl_text_config *t = &cfg->text;
+    if (t->num_hidden_layers < 1 || t->head_dim < 2 || t->num_key_value_heads < 1 ||
+        t->num_attention_heads % t->num_key_value_heads != 0)
+        return qvl_fail(err, QVL_E_INVALID, "text graph: config is not validated");
+    return QVL_OK;
+}
+
+qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *o,
+                                  qvl_graph **out, qvl_error *err) {
+    if (out) *out = NULL;
+    if (!out) return qvl_fail(err, QVL_E_INVALID, "text graph: no output pointer");
+    qvl_status st = check_opts(cfg, o, err);
+    if (st != QVL_OK) return st;
+    const qvl_text_config *t = &cfg->text;
+    text_dims d = {
+        .n = o->n_tokens,
+        .hidden = t->hidden_size,
+        .heads = t->num_attention_heads,
+        .kv_heads = t->num_key_value_heads,
+        .head_dim = t->head_dim,
+        .ffn = t->intermediate_size,
+        .eps = (float)t->rms_norm_eps,
+        .wdt = o->weight_dtype,
+        .ndt = o->norm_dtype,
+    };
+    qvl_rope_params rope = {
+        .mode = QVL_ROPE_MROPE_INTERLEAVED,
+        .theta = (float)t->rope_theta,
+        .sections = {t->mrope_section[0], t->mrope_section[1], t->mrope_section[2], 0},
+    };
+
+    qvl_graph *g = qvl_graph_new();
+    if (!g) return qvl_fail(err, QVL_E_NOMEM, "text graph: out of memory");
+
+    const int64_t N = o->n_tokens;
+    const int64_t ids_shape[1] = {N}, pos_shape[2] = {3, N};
+    qvl_tid ids = qvl_g_input(g, "ids", QVL_I32, 1, ids_shape);
+    qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, 2, pos_shape);
+    qvl_tid embed = weight(g, d.wdt, 2, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
+    qvl_tid h = named(g, qvl_g_get_rows(g, embed, ids), "tok_embd");
+
+    for (int l = 0; l < (int)t->num_hidden_layers; l++) {
+        qvl_tid in_norm =
+            weight(g, d.ndt, 1, d.hidden, 1, TEXT_PREFIX "layers.%d.input_layernorm.weight", l);
+        qvl_tid post_norm = weight(g, d.ndt, 1, d.hidden, 1,
+                                   TEXT_PREFIX "layers.%d.post_attention_layernorm.weight", l);
+
+        qvl_tid x = named(g, qvl_g_rms_norm(g, h, in_norm, d.eps), "blk.%d.attn_norm", l);
+        qvl_tid a = build_attention(g, &d, l, x, pos, &rope, o);
+        h = named(g, qvl_g_add(g, h, a), "blk.%d.attn_residual", l);
+
+        x = named(g, qvl_g_rms_norm(g, h, post_norm, d.eps), "blk.%d.ffn_norm", l);
+        qvl_tid m = build_mlp(g, &d, l, x);
+        h = named(g, qvl_g_add(g, h, m), "blk.%d.ffn_out", l);
+    }
+
+    /* Row-wise norm commutes with taking the last row, so slice first: the final norm then
+     * feeds the output projection directly (one norm+linear) and runs on one row only. */
+    if (!o->all_logits && N > 1) h = named(g, qvl_g_slice(g, h, 0, N - 1, 1), "last_row");
+    qvl_tid norm_w = weight(g, d.ndt, 1, d.hidden, 1, TEXT_PREFIX "norm.weight");
+    h = named(g, qvl_g_rms_norm(g, h, norm_w, d.eps), "output_norm");
+    qvl_tid lm = cfg->tie_word_embeddings
+                     ? embed
+                     : weight(g, d.wdt, 2, t->vocab_size, d.hidden, "lm_head.weight");
+    qvl_tid logits = named(g, qvl_g_matmul(g, h, lm, -1), "logits");
+    qvl_g_output(g, logits, "logits");
+
+    st = qvl_graph_error(g, err);
+    if (st != QVL_OK) {
+        qvl_error_prefix(err, "text graph");
+        qvl_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return QVL_OK;
+}

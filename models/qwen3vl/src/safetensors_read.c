@@ -1,0 +1,420 @@
+/* Safetensors reader: maps the file read-only and validates the header against the file size
+ * before any tensor pointer is handed out. */
+#define _POSIX_C_SOURCE 200809L
+#include "qvl/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qvl/checked.h"
+
+/* A valid header nests 3 deep (root, entry, array); anything much deeper is hostile. */
+#define ST_MAX_NESTING 8
+#define ST_MAX_INT 9007199254740992.0 /* 2^53: JSON numbers above it are not exact doubles */
+
+struct qvl_safetensors {
+    char *path;
+    const unsigned char *map;
+    size_t map_size;
+    const unsigned char *data;     /* first byte after the header */
+    size_t data_size;
+    qvl_st_tensor *tensors;        /* header order */
+    size_t n_tensors;
+    const qvl_st_tensor **by_name; /* sorted by name, for find */
+    char **meta_keys;
+    char **meta_values;
+    size_t n_meta;
+};
+
+/* Safetensors dtype names; the unsupported ones are listed so the message can say so. */
+static const struct { const char *name; int qvl; /* -1 = known but unsupported */ } st_dtypes[] = {
+    {"F32", QVL_F32}, {"F16", QVL_F16}, {"BF16", QVL_BF16},
+    {"F64", -1}, {"I64", -1}, {"I32", -1}, {"I16", -1}, {"I8", -1}, {"U64", -1}, {"U32", -1},
+    {"U16", -1}, {"U8", -1}, {"BOOL", -1}, {"F8_E4M3", -1}, {"F8_E5M2", -1}, {"F8_E8M0", -1},
+    {"F4", -1}, {"F6_E2M3", -1}, {"F6_E3M2", -1}, {"C64", -1},
+};
+
+static size_t elem_bytes(qvl_dtype t) {
+    return t == QVL_F32 ? 4 : 2;
+}
+
+static int cmp_tensor_name(const void *a, const void *b) {
+    const qvl_st_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+static int cmp_tensor_begin(const void *a, const void *b) {
+    const qvl_st_tensor *const *x = a, *const *y = b;
+    uintptr_t pa = (uintptr_t)(*x)->data, pb = (uintptr_t)(*y)->data;
+    if (pa != pb) return pa < pb ? -1 : 1;
+    return (*x)->nbytes < (*y)->nbytes ? -1 : (*x)->nbytes > (*y)->nbytes;
+}
+
+/* Before handing the header to cJSON (which recurses per level and allocates per value):
+ * the maximum {}/[] nesting outside strings and the number of top-level keys. */
+static void prescan(const char *s, size_t n, int *max_depth, size_t *top_keys) {
+    int depth = 0;
+    bool in_str = false;
+    *max_depth = 0;
+    *top_keys = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > *max_depth) *max_depth = depth;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == ':' && depth == 1) {
+            ++*top_keys;
+        }
+    }
+}
+
+/* A JSON number that is a whole number in [0, max]. */
+static bool json_uint(const cJSON *v, double max, uint64_t *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < 0 || d > max || floor(d) != d) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+void qvl_safetensors_close(qvl_safetensors *st) {
+    if (!st) return;
+    if (st->map) munmap((void *)st->map, st->map_size);
+    for (size_t i = 0; i < st->n_tensors; i++) free((char *)st->tensors[i].name);
+    for (size_t i = 0; i < st->n_meta; i++) {
+        free(st->meta_keys[i]);
+        free(st->meta_values[i]);
+    }
+    free(st->tensors);
+    free(st->by_name);
+    free(st->meta_keys);
+    free(st->meta_values);
+    free(st->path);
+    free(st);
+}
+
+static qvl_status parse_metadata(qvl_safetensors *st, const cJSON *meta, qvl_error *err) {
+    if (!cJSON_IsObject(meta))
+        return qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ is not an object", st->path);
+    size_t n = (size_t)cJSON_GetArraySize(meta);
+    st->meta_keys = calloc(n ? n : 1, sizeof *st->meta_keys);
+    st->meta_values = calloc(n ? n : 1, sizeof *st->meta_values);
+    if (!st->meta_keys || !st->meta_values)
+        return qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
+    for (const cJSON *kv = meta->child; kv; kv = kv->next) {
+        if (!cJSON_IsString(kv) || !kv->valuestring)
+            return qvl_fail(err, QVL_E_PARSE,
+                            "%s: header: __metadata__ value '%.200s' is not a string", st->path,
+                            kv->string ? kv->string : "");
+        size_t i = st->n_meta;
+        st->meta_keys[i] = strdup(kv->string ? kv->string : "");
+        st->meta_values[i] = strdup(kv->valuestring);
+        st->n_meta++;
+        if (!st->meta_keys[i] || !st->meta_values[i])
+            return qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
+    }
+    return QVL_OK;
+}
+
+/* Fill t from one header entry; name is the entry's key. */
+static qvl_status parse_entry(qvl_safetensors *st, const char *name, const cJSON *e,
+                              qvl_st_tensor *t, qvl_error *err) {
+#define ENTRY_FAIL(code, ...)                                                                     \
+    do {                                                                                          \
+        char what_[512];                                                                          \
+        snprintf(what_, sizeof what_, __VA_ARGS__);                                               \
+        return qvl_fail(err, code, "%s: tensor '%.200s': %s", st->path, name, what_);             \
+    } while (0)
+
+    if (!cJSON_IsObject(e)) ENTRY_FAIL(QVL_E_PARSE, "entry is not a JSON object");
+    const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL;
+    for (const cJSON *kv = e->child; kv; kv = kv->next) {
+        const char *k = kv->string ? kv->string : "";
+        const cJSON **slot = !strcmp(k, "dtype")          ? &dtype
+                             : !strcmp(k, "shape")        ? &shape
+                             : !strcmp(k, "data_offsets") ? &offsets
+                                                          : NULL;
+        if (!slot) ENTRY_FAIL(QVL_E_PARSE, "unexpected key '%.100s'", k);
+        if (*slot) ENTRY_FAIL(QVL_E_PARSE, "key '%s' appears twice", k);
+        *slot = kv;
+    }
+    if (!dtype) ENTRY_FAIL(QVL_E_PARSE, "missing \"dtype\"");
+    if (!shape) ENTRY_FAIL(QVL_E_PARSE, "missing \"shape\"");
+    if (!offsets) ENTRY_FAIL(QVL_E_PARSE, "missing \"data_offsets\"");
+
+    if (!cJSON_IsString(dtype) || !dtype->valuestring)
+        ENTRY_FAIL(QVL_E_PARSE, "\"dtype\" is not a string");
+    int found = -2;
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+        if (!strcmp(dtype->valuestring, st_dtypes[i].name)) found = st_dtypes[i].qvl;
+    if (found == -2) ENTRY_FAIL(QVL_E_PARSE, "unknown dtype '%.40s'", dtype->valuestring);
+    if (found == -1)
+        ENTRY_FAIL(QVL_E_UNSUPPORTED, "unsupported dtype '%s' (F32, F16 and BF16 are supported)",
+                   dtype->valuestring);
+    t->dtype = (qvl_dtype)found;
+
+    if (!cJSON_IsArray(shape)) ENTRY_FAIL(QVL_E_PARSE, "\"shape\" is not an array");
+    int rank = cJSON_GetArraySize(shape);
+    if (rank > QVL_ST_MAX_DIMS)
+        ENTRY_FAIL(QVL_E_LIMIT, "rank %d exceeds the limit of %d", rank, QVL_ST_MAX_DIMS);
+    t->ndim = rank;
+    size_t nbytes = elem_bytes(t->dtype);
+    bool overflow = false;
+    int d = 0;
+    for (const cJSON *v = shape->child; v; v = v->next, d++) {
+        uint64_t dim;
+        if (!json_uint(v, ST_MAX_INT, &dim))
+            ENTRY_FAIL(QVL_E_PARSE, "shape[%d] is not an integer between 0 and 2^53", d);
+        t->shape[d] = (int64_t)dim;
+        if (dim > SIZE_MAX || !qvl_mul_size(nbytes, (size_t)dim, &nbytes)) overflow = true;
+    }
+    /* A zero dimension makes the size 0 whatever the other dimensions say. */
+    for (int i = 0; i < rank; i++)
+        if (t->shape[i] == 0) overflow = false, nbytes = 0;
+    if (overflow) ENTRY_FAIL(QVL_E_LIMIT, "shape is too large (size overflows)");
+
+    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2)
+        ENTRY_FAIL(QVL_E_PARSE, "\"data_offsets\" is not an array of two integers");
+    uint64_t begin, end;
+    if (!json_uint(offsets->child, ST_MAX_INT, &begin) ||
+        !json_uint(offsets->child->next, ST_MAX_INT, &end))
+        ENTRY_FAIL(QVL_E_PARSE, "\"data_offsets\" are not integers between 0 and 2^53");
+    if (begin > end)
+        ENTRY_FAIL(QVL_E_PARSE, "data_offsets [%llu, %llu] end before they begin",
+                   (unsigned long long)begin, (unsigned long long)end);
+    if (end > st->data_size)
+        ENTRY_FAIL(QVL_E_PARSE,
+                   "data_offsets [%llu, %llu] run past the end of the data (%zu bytes)",
+                   (unsigned long long)begin, (unsigned long long)end, st->data_size);
+    if (end - begin != nbytes)
+        ENTRY_FAIL(QVL_E_SHAPE, "data_offsets span %llu bytes but dtype %s and the shape need %llu",
+                   (unsigned long long)(end - begin), dtype->valuestring,
+                   (unsigned long long)nbytes);
+    t->data = st->data + begin;
+    t->nbytes = (size_t)nbytes;
+    t->name = strdup(name);
+    if (!t->name) ENTRY_FAIL(QVL_E_NOMEM, "out of memory");
+    return QVL_OK;
+#undef ENTRY_FAIL
+}
+
+static qvl_status parse_header(qvl_safetensors *st, const char *hdr, size_t n, qvl_error *err) {
+    int depth;
+    size_t keys;
+    prescan(hdr, n, &depth, &keys);
+    if (depth > ST_MAX_NESTING)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: header: JSON nests deeper than %d levels", st->path,
+                        ST_MAX_NESTING);
+    if (keys > QVL_ST_MAX_TENSORS + 1)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: header: %zu entries exceed the limit of %u tensors",
+                        st->path, keys, QVL_ST_MAX_TENSORS);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
+    if (!root) {
+        size_t at = end && end >= hdr && end <= hdr + n ? (size_t)(end - hdr) : 0;
+        return qvl_fail(err, QVL_E_PARSE, "%s: header: not valid JSON (near byte %zu of %zu)",
+                        st->path, at, n);
+    }
+    qvl_status s = QVL_OK;
+    for (const char *p = end; p && p < hdr + n; p++) {
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            s = qvl_fail(err, QVL_E_PARSE,
+                         "%s: header: unexpected bytes after the JSON object (byte %zu)", st->path,
+                         (size_t)(p - hdr));
+            goto done;
+        }
+    }
+    if (!cJSON_IsObject(root)) {
+        s = qvl_fail(err, QVL_E_PARSE, "%s: header: not a JSON object", st->path);
+        goto done;
+    }
+    size_t count = 0;
+    for (const cJSON *e = root->child; e; e = e->next) count++;
+    if (count > QVL_ST_MAX_TENSORS + 1) {
+        s = qvl_fail(err, QVL_E_LIMIT, "%s: header: %zu entries exceed the limit of %u tensors",
+                     st->path, count, QVL_ST_MAX_TENSORS);
+        goto done;
+    }
+    st->tensors = calloc(count ? count : 1, sizeof *st->tensors);
+    st->by_name = calloc(count ? count : 1, sizeof *st->by_name);
+    if (!st->tensors || !st->by_name) {
+        s = qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
+        goto done;
+    }
+    bool seen_meta = false;
+    for (const cJSON *e = root->child; e; e = e->next) {
+        const char *name = e->string ? e->string : "";
+        if (!strcmp(name, "__metadata__")) {
+            if (seen_meta) {
+                s = qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ appears twice", st->path);
+                goto done;
+            }
+            seen_meta = true;
+            if ((s = parse_metadata(st, e, err)) != QVL_OK) goto done;
+            continue;
+        }
+        if (!*name) {
+            s = qvl_fail(err, QVL_E_PARSE, "%s: header: a tensor has an empty name", st->path);
+            goto done;
+        }
+        if ((s = parse_entry(st, name, e, &st->tensors[st->n_tensors], err)) != QVL_OK) goto done;
+        st->n_tensors++;
+    }
+    if (st->n_tensors > QVL_ST_MAX_TENSORS) {
+        s = qvl_fail(err, QVL_E_LIMIT, "%s: header: %zu tensors exceed the limit of %u", st->path,
+                     st->n_tensors, QVL_ST_MAX_TENSORS);
+        goto done;
+    }
+done:
+    cJSON_Delete(root);
+    return s;
+}
+
+/* Names must be unique (cJSON keeps duplicate keys) and byte ranges must not overlap. */
+static qvl_status check_layout(qvl_safetensors *st, qvl_error *err) {
+    size_t n = st->n_tensors;
+    for (size_t i = 0; i < n; i++) st->by_name[i] = &st->tensors[i];
+    qsort(st->by_name, n, sizeof *st->by_name, cmp_tensor_name);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(st->by_name[i - 1]->name, st->by_name[i]->name))
+            return qvl_fail(err, QVL_E_PARSE, "%s: tensor '%.200s': appears twice in the header",
+                            st->path, st->by_name[i]->name);
+
+    const qvl_st_tensor **by_pos = malloc((n ? n : 1) * sizeof *by_pos);
+    if (!by_pos) return qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (st->tensors[i].nbytes) by_pos[m++] = &st->tensors[i];
+    qsort(by_pos, m, sizeof *by_pos, cmp_tensor_begin);
+    qvl_status s = QVL_OK;
+    for (size_t i = 1; i < m; i++) {
+        const qvl_st_tensor *a = by_pos[i - 1], *b = by_pos[i];
+        if ((const unsigned char *)a->data + a->nbytes > (const unsigned char *)b->data) {
+            s = qvl_fail(err, QVL_E_PARSE, "%s: tensor '%.200s': data overlaps tensor '%.200s'",
+                         st->path, b->name, a->name);
+            break;
+        }
+    }
+    free(by_pos);
+    return s;
+}
+
+qvl_status qvl_safetensors_open(const char *path, qvl_safetensors **out, qvl_error *err) {
+    if (!path || !out) return qvl_fail(err, QVL_E_INVALID, "safetensors: no path or output given");
+    *out = NULL;
+    qvl_safetensors *st = calloc(1, sizeof *st);
+    if (!st || !(st->path = strdup(path))) {
+        free(st);
+        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
+    }
+    qvl_status s = QVL_OK;
+    char *hdr = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        s = qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s", path,
+                     strerror(errno));
+        goto fail;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        s = qvl_fail(err, QVL_E_IO, "%s: not a regular file", path);
+        goto fail;
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        s = qvl_fail(err, QVL_E_LIMIT, "%s: file too large to map", path);
+        goto fail;
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size < 8) {
+        s = qvl_fail(err, QVL_E_PARSE,
+                     "%s: header: file is %zu bytes, shorter than the 8-byte header length", path,
+                     size);
+        goto fail;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        s = qvl_fail(err, QVL_E_IO, "%s: cannot map: %s", path, strerror(errno));
+        goto fail;
+    }
+    close(fd);
+    fd = -1;
+    st->map = map;
+    st->map_size = size;
+
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | st->map[i];
+    if (n > QVL_ST_MAX_HEADER_BYTES) {
+        s = qvl_fail(err, QVL_E_LIMIT, "%s: header: length %llu exceeds the limit of %llu bytes",
+                     path, (unsigned long long)n, (unsigned long long)QVL_ST_MAX_HEADER_BYTES);
+        goto fail;
+    }
+    if (n > size - 8) {
+        s = qvl_fail(err, QVL_E_PARSE,
+                     "%s: header: length %llu runs past the end of the file (%zu bytes)", path,
+                     (unsigned long long)n, size);
+        goto fail;
+    }
+    st->data = st->map + 8 + n;
+    st->data_size = size - 8 - (size_t)n;
+    /* A private NUL-terminated copy: the JSON parser then never reads past the header. */
+    hdr = malloc((size_t)n + 1);
+    if (!hdr) {
+        s = qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", path);
+        goto fail;
+    }
+    memcpy(hdr, st->map + 8, (size_t)n);
+    hdr[n] = '\0';
+    if ((s = parse_header(st, hdr, (size_t)n, err)) != QVL_OK) goto fail;
+    if ((s = check_layout(st, err)) != QVL_OK) goto fail;
+    free(hdr);
+    *out = st;
+    return QVL_OK;
+fail:
+    if (fd >= 0) close(fd);
+    free(hdr);
+    qvl_safetensors_close(st);
+    return s;
+}
+
+const char *qvl_safetensors_path(const qvl_safetensors *st) {
+    return st ? st->path : NULL;
+}
+
+size_t qvl_safetensors_count(const qvl_safetensors *st) {
+    return st ? st->n_tensors : 0;
+}
+
+const qvl_st_tensor *qvl_safetensors_at(const qvl_safetensors *st, size_t i) {
+    return st && i < st->n_tensors ? &st->tensors[i] : NULL;
+}
+
+const qvl_st_tensor *qvl_safetensors_find(const qvl_safetensors *st, const char *name) {
+    if (!st || !name) return NULL;
+    qvl_st_tensor key = {.name = name};
+    const qvl_st_tensor *kp = &key;
+    const qvl_st_tensor **hit =
+        bsearch(&kp, st->by_name, st->n_tensors, sizeof *st->by_name, cmp_tensor_name);
+    return hit ? *hit : NULL;
+}
+
+const char *qvl_safetensors_metadata(const qvl_safetensors *st, const char *key) {
+    if (!st || !key) return NULL;
+    for (size_t i = 0; i < st->n_meta; i++)
+        if (!strcmp(st->meta_keys[i], key)) return st->meta_values[i];
+    return NULL;
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Make Hugging Face parity fixtures for qvl.
+
+Builds small random-weight Qwen3VLForConditionalGeneration models in the real architecture,
+stores their weights in bf16 (model.safetensors, Hugging Face names), runs them in float32 with
+transformers (eager attention, on the GPU when there is one) and writes, per model directory:
+
+  config.json, generation_config.json, model.safetensors
+  fixture.json      the cases: prompt ids, greedy continuation, logits file, top-1/top-2 margin
+  <case>.logits     little-endian float32 [n_prompt, vocab]: the prompt's logits (the layout of
+                    `qvl run --dump-logits`)
+
+Needs torch and transformers >= 4.57. Usage:  python3 scripts/make_fixtures.py OUT_DIR
+"""
+import inspect
+import json
+import os
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+# Two text configs that differ in GQA ratio, tied vs untied head, head_dim and mrope_section.
+MODELS = {
+    "tiny-tied": dict(
+        text=dict(vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                  rope_theta=5000000.0, rms_norm_eps=1e-6,
+                  mrope_section=[6, 5, 5], tie_word_embeddings=True),
+        vision=dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2,
+                    out_hidden_size=64, num_position_embeddings=64,
+                    deepstack_visual_indexes=[0, 1]),
+        seed=1234, std=0.25),
+    "tiny-untied": dict(
+        text=dict(vocab_size=384, hidden_size=96, intermediate_size=128, num_hidden_layers=3,
+                  num_attention_heads=6, num_key_value_heads=1, head_dim=16,
+                  rope_theta=10000.0, rms_norm_eps=1e-6,
+                  mrope_section=[4, 2, 2], tie_word_embeddings=False),
+        vision=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=4,
+                    out_hidden_size=96, num_position_embeddings=36,
+                    deepstack_visual_indexes=[1]),
+        seed=99, std=0.25),
+}
+
+# Special ids of the real tokenizer are out of range for a tiny vocab; the cases use plain ids.
+N_GREEDY = 10
+
+
+def make_config(spec):
+    t = spec["text"]
+    text_config = dict(
+        vocab_size=t["vocab_size"], hidden_size=t["hidden_size"],
+        intermediate_size=t["intermediate_size"], num_hidden_layers=t["num_hidden_layers"],
+        num_attention_heads=t["num_attention_heads"],
+        num_key_value_heads=t["num_key_value_heads"], head_dim=t["head_dim"],
+        hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=t["rms_norm_eps"],
+        attention_bias=False, tie_word_embeddings=t["tie_word_embeddings"],
+        bos_token_id=0, eos_token_id=1)
+    rope = dict(rope_type="default", mrope_section=t["mrope_section"], mrope_interleaved=True)
+    text_params = inspect.signature(transformers.Qwen3VLTextConfig.__init__).parameters
+    if "rope_parameters" in text_params:  # transformers >= 5 spelling
+        text_config["rope_parameters"] = dict(rope, rope_theta=t["rope_theta"])
+    else:
+        text_config["rope_scaling"] = rope
+        text_config["rope_theta"] = t["rope_theta"]
+    v = spec["vision"]
+    vision_config = dict(
+        depth=v["depth"], hidden_size=v["hidden_size"], intermediate_size=v["intermediate_size"],
+        num_heads=v["num_heads"], hidden_act="gelu_pytorch_tanh", patch_size=16,
+        temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
+        out_hidden_size=v["out_hidden_size"],
+        num_position_embeddings=v["num_position_embeddings"],
+        deepstack_visual_indexes=v["deepstack_visual_indexes"])
+    vocab = t["vocab_size"]
+    cfg = Qwen3VLConfig(text_config=text_config, vision_config=vision_config,
+                        image_token_id=vocab - 4, video_token_id=vocab - 3,
+                        vision_start_token_id=vocab - 6, vision_end_token_id=vocab - 5,
+                        tie_word_embeddings=t["tie_word_embeddings"])
+    return cfg
+
+
+def randomize(model, std, gen):
+    """Weights with a scale that keeps logits well separated (the HF init is too flat)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            parts = name.split(".")
+            if parts[-1] == "weight" and "norm" in parts[-2]:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(".bias"):
+                p.copy_(0.05 * torch.randn(p.shape, generator=gen))
+            else:
+                fan_in = p.shape[-1] if p.dim() > 1 else 1
+                scale = std if "embed_tokens" in name or "lm_head" in name else std / max(1.0, (fan_in / 64) ** 0.5)
+                p.copy_(scale * torch.randn(p.shape, generator=gen))
+
+
+def state_dict_for_file(model, tied):
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()}
+    if tied:
+        sd.pop("lm_head.weight", None)
+    return sd
+
+
+def greedy(model, ids, n, device):
+    """Greedy continuation recomputing the whole sequence each step (no cache: the oracle)."""
+    seq = list(ids)
+    margins = []
+    for _ in range(n):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([seq], device=device)).logits[0, -1].float()
+        top = torch.topk(logits, 2)
+        margins.append(float(top.values[0] - top.values[1]))
+        seq.append(int(top.indices[0]))
+    return seq[len(ids):], min(margins)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    out_root = sys.argv[1]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # Full float32 matrix products on the GPU (no TF32).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    for name, spec in MODELS.items():
+        out = os.path.join(out_root, name)
+        os.makedirs(out, exist_ok=True)
+        cfg = make_config(spec)
+        gen = torch.Generator().manual_seed(spec["seed"])
+        model = Qwen3VLForConditionalGeneration(cfg)
+        randomize(model, spec["std"], gen)
+        tied = spec["text"]["tie_word_embeddings"]
+        if tied:
+            model.tie_weights()
+        # The file stores bf16. The oracle is the model as a user loads it from this directory,
+        # in float32: exactly the bf16-rounded weights, with rotary tables computed in float32
+        # (casting a live model to bf16 and back would also round its inv_freq buffers).
+        sd = state_dict_for_file(model, tied)
+        save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+        cfg.save_pretrained(out)
+        del model
+        model = Qwen3VLForConditionalGeneration.from_pretrained(
+            out, dtype=torch.float32, attn_implementation="eager")
+        model.eval().to(device)
+        with open(os.path.join(out, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": 0, "eos_token_id": [1], "do_sample": False}, f, indent=2)
+
+        vocab = spec["text"]["vocab_size"]
+        g = torch.Generator().manual_seed(spec["seed"] + 1)
+        cases = []
+        for ci, n_prompt in enumerate([1, 7, 23]):
+            ids = torch.randint(8, vocab - 8, (n_prompt,), generator=g).tolist()
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ids], device=device)).logits[0].float().cpu()
+            lf = f"case{ci}.logits"
+            logits.numpy().astype("<f4").tofile(os.path.join(out, lf))
+            cont, margin = greedy(model, ids, N_GREEDY, device)
+            cases.append(dict(name=f"case{ci}", prompt_ids=ids, greedy_ids=cont,
+                              logits_file=lf, n_prompt=n_prompt, vocab=vocab,
+                              min_greedy_margin=margin,
+                              max_abs_logit=float(logits.abs().max())))
+            print(f"{name} case{ci}: n_prompt={n_prompt} greedy={cont} min margin={margin:.4f}")
+        with open(os.path.join(out, "fixture.json"), "w") as f:
+            json.dump(dict(model=name, torch_version=torch.__version__,
+                           transformers_version=transformers.__version__,
+                           device=device, compute_dtype="float32", weight_dtype="bfloat16",
+                           cases=cases), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+/* A plugin whose entry point returns no table. */
+#include <stddef.h>
+
+#include "qvl/backend.h"
+
+QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) { return NULL; }

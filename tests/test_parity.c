@@ -1,0 +1,210 @@
+/* Parity with Hugging Face transformers on the committed fixtures (every model under tests/fixtures): the
+ * prompt logits and the greedy continuation of small random-weight Qwen3-VL models, on every
+ * backend that loads here.
+ *
+ * Tolerance: both sides compute in float32 on the same bf16-rounded weights (transformers on a
+ * GPU with TF32 off, eager attention, the model loaded from the fixture directory), so they
+ * differ only by summation order: measured here about 1e-6 of the largest logit. We allow
+ * 1e-4 x max|logit| per element (the issue's "~1e-4 relative"), room for backends that
+ * reassociate sums (SIMD, GPU reductions). Greedy tokens are compared exactly and separately;
+ * the smallest top-1/top-2 margin along the fixtures' greedy paths is 0.0055 (fixture.json),
+ * about 6x the largest allowed logit error. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "qvl/gen_config.h"
+#include "qvl/generate.h"
+#include "qvl/qwen3vl_model.h"
+#include "qvl/sampling.h"
+
+#define FIXTURES QVL_SOURCE_DIR "/tests/fixtures"
+static const char *const models[] = {"tiny-tied", "tiny-untied"};
+static const char *const backends[] = {"reference", "cpu_avx2", "cuda_sm61"};
+#define LOGIT_RTOL 1e-4
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static int32_t *json_ids(const cJSON *arr, int64_t *n) {
+    *n = cJSON_GetArraySize(arr);
+    int32_t *ids = malloc((size_t)(*n ? *n : 1) * sizeof *ids);
+    for (int64_t i = 0; i < *n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
+    return ids;
+}
+
+static void greedy_ids(int32_t id, void *user) {
+    int32_t **cursor = user;
+    *(*cursor)++ = id;
+}
+
+/* One case: prompt logits within tolerance, then greedy tokens identical. */
+static void check_case(const char *model_dir, const char *backend, const cJSON *c) {
+    int64_t n_prompt, n_greedy;
+    int32_t *prompt = json_ids(cJSON_GetObjectItem(c, "prompt_ids"), &n_prompt);
+    int32_t *expect = json_ids(cJSON_GetObjectItem(c, "greedy_ids"), &n_greedy);
+    const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+    int64_t vocab = (int64_t)cJSON_GetObjectItem(c, "vocab")->valuedouble;
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", model_dir, cJSON_GetObjectItem(c, "logits_file")->valuestring);
+    size_t bytes = 0;
+    float *hf = (float *)read_file(path, &bytes);
+    assert_non_null(hf);
+    assert_int_equal(bytes, (size_t)(n_prompt * vocab) * sizeof(float));
+
+    qvl_error err = {0};
+    qvl_model *m = NULL;
+    qvl_model_options mo = {.backend_name = backend, .ctx = 64};
+    assert_int_equal(qvl_model_open(model_dir, &mo, &m, &err), QVL_OK);
+    assert_int_equal(qvl_model_config(m)->text.vocab_size, vocab);
+
+    float *logits = malloc((size_t)(n_prompt * vocab) * sizeof *logits);
+    qvl_gen_config gen;
+    qvl_gen_config_defaults(&gen);
+    snprintf(path, sizeof path, "%s/generation_config.json", model_dir);
+    assert_int_equal(qvl_gen_config_load(path, &gen, &err), QVL_OK);
+    gen.n_eos = 0; /* the fixture's greedy path ignores stop tokens */
+    qvl_sampling_params sp;
+    qvl_sampling_params_default(&sp);
+    sp.temperature = 0;
+    qvl_sampler *sampler = NULL;
+    assert_int_equal(qvl_sampler_create(&sp, (int32_t)vocab, &sampler, &err), QVL_OK);
+    int32_t *got = calloc((size_t)n_greedy, sizeof *got);
+    int32_t *cursor = got;
+    qvl_generation g = {.max_new = n_greedy, .stop = &gen, .sampler = sampler,
+                        .on_token = greedy_ids, .user = &cursor, .prompt_logits = logits};
+    qvl_generation_result res;
+    qvl_status st = qvl_generate(m, prompt, n_prompt, &g, &res, &err);
+    if (st != QVL_OK) fail_msg("%s/%s on %s: %s", model_dir, name, backend, err.msg);
+    assert_int_equal(res.n_generated, n_greedy);
+
+    double max_ref = 0, max_err = 0;
+    for (int64_t i = 0; i < n_prompt * vocab; i++) max_ref = fmax(max_ref, fabs(hf[i]));
+    for (int64_t i = 0; i < n_prompt * vocab; i++) max_err = fmax(max_err, fabs(hf[i] - logits[i]));
+    printf("%s %s on %s: max |logit| %.3f, max abs error %.3g (allowed %.3g)\n", model_dir, name,
+           backend, max_ref, max_err, LOGIT_RTOL * max_ref);
+    assert_true(max_err <= LOGIT_RTOL * max_ref);
+    for (int64_t i = 0; i < n_greedy; i++) {
+        if (got[i] != expect[i])
+            fail_msg("%s %s on %s: greedy token %lld is %d, transformers gave %d", model_dir, name,
+                     backend, (long long)i, got[i], expect[i]);
+    }
+    free(got);
+    qvl_sampler_free(sampler);
+    free(logits);
+    qvl_model_close(m);
+    free(hf);
+    free(prompt);
+    free(expect);
+}
+
+static void test_parity(void **state) {
+    (void)state;
+    int backends_run = 0;
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
+        /* Only backends that load on this machine; the reference one always must. */
+        qvl_loaded_backend *lb = NULL;
+        qvl_error err = {0};
+        if (qvl_backend_open(NULL, backends[b], &lb, &err) != QVL_OK) {
+            if (b == 0) fail_msg("the reference backend does not load: %s", err.msg);
+            printf("skipping backend %s: %s\n", backends[b], err.msg);
+            continue;
+        }
+        qvl_backend_unload(lb);
+        backends_run++;
+        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+            char dir[512], path[600];
+            snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[i]);
+            snprintf(path, sizeof path, "%s/fixture.json", dir);
+            char *text = read_file(path, NULL);
+            assert_non_null(text);
+            cJSON *fx = cJSON_Parse(text);
+            assert_non_null(fx);
+            const cJSON *c;
+            cJSON_ArrayForEach(c, cJSON_GetObjectItem(fx, "cases")) check_case(dir, backends[b], c);
+            cJSON_Delete(fx);
+            free(text);
+        }
+    }
+    assert_true(backends_run >= 1);
+}
+
+/* The KV cache path must give the same logits as recomputing the whole prefix. */
+static void test_incremental_equals_full(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[1]);
+    qvl_error err = {0};
+    qvl_model *m = NULL;
+    qvl_model_options mo = {.backend_name = "reference", .ctx = 32};
+    assert_int_equal(qvl_model_open(dir, &mo, &m, &err), QVL_OK);
+    int64_t vocab = qvl_model_config(m)->text.vocab_size;
+    const int32_t ids[6] = {11, 200, 37, 5, 300, 42};
+    float *full = malloc((size_t)(6 * vocab) * sizeof *full);
+    float *step = malloc((size_t)vocab * sizeof *step);
+    assert_int_equal(qvl_model_eval(m, ids, 6, NULL, true, full, &err), QVL_OK);
+    qvl_model_truncate(m, 0);
+    assert_int_equal(qvl_model_eval(m, ids, 2, NULL, false, step, &err), QVL_OK);
+    for (int64_t i = 2; i < 6; i++) {
+        assert_int_equal(qvl_model_eval(m, &ids[i], 1, NULL, false, step, &err), QVL_OK);
+        for (int64_t v = 0; v < vocab; v++)
+            assert_float_equal(step[v], full[i * vocab + v], 1e-4 * (1 + fabs(full[i * vocab + v])));
+    }
+    free(full);
+    free(step);
+    qvl_model_close(m);
+}
+
+/* Bad ids and a full context are clear errors, not crashes. */
+static void test_eval_errors(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[0]);
+    qvl_error err = {0};
+    qvl_model *m = NULL;
+    qvl_model_options mo = {.backend_name = "reference", .ctx = 4};
+    assert_int_equal(qvl_model_open(dir, &mo, &m, &err), QVL_OK);
+    int64_t vocab = qvl_model_config(m)->text.vocab_size;
+    float *logits = malloc((size_t)vocab * sizeof *logits);
+    int32_t bad[2] = {3, (int32_t)vocab};
+    assert_int_equal(qvl_model_eval(m, bad, 2, NULL, false, logits, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "vocabulary"));
+    int32_t five[5] = {1, 2, 3, 4, 5};
+    assert_int_equal(qvl_model_eval(m, five, 5, NULL, false, logits, &err), QVL_E_LIMIT);
+    assert_non_null(strstr(err.msg, "--ctx"));
+    assert_int_equal(qvl_model_n_past(m), 0);
+    free(logits);
+    qvl_model_close(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parity),
+        cmocka_unit_test(test_incremental_equals_full),
+        cmocka_unit_test(test_eval_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,127 @@
+/* qvl tokenize: raw UTF-8 text -> token ids on one line, or ids -> text with --decode.
+ * Needs only tokenizer.json. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qvl/tokenizer.h"
+#include "qvl_commands.h"
+
+#define MAX_INPUT_BYTES ((size_t)1 << 30)
+
+/* Read a whole file ("-" = stdin) into memory. */
+static char *read_all(const char *path, size_t *len, qvl_error *err) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= MAX_INPUT_BYTES) {
+                qvl_fail(err, QVL_E_LIMIT, "%s: larger than %zu bytes", path, MAX_INPUT_BYTES);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                qvl_fail(err, QVL_E_IO, "%s: read error", path);
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+    }
+    if (!buf && err->status == QVL_OK) qvl_fail(err, QVL_E_NOMEM, "out of memory reading %s", path);
+    if (f != stdin) fclose(f);
+    *len = n;
+    return buf;
+}
+
+int qvl_cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *file = NULL, *decode = NULL;
+    cli_opt opts[] = {
+        {"model", 'm', CLI_STRING, &model, "DIR", "model directory holding tokenizer.json", 0, 0, false},
+        {"file", 'f', CLI_STRING, &file, "FILE", "read the text from FILE ('-' = stdin)", 0, 0, false},
+        {"decode", 0, CLI_STRING, &decode, "\"IDS\"", "print the text of these token ids instead", 0, 0, false},
+    };
+    const size_t n_opts = sizeof opts / sizeof opts[0];
+    const char *pos[1];
+    size_t n_pos = 0;
+    int rc = cli_parse("qvl tokenize", opts, n_opts, argc, argv, pos, 1, &n_pos);
+    if (rc == CLI_HELP) {
+        cli_print_help(stdout, "usage: qvl tokenize -m MODEL_DIR [-f FILE | TEXT | --decode \"IDS\"]\n"
+                               "Prints the token ids of the raw text on one line (special-token "
+                               "strings map to their ids; nothing is added).",
+                       opts, n_opts);
+        return 0;
+    }
+    if (rc != CLI_OK) return 2;
+    int sources = (file != NULL) + (n_pos == 1) + (decode != NULL);
+    if (!model || sources != 1) {
+        fprintf(stderr, "qvl tokenize: give -m MODEL_DIR and exactly one of -f FILE, TEXT or --decode\n");
+        return 2;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model);
+    qvl_error err = {0};
+    qvl_tokenizer *tok = NULL;
+    if (qvl_tokenizer_load(path, &tok, &err) != QVL_OK) {
+        fprintf(stderr, "qvl tokenize: %s\n", err.msg);
+        return 1;
+    }
+    rc = 0;
+    if (decode) {
+        size_t n = 0;
+        int32_t *ids = cli_parse_ids("qvl tokenize", decode, &n);
+        char *text = NULL;
+        size_t len = 0;
+        if (!ids) {
+            rc = 2;
+        } else if (qvl_tokenizer_decode(tok, ids, n, false, &text, &len, &err) != QVL_OK) {
+            fprintf(stderr, "qvl tokenize: %s\n", err.msg);
+            rc = 1;
+        } else {
+            fwrite(text, 1, len, stdout);
+            fputc('\n', stdout);
+        }
+        free(text);
+        free(ids);
+    } else {
+        size_t len = n_pos ? strlen(pos[0]) : 0;
+        char *owned = file ? read_all(file, &len, &err) : NULL;
+        const char *text = file ? owned : pos[0];
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (!text || qvl_tokenizer_encode(tok, text, len, &ids, &n, &err) != QVL_OK) {
+            fprintf(stderr, "qvl tokenize: %s\n", err.msg);
+            rc = 1;
+        } else {
+            for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+            printf("\n");
+        }
+        free(ids);
+        free(owned);
+    }
+    qvl_tokenizer_free(tok);
+    return rc;
+}
