@@ -130,6 +130,9 @@ fi
 
 # ---- the shared 2B config ----------------------------------------------------------------
 if [ -r "$CFG2B" ]; then
+    if run 0 --config "$CFG2B" --graph text-prefill --tokens 32 --stats; then
+        expect_out "2B prefill" "decoder layers: 28, each with norm_linear x2, attention x1, mlp_residual x1"
+    fi
     if run 0 --config "$CFG2B" --graph text-decode --stats; then
         expect_out "2B decode" "decoder layers: 28, each with norm_linear x2, attention x1, mlp_residual x1"
     fi
