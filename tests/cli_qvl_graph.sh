@@ -140,6 +140,19 @@ if [ -r "$CFG2B" ]; then
         expect_out "2B vision" "vision blocks: 24, each with norm_linear x2, attention x1, mlp_residual x1"
         expect_out "2B vision" "deepstack taps after blocks 5, 11, 17"
     fi
+    # The real graphs render too (each input/weight is drawn beside its reader, so the layout
+    # takes seconds, not minutes).
+    if command -v dot >/dev/null 2>&1; then
+        for g in "text-decode" "vision --grid 32x32"; do
+            # shellcheck disable=SC2086
+            if run 0 --config "$CFG2B" --graph $g --format dot; then
+                if ! timeout 300 dot -Tsvg "$WORK/out" >"$WORK/graph.svg" 2>"$WORK/dot.err" ||
+                    ! grep -q '<svg' "$WORK/graph.svg"; then
+                    fail "dot -Tsvg did not render the 2B $g graph: $(head -3 "$WORK/dot.err")"
+                fi
+            fi
+        done
+    fi
 else
     echo "skipped the 2B checks: $CFG2B is absent"
 fi

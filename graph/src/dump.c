@@ -132,19 +132,24 @@ static void dump_text(const qvl_graph *g, FILE *f, const qvl_tid *order, size_t 
     }
 }
 
-static void dump_dot(const qvl_graph *g, FILE *f, const qvl_tid *order, size_t n_order) {
+/* Inputs and weights are drawn once per use, beside the node that reads them: a shared input
+ * such as the positions feeds every layer, and one node with edges spanning the whole graph
+ * makes Graphviz's layout take minutes on the 28-layer model. */
+static void dot_leaf(const qvl_graph *g, FILE *f, qvl_tid src, qvl_tid user, uint32_t slot) {
+    const qvl_gtensor *r = &g->t[src];
     char d[128], ps[768];
+    bool in = r->kind == QVL_TENSOR_INPUT;
+    fprintf(f, "  t%d_%d_%u [shape=%s, label=", (int)src, (int)user, slot, in ? "ellipse" : "note");
+    snprintf(ps, sizeof ps, "%s %s\n%s", in ? "input" : "weight", r->name ? r->name : "",
+             qvl_desc_str(&r->desc, d, sizeof d));
+    put_dot(f, ps);
+    fprintf(f, "];\n  t%d_%d_%u -> t%d [label=\"%u\"];\n", (int)src, (int)user, slot, (int)user,
+            slot);
+}
+
+static void dump_dot(const qvl_graph *g, FILE *f, const qvl_tid *order, size_t n_order) {
+    char d[128];
     fprintf(f, "digraph qvl {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
-    for (size_t i = 0; i < g->n; i++) {
-        const qvl_gtensor *r = &g->t[i];
-        if (!r->live || r->kind == QVL_TENSOR_NODE) continue;
-        bool in = r->kind == QVL_TENSOR_INPUT;
-        fprintf(f, "  t%zu [shape=%s, label=", i, in ? "ellipse" : "note");
-        snprintf(ps, sizeof ps, "%s %s\n%s", in ? "input" : "weight", r->name ? r->name : "",
-                 qvl_desc_str(&r->desc, d, sizeof d));
-        put_dot(f, ps);
-        fprintf(f, "];\n");
-    }
     for (size_t k = 0; k < n_order; k++) {
         qvl_tid t = order[k];
         const qvl_gtensor *r = &g->t[t];
@@ -156,8 +161,14 @@ static void dump_dot(const qvl_graph *g, FILE *f, const qvl_tid *order, size_t n
         put_dot(f, label);
         fprintf(f, "%s];\n", r->op == QVL_OP_VIEW ? ", style=dashed" : "");
         uint32_t ns = qvl_gi_n_src(g, t);
-        for (uint32_t i = 0; i < ns; i++)
-            if (r->src[i] >= 0) fprintf(f, "  t%d -> t%d [label=\"%u\"];\n", (int)r->src[i], (int)t, i);
+        for (uint32_t i = 0; i < ns; i++) {
+            qvl_tid s = r->src[i];
+            if (s < 0) continue;
+            if (g->t[s].kind == QVL_TENSOR_NODE)
+                fprintf(f, "  t%d -> t%d [label=\"%u\"];\n", (int)s, (int)t, i);
+            else
+                dot_leaf(g, f, s, t, i);
+        }
     }
     for (size_t i = 0; i < g->n_out; i++) {
         fprintf(f, "  out%zu [shape=doubleoctagon, label=", i);
