@@ -117,6 +117,12 @@ typedef struct qvl_backend_iface {
 
 typedef const qvl_backend_iface *(*qvl_backend_entry_fn)(void);
 
+/* The checks every backend needs before running a node, done once here: the inputs fit the op
+ * (qvl_op_infer: presence, dtypes, shapes, params) and the output descriptor is the one the op
+ * produces (contiguous, or the alias VIEW/STORE_ROWS describe). A backend adds only its own
+ * limits (dtypes or layouts its kernels do not handle) on top. */
+qvl_status qvl_node_check(const qvl_node *node, qvl_error *err);
+
 /* The kernel for op, or NULL when the backend has none. */
 static inline qvl_kernel_fn qvl_backend_kernel(const qvl_backend_iface *iface, qvl_op op) {
     if (!iface || (uint32_t)op >= iface->n_kernels || !iface->kernels) return NULL;
