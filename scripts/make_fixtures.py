@@ -10,15 +10,30 @@ transformers (eager attention, on the GPU when there is one) and writes, per mod
   <case>.logits     little-endian float32 [n_prompt, vocab]: the prompt's logits (the layout of
                     `qvl run --dump-logits`)
 
-Needs torch and transformers >= 4.57. Usage:  python3 scripts/make_fixtures.py OUT_DIR
+and the image cases (made after the text cases, with their own seeds, so the text files do not
+change):
+
+  preprocessor_config.json   the image processor's settings (small min/max pixels)
+  <image>.png                synthetic pictures (deterministic)
+  fixture_images.json        the image cases: pictures, grids, prompt ids with the image pads,
+                             greedy continuation, file names below
+  <case>.pixels              float32 [sum t*h*w, 1536]: Qwen2VLImageProcessorFast's pixel_values
+  <case>.vision              float32 [1 + n_deepstack, n_tokens, out_hidden]: the vision
+                             encoder's merger output, then each deepstack merger's output
+  <case>.logits              float32 [n_prompt, vocab]: the prompt's logits with the pictures
+
+Needs torch, torchvision, transformers >= 4.57, PIL and numpy.
+Usage:  python3 scripts/make_fixtures.py OUT_DIR
 """
 import inspect
 import json
 import os
 import sys
 
+import numpy as np
 import torch
 import transformers
+from PIL import Image
 from safetensors.torch import save_file
 from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
@@ -116,6 +131,127 @@ def greedy(model, ids, n, device):
     return seq[len(ids):], min(margins)
 
 
+# ---- image cases --------------------------------------------------------------------------------
+
+# Small bounds so the tiny models see few tokens: min 4096 = 4 merged tokens of 32x32 pixels,
+# max 16384 = 16 tokens.
+PREPROCESSOR = {
+    "size": {"shortest_edge": 4096, "longest_edge": 16384},
+    "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "do_rescale": True, "rescale_factor": 1.0 / 255, "do_normalize": True,
+    "do_resize": True, "do_convert_rgb": True, "resample": 3,
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
+# name -> (height, width, seed). wide: non-square, resampled upwards in one direction only;
+# small: below min_pixels (upscaled); tall: the other orientation; large: above max_pixels
+# (downscaled, so the antialiasing filter is wide).
+IMAGES = {"wide": (64, 96, 11), "small": (40, 40, 12), "tall": (96, 64, 13), "large": (150, 200, 14)}
+
+IMAGE_CASES = [("img_wide", ["wide"]), ("img_small", ["small"]), ("img_large", ["large"]),
+               ("img_two", ["tall", "small"])]
+
+
+def make_picture(h, w, seed):
+    """Smooth colour ramps plus texture and a few hard edges: every resampling tap matters."""
+    rng = np.random.RandomState(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    r = 255 * x / max(1, w - 1)
+    g = 255 * (0.5 + 0.5 * np.sin(y / 5.0 + x / 9.0))
+    b = 255 * ((x // 8 + y // 8) % 2)
+    img = np.stack([r, g, b], axis=-1) + rng.uniform(-40, 40, size=(h, w, 3))
+    return Image.fromarray(np.clip(np.rint(img), 0, 255).astype(np.uint8), "RGB")
+
+
+def vision_outputs(model, pixel_values, grid):
+    """The merger output [n_tokens, D] and the deepstack outputs (list of [n_tokens, D])."""
+    out = model.model.visual(pixel_values, grid_thw=grid)
+    if isinstance(out, tuple):
+        return out[0], list(out[1])
+    emb = getattr(out, "pooler_output", None)
+    if emb is None:
+        emb = out.last_hidden_state
+    return emb, list(out.deepstack_features)
+
+
+def mm_forward(model, ids, pixel_values, grid, device):
+    """Logits [n, vocab] of ids with the pictures (newer transformers want mm_token_type_ids:
+    1 at image pads, else 0, as the processor returns it)."""
+    input_ids = torch.tensor([ids], device=device)
+    kwargs = dict(input_ids=input_ids, pixel_values=pixel_values, image_grid_thw=grid)
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+        kwargs["mm_token_type_ids"] = (input_ids == model.config.image_token_id).long()
+    return model(**kwargs).logits[0].float()
+
+
+def greedy_images(model, ids, pixel_values, grid, n, device):
+    """Greedy continuation with the pictures, recomputing everything each step."""
+    seq = list(ids)
+    margins = []
+    for _ in range(n):
+        with torch.no_grad():
+            logits = mm_forward(model, seq, pixel_values, grid, device)[-1]
+        top = torch.topk(logits, 2)
+        margins.append(float(top.values[0] - top.values[1]))
+        seq.append(int(top.indices[0]))
+    return seq[len(ids):], min(margins)
+
+
+def image_cases(name, spec, model, out, device):
+    from transformers import Qwen2VLImageProcessorFast
+    with open(os.path.join(out, "preprocessor_config.json"), "w") as f:
+        json.dump(PREPROCESSOR, f, indent=2)
+    proc = Qwen2VLImageProcessorFast.from_pretrained(out)
+    pictures = {}
+    for img_name, (h, w, seed) in IMAGES.items():
+        make_picture(h, w, seed).save(os.path.join(out, img_name + ".png"))
+        # Read back the way a user's file is read (transformers' load_image: RGB).
+        pictures[img_name] = Image.open(os.path.join(out, img_name + ".png")).convert("RGB")
+    vocab = spec["text"]["vocab_size"]
+    cfg = model.config
+    g = torch.Generator().manual_seed(spec["seed"] + 3)
+    cases = []
+    for case_name, names in IMAGE_CASES:
+        feats = proc(images=[pictures[n] for n in names], return_tensors="pt")
+        pixel_values = feats["pixel_values"].float()
+        grid = feats["image_grid_thw"]
+        pixel_values.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".pixels"))
+        pv, gd = pixel_values.to(device), grid.to(device)
+        with torch.no_grad():
+            emb, deepstack = vision_outputs(model, pv, gd)
+        n_tokens = int(sum(int(t * hh * ww) for t, hh, ww in grid.tolist()) // 4)
+        assert emb.shape[0] == n_tokens, (emb.shape, n_tokens)
+        vis = torch.stack([emb.float()] + [d.float() for d in deepstack]).cpu()
+        vis.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".vision"))
+        # Prompt: text, then per picture <vision_start> pads <vision_end> and more text.
+        ids = torch.randint(8, vocab - 8, (3,), generator=g).tolist()
+        for t, hh, ww in grid.tolist():
+            ids += [cfg.vision_start_token_id] + [cfg.image_token_id] * (t * hh * ww // 4)
+            ids += [cfg.vision_end_token_id]
+            ids += torch.randint(8, vocab - 8, (2,), generator=g).tolist()
+        with torch.no_grad():
+            logits = mm_forward(model, ids, pv, gd, device).cpu()
+        logits.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".logits"))
+        cont, margin = greedy_images(model, ids, pv, gd, N_GREEDY, device)
+        cases.append(dict(name=case_name, images=[n + ".png" for n in names],
+                          image_sizes=[[IMAGES[n][0], IMAGES[n][1]] for n in names],
+                          image_grid_thw=grid.tolist(), n_image_tokens=n_tokens,
+                          n_deepstack=len(deepstack), pixels_file=case_name + ".pixels",
+                          vision_file=case_name + ".vision", logits_file=case_name + ".logits",
+                          prompt_ids=ids, n_prompt=len(ids), greedy_ids=cont, vocab=vocab,
+                          min_greedy_margin=margin,
+                          max_abs_logit=float(logits.abs().max())))
+        print(f"{name} {case_name}: grids={grid.tolist()} n_prompt={len(ids)} greedy={cont} "
+              f"min margin={margin:.4f}")
+    with open(os.path.join(out, "fixture_images.json"), "w") as f:
+        json.dump(dict(model=name, torch_version=torch.__version__,
+                       transformers_version=transformers.__version__, device=device,
+                       compute_dtype="float32", weight_dtype="bfloat16",
+                       image_processor="Qwen2VLImageProcessorFast (on the CPU)",
+                       cases=cases), f, indent=1)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -169,6 +305,7 @@ def main():
                            transformers_version=transformers.__version__,
                            device=device, compute_dtype="float32", weight_dtype="bfloat16",
                            cases=cases), f, indent=1)
+        image_cases(name, spec, model, out, device)
     return 0
 
 

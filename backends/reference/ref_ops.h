@@ -52,6 +52,11 @@ qvl_status ref_check_norm_linear(const qvl_node *n, qvl_error *err);
 qvl_status ref_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_check_mlp_residual(const qvl_node *n, qvl_error *err);
 qvl_status ref_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err);
+/* ref_scatter.c */
+qvl_status ref_check_set_rows(const qvl_node *n, qvl_error *err);
+qvl_status ref_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_check_add_rows(const qvl_node *n, qvl_error *err);
+qvl_status ref_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 
 /* VIEW has no kernel (the executor aliases memory); this only checks the descriptor. */
 qvl_status ref_check_view(const qvl_node *n, qvl_error *err);

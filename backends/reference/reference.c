@@ -136,6 +136,8 @@ static const qvl_kernel_fn ref_kernels[QVL_OP_COUNT] = {
     [QVL_OP_NORM_LINEAR] = ref_norm_linear,
     [QVL_OP_ATTENTION] = ref_attention,
     [QVL_OP_MLP_RESIDUAL] = ref_mlp_residual,
+    [QVL_OP_SET_ROWS] = ref_set_rows,
+    [QVL_OP_ADD_ROWS] = ref_add_rows,
 };
 
 static const ref_check_fn ref_checks[QVL_OP_COUNT] = {
@@ -159,6 +161,8 @@ static const ref_check_fn ref_checks[QVL_OP_COUNT] = {
     [QVL_OP_NORM_LINEAR] = ref_check_norm_linear,
     [QVL_OP_ATTENTION] = ref_check_attention,
     [QVL_OP_MLP_RESIDUAL] = ref_check_mlp_residual,
+    [QVL_OP_SET_ROWS] = ref_check_set_rows,
+    [QVL_OP_ADD_ROWS] = ref_check_add_rows,
 };
 
 static bool ref_supports(qvl_backend *be, const qvl_node *node) {

@@ -78,6 +78,8 @@ static const char *const slot_names[QVL_OP_COUNT][QVL_MAX_SRC] = {
     [QVL_OP_NORM_LINEAR] = {"x", "gamma", "beta", "w1", "b1", "w2", "b2", "w3", "b3"},
     [QVL_OP_ATTENTION] = {"q", "k", "v", "seg"},
     [QVL_OP_MLP_RESIDUAL] = {"res", "a", "w_down", "up", "b_down"},
+    [QVL_OP_SET_ROWS] = {"x", "idx", "src"},
+    [QVL_OP_ADD_ROWS] = {"x", "idx", "src"},
 };
 
 /* ---- helpers for messages ---------------------------------------------------------------- */
@@ -623,6 +625,25 @@ static qvl_status infer_mlp_residual(const infer_ctx *c, qvl_tensor_desc *out) {
     return out_like(c, out, res);
 }
 
+/* SET_ROWS / ADD_ROWS: x [N, D], idx [K] i32, src [K, D] f32 -> f32 [N, D]. */
+static qvl_status infer_scatter_rows(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_tensor_desc *x, *idx, *src;
+    TRY(need(c, 0, &x));
+    TRY(need(c, 1, &idx));
+    TRY(need(c, 2, &src));
+    TRY(want_ndim(c, 0, 2, 2, "2-D rows [N, D]"));
+    TRY(want_dtype(c, 0, QVL_F32));
+    TRY(want_ndim(c, 1, 1, 1, "1-D row indices [K]"));
+    TRY(want_dtype(c, 1, QVL_I32));
+    TRY(want_ndim(c, 2, 2, 2, "2-D rows [K, D]"));
+    TRY(want_dtype(c, 2, QVL_F32));
+    if (src->shape[0] != idx->shape[0] || src->shape[1] != x->shape[1])
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected [%lld, %lld] from %s %s and %s %s",
+                    in(c, 2).s, dt(src).s, (long long)idx->shape[0], (long long)x->shape[1],
+                    in(c, 1).s, dt(idx).s, in(c, 0).s, dt(x).s);
+    return out_like(c, out, x);
+}
+
 /* ---- entry ------------------------------------------------------------------------------- */
 
 qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
@@ -661,6 +682,8 @@ qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
     case QVL_OP_NORM_LINEAR: return infer_norm_linear(&c, out);
     case QVL_OP_ATTENTION: return infer_attention(&c, out);
     case QVL_OP_MLP_RESIDUAL: return infer_mlp_residual(&c, out);
+    case QVL_OP_SET_ROWS:
+    case QVL_OP_ADD_ROWS: return infer_scatter_rows(&c, out);
     case QVL_OP_COUNT: break;
     }
     return fail(&c, QVL_E_UNSUPPORTED, "no shape rule for this op");

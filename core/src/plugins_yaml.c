@@ -15,6 +15,10 @@
 
 /* A plugins.yaml is a few hundred bytes; anything this big is not one. */
 #define QVL_PLUGINS_MAX_BYTES (1u << 20)
+/* Real files list a handful of backends with a few options each. The duplicate checks are
+ * quadratic, so without these bounds a 1 MiB file of distinct keys takes minutes to refuse. */
+#define QVL_PLUGINS_MAX_BACKENDS 256
+#define QVL_PLUGINS_MAX_OPTIONS 256
 
 typedef struct parse_ctx {
     const char *file; /* for messages */
@@ -130,6 +134,9 @@ static qvl_status parse_options(parse_ctx *c, const char *backend, const yaml_no
                         c->file, line_of(node), backend, node_kind(node));
     size_t n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
     if (n == 0) return QVL_OK;
+    if (n > QVL_PLUGINS_MAX_OPTIONS)
+        return qvl_fail(c->err, QVL_E_LIMIT, "%s:%d: backend '%s' has %zu options, at most %d",
+                        c->file, line_of(node), backend, n, QVL_PLUGINS_MAX_OPTIONS);
     char **keys = calloc(n, sizeof *keys);
     char **values = calloc(n, sizeof *values);
     if (!keys || !values) {
@@ -272,6 +279,9 @@ static qvl_status parse_backends(parse_ctx *c, const yaml_node_t *seq, qvl_plugi
     size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     if (n == 0)
         return qvl_fail(c->err, QVL_E_INVALID, "%s: no backends listed", c->file);
+    if (n > QVL_PLUGINS_MAX_BACKENDS)
+        return qvl_fail(c->err, QVL_E_LIMIT, "%s:%d: %zu backends listed, at most %d", c->file,
+                        line_of(seq), n, QVL_PLUGINS_MAX_BACKENDS);
     cfg->specs = calloc(n, sizeof *cfg->specs);
     if (!cfg->specs) return qvl_fail(c->err, QVL_E_NOMEM, "%s: out of memory", c->file);
     for (size_t i = 0; i < n; i++) {
@@ -352,6 +362,9 @@ qvl_status qvl_plugins_parse_string(const char *text, size_t len, const char *pa
     *out = NULL;
     const char *file = path ? path : "<string>";
     if (!text && len > 0) return qvl_fail(err, QVL_E_INVALID, "%s: no text given", file);
+    if (len > QVL_PLUGINS_MAX_BYTES)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: %zu bytes, larger than %u: not a plugins.yaml",
+                        file, len, QVL_PLUGINS_MAX_BYTES);
     qvl_plugin_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", file);
     if (path && (!(cfg->path = strdup(path)) || !(cfg->dir = dir_of(path)))) {

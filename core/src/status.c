@@ -27,10 +27,18 @@ const char *qvl_status_str(qvl_status s) {
     return status_names[s];
 }
 
+/* Messages quote names and values from hostile files: control bytes (a newline, a terminal
+ * escape) would break the one-line rule or reach the user's terminal, so they become '?'. */
+static void keep_one_line(char *msg) {
+    for (unsigned char *p = (unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 qvl_status qvl_failv(qvl_error *err, qvl_status s, const char *fmt, va_list ap) {
     if (err) {
         err->status = s;
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        keep_one_line(err->msg);
     }
     return s;
 }
@@ -61,6 +69,7 @@ qvl_status qvl_error_prefix(qvl_error *err, const char *fmt, ...) {
     memcpy(err->msg, prefix, head < p ? head : p);
     if (head >= p + 2) memcpy(err->msg + p, ": ", 2);
     err->msg[head + keep] = '\0';
+    keep_one_line(err->msg);
     return err->status;
 }
 

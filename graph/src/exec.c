@@ -8,9 +8,13 @@
  *
  * The arena is allocated when first needed (set of an arena input, get, run, addr), not at
  * create: inputs bound before then (a KV cache) are placed again without them, so they take no
- * arena space. Binding an input later still works; its arena bytes then simply go unused. */
+ * arena space. Binding an input later still works; its arena bytes then simply go unused.
+ *
+ * Profiling (off by default) times every node on its own; see qvl_exec_set_profiling. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph_internal.h"
 
@@ -28,6 +32,8 @@ struct qvl_exec {
     qvl_node *nodes;      /* kernel nodes (VIEWs excluded) in plan order */
     const qvl_node **node_ptrs;
     size_t n_nodes;
+    bool profiling;          /* time each node (qvl_exec_set_profiling) */
+    qvl_op_profile profile;  /* totals while profiling was on */
 };
 
 static void *root_base(const qvl_exec *ex, qvl_tid root) {
@@ -266,6 +272,41 @@ static qvl_status check_ready(const qvl_exec *ex, qvl_error *err) {
     return QVL_OK;
 }
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Waits for the node's kernel (GPU backends run asynchronously) and books its time. */
+static qvl_status profile_node(qvl_exec *ex, const qvl_node *nd, double t0, qvl_error *e) {
+    if (ex->iface->synchronize) {
+        qvl_status s = ex->iface->synchronize(ex->be, e);
+        if (s != QVL_OK) return s;
+    }
+    ex->profile.seconds[nd->op] += now_seconds() - t0;
+    ex->profile.calls[nd->op]++;
+    return QVL_OK;
+}
+
+void qvl_exec_set_profiling(qvl_exec *ex, bool on) {
+    if (ex) ex->profiling = on;
+}
+
+void qvl_exec_profile(const qvl_exec *ex, qvl_op_profile *out) {
+    if (!out) return;
+    if (ex) *out = ex->profile;
+    else memset(out, 0, sizeof *out);
+}
+
+void qvl_op_profile_add(qvl_op_profile *acc, const qvl_op_profile *p) {
+    if (!acc || !p) return;
+    for (int op = 0; op < QVL_OP_COUNT; op++) {
+        acc->seconds[op] += p->seconds[op];
+        acc->calls[op] += p->calls[op];
+    }
+}
+
 qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err) {
     if (!ex) return qvl_fail(err, QVL_E_INVALID, "exec: run: no executor");
     if (!ex->g->planned || ex->g->n != ex->n)
@@ -276,7 +317,8 @@ qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err) {
     const char *be_name = ex->iface->name ? ex->iface->name : "?";
     qvl_error e = {0};
     bool done = false;
-    if (ex->iface->run_graph) {
+    /* A whole-graph run cannot be timed node by node: profiling runs the nodes one by one. */
+    if (ex->iface->run_graph && !ex->profiling) {
         s = ex->iface->run_graph(ex->be, ex->node_ptrs, ex->n_nodes, &e);
         if (s == QVL_OK) done = true;
         else if (s != QVL_E_UNSUPPORTED)
@@ -285,7 +327,9 @@ qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err) {
     for (size_t k = 0; !done && k < ex->n_nodes; k++) {
         const qvl_node *nd = ex->node_ptrs[k];
         qvl_error_clear(&e);
+        double t0 = ex->profiling ? now_seconds() : 0.0;
         s = qvl_backend_kernel(ex->iface, nd->op)(ex->be, nd, &e);
+        if (s == QVL_OK && ex->profiling) s = profile_node(ex, nd, t0, &e);
         if (s != QVL_OK) {
             char lbl[128];
             qvl_tid t = (qvl_tid)(nd->dst - ex->tensors);

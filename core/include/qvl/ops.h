@@ -44,6 +44,11 @@
  *  MLP_RESIDUAL(res [...,D], a [...,F], w_down [D,F], up [...,F]?, b_down [D]?) ->
  *     res + act(a) . w_down^T + b_down, where act(a) = silu(a) * up when up is present
  *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a) or gelu_erf(a).
+ *  SET_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x in which row idx[k] is
+ *     replaced by src[k] for every k (image features into token embeddings). Indices are data:
+ *     one outside [0, N) is a run-time error; with repeated indices the last k wins.
+ *  ADD_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x with src[k] added to row
+ *     idx[k] (deepstack features at image positions); repeated indices add up, in k order.
  */
 #ifndef QVL_OPS_H
 #define QVL_OPS_H

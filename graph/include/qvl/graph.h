@@ -152,6 +152,21 @@ qvl_status qvl_exec_get(qvl_exec *ex, qvl_tid t, void *host, size_t bytes, qvl_e
 /* Backend address of a tensor (after create). */
 void *qvl_exec_addr(const qvl_exec *ex, qvl_tid t);
 
+/* ---- profiling --------------------------------------------------------------------------- */
+/* Wall time per op kind. With profiling on, qvl_exec_run runs node by node (never the
+ * backend's run_graph), synchronises the backend after every node and adds the node's time to
+ * its op's total; with it off (the default) nothing is timed and nothing changes. Totals add
+ * up over runs from qvl_exec_create on. */
+typedef struct qvl_op_profile {
+    double seconds[QVL_OP_COUNT];
+    uint64_t calls[QVL_OP_COUNT];
+} qvl_op_profile;
+void qvl_exec_set_profiling(qvl_exec *ex, bool on);
+/* The totals so far (all zero when profiling was never on). */
+void qvl_exec_profile(const qvl_exec *ex, qvl_op_profile *out);
+/* acc += p, op by op. */
+void qvl_op_profile_add(qvl_op_profile *acc, const qvl_op_profile *p);
+
 /* ---- cross-checking ---------------------------------------------------------------------- */
 typedef struct qvl_crosscheck_result {
     size_t nodes_compared;

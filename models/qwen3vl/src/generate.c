@@ -24,12 +24,14 @@ qvl_status qvl_generate(qvl_model *m, const int32_t *prompt, int64_t n_prompt,
     double t0 = now_seconds();
     qvl_status st;
     if (g->prompt_logits) {
-        st = qvl_model_eval(m, prompt, n_prompt, g->prompt_pos, true, g->prompt_logits, err);
+        st = qvl_model_eval_images(m, prompt, n_prompt, g->prompt_pos, g->images, true,
+                                   g->prompt_logits, err);
         if (st == QVL_OK)
             memcpy(logits, g->prompt_logits + (size_t)(n_prompt - 1) * (size_t)vocab,
                    (size_t)vocab * sizeof *logits);
     } else {
-        st = qvl_model_eval(m, prompt, n_prompt, g->prompt_pos, false, logits, err);
+        st = qvl_model_eval_images(m, prompt, n_prompt, g->prompt_pos, g->images, false, logits,
+                                   err);
     }
     if (st == QVL_OK) st = qvl_sampler_accept_prompt(g->sampler, prompt, (size_t)n_prompt, err);
     double t1 = now_seconds();

@@ -115,6 +115,12 @@ static qvl_tid build_mlp(qvl_graph *g, const text_dims *d, int l, qvl_tid x) {
     return named(g, qvl_g_matmul(g, gu, wd, -1), "blk.%d.ffn_down", l);
 }
 
+/* SET_ROWS / ADD_ROWS of src into the rows idx of x. */
+static qvl_tid scatter_rows(qvl_graph *g, qvl_op op, qvl_tid x, qvl_tid idx, qvl_tid src) {
+    const qvl_tid in[3] = {x, idx, src};
+    return qvl_g_node(g, op, NULL, in, NULL, NULL);
+}
+
 static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *o,
                              qvl_error *err) {
     if (!cfg || !o) return qvl_fail(err, QVL_E_INVALID, "text graph: no config or options");
@@ -128,6 +134,14 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
         return qvl_fail(err, QVL_E_LIMIT,
                         "text graph: kv_capacity %lld cannot hold n_past %lld + n_tokens %lld",
                         (long long)o->kv_capacity, (long long)o->n_past, (long long)o->n_tokens);
+    if (o->n_image_tokens < 0 || o->n_image_tokens > o->n_tokens || o->n_deepstack < 0 ||
+        (o->n_image_tokens == 0 && o->n_deepstack > 0) ||
+        o->n_deepstack > cfg->text.num_hidden_layers)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "text graph: %lld image tokens and %d deepstack inputs do not fit %lld "
+                        "tokens and %lld layers",
+                        (long long)o->n_image_tokens, (int)o->n_deepstack, (long long)o->n_tokens,
+                        (long long)cfg->text.num_hidden_layers);
     if (!qvl_dtype_valid(o->weight_dtype) || o->weight_dtype == QVL_I32 ||
         !qvl_dtype_valid(o->norm_dtype) || o->norm_dtype == QVL_I32)
         return qvl_fail(err, QVL_E_DTYPE, "text graph: weight and norm dtypes must be float types");
@@ -171,6 +185,14 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, 2, pos_shape);
     qvl_tid embed = weight(g, d.wdt, 2, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
     qvl_tid h = named(g, qvl_g_get_rows(g, embed, ids), "tok_embd");
+    const int64_t K = o->n_image_tokens;
+    qvl_tid image_rows = -1;
+    if (K > 0) {
+        const int64_t rows_shape[1] = {K}, feat_shape[2] = {K, d.hidden};
+        image_rows = qvl_g_input(g, "image_rows", QVL_I32, 1, rows_shape);
+        qvl_tid feats = qvl_g_input(g, "image_embeds", QVL_F32, 2, feat_shape);
+        h = named(g, scatter_rows(g, QVL_OP_SET_ROWS, h, image_rows, feats), "image_embd");
+    }
 
     for (int l = 0; l < (int)t->num_hidden_layers; l++) {
         qvl_tid in_norm =
@@ -185,6 +207,13 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
         x = named(g, qvl_g_rms_norm(g, h, post_norm, d.eps), "blk.%d.ffn_norm", l);
         qvl_tid m = build_mlp(g, &d, l, x);
         h = named(g, qvl_g_add(g, h, m), "blk.%d.ffn_out", l);
+        if (l < o->n_deepstack) {
+            char name[32];
+            snprintf(name, sizeof name, "deepstack.%d", l);
+            const int64_t feat_shape[2] = {K, d.hidden};
+            qvl_tid ds = qvl_g_input(g, name, QVL_F32, 2, feat_shape);
+            h = named(g, scatter_rows(g, QVL_OP_ADD_ROWS, h, image_rows, ds), "blk.%d.deepstack", l);
+        }
     }
 
     /* Row-wise norm commutes with taking the last row, so slice first: the final norm then

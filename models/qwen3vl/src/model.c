@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "qvl/checked.h"
 #include "qvl/graph.h"
+#include "qvl/image_preprocess.h"
 #include "qvl/log.h"
+#include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
 #include "qvl/weights.h"
 
@@ -20,6 +23,17 @@ typedef struct bound_weight {
     qvl_dtype dtype;
     qvl_buffer buf;
 } bound_weight;
+
+/* What qvl-bench reads: load timings and per-op profile totals (code at the end of the file). */
+typedef struct model_instruments {
+    qvl_model_load_stats load;
+    bool profiling;
+    qvl_op_profile profile;
+} model_instruments;
+static double now_seconds(void);
+static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
+static qvl_status open_backend(const qvl_model_options *opts, qvl_loaded_backend **out,
+                               qvl_error *err);
 
 struct qvl_model {
     qvl_qwen3vl_config cfg;
@@ -35,6 +49,7 @@ struct qvl_model {
     size_t kv_layer_bytes;
     int64_t n_past;
     int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
+    model_instruments inst; /* load timings and op profile for qvl-bench (end of file) */
 };
 
 static int cmp_bound(const void *a, const void *b) {
@@ -143,8 +158,13 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
 
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    qvl_model_load_stats *ls = &m->inst.load;
+    double t0 = now_seconds();
     qvl_status st = qvl_qwen3vl_config_load(path, &m->cfg, err);
+    ls->config_seconds = now_seconds() - t0;
+    t0 = now_seconds();
     if (st == QVL_OK) st = qvl_weights_open(dir, &m->cfg, &m->weights, err);
+    ls->map_seconds = now_seconds() - t0;
     if (st == QVL_OK) {
         /* The graphs read matrices in the embedding's dtype and vectors in the first norm's. */
         const qvl_st_tensor *emb =
@@ -153,10 +173,17 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
             qvl_weights_get(m->weights, "model.language_model.norm.weight");
         m->matrix_dtype = emb ? emb->dtype : QVL_BF16;
         m->vector_dtype = norm ? norm->dtype : m->matrix_dtype;
-        st = qvl_backend_open(opts->plugins_path, opts->backend_name, &m->lb, err);
+        if (opts->weight_dtype) st = choose_matrix_dtype(m, opts->weight_dtype, err);
+        t0 = now_seconds();
+        if (st == QVL_OK) st = open_backend(opts, &m->lb, err);
+        ls->backend_seconds = now_seconds() - t0;
     }
+    t0 = now_seconds();
     if (st == QVL_OK) st = bind_all_weights(m, err);
+    ls->bind_seconds = now_seconds() - t0;
+    t0 = now_seconds();
     if (st == QVL_OK) st = alloc_kv(m, err);
+    ls->cache_seconds = now_seconds() - t0;
     if (st != QVL_OK) {
         qvl_model_close(m);
         return st;
@@ -192,8 +219,8 @@ void qvl_model_truncate(qvl_model *m, int64_t n_past) {
     if (m->n_past == 0) m->rope_delta = 0;
 }
 
-/* Bind every WEIGHT of g to the model's backend copy and the KV inputs to the cache. */
-static qvl_status bind_graph(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error *err) {
+/* Bind every WEIGHT of g to the model's backend copy. */
+static qvl_status bind_weights(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error *err) {
     for (size_t t = 0; t < qvl_graph_n_tensors(g); t++) {
         qvl_tid id = (qvl_tid)t;
         if (qvl_graph_kind(g, id) != QVL_TENSOR_WEIGHT) continue;
@@ -207,6 +234,13 @@ static qvl_status bind_graph(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error
         qvl_status st = qvl_exec_bind(ex, id, w->buf.data, err);
         if (st != QVL_OK) return st;
     }
+    return QVL_OK;
+}
+
+/* Bind every WEIGHT of g to the model's backend copy and the KV inputs to the cache. */
+static qvl_status bind_graph(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error *err) {
+    qvl_status st0 = bind_weights(m, g, ex, err);
+    if (st0 != QVL_OK) return st0;
     for (int64_t l = 0; l < m->cfg.text.num_hidden_layers; l++) {
         char name[64];
         for (int kv = 0; kv < 2; kv++) {
@@ -221,8 +255,21 @@ static qvl_status bind_graph(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error
     return QVL_OK;
 }
 
+static qvl_status set_image_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const int32_t *ids,
+                                   int64_t n, const qvl_image_features *img, qvl_error *err);
+
 qvl_status qvl_model_eval(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos,
                           bool all_logits, float *logits, qvl_error *err) {
+    return qvl_model_eval_images(m, ids, n, pos, NULL, all_logits, logits, err);
+}
+
+qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos,
+                                 const qvl_image_features *img, bool all_logits, float *logits,
+                                 qvl_error *err) {
+    if (img && img->n_tokens == 0) img = NULL;
+    if (img && !pos) /* text positions would be wrong for the image tokens (spec 7) */
+        return qvl_fail(err, QVL_E_INVALID, "image features need their positions "
+                        "(qvl_model_positions)");
     const int64_t vocab = m->cfg.text.vocab_size;
     if (n <= 0) return qvl_fail(err, QVL_E_INVALID, "no tokens to evaluate");
     if (n > m->ctx - m->n_past)
@@ -247,19 +294,27 @@ qvl_status qvl_model_eval(qvl_model *m, const int32_t *ids, int64_t n, const int
     qvl_text_graph_opts go = {
         .n_tokens = n, .n_past = m->n_past, .kv_capacity = m->ctx, .all_logits = all_logits,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+        .n_image_tokens = img ? img->n_tokens : 0, .n_deepstack = img ? img->n_deepstack : 0,
     };
     qvl_graph *g = NULL;
     qvl_exec *ex = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
     if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, NULL, err);
     if (st == QVL_OK) st = qvl_exec_create(g, m->lb->iface, m->lb->be, &ex, err);
+    if (st == QVL_OK) qvl_exec_set_profiling(ex, m->inst.profiling);
     if (st == QVL_OK) st = bind_graph(m, g, ex, err);
     if (st == QVL_OK)
         st = qvl_exec_set(ex, qvl_graph_find(g, "ids"), ids, (size_t)n * sizeof *ids, err);
     if (st == QVL_OK)
         st = qvl_exec_set(ex, qvl_graph_find(g, "pos"), pos_buf, (size_t)n * 3 * sizeof *pos_buf,
                           err);
+    if (st == QVL_OK && img) st = set_image_inputs(m, g, ex, ids, n, img, err);
     if (st == QVL_OK) st = qvl_exec_run(ex, err);
+    if (st == QVL_OK && m->inst.profiling) {
+        qvl_op_profile p;
+        qvl_exec_profile(ex, &p);
+        qvl_op_profile_add(&m->inst.profile, &p);
+    }
     if (st == QVL_OK) {
         size_t rows = all_logits ? (size_t)n : 1;
         st = qvl_exec_get(ex, qvl_graph_find(g, "logits"), logits,
@@ -278,3 +333,269 @@ qvl_status qvl_model_eval(qvl_model *m, const int32_t *ids, int64_t n, const int
     qvl_graph_free(g);
     return st;
 }
+
+/* ---- images ------------------------------------------------------------------------------ */
+
+void qvl_image_features_free(qvl_image_features *f) {
+    if (!f) return;
+    free(f->embeds);
+    free(f->deepstack);
+    memset(f, 0, sizeof *f);
+}
+
+/* The image rows of a text batch: where its image pads are, and the features to put there. */
+static qvl_status set_image_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const int32_t *ids,
+                                   int64_t n, const qvl_image_features *img, qvl_error *err) {
+    const int64_t K = img->n_tokens, D = m->cfg.text.hidden_size;
+    if (img->hidden != D || !img->embeds || (img->n_deepstack > 0 && !img->deepstack))
+        return qvl_fail(err, QVL_E_SHAPE, "image features are %lld wide, the text model %lld",
+                        (long long)img->hidden, (long long)D);
+    int32_t *rows = malloc((size_t)K * sizeof *rows);
+    if (!rows) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] != m->cfg.image_token_id) continue;
+        if (k < K) rows[k] = (int32_t)i;
+        k++;
+    }
+    qvl_status st = QVL_OK;
+    if (k != K)
+        st = qvl_fail(err, QVL_E_INVALID, "the prompt has %lld image pad tokens, the images %lld",
+                      (long long)k, (long long)K);
+    const size_t feat_bytes = (size_t)K * (size_t)D * sizeof(float);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "image_rows"), rows, (size_t)K * sizeof *rows, err);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "image_embeds"), img->embeds, feat_bytes, err);
+    for (int32_t d = 0; st == QVL_OK && d < img->n_deepstack; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "deepstack.%d", (int)d);
+        st = qvl_exec_set(ex, qvl_graph_find(g, name), img->deepstack + (size_t)d * K * D,
+                          feat_bytes, err);
+    }
+    free(rows);
+    return st;
+}
+
+qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n,
+                               const qvl_image_grid *grids, size_t n_images, int32_t *pos,
+                               qvl_error *err) {
+    return qvl_mrope_positions(ids, n, (int32_t)m->cfg.image_token_id, grids, n_images,
+                               m->cfg.vision.spatial_merge_size, m->n_past + m->rope_delta, pos,
+                               NULL, err);
+}
+
+/* Host-side inputs of the vision graph: the pixels and what depends on the grids only. */
+static qvl_status set_vision_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const float *pixels,
+                                    size_t n_images, const qvl_image_grid *grids, int64_t S,
+                                    int64_t width, qvl_error *err) {
+    int64_t G = 0;
+    for (size_t i = 0; i < n_images; i++) G += grids[i].t;
+    int32_t *idx = malloc((size_t)(4 * S) * sizeof *idx);
+    float *w = malloc((size_t)(4 * S) * sizeof *w);
+    int32_t *rope = malloc((size_t)(2 * S) * sizeof *rope);
+    int32_t *seg = malloc((size_t)(G + 1) * sizeof *seg);
+    qvl_status st = idx && w && rope && seg ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK)
+        st = qvl_qwen3vl_vision_aux(&m->cfg, n_images, grids, idx, w, rope, seg, err);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "patches"), pixels,
+                          (size_t)(S * width) * sizeof *pixels, err);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "pos_interp.idx"), idx,
+                          (size_t)(4 * S) * sizeof *idx, err);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "pos_interp.w"), w, (size_t)(4 * S) * sizeof *w,
+                          err);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "rope_pos"), rope, (size_t)(2 * S) * sizeof *rope,
+                          err);
+    if (st == QVL_OK)
+        st = qvl_exec_set(ex, qvl_graph_find(g, "segments"), seg, (size_t)(G + 1) * sizeof *seg,
+                          err);
+    free(idx);
+    free(w);
+    free(rope);
+    free(seg);
+    return st;
+}
+
+qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_images,
+                                   const qvl_image_grid *grids, qvl_image_features *out,
+                                   qvl_error *err) {
+    memset(out, 0, sizeof *out);
+    const qvl_vision_config *v = &m->cfg.vision;
+    if (!m->cfg.has_vision || m->cfg.image_token_id < 0)
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "the model has no vision encoder");
+    if (!pixels || n_images == 0 || !grids)
+        return qvl_fail(err, QVL_E_INVALID, "no images to encode");
+    if (v->out_hidden_size != m->cfg.text.hidden_size || v->n_deepstack > m->cfg.text.num_hidden_layers)
+        return qvl_fail(err, QVL_E_INVALID, "vision out_hidden_size %lld / %d deepstack taps do not "
+                        "fit the text model", (long long)v->out_hidden_size, (int)v->n_deepstack);
+    const double t0 = now_seconds();
+    qvl_vision_graph_opts vo = {.n_images = n_images, .grids = grids,
+                                .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype};
+    qvl_graph *g = NULL;
+    qvl_exec *ex = NULL;
+    qvl_status st = qvl_qwen3vl_build_vision(&m->cfg, &vo, &g, err);
+    int64_t S = 0;
+    for (size_t i = 0; st == QVL_OK && i < n_images; i++) S += qvl_image_grid_patches(&grids[i]);
+    const int64_t m2 = v->spatial_merge_size * v->spatial_merge_size, K = S / m2;
+    const int64_t D = v->out_hidden_size;
+    const int64_t width = v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
+    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, NULL, err);
+    if (st == QVL_OK) st = qvl_exec_create(g, m->lb->iface, m->lb->be, &ex, err);
+    if (st == QVL_OK) qvl_exec_set_profiling(ex, m->inst.profiling);
+    if (st == QVL_OK) st = bind_weights(m, g, ex, err);
+    if (st == QVL_OK) st = set_vision_inputs(m, g, ex, pixels, n_images, grids, S, width, err);
+    if (st == QVL_OK) st = qvl_exec_run(ex, err);
+    if (st == QVL_OK && m->inst.profiling) {
+        qvl_op_profile p;
+        qvl_exec_profile(ex, &p);
+        qvl_op_profile_add(&m->inst.profile, &p);
+    }
+    if (st == QVL_OK) {
+        out->n_tokens = K;
+        out->hidden = D;
+        out->n_deepstack = v->n_deepstack;
+        out->embeds = malloc((size_t)(K * D) * sizeof(float));
+        out->deepstack = malloc((size_t)(K * D) * (size_t)(v->n_deepstack ? v->n_deepstack : 1) *
+                                sizeof(float));
+        if (!out->embeds || !out->deepstack) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    }
+    const size_t bytes = (size_t)(K * D) * sizeof(float);
+    if (st == QVL_OK) st = qvl_exec_get(ex, qvl_graph_find(g, "merger"), out->embeds, bytes, err);
+    for (int32_t k = 0; st == QVL_OK && k < v->n_deepstack; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "deepstack.%d", (int)k);
+        st = qvl_exec_get(ex, qvl_graph_find(g, name), out->deepstack + (size_t)(k * K * D), bytes,
+                          err);
+    }
+    qvl_exec_free(ex);
+    qvl_graph_free(g);
+    if (st != QVL_OK) {
+        qvl_image_features_free(out);
+        return qvl_error_prefix(err, "vision encoder");
+    }
+    out->seconds = now_seconds() - t0;
+    return QVL_OK;
+}
+
+/* ---- measuring (qvl-bench) and the load options it uses ------------------------------------ */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --weights: matrices in another dtype. q8_0 blocks run along rows, so every matrix's row
+ * (all elements after the first dimension) must hold whole blocks. */
+static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err) {
+    qvl_dtype d;
+    if (!qvl_dtype_parse(name, &d) || !qvl_dtype_valid((int)d) || d == QVL_I32)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "weight dtype '%s' is not one of f32, f16, bf16, q8_0", name);
+    if (d == QVL_Q8_0) {
+        for (size_t i = 0; i < qvl_weights_count(m->weights); i++) {
+            const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
+            int64_t row = 1;
+            for (int k = 1; k < t->ndim; k++) row *= t->shape[k];
+            if (t->ndim >= 2 && row % QVL_Q8_0_BLOCK != 0)
+                return qvl_fail(err, QVL_E_SHAPE,
+                                "%s: rows of %lld elements cannot be stored as q8_0 (blocks of "
+                                "%d)", t->name, (long long)row, QVL_Q8_0_BLOCK);
+        }
+    }
+    m->matrix_dtype = d;
+    return QVL_OK;
+}
+
+/* Like qvl_backend_open, with opts->backend_options laid over every listed backend's options
+ * (a --backend that is not listed gets just those). The merged arrays point into cfg and the
+ * caller's options, so they only need to live until the backend's init has copied them. */
+static qvl_status open_backend(const qvl_model_options *opts, qvl_loaded_backend **out,
+                               qvl_error *err) {
+    const qvl_options *extra = opts->backend_options;
+    if (!extra || extra->n == 0)
+        return qvl_backend_open(opts->plugins_path, opts->backend_name, out, err);
+    qvl_plugin_config *cfg = NULL;
+    qvl_status st = qvl_plugins_locate(opts->plugins_path, &cfg, err);
+    if (st != QVL_OK) return st;
+    size_t slots = extra->n;
+    for (size_t i = 0; i < cfg->n; i++) slots += cfg->specs[i].options.n + extra->n;
+    qvl_plugin_spec *specs = calloc(cfg->n + 1, sizeof *specs);
+    const char **keys = calloc(slots, sizeof *keys), **values = calloc(slots, sizeof *values);
+    if (!specs || !keys || !values) {
+        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t used = 0;
+    bool listed = false;
+    for (size_t i = 0; i <= cfg->n; i++) {
+        const qvl_options *base = i < cfg->n ? &cfg->specs[i].options : NULL;
+        if (i < cfg->n) {
+            specs[i] = cfg->specs[i];
+            if (opts->backend_name && strcmp(specs[i].name, opts->backend_name) == 0)
+                listed = true;
+        } else if (opts->backend_name && !listed) {
+            specs[i].name = (char *)opts->backend_name; /* found by the default search */
+            specs[i].required = true;
+        } else {
+            break;
+        }
+        qvl_options *o = &specs[i].options;
+        o->keys = keys + used;
+        o->values = values + used;
+        o->n = 0;
+        for (size_t k = 0; base && k < base->n; k++)
+            if (!qvl_options_get(extra, base->keys[k])) {
+                keys[used] = base->keys[k];
+                values[used++] = base->values[k];
+                o->n++;
+            }
+        for (size_t k = 0; k < extra->n; k++) {
+            keys[used] = extra->keys[k];
+            values[used++] = extra->values[k];
+            o->n++;
+        }
+    }
+    qvl_plugin_config merged = *cfg;
+    merged.specs = specs;
+    merged.n = cfg->n + (opts->backend_name && !listed ? 1 : 0);
+    st = qvl_backend_select(&merged, opts->backend_name, out, err);
+    if (st == QVL_OK)
+        QVL_LOG_I("backend %s (%s), plugins from %s, %zu option(s) from the caller", (*out)->name,
+                  (*out)->library_path, cfg->path ? cfg->path : "the built-in list", extra->n);
+done:
+    free(specs);
+    free((void *)keys);
+    free((void *)values);
+    qvl_plugins_free(cfg);
+    return st;
+}
+
+static bool read_by_decode(const qvl_model *m, const char *name) {
+    if (strcmp(name, "lm_head.weight") == 0) return true;
+    if (strcmp(name, "model.language_model.embed_tokens.weight") == 0)
+        return m->cfg.tie_word_embeddings; /* otherwise one row per step */
+    return strncmp(name, "model.language_model.", 21) == 0;
+}
+
+void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
+    *out = m->inst.load;
+    out->weights_in_place_bytes = out->weights_copied_bytes = out->decode_weight_bytes = 0;
+    for (size_t i = 0; i < m->n_bound; i++) {
+        const bound_weight *w = &m->bound[i];
+        const qvl_st_tensor *t = qvl_weights_get(m->weights, w->name);
+        if (t && w->buf.data == t->data) out->weights_in_place_bytes += w->buf.size;
+        else out->weights_copied_bytes += w->buf.size;
+        if (read_by_decode(m, w->name)) out->decode_weight_bytes += w->buf.size;
+    }
+    out->kv_bytes = m->kv.size;
+    out->matrix_dtype = m->matrix_dtype;
+}
+
+void qvl_model_set_profiling(qvl_model *m, bool on) { m->inst.profiling = on; }
+void qvl_model_profile(const qvl_model *m, qvl_op_profile *out) { *out = m->inst.profile; }
+void qvl_model_profile_reset(qvl_model *m) { memset(&m->inst.profile, 0, sizeof m->inst.profile); }

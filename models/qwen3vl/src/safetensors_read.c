@@ -324,7 +324,9 @@ qvl_status qvl_safetensors_open(const char *path, qvl_safetensors **out, qvl_err
     }
     qvl_status s = QVL_OK;
     char *hdr = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted under a model file's name must fail the regular-file check
+     * below instead of blocking open() forever; it changes nothing for regular files. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         s = qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s", path,
                      strerror(errno));

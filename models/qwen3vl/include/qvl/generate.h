@@ -34,6 +34,9 @@ typedef struct qvl_generation {
     float *prompt_logits;
     /* Optional: (t, h, w) positions of the prompt tokens, 3 rows of n_prompt. */
     const int32_t *prompt_pos;
+    /* Optional: features of the images whose pad tokens are in the prompt (then prompt_pos
+     * must hold their positions: qvl_model_positions). */
+    const qvl_image_features *images;
 } qvl_generation;
 
 typedef struct qvl_generation_result {

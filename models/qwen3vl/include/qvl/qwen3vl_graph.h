@@ -22,11 +22,18 @@ typedef struct qvl_text_graph_opts {
     bool all_logits;      /* logits for every token (parity, --dump-logits) or only the last */
     qvl_dtype weight_dtype; /* dtype of matrix weights (embeddings, projections) */
     qvl_dtype norm_dtype;   /* dtype of norm weights */
+    /* Image features inside this batch (0: text only). */
+    int64_t n_image_tokens; /* rows of "image_embeds" / "image_rows" */
+    int32_t n_deepstack;    /* "deepstack.<k>" inputs, added after decoder layers 0..n-1 */
 } qvl_text_graph_opts;
 
 /* Inputs:  "ids" [n_tokens] i32; "pos" [3, n_tokens] i32 (t, h, w rows);
  *          "kv.<l>.k", "kv.<l>.v" [kv_capacity, n_kv_heads, head_dim] f32 for each layer l
- *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS).
+ *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS);
+ *          with n_image_tokens = K > 0: "image_rows" [K] i32 (positions within the batch),
+ *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows, spec
+ *          8.1) and "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output
+ *          of decoder layer k at those rows, spec 8.6).
  * Outputs: "logits" [n_tokens or 1, vocab]. */
 qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *opts,
                                   qvl_graph **out, qvl_error *err);

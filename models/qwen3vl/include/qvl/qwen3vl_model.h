@@ -9,7 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "qvl/graph.h"
 #include "qvl/qwen3vl_config.h"
+#include "qvl/qwen3vl_graph.h"
 #include "qvl/registry.h"
 #include "qvl/status.h"
 
@@ -24,6 +26,12 @@ typedef struct qvl_model_options {
     const char *backend_name; /* --backend (NULL: by priority) */
     int64_t ctx;              /* KV cache capacity in tokens (> 0) */
     bool no_fuse;             /* run the primitive graph (debugging, backend bring-up) */
+    /* "f32", "f16", "bf16" or "q8_0": matrix weights (2-D and up) are converted once at load
+     * to this dtype (q8_0 needs every row length to be a multiple of 32). NULL: as stored. */
+    const char *weight_dtype;
+    /* Laid over the plugins.yaml options of the backend that is opened (same key: this value
+     * wins), e.g. {threads: 4} from qvl-bench -t. NULL: plugins.yaml's options only. */
+    const qvl_options *backend_options;
 } qvl_model_options;
 
 /* Read DIR/config.json, map the weights, check them against the config, open the backend and
@@ -47,6 +55,64 @@ void qvl_model_truncate(qvl_model *m, int64_t n_past);
  * have room (a QVL_E_LIMIT error names --ctx otherwise). */
 qvl_status qvl_model_eval(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos,
                           bool all_logits, float *logits, qvl_error *err);
+
+/* ---- images -------------------------------------------------------------------------------- */
+/* What the vision encoder makes of the images of one prompt: one row per merged token (all
+ * images in order, each in row-major order of its merged grid), text-hidden wide. */
+typedef struct qvl_image_features {
+    int64_t n_tokens;    /* rows */
+    int64_t hidden;      /* columns (text hidden size) */
+    int32_t n_deepstack; /* deepstack feature sets */
+    float *embeds;       /* merger output [n_tokens, hidden] (malloc'd) */
+    float *deepstack;    /* n_deepstack consecutive [n_tokens, hidden] blocks (malloc'd) */
+    double seconds;      /* time the encoder took */
+} qvl_image_features;
+void qvl_image_features_free(qvl_image_features *f);
+
+/* Run the vision encoder on n_images preprocessed images: pixels is the row-concatenation of
+ * each image's pixel matrix (qvl_image_preprocess), grids their patch grids. */
+qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_images,
+                                   const qvl_image_grid *grids, qvl_image_features *out,
+                                   qvl_error *err);
+
+/* Positions of n tokens appended to the sequence (3 rows of n, the pos argument of eval):
+ * text continues from the next free position, runs of image_token_id are the images of grids
+ * in order (spec 7). */
+qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n,
+                               const qvl_image_grid *grids, size_t n_images, int32_t *pos,
+                               qvl_error *err);
+
+/* qvl_model_eval with image features: the k-th image_token_id in ids takes row k of img
+ * (their count must equal img->n_tokens) and the deepstack rows are added after the first
+ * decoder layers; pos is required (qvl_model_positions). img NULL or without rows: the same as
+ * qvl_model_eval. */
+qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos,
+                                 const qvl_image_features *img, bool all_logits, float *logits,
+                                 qvl_error *err);
+
+/* ---- measuring (qvl-bench) ----------------------------------------------------------------- */
+typedef struct qvl_model_load_stats {
+    double config_seconds;  /* reading config.json */
+    double map_seconds;     /* mapping the safetensors and checking them against the config */
+    double backend_seconds; /* plugins.yaml, dlopen and the backend's init */
+    double bind_seconds;    /* weights onto the backend: in place, or converted and uploaded */
+    double cache_seconds;   /* allocating the KV cache */
+    size_t weights_in_place_bytes; /* weights the backend reads straight from the mapping */
+    size_t weights_copied_bytes;   /* weights the backend holds a converted/uploaded copy of */
+    /* Weight bytes one decode step reads: every text-model weight and the output projection
+     * (the embedding table counts only when it is the tied output projection; otherwise a
+     * step reads one row of it, which is left out). In the dtypes the graphs read. */
+    size_t decode_weight_bytes;
+    size_t kv_bytes;               /* the KV cache */
+    qvl_dtype matrix_dtype;        /* dtype the graphs read matrix weights in */
+} qvl_model_load_stats;
+void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out);
+
+/* Per-op time of the graphs qvl_model_eval runs while profiling is on (each node timed on its
+ * own after a synchronize: slower than a normal run). Totals add up until reset. */
+void qvl_model_set_profiling(qvl_model *m, bool on);
+void qvl_model_profile(const qvl_model *m, qvl_op_profile *out);
+void qvl_model_profile_reset(qvl_model *m);
 
 #ifdef __cplusplus
 }

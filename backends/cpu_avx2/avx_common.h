@@ -1,0 +1,61 @@
+/* What every cpu_avx2 kernel shares: the backend state, error messages, the node checks
+ * (the reference backend's own check functions, so both backends accept exactly the same
+ * nodes) and reading rows of any dtype/stride as f32. */
+#ifndef QVL_AVX_COMMON_H
+#define QVL_AVX_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "avx_pool.h"
+#include "qvl/backend.h"
+#include "ref_check.h"
+#include "ref_ops.h"
+
+struct qvl_backend {
+    avx_pool *pool;
+    int n_threads;
+};
+
+/* "cpu_avx2: <op> '<name>': <what>" into err (err may be NULL); returns s. */
+qvl_status avx_fail(const qvl_node *n, qvl_error *err, qvl_status s, const char *fmt, ...)
+    QVL_PRINTF(4, 5);
+
+/* The op's check (ref_check_<op>), then inputs and output have memory; messages say
+ * cpu_avx2. What every kernel does first. */
+qvl_status avx_begin(const qvl_node *n, ref_check_fn check, qvl_error *err);
+
+/* f32 scratch of n elements (at least 8, 32-byte aligned, 8 floats of slack past n), or
+ * NULL; free() it. */
+float *avx_scratch(int64_t n);
+
+/* n elements of t from element offset off, step elements apart, as f32 into out. Vector
+ * code for step 1 in every dtype (q8_0 from a block boundary); element by element
+ * otherwise. */
+void avx_gather(const qvl_tensor *t, int64_t off, int64_t step, int64_t n, float *out);
+
+/* Row r (innermost dim) of t as f32: a pointer straight into t when t is f32 with innermost
+ * stride 1, else converted into scratch (row_len floats). */
+const float *avx_row(const qvl_tensor *t, int64_t r, float *scratch);
+
+/* Element offset of row r, rows and row length (as in the reference's ref_access.h). */
+int64_t avx_row_offset(const qvl_tensor_desc *d, int64_t r);
+int64_t avx_n_rows(const qvl_tensor_desc *d);
+int64_t avx_row_len(const qvl_tensor_desc *d);
+
+/* Convert n f32 values into dtype dt (f32, f16 or bf16) at dst, exactly as qvl_from_f32. */
+void avx_store_f32(qvl_dtype dt, const float *src, void *dst, int64_t n);
+
+#endif
+
+/* All rows of t as one contiguous f32 [rows, row_len] array: t's own memory when it is f32
+ * and contiguous, else a converted copy returned in *owned (free() it; NULL otherwise).
+ * Returns NULL when out of memory. */
+const float *avx_rows_f32(const qvl_tensor *t, float **owned);
+
+/* Runs fn(ctx, r, scratch) for every row r in [0, rows), rows split across the pool's
+ * threads; scratch is a per-thread f32 array of scratch_len elements. QVL_E_NOMEM when the
+ * scratch cannot be allocated. */
+typedef void (*avx_row_fn)(void *ctx, int64_t r, float *scratch);
+qvl_status avx_for_rows(qvl_backend *be, int64_t rows, int64_t scratch_len, avx_row_fn fn,
+                        void *ctx);

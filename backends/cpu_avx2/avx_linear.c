@@ -1,0 +1,417 @@
+/* GEMV, tiled GEMM and the int8 q8_0 kernels behind avx_linear (see avx_linear.h). */
+#include "avx_linear.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "avx_math.h"
+#include "qvl/dtype.h"
+
+#define AVX_INLINE static inline __attribute__((always_inline))
+#define COL_ALIGN 16      /* output columns per thread boundary: 64 bytes of f32 */
+
+/* Prefetch `ahead` bytes past p (computed as an integer: the address may lie past the end of
+ * the matrix, which a prefetch tolerates but C pointer arithmetic does not). */
+AVX_INLINE void prefetch_ahead(const void *p, int64_t ahead) {
+    _mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)ahead), _MM_HINT_T0);
+}
+
+/* ---- weights ---- */
+
+static size_t row_bytes_of(qvl_dtype dt, int64_t elems) {
+    if (dt == QVL_Q8_0) return (size_t)(elems / QVL_Q8_0_BLOCK) * sizeof(qvl_block_q8_0);
+    return (size_t)elems * (dt == QVL_F32 ? 4u : 2u);
+}
+
+static const unsigned char *w_row(const avx_wmat *w, int64_t j) {
+    return w->base + row_bytes_of(w->dt, j * w->row_stride);
+}
+
+qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float **owned) {
+    const qvl_tensor_desc *d = &t->desc;
+    int r = d->ndim - 2, c = d->ndim - 1;
+    int64_t off = d->ndim == 3 ? batch * d->stride[0] : 0;
+    int64_t rows = d->shape[r], cols = d->shape[c];
+    *owned = NULL;
+    bool in_place = (d->stride[c] == 1 || cols == 1) && off >= 0 && d->stride[r] >= 0 &&
+                    (d->dtype != QVL_Q8_0 || (cols % QVL_Q8_0_BLOCK == 0 && off % QVL_Q8_0_BLOCK == 0));
+    if (in_place) {
+        /* (q8_0: off is whole blocks here, so row_bytes_of gives its byte offset) */
+        *out = (avx_wmat){(const unsigned char *)t->data + row_bytes_of(d->dtype, off), d->dtype,
+                          rows, cols, rows == 1 ? cols : d->stride[r]};
+        return QVL_OK;
+    }
+    /* Strided rows (v^T in unfused attention), negative strides or partial q8_0 blocks: an
+     * f32 copy. */
+    float *copy = avx_scratch(rows * cols);
+    if (!copy) return QVL_E_NOMEM;
+    for (int64_t j = 0; j < rows; j++)
+        avx_gather(t, off + j * d->stride[r], d->stride[c], cols, copy + j * cols);
+    *out = (avx_wmat){(const unsigned char *)copy, QVL_F32, rows, cols, cols};
+    *owned = copy;
+    return QVL_OK;
+}
+
+/* 8 consecutive weights as f32 (f32 or f16 rows). */
+AVX_INLINE __m256 load8(qvl_dtype dt, const unsigned char *row, int64_t k) {
+    if (dt == QVL_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * k)));
+    return _mm256_loadu_ps((const float *)row + k);
+}
+
+static float w_scalar(qvl_dtype dt, const unsigned char *row, int64_t k) {
+    uint16_t h;
+    switch (dt) {
+    case QVL_F16: memcpy(&h, row + 2 * k, 2); return qvl_f16_to_f32(h);
+    case QVL_BF16: memcpy(&h, row + 2 * k, 2); return qvl_bf16_to_f32(h);
+    default: { float f; memcpy(&f, row + 4 * k, 4); return f; }
+    }
+}
+
+/* ---- the job every thread runs ---- */
+
+typedef struct linear_job {
+    const float *a;       /* [M, K] */
+    const float *a_eo;    /* bf16 GEMV: a with each 16-block as 8 even then 8 odd elements */
+    const int8_t *qa;     /* q8_0: quantised a [M, K] */
+    const float *qd;      /* q8_0: a block scales [M, K/32] */
+    int64_t M, K;
+    const avx_wmat *w;
+    const float *bias, *add;
+    float *out;
+    int64_t ldo;
+    atomic_int failed;    /* a thread could not get its panel scratch */
+} linear_job;
+
+static void finish(const linear_job *jb, int64_t m, int64_t j, float v) {
+    if (jb->bias) v += jb->bias[j];
+    if (jb->add) v += jb->add[m * jb->ldo + j];
+    jb->out[m * jb->ldo + j] = v;
+}
+
+/* ---- GEMV: MR activation rows x NR weight rows, weights in their stored dtype ---- */
+
+AVX_INLINE void gemv_tile(const linear_job *jb, qvl_dtype dt, int MR, int NR, int64_t m0,
+                          int64_t j0) {
+    const int64_t K = jb->K, K16 = K / 16 * 16;
+    const unsigned char *wr[4];
+    __m256 acc[3][4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) wr[r] = w_row(jb->w, j0 + r);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
+    const float *a = dt == QVL_BF16 ? jb->a_eo : jb->a;
+    /* Prefetch the same spot of the next tile's rows: rows are short (a few KB), too short
+     * for the hardware prefetcher to ramp up on each one; this keeps a tile of reads in
+     * flight instead. Prefetches never fault, past the matrix end included. */
+    const int64_t ahead = (int64_t)row_bytes_of(dt, jb->w->row_stride) * NR;
+    if (dt == QVL_BF16) {
+        const __m256i hi_mask = _mm256_set1_epi32((int)0xFFFF0000u);
+        for (int64_t k = 0; k < K16; k += 16) {
+            __m256 we[4], wo[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) {
+                prefetch_ahead(wr[r] + 2 * k, ahead);
+                __m256i v = _mm256_loadu_si256((const __m256i *)(wr[r] + 2 * k));
+                we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+                wo[r] = _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask));
+            }
+#pragma GCC unroll 4
+            for (int m = 0; m < MR; m++) {
+                __m256 ae = _mm256_loadu_ps(a + (m0 + m) * K + k);
+                __m256 ao = _mm256_loadu_ps(a + (m0 + m) * K + k + 8);
+#pragma GCC unroll 4
+                for (int r = 0; r < NR; r++) {
+                    acc[m][r][0] = _mm256_fmadd_ps(ae, we[r], acc[m][r][0]);
+                    acc[m][r][1] = _mm256_fmadd_ps(ao, wo[r], acc[m][r][1]);
+                }
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < K16; k += 16) {
+            __m256 w0[4], w1[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) {
+                prefetch_ahead(wr[r] + (dt == QVL_F16 ? 2 : 4) * k, ahead);
+                if (dt == QVL_F32) prefetch_ahead(wr[r] + 4 * k + 32, ahead);
+                w0[r] = load8(dt, wr[r], k);
+                w1[r] = load8(dt, wr[r], k + 8);
+            }
+#pragma GCC unroll 4
+            for (int m = 0; m < MR; m++) {
+                __m256 a0 = _mm256_loadu_ps(a + (m0 + m) * K + k);
+                __m256 a1 = _mm256_loadu_ps(a + (m0 + m) * K + k + 8);
+#pragma GCC unroll 4
+                for (int r = 0; r < NR; r++) {
+                    acc[m][r][0] = _mm256_fmadd_ps(a0, w0[r], acc[m][r][0]);
+                    acc[m][r][1] = _mm256_fmadd_ps(a1, w1[r], acc[m][r][1]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            float v = avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1]));
+            /* the tail past the last 16-block is in natural order in a and a_eo alike */
+            for (int64_t k = K16; k < K; k++) v += a[(m0 + m) * K + k] * w_scalar(dt, wr[r], k);
+            finish(jb, m0 + m, j0 + r, v);
+        }
+}
+
+#define GEMV_FOR(DT)                                                                   \
+    static void gemv_##DT(const linear_job *jb, int64_t j_lo, int64_t j_hi) {          \
+        for (int64_t m0 = 0; m0 < jb->M;) {                                            \
+            int64_t mr = jb->M - m0;                                                   \
+            int64_t j = j_lo;                                                          \
+            if (mr == 1) {                                                             \
+                for (; j + 4 <= j_hi; j += 4) gemv_tile(jb, DT, 1, 4, m0, j);          \
+                for (; j < j_hi; j++) gemv_tile(jb, DT, 1, 1, m0, j);                  \
+            } else if (mr == 2) {                                                      \
+                for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, DT, 2, 2, m0, j);          \
+                for (; j < j_hi; j++) gemv_tile(jb, DT, 2, 1, m0, j);                  \
+            } else {                                                                   \
+                mr = 3;                                                                \
+                for (; j < j_hi; j++) gemv_tile(jb, DT, 3, 1, m0, j);                  \
+            }                                                                          \
+            m0 += mr;                                                                  \
+        }                                                                              \
+    }
+GEMV_FOR(QVL_F32)
+GEMV_FOR(QVL_F16)
+GEMV_FOR(QVL_BF16)
+
+/* ---- GEMM: 6x16 register tiles over a packed f32 panel of 16 weight rows ----
+ *
+ * The panel holds 16 weight rows converted to f32 and transposed, [K][16], so the kernel
+ * runs as outer products: for each k, two 8-wide loads of the panel and one broadcast of
+ * a[m][k] per row of a feed 12 accumulators that stay in registers for the whole of K; no
+ * horizontal sums. The panel (K * 64 bytes) stays in L2 while every row of a streams past. */
+
+#define PANEL_W 16
+#define TILE_M 6
+
+AVX_INLINE void gemm_tile(const linear_job *jb, const float *panel, int MR, int64_t m0,
+                          int64_t j0, int64_t ncols) {
+    const int64_t K = jb->K;
+    const float *a = jb->a + m0 * K;
+    __m256 acc[TILE_M][2];
+#pragma GCC unroll 6
+    for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        __m256 w0 = _mm256_load_ps(panel + k * PANEL_W), w1 = _mm256_load_ps(panel + k * PANEL_W + 8);
+#pragma GCC unroll 6
+        for (int m = 0; m < MR; m++) {
+            __m256 av = _mm256_broadcast_ss(a + m * K + k);
+            acc[m][0] = _mm256_fmadd_ps(av, w0, acc[m][0]);
+            acc[m][1] = _mm256_fmadd_ps(av, w1, acc[m][1]);
+        }
+    }
+    float tmp[PANEL_W];
+#pragma GCC unroll 6
+    for (int m = 0; m < MR; m++) {
+        _mm256_storeu_ps(tmp, acc[m][0]);
+        _mm256_storeu_ps(tmp + 8, acc[m][1]);
+        for (int64_t c = 0; c < ncols; c++) finish(jb, m0 + m, j0 + c, tmp[c]);
+    }
+}
+
+/* Pack weight rows [p0, p0 + pn) into panel [K][16] (zeros past pn). Chunks of PACK_K
+ * values per row, so the panel lines being filled stay in L1 while 16 rows write into them. */
+#define PACK_K 64
+static void pack_panel(const linear_job *jb, int64_t p0, int64_t pn, float *panel) {
+    const int64_t K = jb->K;
+    float tmp[PACK_K + 8];
+    for (int64_t k0 = 0; k0 < K; k0 += PACK_K) {
+        int64_t kn = K - k0 < PACK_K ? K - k0 : PACK_K;
+        for (int64_t c = 0; c < PANEL_W; c++) {
+            float *dst = panel + k0 * PANEL_W + c;
+            if (c >= pn) { /* columns past the end compute zeros that are never stored */
+                for (int64_t k = 0; k < kn; k++) dst[k * PANEL_W] = 0.0f;
+                continue;
+            }
+            qvl_tensor t = {.desc = {.dtype = jb->w->dt, .ndim = 1, .shape = {K, 1, 1, 1},
+                                     .stride = {1, 1, 1, 1}},
+                            .data = (void *)w_row(jb->w, p0 + c)};
+            avx_gather(&t, k0, 1, kn, tmp);
+            for (int64_t k = 0; k < kn; k++) dst[k * PANEL_W] = tmp[k];
+        }
+    }
+}
+
+static void gemm_range(linear_job *jb, int64_t j_lo, int64_t j_hi) {
+    const int64_t K = jb->K;
+    float *panel = aligned_alloc(32, (size_t)(K * PANEL_W) * sizeof(float));
+    if (!panel) {
+        atomic_store(&jb->failed, 1);
+        return;
+    }
+    for (int64_t p0 = j_lo; p0 < j_hi; p0 += PANEL_W) {
+        int64_t pn = j_hi - p0 < PANEL_W ? j_hi - p0 : PANEL_W;
+        pack_panel(jb, p0, pn, panel);
+        int64_t m0 = 0;
+        for (; m0 + TILE_M <= jb->M; m0 += TILE_M) gemm_tile(jb, panel, TILE_M, m0, p0, pn);
+        switch (jb->M - m0) {
+        case 5: gemm_tile(jb, panel, 5, m0, p0, pn); break;
+        case 4: gemm_tile(jb, panel, 4, m0, p0, pn); break;
+        case 3: gemm_tile(jb, panel, 3, m0, p0, pn); break;
+        case 2: gemm_tile(jb, panel, 2, m0, p0, pn); break;
+        case 1: gemm_tile(jb, panel, 1, m0, p0, pn); break;
+        default: break;
+        }
+    }
+    free(panel);
+}
+
+/* ---- q8_0: int8 activations x int8 weights, per 32-element block ---- */
+
+/* a row of K (a multiple of 32) -> int8 quants and one f32 scale per block. */
+static void quantize_row(const float *x, int64_t K, int8_t *q, float *d) {
+    const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int64_t b = 0; b < K / QVL_Q8_0_BLOCK; b++) {
+        const float *xb = x + b * QVL_Q8_0_BLOCK;
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], sign_off));
+        }
+        float mx = avx_hmax(amax);
+        float scale = mx / 127.0f;
+        d[b] = scale;
+        __m256 inv = _mm256_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++)
+            qi[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], inv),
+                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane: fix with a permute) */
+        __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + b * QVL_Q8_0_BLOCK), p8);
+    }
+}
+
+AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
+    __m256i ax = _mm256_sign_epi8(wq, wq);           /* |w| as unsigned bytes */
+    __m256i sy = _mm256_sign_epi8(aq, wq);           /* a with w's sign */
+    __m256i p16 = _mm256_maddubs_epi16(ax, sy);      /* <= 2*128*127: no saturation */
+    __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+    return _mm256_cvtepi32_ps(p32);
+}
+
+AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_t j0) {
+    const int64_t K = jb->K, nb = K / QVL_Q8_0_BLOCK;
+    const int64_t ahead = (int64_t)row_bytes_of(QVL_Q8_0, jb->w->row_stride) * NR; /* see gemv_tile */
+    const unsigned char *wr[4];
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) wr[r] = w_row(jb->w, j0 + r);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) acc[m][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wq[4];
+        float wd[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            const unsigned char *blk = wr[r] + b * (int64_t)sizeof(qvl_block_q8_0);
+            prefetch_ahead(blk, ahead);
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            wd[r] = _cvtsh_ss(h);
+            wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        }
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; m++) {
+            __m256i aq = _mm256_loadu_si256((const __m256i *)(jb->qa + (m0 + m) * K + b * 32));
+            float ad = jb->qd[(m0 + m) * nb + b];
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++)
+                acc[m][r] = _mm256_fmadd_ps(q8_block_dot(wq[r], aq), _mm256_set1_ps(wd[r] * ad),
+                                            acc[m][r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) finish(jb, m0 + m, j0 + r, avx_hsum(acc[m][r]));
+}
+
+static void q8_range(const linear_job *jb, int64_t j_lo, int64_t j_hi) {
+    int64_t m0 = 0;
+    for (; m0 + 3 <= jb->M; m0 += 3) {
+        int64_t j = j_lo;
+        for (; j + 4 <= j_hi; j += 4) q8_tile(jb, 3, 4, m0, j);
+        for (; j < j_hi; j++) q8_tile(jb, 3, 1, m0, j);
+    }
+    for (; m0 < jb->M; m0++) {
+        int64_t j = j_lo;
+        for (; j + 4 <= j_hi; j += 4) q8_tile(jb, 1, 4, m0, j);
+        for (; j < j_hi; j++) q8_tile(jb, 1, 1, m0, j);
+    }
+}
+
+static void linear_worker(void *ctx, int tid, int nth) {
+    linear_job *jb = ctx;
+    int64_t lo, hi;
+    avx_split(jb->w->rows, tid, nth, COL_ALIGN, &lo, &hi);
+    if (lo >= hi) return;
+    if (jb->w->dt == QVL_Q8_0) {
+        q8_range(jb, lo, hi);
+    } else if (jb->M >= 4) {
+        gemm_range(jb, lo, hi);
+    } else {
+        switch (jb->w->dt) {
+        case QVL_BF16: gemv_QVL_BF16(jb, lo, hi); break;
+        case QVL_F16: gemv_QVL_F16(jb, lo, hi); break;
+        default: gemv_QVL_F32(jb, lo, hi); break;
+        }
+    }
+}
+
+qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
+                      const float *bias, const float *add, float *out, int64_t ldo) {
+    const int64_t K = w->cols;
+    linear_job jb = {.a = a, .M = M, .K = K, .w = w, .bias = bias, .add = add, .out = out,
+                     .ldo = ldo};
+    atomic_init(&jb.failed, 0);
+    float *a_eo = NULL, *qd = NULL;
+    int8_t *qa = NULL;
+    qvl_status s = QVL_OK;
+    if (w->dt == QVL_Q8_0) {
+        qa = malloc((size_t)(M * K) + 32);
+        qd = avx_scratch(M * (K / QVL_Q8_0_BLOCK));
+        if (!qa || !qd) { s = QVL_E_NOMEM; goto done; }
+        for (int64_t m = 0; m < M; m++)
+            quantize_row(a + m * K, K, qa + m * K, qd + m * (K / QVL_Q8_0_BLOCK));
+        jb.qa = qa;
+        jb.qd = qd;
+    } else if (w->dt == QVL_BF16 && M < 4) {
+        if (!(a_eo = avx_scratch(M * K))) { s = QVL_E_NOMEM; goto done; }
+        for (int64_t m = 0; m < M; m++) {
+            const float *src = a + m * K;
+            float *dst = a_eo + m * K;
+            int64_t k = 0;
+            for (; k + 16 <= K; k += 16)
+                for (int i = 0; i < 8; i++) {
+                    dst[k + i] = src[k + 2 * i];
+                    dst[k + 8 + i] = src[k + 2 * i + 1];
+                }
+            for (; k < K; k++) dst[k] = src[k];
+        }
+        jb.a_eo = a_eo;
+    }
+    avx_pool_run(be->pool, linear_worker, &jb);
+    if (atomic_load(&jb.failed)) s = QVL_E_NOMEM;
+done:
+    free(a_eo);
+    free(qa);
+    free(qd);
+    return s;
+}

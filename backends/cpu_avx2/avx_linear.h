@@ -1,0 +1,43 @@
+/* The nn.Linear product every matmul-like op runs on: out = a . w^T (+ bias) (+ add).
+ *
+ * Weights are read in place in their stored dtype (f32, f16, bf16, q8_0) with fp32
+ * accumulation, at any 2-byte alignment (unaligned loads throughout):
+ *  - M < 4 rows (decode): GEMV straight from the weights, the weight rows split across
+ *    threads; bf16 is widened by shifting into the high half of f32 lanes (the even/odd
+ *    elements of a 16-element load, against an activation row permuted to match once per op),
+ *    f16 with F16C.
+ *  - M >= 4 (prefill, vision): each thread converts a panel of its weight rows to f32 once
+ *    and runs a 4x3 register-tile kernel over all rows of a.
+ *  - q8_0 (any M): a is quantised to int8 blocks of 32 per row (scale max|x|/127, kept in
+ *    f32) and dot products run on int8 with maddubs/madd, exact in int32 per block. The only
+ *    error added beyond the reference's is the activation rounding: each a element moves by
+ *    at most half a step, d_a/2 = max|a_block|/254, so per block the dot product moves by at
+ *    most sum|w| * max|a_block| / 254 (in practice ~ sqrt(32) * rms|w| * max|a_block|/254/sqrt(3)
+ *    as the rounding errors are independent).
+ * Output columns are split across threads on multiples of 16 floats (64 bytes), so two
+ * threads never write one cache line of a row when the row starts on a cache line. */
+#ifndef QVL_AVX_LINEAR_H
+#define QVL_AVX_LINEAR_H
+
+#include <stdint.h>
+
+#include "avx_common.h"
+
+typedef struct avx_wmat {
+    const unsigned char *base; /* row 0 */
+    qvl_dtype dt;              /* f32, f16, bf16 or q8_0 (then cols % 32 == 0) */
+    int64_t rows, cols;
+    int64_t row_stride;        /* elements between rows; elements within a row are adjacent */
+} avx_wmat;
+
+/* Matrix `batch` (3-D) or the matrix itself (2-D) of tensor t, usable in place when its rows
+ * are contiguous (and, for q8_0, whole blocks); otherwise converted to an f32 copy that is
+ * returned in *owned (free() it). QVL_E_NOMEM on allocation failure. */
+qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float **owned);
+
+/* out[m*ldo + j] = a[m*K ..] . w[j] + bias[j] + add[m*ldo + j] for m < M, j < w->rows, where
+ * a is contiguous f32 [M, K = w->cols]; bias and add may be NULL; add may equal out. */
+qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
+                      const float *bias, const float *add, float *out, int64_t ldo);
+
+#endif

@@ -1,0 +1,220 @@
+/* The cpu_avx2 backend: AVX2/FMA/F16C kernels on host memory with a persistent thread pool.
+ * This file is the backend ABI side (see qvl/backend.h): instance, buffers, supports() and
+ * the kernel table; the kernels live in avx_<family>.c.
+ *
+ * Nodes are checked by the reference backend's own check functions (compiled into this
+ * plugin), so both backends accept exactly the same nodes: every layout the reference
+ * accepts is handled here too (strided rows are converted to f32 on the way in), and
+ * supports() answers from those checks. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "avx_common.h"
+#include "avx_kernels.h"
+#include "ref_ops.h"
+
+#define AVX_ALIGN 64   /* buffers start on a cache line */
+#define AVX_MAX_THREADS 64
+
+static qvl_status avx_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
+    *out = NULL;
+    const char *off = getenv("QVL_CPU_AVX2_DISABLE");
+    if (off && strcmp(off, "1") == 0)
+        return qvl_fail(err, QVL_E_UNSUPPORTED,
+                        "cpu_avx2: AVX2/FMA not available (QVL_CPU_AVX2_DISABLE is set)");
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        !__builtin_cpu_supports("f16c"))
+        return qvl_fail(err, QVL_E_UNSUPPORTED,
+                        "cpu_avx2: AVX2/FMA not available (this CPU lacks AVX2, FMA or F16C)");
+    long threads = 0;
+    qvl_status s = qvl_options_get_int(opts, "threads", 0, &threads, err);
+    if (s != QVL_OK) return qvl_error_prefix(err, "cpu_avx2");
+    if (threads < 0 || threads > AVX_MAX_THREADS)
+        return qvl_fail(err, QVL_E_INVALID, "cpu_avx2: option threads is %ld, not 0..%d", threads,
+                        AVX_MAX_THREADS);
+    if (threads == 0) { /* all online CPUs */
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = online < 1 ? 1 : online > AVX_MAX_THREADS ? AVX_MAX_THREADS : online;
+    }
+    qvl_backend *be = calloc(1, sizeof *be);
+    if (!be) return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: out of memory");
+    be->n_threads = (int)threads;
+    if (!(be->pool = avx_pool_create(be->n_threads))) {
+        free(be);
+        return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: cannot start %ld threads", threads);
+    }
+    *out = be;
+    return QVL_OK;
+}
+
+static void avx_release(qvl_backend *be) {
+    if (!be) return;
+    avx_pool_destroy(be->pool);
+    free(be);
+}
+
+static uint64_t sysconf_bytes(int pages_name) {
+    long pages = sysconf(pages_name), page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return 0;
+    return (uint64_t)pages * (uint64_t)page_size;
+}
+
+static qvl_status avx_describe(qvl_backend *be, qvl_device_info *info) {
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "x86-64 AVX2/FMA/F16C, %d threads",
+             be ? be->n_threads : 0);
+    info->memory_total = sysconf_bytes(_SC_PHYS_PAGES);
+    info->memory_free = sysconf_bytes(_SC_AVPHYS_PAGES);
+    info->host_memory = true;
+    return QVL_OK;
+}
+
+/* ---- buffers: host memory; handle is the pointer to free, NULL for wrapped memory ---- */
+
+static qvl_status avx_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *out,
+                                   qvl_error *err) {
+    (void)be;
+    if (bytes > SIZE_MAX - AVX_ALIGN)
+        return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: %zu bytes is too large", bytes);
+    size_t rounded = (bytes + AVX_ALIGN - 1) / AVX_ALIGN * AVX_ALIGN;
+    if (rounded == 0) rounded = AVX_ALIGN;
+    void *p = aligned_alloc(AVX_ALIGN, rounded);
+    if (!p) return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: cannot allocate %zu bytes", bytes);
+    out->data = p;
+    out->size = bytes;
+    out->handle = p;
+    return QVL_OK;
+}
+
+static void avx_buffer_free(qvl_backend *be, qvl_buffer *buf) {
+    (void)be;
+    if (!buf) return;
+    free(buf->handle);
+    memset(buf, 0, sizeof *buf);
+}
+
+/* Weights mapped from safetensors are used in place: the kernels use unaligned loads, so
+ * 2-byte alignment (bf16/f16) is all they need. */
+static qvl_status avx_buffer_wrap_host(qvl_backend *be, void *ptr, size_t bytes,
+                                       qvl_buffer *out, qvl_error *err) {
+    (void)be;
+    if (!ptr && bytes > 0)
+        return qvl_fail(err, QVL_E_INVALID, "cpu_avx2: cannot wrap a NULL pointer");
+    out->data = ptr;
+    out->size = bytes;
+    out->handle = NULL;
+    return QVL_OK;
+}
+
+static qvl_status avx_copy(void *dst, const void *src, size_t bytes, const char *what,
+                           qvl_error *err) {
+    if (bytes == 0) return QVL_OK;
+    if (!dst || !src) return qvl_fail(err, QVL_E_INVALID, "cpu_avx2: %s with a NULL pointer", what);
+    memmove(dst, src, bytes);
+    return QVL_OK;
+}
+
+static qvl_status avx_upload(qvl_backend *be, void *dst, const void *src_host, size_t bytes,
+                             qvl_error *err) {
+    (void)be;
+    return avx_copy(dst, src_host, bytes, "upload", err);
+}
+
+static qvl_status avx_download(qvl_backend *be, void *dst_host, const void *src, size_t bytes,
+                               qvl_error *err) {
+    (void)be;
+    return avx_copy(dst_host, src, bytes, "download", err);
+}
+
+static qvl_status avx_synchronize(qvl_backend *be, qvl_error *err) {
+    (void)be;
+    (void)err;
+    return QVL_OK; /* every kernel has finished (all threads joined the op) when it returns */
+}
+
+/* ---- ops ---- */
+
+static const qvl_kernel_fn avx_kernels[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = avx_get_rows,
+    [QVL_OP_MATMUL] = avx_matmul,
+    [QVL_OP_ADD] = avx_add,
+    [QVL_OP_MUL] = avx_mul,
+    [QVL_OP_SCALE] = avx_scale,
+    [QVL_OP_RMS_NORM] = avx_rms_norm,
+    [QVL_OP_LAYER_NORM] = avx_layer_norm,
+    [QVL_OP_ROPE] = avx_rope,
+    [QVL_OP_SOFTMAX] = avx_softmax,
+    [QVL_OP_SILU] = avx_silu,
+    [QVL_OP_GELU_TANH] = avx_gelu_tanh,
+    [QVL_OP_GELU_ERF] = avx_gelu_erf,
+    [QVL_OP_MASK_CAUSAL] = avx_mask_causal,
+    [QVL_OP_MASK_SEGMENTS] = avx_mask_segments,
+    [QVL_OP_VIEW] = NULL,
+    [QVL_OP_CONT] = avx_cont,
+    [QVL_OP_STORE_ROWS] = avx_store_rows,
+    [QVL_OP_NORM_LINEAR] = avx_norm_linear,
+    [QVL_OP_ATTENTION] = avx_attention,
+    [QVL_OP_MLP_RESIDUAL] = avx_mlp_residual,
+    [QVL_OP_SET_ROWS] = avx_set_rows,
+    [QVL_OP_ADD_ROWS] = avx_add_rows,
+};
+
+static const ref_check_fn avx_checks[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = ref_check_get_rows,
+    [QVL_OP_MATMUL] = ref_check_matmul,
+    [QVL_OP_ADD] = ref_check_add,
+    [QVL_OP_MUL] = ref_check_mul,
+    [QVL_OP_SCALE] = ref_check_scale,
+    [QVL_OP_RMS_NORM] = ref_check_rms_norm,
+    [QVL_OP_LAYER_NORM] = ref_check_layer_norm,
+    [QVL_OP_ROPE] = ref_check_rope,
+    [QVL_OP_SOFTMAX] = ref_check_softmax,
+    [QVL_OP_SILU] = ref_check_silu,
+    [QVL_OP_GELU_TANH] = ref_check_gelu_tanh,
+    [QVL_OP_GELU_ERF] = ref_check_gelu_erf,
+    [QVL_OP_MASK_CAUSAL] = ref_check_mask_causal,
+    [QVL_OP_MASK_SEGMENTS] = ref_check_mask_segments,
+    [QVL_OP_VIEW] = ref_check_view,
+    [QVL_OP_CONT] = ref_check_cont,
+    [QVL_OP_STORE_ROWS] = ref_check_store_rows,
+    [QVL_OP_NORM_LINEAR] = ref_check_norm_linear,
+    [QVL_OP_ATTENTION] = ref_check_attention,
+    [QVL_OP_MLP_RESIDUAL] = ref_check_mlp_residual,
+    [QVL_OP_SET_ROWS] = ref_check_set_rows,
+    [QVL_OP_ADD_ROWS] = ref_check_add_rows,
+};
+
+static bool avx_supports(qvl_backend *be, const qvl_node *node) {
+    (void)be;
+    if (!node || (int)node->op < 0 || node->op >= QVL_OP_COUNT || !avx_checks[node->op])
+        return false;
+    return avx_checks[node->op](node, NULL) == QVL_OK;
+}
+
+static const qvl_backend_iface avx_iface = {
+    .abi = QVL_BACKEND_ABI,
+    .name = "cpu_avx2",
+    .description = "AVX2/FMA/F16C CPU kernels with a thread pool (f32/f16/bf16/q8_0 weights)",
+    .init = avx_init,
+    .release = avx_release,
+    .describe = avx_describe,
+    .buffer_alloc = avx_buffer_alloc,
+    .buffer_free = avx_buffer_free,
+    .buffer_wrap_host = avx_buffer_wrap_host,
+    .upload = avx_upload,
+    .download = avx_download,
+    .synchronize = avx_synchronize,
+    .supports = avx_supports,
+    .run_graph = NULL,
+    .n_kernels = QVL_OP_COUNT,
+    .kernels = avx_kernels,
+};
+
+QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) {
+    return &avx_iface;
+}

@@ -1,0 +1,75 @@
+/* Data movement: GET_ROWS (table lookup), CONT (contiguous copy in the same dtype) and
+ * STORE_ROWS (the KV-cache write, converting to the cache's dtype). */
+#include "cu_device.cuh"
+
+static int64_t cu_nelem(const cu_view &v) {
+    int64_t n = 1;
+    for (int d = 0; d < v.ndim; d++) n *= v.shape[d];
+    return n;
+}
+
+__global__ void k_get_rows(cu_view table, cu_view ids, int64_t n, float *out) {
+    int64_t D = table.shape[1];
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = e / D, d = e % D;
+        int32_t id = ((const int32_t *)ids.data)[r * ids.stride[0]];
+        out[e] = cu_view_load(table, id * table.stride[0] + d * table.stride[1]);
+    }
+}
+
+extern "C" int cu_launch_get_rows(cu_stream s, cu_view table, cu_view ids, float *out) {
+    int64_t n = ids.shape[0] * table.shape[1];
+    k_get_rows<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(table, ids, n, out);
+    return (int)cudaGetLastError();
+}
+
+/* Elements of 4 or 2 bytes, copied bit for bit. */
+template <typename T>
+__global__ void k_cont(cu_view x, int64_t n, T *out) {
+    const T *in = (const T *)x.data;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
+        out[e] = in[cu_flat_offset(x, e)];
+}
+
+/* q8_0: every row is whole blocks (checked on the host); copied byte by byte. */
+__global__ void k_cont_q8_0(cu_view x, int64_t row_bytes, int64_t n, unsigned char *out) {
+    const unsigned char *in = (const unsigned char *)x.data;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = e / row_bytes, byte = e % row_bytes;
+        int64_t first_block = cu_row_offset(x, r) / QVL_Q8_0_BLOCK;
+        out[e] = in[first_block * (int64_t)sizeof(qvl_block_q8_0) + byte];
+    }
+}
+
+extern "C" int cu_launch_cont(cu_stream s, cu_view x, void *out) {
+    int64_t n = cu_nelem(x);
+    if (x.dtype == QVL_Q8_0) {
+        int64_t len = x.shape[x.ndim - 1];
+        int64_t row_bytes = len / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0);
+        int64_t bytes = n / len * row_bytes;
+        k_cont_q8_0<<<cu_blocks_for(bytes), CU_THREADS, 0, s>>>(x, row_bytes, bytes,
+                                                                (unsigned char *)out);
+    } else if (x.dtype == QVL_F16 || x.dtype == QVL_BF16) {
+        k_cont<uint16_t><<<cu_blocks_for(n), CU_THREADS, 0, s>>>(x, n, (uint16_t *)out);
+    } else {
+        k_cont<uint32_t><<<cu_blocks_for(n), CU_THREADS, 0, s>>>(x, n, (uint32_t *)out);
+    }
+    return (int)cudaGetLastError();
+}
+
+__global__ void k_store_rows(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
+                             int64_t first) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
+        cu_store(dst, dst_dtype, first + e, cu_view_load(src, cu_flat_offset(src, e)));
+}
+
+extern "C" int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
+                                    int64_t first_elem) {
+    int64_t n = cu_nelem(src);
+    k_store_rows<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(src, n, dst, dst_dtype, first_elem);
+    return (int)cudaGetLastError();
+}

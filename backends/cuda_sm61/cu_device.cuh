@@ -1,0 +1,127 @@
+/* Device helpers every kernel file shares: loading any dtype as f32 through a view, storing
+ * f16/bf16, offsets of flat indices and rows, warp and block reductions.
+ *
+ * Only what compute capability 6.1 offers is used: conversions through the PTX cvt
+ * instructions (storage only, never fp16 arithmetic), bf16 by shifting, __shfl_xor_sync. */
+#ifndef QVL_CU_DEVICE_CUH
+#define QVL_CU_DEVICE_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "cu_kernels.h"
+#include "qvl/ops.h"
+
+#define CU_THREADS 256 /* threads per block of the flat (one element per thread) kernels */
+#define CU_WARP 32
+
+/* Blocks for n elements at CU_THREADS each, capped: the kernels loop with a grid stride. */
+static inline unsigned cu_blocks_for(int64_t n) {
+    int64_t b = (n + CU_THREADS - 1) / CU_THREADS;
+    if (b < 1) b = 1;
+    if (b > 65535) b = 65535;
+    return (unsigned)b;
+}
+
+__device__ __forceinline__ float cu_f16_to_f32(uint16_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* Round to nearest even; Inf on overflow; NaN stays NaN. */
+__device__ __forceinline__ uint16_t cu_f32_to_f16(float f) {
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ float cu_bf16_to_f32(uint16_t b) {
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+/* The same rounding as qvl_f32_to_bf16 (nearest even, NaN kept quiet). */
+__device__ __forceinline__ uint16_t cu_f32_to_bf16(float f) {
+    uint32_t x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+/* Element at element offset off of storage of dtype dt, as f32. q8_0 blocks are 34 bytes and
+ * so not 2-byte aligned in general: the scale is read byte by byte. */
+__device__ __forceinline__ float cu_load(const void *data, int32_t dt, int64_t off) {
+    switch (dt) {
+    case QVL_F32: return ((const float *)data)[off];
+    case QVL_F16: return cu_f16_to_f32(((const uint16_t *)data)[off]);
+    case QVL_BF16: return cu_bf16_to_f32(((const uint16_t *)data)[off]);
+    case QVL_Q8_0: {
+        const unsigned char *b =
+            (const unsigned char *)data + (off / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+        uint16_t d = (uint16_t)(b[0] | (b[1] << 8)); /* little-endian f16 scale */
+        int8_t q = (int8_t)b[2 + off % QVL_Q8_0_BLOCK];
+        return cu_f16_to_f32(d) * (float)q;
+    }
+    case QVL_I32: return (float)((const int32_t *)data)[off];
+    default: return 0.0f; /* the host checks reject other dtypes */
+    }
+}
+
+__device__ __forceinline__ void cu_store(void *data, int32_t dt, int64_t off, float v) {
+    switch (dt) {
+    case QVL_F32: ((float *)data)[off] = v; break;
+    case QVL_F16: ((uint16_t *)data)[off] = cu_f32_to_f16(v); break;
+    case QVL_BF16: ((uint16_t *)data)[off] = cu_f32_to_bf16(v); break;
+    default: break;
+    }
+}
+
+__device__ __forceinline__ float cu_view_load(const cu_view &v, int64_t off) {
+    return cu_load(v.data, v.dtype, off);
+}
+
+/* Element offset of flat (row-major) index i of view v. */
+__device__ __forceinline__ int64_t cu_flat_offset(const cu_view &v, int64_t i) {
+    int64_t off = 0;
+    for (int d = v.ndim - 1; d >= 0; d--) {
+        off += (i % v.shape[d]) * v.stride[d];
+        i /= v.shape[d];
+    }
+    return off;
+}
+
+/* Element offset of the first element of row r (rows = runs along the innermost dim). */
+__device__ __forceinline__ int64_t cu_row_offset(const cu_view &v, int64_t r) {
+    int64_t off = 0;
+    for (int d = v.ndim - 2; d >= 0; d--) {
+        off += (r % v.shape[d]) * v.stride[d];
+        r /= v.shape[d];
+    }
+    return off;
+}
+
+__device__ __forceinline__ float cu_warp_sum(float x) {
+    for (int o = CU_WARP / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+__device__ __forceinline__ float cu_warp_max(float x) {
+    for (int o = CU_WARP / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+/* Sum (or max) over the whole block; every thread gets the result. blockDim.x must be a
+ * multiple of 32 and at most 1024; scratch holds 32 floats. */
+__device__ __forceinline__ float cu_block_reduce(float x, bool is_max, float *scratch) {
+    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
+    int n_warps = blockDim.x / CU_WARP;
+    x = is_max ? cu_warp_max(x) : cu_warp_sum(x);
+    __syncthreads(); /* scratch may still be read from a previous reduction */
+    if (lane == 0) scratch[warp] = x;
+    __syncthreads();
+    float init = is_max ? -INFINITY : 0.0f;
+    float y = lane < n_warps ? scratch[lane] : init;
+    return is_max ? cu_warp_max(y) : cu_warp_sum(y);
+}
+
+#endif

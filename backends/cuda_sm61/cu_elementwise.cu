@@ -1,0 +1,76 @@
+/* Element-wise kernels: SCALE and the activations, ADD/MUL with broadcasting, and the MLP's
+ * activation step (silu(a) * up, gelu_tanh, gelu_erf). One thread per output element, grid
+ * stride; the output is contiguous so its offset is the flat index. */
+#include "cu_device.cuh"
+
+#define CU_SQRT_2_OVER_PI 0.79788456080286535588f
+#define CU_SQRT_HALF 0.70710678118654752440f
+
+__device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float cu_gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(CU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float cu_gelu_erf(float x) {
+    return 0.5f * x * (1.0f + erff(x * CU_SQRT_HALF));
+}
+
+static int64_t view_nelem(const cu_view &v) {
+    int64_t n = 1;
+    for (int d = 0; d < v.ndim; d++) n *= v.shape[d];
+    return n;
+}
+
+__global__ void k_unary(int op, float scale, cu_view x, int64_t n, float *out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = cu_view_load(x, cu_flat_offset(x, i));
+        switch (op) {
+        case CU_SCALE: v = v * scale; break;
+        case CU_SILU: v = cu_silu(v); break;
+        case CU_GELU_TANH: v = cu_gelu_tanh(v); break;
+        default: v = cu_gelu_erf(v); break;
+        }
+        out[i] = v;
+    }
+}
+
+extern "C" int cu_launch_unary(cu_stream s, cu_unary op, float scale, cu_view x, float *out) {
+    int64_t n = view_nelem(x);
+    k_unary<<<cu_blocks_for(n), CU_THREADS, 0, s>>>((int)op, scale, x, n, out);
+    return (int)cudaGetLastError();
+}
+
+/* a and b4 are both 4-D here (b4 with stride 0 on broadcast dims); a is walked as 4-D too. */
+__global__ void k_binary(int is_mul, cu_view a, cu_view b4, int64_t n, float *out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float x = cu_view_load(a, cu_flat_offset(a, i));
+        float y = cu_view_load(b4, cu_flat_offset(b4, i));
+        out[i] = is_mul ? x * y : x + y;
+    }
+}
+
+extern "C" int cu_launch_binary(cu_stream s, int is_mul, cu_view a, cu_view b4, float *out) {
+    int64_t n = view_nelem(a);
+    k_binary<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(is_mul, a, b4, n, out);
+    return (int)cudaGetLastError();
+}
+
+/* h is contiguous [rows, F]; a and up are read through their own views (same shape). */
+__global__ void k_mlp_act(int act, cu_view a, cu_view up, int64_t n, float *h) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float x = cu_view_load(a, cu_flat_offset(a, i));
+        float v;
+        if (up.data) v = cu_silu(x) * cu_view_load(up, cu_flat_offset(up, i));
+        else if (act == QVL_ACT_GELU_TANH) v = cu_gelu_tanh(x);
+        else v = cu_gelu_erf(x);
+        h[i] = v;
+    }
+}
+
+extern "C" int cu_launch_mlp_act(cu_stream s, int act, cu_view a, cu_view up, float *h) {
+    int64_t n = view_nelem(a);
+    k_mlp_act<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(act, a, up, n, h);
+    return (int)cudaGetLastError();
+}

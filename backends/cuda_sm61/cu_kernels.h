@@ -1,0 +1,99 @@
+/* The launchers of the cuda_sm61 kernels: plain C declarations shared by the host glue (C)
+ * and the kernel files (CUDA C++).
+ *
+ * Every launcher queues its kernel on `stream` and returns the launch's cudaError_t as an int
+ * (0 = cudaSuccess); it never synchronizes. Tensors travel as cu_view, a by-value copy of the
+ * descriptor plus the device address, so kernels read any strided view and every dtype the
+ * reference reads, converting to f32 on load. Arithmetic is f32 throughout (Pascal: no fp16
+ * math, no bf16, no tensor cores). */
+#ifndef QVL_CU_KERNELS_H
+#define QVL_CU_KERNELS_H
+
+#include <stdint.h>
+
+#include "qvl/dtype.h"
+#include "qvl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *cu_stream; /* cudaStream_t without including CUDA headers in C */
+
+typedef struct cu_view {
+    const void *data; /* device address of element 0 (NULL for an absent optional input) */
+    int32_t dtype;    /* qvl_dtype */
+    int32_t ndim;     /* 1..4 */
+    int64_t shape[QVL_MAX_DIMS];
+    int64_t stride[QVL_MAX_DIMS]; /* elements */
+} cu_view;
+
+/* A matrix operand of a matmul: rows x cols read through strides, batch b at b*batch_stride. */
+typedef struct cu_mat {
+    const void *data;
+    int32_t dtype;
+    int64_t rows, cols;
+    int64_t row_stride, col_stride, batch_stride;
+} cu_mat;
+
+/* ---- cu_elementwise.cu ---- */
+typedef enum cu_unary { CU_SCALE = 0, CU_SILU, CU_GELU_TANH, CU_GELU_ERF } cu_unary;
+/* out (contiguous f32, shape of x) = f(x). */
+int cu_launch_unary(cu_stream s, cu_unary op, float scale, cu_view x, float *out);
+/* out = a + b or a * b; b is already aligned to a's 4 dims (stride 0 where it broadcasts). */
+int cu_launch_binary(cu_stream s, int is_mul, cu_view a, cu_view b4, float *out);
+/* Gated/plain activation of the MLP into contiguous h [rows, F]: silu(a)*up, gelu_tanh(a)
+ * or gelu_erf(a) (act is qvl_act; up.data NULL when absent). */
+int cu_launch_mlp_act(cu_stream s, int act, cu_view a, cu_view up, float *h);
+
+/* ---- cu_norm.cu ---- */
+/* One block per row of x (rows of the innermost dim): RMS or layer norm into out rows of D. */
+int cu_launch_norm(cu_stream s, int layer, float eps, cu_view x, cu_view gamma, cu_view beta,
+                   float *out);
+
+/* ---- cu_rope.cu ---- */
+int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4], cu_view x,
+                   cu_view pos, float *out);
+
+/* ---- cu_softmax.cu ---- */
+int cu_launch_softmax(cu_stream s, cu_view x, float *out);
+/* Copy s to out with -inf where hidden: causal (seg == NULL) or different segments
+ * (seg: device bounds [n_bounds], already validated on the host). */
+int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *seg,
+                   int64_t seg_stride, int64_t n_bounds, float *out);
+
+/* ---- cu_attention.cu ---- */
+/* mask: qvl_mask_kind; seg as for cu_launch_mask. Needs D <= CU_ATTN_MAX_D. */
+#define CU_ATTN_MAX_D 512
+int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale, int mask,
+                        int64_t n_past, const int32_t *seg, int64_t seg_stride,
+                        int64_t n_bounds, float *out);
+
+/* ---- cu_matmul.cu ---- */
+/* out[b][m][col0 + n] (row length ldo) = a_b[m] . w_{b / per_w}[n] + bias[n] (+ res[b*M+m][n])
+ * for b < batches, m < M, n < w.rows. a rows come from view a (row b*M + m of its
+ * [..., K] rows); bias / res have NULL data when absent; res is read through its view like a
+ * (rows of N). */
+int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
+                     int64_t per_w, cu_view bias, cu_view res, float *out, int64_t ldo,
+                     int64_t col0);
+
+/* ---- cu_copy.cu ---- */
+/* out [N, D] f32 = table rows ids[n] (ids validated on the host). */
+int cu_launch_get_rows(cu_stream s, cu_view table, cu_view ids, float *out);
+/* Contiguous copy of x in its own dtype (f32, f16, bf16, i32: element bytes; q8_0: blocks). */
+int cu_launch_cont(cu_stream s, cu_view x, void *out);
+/* dst (contiguous, dtype f32/f16/bf16) elements from first_elem on = src converted. */
+int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
+                         int64_t first_elem);
+
+/* ---- cu_scatter.cu ---- */
+/* out [N, D] = x with src rows set into (add = 0) or added to (add = 1) rows idx[k], k in
+ * order (indices validated on the host). */
+int cu_launch_scatter_rows(cu_stream s, int add, cu_view x, cu_view idx, cu_view src,
+                           float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

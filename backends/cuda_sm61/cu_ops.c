@@ -1,0 +1,352 @@
+/* The host side of every cuda_sm61 kernel: check the node (the reference's rules), turn its
+ * tensors into cu_views, validate the data-dependent inputs the reference validates (token
+ * ids, segment bounds) and queue the launch on the backend's stream. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_backend.h"
+#include "cu_check.h"
+#include "cu_kernels.h"
+
+static cu_view view_of(const qvl_tensor *t) {
+    cu_view v;
+    memset(&v, 0, sizeof v);
+    v.ndim = 1;
+    for (int i = 0; i < QVL_MAX_DIMS; i++) v.shape[i] = v.stride[i] = 1;
+    if (!t) return v; /* data NULL: an absent optional input */
+    v.data = t->data;
+    v.dtype = (int32_t)t->desc.dtype;
+    v.ndim = t->desc.ndim;
+    for (int i = 0; i < t->desc.ndim; i++) {
+        v.shape[i] = t->desc.shape[i];
+        v.stride[i] = t->desc.stride[i];
+    }
+    return v;
+}
+
+/* A contiguous f32 [rows, cols] matrix in device scratch, as a view. */
+static cu_view view_rows(const float *data, int64_t rows, int64_t cols) {
+    cu_view v = view_of(NULL);
+    v.data = data;
+    v.dtype = QVL_F32;
+    v.ndim = 2;
+    v.shape[0] = rows;
+    v.shape[1] = cols;
+    v.stride[0] = cols;
+    v.stride[1] = 1;
+    return v;
+}
+
+/* Weight w ([N, K] or [Bw, N, K]) as a matmul operand. */
+static cu_mat mat_of(const qvl_tensor *w) {
+    const qvl_tensor_desc *d = &w->desc;
+    int r = d->ndim - 2, c = d->ndim - 1;
+    cu_mat m = {
+        .data = w->data,
+        .dtype = (int32_t)d->dtype,
+        .rows = d->shape[r],
+        .cols = d->shape[c],
+        .row_stride = d->stride[r],
+        .col_stride = d->stride[c],
+        .batch_stride = d->ndim == 3 ? d->stride[0] : 0,
+    };
+    return m;
+}
+
+static qvl_status launched(const qvl_node *n, int rc, qvl_error *err) {
+    if (rc == 0) return QVL_OK;
+    return cu_fail(n, err, QVL_E_BACKEND, "kernel launch failed: %s",
+                   cudaGetErrorString((cudaError_t)rc));
+}
+
+/* Copy n i32 elements of t (stride step, from element 0) to the host for validation. */
+static qvl_status read_i32(qvl_backend *be, const qvl_node *n, const qvl_tensor *t,
+                           int64_t count, int64_t step, int32_t **out, qvl_error *err) {
+    int64_t last = (count - 1) * step, lo = last < 0 ? last : 0, hi = last < 0 ? 0 : last;
+    size_t span = (size_t)(hi - lo + 1);
+    if (span > be->host_i32_count) {
+        int32_t *p = realloc(be->host_i32, span * sizeof *p);
+        if (!p) return cu_fail(n, err, QVL_E_NOMEM, "out of host memory for %zu ids", span);
+        be->host_i32 = p;
+        be->host_i32_count = span;
+    }
+    cudaError_t e = cudaMemcpyAsync(be->host_i32, (const int32_t *)t->data + lo,
+                                    span * sizeof(int32_t), cudaMemcpyDeviceToHost, be->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+    if (e != cudaSuccess)
+        return cu_fail(n, err, QVL_E_BACKEND, "reading %lld indices: %s", (long long)count,
+                       cudaGetErrorString(e));
+    *out = be->host_i32 - lo; /* element k of t is (*out)[k * step] */
+    return QVL_OK;
+}
+
+/* Segment bounds seg [G+1] must start at 0, end at len and never decrease (as the
+ * reference checks them). */
+static qvl_status check_segments(qvl_backend *be, const qvl_node *n, const qvl_tensor *seg,
+                                 int64_t len, qvl_error *err) {
+    int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
+    int32_t *b = NULL;
+    qvl_status s = read_i32(be, n, seg, bounds, step, &b, err);
+    if (s != QVL_OK) return s;
+    if (b[0] != 0 || b[(bounds - 1) * step] != len)
+        return cu_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
+                       (long long)len);
+    for (int64_t g = 0; g + 1 < bounds; g++)
+        if (b[(g + 1) * step] < b[g * step])
+            return cu_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
+                           (long long)g + 1);
+    return QVL_OK;
+}
+
+/* ---- element-wise ---- */
+
+static qvl_status run_unary(const qvl_node *n, cu_unary op, cu_check_fn check, qvl_backend *be,
+                            qvl_error *err) {
+    qvl_status s = cu_begin(n, check, err);
+    if (s != QVL_OK) return s;
+    float scale = op == CU_SCALE ? n->params.scale.s : 1.0f;
+    return launched(n, cu_launch_unary(be->stream, op, scale, view_of(n->src[0]), n->dst->data),
+                    err);
+}
+
+qvl_status cu_op_scale(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_unary(n, CU_SCALE, cu_check_scale, be, err);
+}
+qvl_status cu_op_silu(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_unary(n, CU_SILU, cu_check_silu, be, err);
+}
+qvl_status cu_op_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_unary(n, CU_GELU_TANH, cu_check_gelu_tanh, be, err);
+}
+qvl_status cu_op_gelu_erf(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_unary(n, CU_GELU_ERF, cu_check_gelu_erf, be, err);
+}
+
+/* b padded on the left to a's 4 dims, aligned on the innermost dims; stride 0 where b has
+ * size 1, which is the broadcast. The shape is a's, so flat indices decompose alike. */
+static cu_view broadcast_to(const qvl_tensor *a, const qvl_tensor *b) {
+    cu_view v = view_of(b);
+    int pad_a = 4 - a->desc.ndim, pad_b = 4 - b->desc.ndim;
+    v.ndim = 4;
+    for (int i = 0; i < 4; i++) {
+        int64_t bs = i < pad_b ? 1 : b->desc.shape[i - pad_b];
+        v.shape[i] = i < pad_a ? 1 : a->desc.shape[i - pad_a];
+        v.stride[i] = bs == 1 ? 0 : b->desc.stride[i - pad_b];
+    }
+    return v;
+}
+
+static qvl_status run_binary(const qvl_node *n, int is_mul, qvl_backend *be, qvl_error *err) {
+    qvl_status s = cu_begin(n, is_mul ? cu_check_mul : cu_check_add, err);
+    if (s != QVL_OK) return s;
+    cu_view a = view_of(n->src[0]), b = broadcast_to(n->src[0], n->src[1]);
+    return launched(n, cu_launch_binary(be->stream, is_mul, a, b, n->dst->data), err);
+}
+
+qvl_status cu_op_add(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_binary(n, 0, be, err);
+}
+qvl_status cu_op_mul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_binary(n, 1, be, err);
+}
+
+/* ---- norms, rope ---- */
+
+static qvl_status run_norm(const qvl_node *n, int layer, qvl_backend *be, qvl_error *err) {
+    qvl_status s = cu_begin(n, layer ? cu_check_layer_norm : cu_check_rms_norm, err);
+    if (s != QVL_OK) return s;
+    cu_view beta = view_of(layer ? cu_src(n, 2) : NULL);
+    return launched(n, cu_launch_norm(be->stream, layer, n->params.norm.eps, view_of(n->src[0]),
+                                      view_of(n->src[1]), beta, n->dst->data),
+                    err);
+}
+
+qvl_status cu_op_rms_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_norm(n, 0, be, err);
+}
+qvl_status cu_op_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_norm(n, 1, be, err);
+}
+
+qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_rope, err);
+    if (s != QVL_OK) return s;
+    const qvl_rope_params *p = &n->params.rope;
+    return launched(n, cu_launch_rope(be->stream, p->mode, p->theta, p->sections,
+                                      view_of(n->src[0]), view_of(n->src[1]), n->dst->data),
+                    err);
+}
+
+/* ---- softmax, masks, attention ---- */
+
+qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_softmax, err);
+    if (s != QVL_OK) return s;
+    return launched(n, cu_launch_softmax(be->stream, view_of(n->src[0]), n->dst->data), err);
+}
+
+qvl_status cu_op_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_mask_causal, err);
+    if (s != QVL_OK) return s;
+    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), n->params.mask.n_past,
+                                      NULL, 0, 0, n->dst->data),
+                    err);
+}
+
+qvl_status cu_op_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_mask_segments, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *seg = n->src[1];
+    if ((s = check_segments(be, n, seg, cu_row_len(&n->src[0]->desc), err)) != QVL_OK) return s;
+    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, seg->data,
+                                      seg->desc.stride[0], seg->desc.shape[0], n->dst->data),
+                    err);
+}
+
+qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_attention, err);
+    if (s != QVL_OK) return s;
+    const qvl_attention_params *p = &n->params.attention;
+    const qvl_tensor *seg = p->mask == QVL_MASK_SEGMENTS ? n->src[3] : NULL;
+    if (seg && (s = check_segments(be, n, seg, n->src[0]->desc.shape[0], err)) != QVL_OK)
+        return s;
+    return launched(n, cu_launch_attention(be->stream, view_of(n->src[0]), view_of(n->src[1]),
+                                           view_of(n->src[2]), p->scale, p->mask, p->n_past,
+                                           seg ? seg->data : NULL, seg ? seg->desc.stride[0] : 0,
+                                           seg ? seg->desc.shape[0] : 0, n->dst->data),
+                    err);
+}
+
+/* ---- matmul and the fused ops ---- */
+
+qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_matmul, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *a = n->src[0], *w = n->src[1];
+    int64_t rows = cu_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
+    int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
+    int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
+    return launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
+                                        mat_of(w), per_w, view_of(cu_src(n, 2)), view_of(NULL),
+                                        n->dst->data, N, 0),
+                    err);
+}
+
+static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int64_t count,
+                              float **out, qvl_error *err) {
+    void *p = NULL;
+    qvl_error e = {0};
+    qvl_status s = cu_scratch(be, slot, (size_t)count * sizeof(float), &p, &e);
+    if (s != QVL_OK) return cu_fail(n, err, s, "%s", e.msg);
+    *out = p;
+    return QVL_OK;
+}
+
+/* Norm into scratch [M, D], then each projection into its column range of the output. */
+qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_norm_linear, err);
+    if (s != QVL_OK) return s;
+    const qvl_norm_linear_params *p = &n->params.norm_linear;
+    const qvl_tensor *x = n->src[0];
+    int64_t D = cu_row_len(&x->desc), M = cu_n_rows(&x->desc);
+    int64_t total = cu_row_len(&n->dst->desc);
+    float *xn = NULL;
+    if ((s = scratch_f32(be, n, CU_SCRATCH_A, M * D, &xn, err)) != QVL_OK) return s;
+    int layer = p->norm == QVL_NORM_LAYER;
+    s = launched(n, cu_launch_norm(be->stream, layer, p->eps, view_of(x), view_of(n->src[1]),
+                                   view_of(layer ? cu_src(n, 2) : NULL), xn),
+                 err);
+    int64_t col = 0;
+    for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
+        const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
+        s = launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
+                                         view_of(cu_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
+                                         n->dst->data, total, col),
+                     err);
+        col += w->desc.shape[0];
+    }
+    return s;
+}
+
+/* Activation into scratch h [M, F], then h . w_down^T + b_down + res straight into out. */
+qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_mlp_residual, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *res = n->src[0], *a = n->src[1];
+    int64_t M = cu_n_rows(&res->desc), F = cu_row_len(&a->desc);
+    float *h = NULL;
+    if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
+    s = launched(n, cu_launch_mlp_act(be->stream, n->params.mlp.act, view_of(a),
+                                      view_of(cu_src(n, 3)), h),
+                 err);
+    if (s != QVL_OK) return s;
+    int64_t D = cu_row_len(&res->desc);
+    return launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
+                                        mat_of(n->src[2]), 1, view_of(cu_src(n, 4)),
+                                        view_of(res), n->dst->data, D, 0),
+                    err);
+}
+
+/* ---- data movement ---- */
+
+qvl_status cu_op_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_get_rows, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *table = n->src[0], *ids = n->src[1];
+    int64_t V = table->desc.shape[0], N = ids->desc.shape[0], step = ids->desc.stride[0];
+    int32_t *id = NULL;
+    if ((s = read_i32(be, n, ids, N, step, &id, err)) != QVL_OK) return s;
+    for (int64_t i = 0; i < N; i++) /* ids are data: checked here, not trusted */
+        if (id[i * step] < 0 || id[i * step] >= V)
+            return cu_fail(n, err, QVL_E_INVALID, "id %d at position %lld is outside [0, %lld)",
+                           (int)id[i * step], (long long)i, (long long)V);
+    return launched(n, cu_launch_get_rows(be->stream, view_of(table), view_of(ids), n->dst->data),
+                    err);
+}
+
+qvl_status cu_op_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_cont, err);
+    if (s != QVL_OK) return s;
+    return launched(n, cu_launch_cont(be->stream, view_of(n->src[0]), n->dst->data), err);
+}
+
+qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_store_rows, err);
+    if (s != QVL_OK) return s;
+    if (n->dst->data != n->src[0]->data)
+        return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+    const qvl_tensor *src = n->src[1];
+    int64_t row_size = 1;
+    for (int i = 1; i < src->desc.ndim; i++) row_size *= src->desc.shape[i];
+    return launched(n, cu_launch_store_rows(be->stream, view_of(src), n->dst->data,
+                                            (int32_t)n->dst->desc.dtype,
+                                            n->params.store.offset * row_size),
+                    err);
+}
+
+/* ---- SET_ROWS / ADD_ROWS ---- */
+
+static qvl_status run_scatter(qvl_backend *be, const qvl_node *n, int add, qvl_error *err) {
+    qvl_status s = cu_begin(n, add ? cu_check_add_rows : cu_check_set_rows, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *x = n->src[0], *idx = n->src[1];
+    int64_t N = x->desc.shape[0], K = idx->desc.shape[0], step = idx->desc.stride[0];
+    int32_t *r = NULL;
+    if ((s = read_i32(be, n, idx, K, step, &r, err)) != QVL_OK) return s;
+    for (int64_t k = 0; k < K; k++) /* all checked before anything is written */
+        if (r[k * step] < 0 || r[k * step] >= N)
+            return cu_fail(n, err, QVL_E_INVALID,
+                           "row index %d at position %lld is outside [0, %lld)", (int)r[k * step],
+                           (long long)k, (long long)N);
+    return launched(n, cu_launch_scatter_rows(be->stream, add, view_of(x), view_of(idx),
+                                              view_of(n->src[2]), n->dst->data),
+                    err);
+}
+
+qvl_status cu_op_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_scatter(be, n, 0, err);
+}
+
+qvl_status cu_op_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_scatter(be, n, 1, err);
+}

@@ -1,0 +1,237 @@
+/* Picture files to 8-bit RGB through Debian's libstb (stb_image compiled into libstb.so). The
+ * header is checked with stbi_info before anything is decoded, so an absurd size never reaches
+ * the allocator. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "qvl/image.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stb/stb_image.h>
+
+#include "qvl/checked.h"
+
+/* Whole files are read at most this large (the pixel limit bounds any sane picture far below). */
+#define MAX_FILE_BYTES (1LL << 31)
+
+void qvl_image_free(qvl_image *img) {
+    if (!img) return;
+    free(img->rgb);
+    img->rgb = NULL;
+    img->width = img->height = 0;
+}
+
+/* ---- JPEG structure: EXIF orientation and the end-of-image check ------------------------- */
+
+static bool is_jpeg(const uint8_t *p, size_t n) { return n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF; }
+
+static uint32_t rd16(const uint8_t *p, bool le) {
+    return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : (uint32_t)p[0] << 8 | (uint32_t)p[1];
+}
+
+static uint32_t rd32(const uint8_t *p, bool le) {
+    return le ? rd16(p, true) | rd16(p + 2, true) << 16 : rd16(p, false) << 16 | rd16(p + 2, false);
+}
+
+/* Orientation tag (0x0112) of IFD0 inside a TIFF block [t, t+n); 1 when absent or malformed. */
+static int tiff_orientation(const uint8_t *t, size_t n) {
+    if (n < 8) return 1;
+    bool le;
+    if (t[0] == 'I' && t[1] == 'I') le = true;
+    else if (t[0] == 'M' && t[1] == 'M') le = false;
+    else return 1;
+    if (rd16(t + 2, le) != 42) return 1;
+    uint32_t ifd = rd32(t + 4, le);
+    if (ifd > n || n - ifd < 2) return 1;
+    uint32_t count = rd16(t + ifd, le);
+    if ((size_t)count * 12 > n - ifd - 2) return 1;
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *e = t + ifd + 2 + (size_t)i * 12;
+        if (rd16(e, le) != 0x0112) continue;
+        uint32_t type = rd16(e + 2, le), cnt = rd32(e + 4, le);
+        if (type != 3 || cnt < 1) return 1; /* SHORT, inline in the value field */
+        uint32_t v = rd16(e + 8, le);
+        return v >= 1 && v <= 8 ? (int)v : 1;
+    }
+    return 1;
+}
+
+/* Walks the marker segments before the first scan. Calls back on APP1; returns the offset just
+ * after the SOS segment header, or 0 when the structure ends first. */
+static size_t jpeg_walk(const uint8_t *p, size_t n, int *orientation) {
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (p[i] != 0xFF) return 0;
+        uint8_t marker = p[i + 1];
+        if (marker == 0xFF) { /* fill byte */
+            i++;
+            continue;
+        }
+        if (marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
+            i += 2; /* markers without a length */
+            continue;
+        }
+        if (marker == 0xD9) return 0;
+        size_t len = rd16(p + i + 2, false);
+        if (len < 2 || len > n - i - 2) return 0;
+        const uint8_t *seg = p + i + 4;
+        size_t seg_len = len - 2;
+        if (marker == 0xE1 && orientation && *orientation == 1 && seg_len >= 6 &&
+            memcmp(seg, "Exif\0\0", 6) == 0)
+            *orientation = tiff_orientation(seg + 6, seg_len - 6);
+        i += 2 + len;
+        if (marker == 0xDA) return i;
+    }
+    return 0;
+}
+
+int qvl_jpeg_exif_orientation(const void *data, size_t size) {
+    const uint8_t *p = data;
+    if (!p || !is_jpeg(p, size)) return 1;
+    int o = 1;
+    jpeg_walk(p, size, &o);
+    return o;
+}
+
+/* Entropy-coded data cannot contain FF D9 (0xFF is stuffed as FF 00, restarts are FF D0-D7),
+ * so a complete JPEG has an EOI after its first scan; stb_image would decode a cut file. */
+static bool jpeg_complete(const uint8_t *p, size_t n) {
+    size_t scan = jpeg_walk(p, n, NULL);
+    if (scan == 0) return false;
+    for (size_t i = scan; i + 1 < n; i++)
+        if (p[i] == 0xFF && p[i + 1] == 0xD9) return true;
+    return false;
+}
+
+/* ---- orientation ------------------------------------------------------------------------- */
+
+qvl_status qvl_image_apply_orientation(qvl_image *img, int o, qvl_error *err) {
+    if (o < 2 || o > 8) return QVL_OK;
+    const int64_t W = img->width, H = img->height;
+    const bool swap = o >= 5; /* transpose, rotations by 90 and the transverse */
+    const int64_t OW = swap ? H : W, OH = swap ? W : H;
+    uint8_t *out = malloc((size_t)(W * H * 3));
+    if (!out) return qvl_fail(err, QVL_E_NOMEM, "image: out of memory applying orientation");
+    for (int64_t y = 0; y < OH; y++) {
+        for (int64_t x = 0; x < OW; x++) {
+            int64_t sx = x, sy = y; /* PIL's exif_transpose methods, as source coordinates */
+            switch (o) {
+            case 2: sx = W - 1 - x; break;                 /* mirror */
+            case 3: sx = W - 1 - x; sy = H - 1 - y; break; /* rotate 180 */
+            case 4: sy = H - 1 - y; break;                 /* flip */
+            case 5: sx = y; sy = x; break;                 /* transpose */
+            case 6: sx = y; sy = H - 1 - x; break;         /* rotate 90 clockwise */
+            case 7: sx = W - 1 - y; sy = H - 1 - x; break; /* transverse */
+            case 8: sx = W - 1 - y; sy = x; break;         /* rotate 90 counter-clockwise */
+            }
+            memcpy(out + (y * OW + x) * 3, img->rgb + (sy * W + sx) * 3, 3);
+        }
+    }
+    free(img->rgb);
+    img->rgb = out;
+    img->width = (int32_t)OW;
+    img->height = (int32_t)OH;
+    return QVL_OK;
+}
+
+/* ---- decoding ---------------------------------------------------------------------------- */
+
+static const char *format_name(const uint8_t *p, size_t n) {
+    if (n >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) return "PNG";
+    if (is_jpeg(p, n)) return "JPEG";
+    if (n >= 2 && p[0] == 'B' && p[1] == 'M') return "BMP";
+    if (n >= 6 && (memcmp(p, "GIF87a", 6) == 0 || memcmp(p, "GIF89a", 6) == 0)) return "GIF";
+    if (n >= 2 && p[0] == 'P' && (p[1] == '5' || p[1] == '6')) return "PNM";
+    return NULL;
+}
+
+qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
+                            qvl_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!what) what = "image";
+    if (!data || size == 0) return qvl_fail(err, QVL_E_PARSE, "%s: empty file", what);
+    if (size > INT32_MAX) return qvl_fail(err, QVL_E_LIMIT, "%s: file too large", what);
+    const uint8_t *p = data;
+    const char *fmt = format_name(p, size);
+    if (!fmt)
+        return qvl_fail(err, QVL_E_PARSE,
+                        "%s: not a PNG, JPEG, BMP, GIF or binary PNM (P5/P6) picture", what);
+    int w = 0, h = 0, comp = 0;
+    if (!stbi_info_from_memory(p, (int)size, &w, &h, &comp))
+        return qvl_fail(err, QVL_E_PARSE, "%s: unreadable %s header (%s)", what, fmt,
+                        stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+    if (w <= 0 || h <= 0)
+        return qvl_fail(err, QVL_E_PARSE, "%s: %s picture of size %dx%d", what, fmt, w, h);
+    if ((int64_t)w * h > QVL_IMAGE_MAX_PIXELS)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: %dx%d is %lld pixels, more than the limit of %lld",
+                        what, w, h, (long long)w * h, (long long)QVL_IMAGE_MAX_PIXELS);
+    int lo = w < h ? w : h, hi = w < h ? h : w;
+    if (hi / lo > QVL_IMAGE_MAX_ASPECT || (hi / lo == QVL_IMAGE_MAX_ASPECT && hi % lo != 0))
+        return qvl_fail(err, QVL_E_INVALID, "%s: %dx%d has an aspect ratio over %d:1", what, w, h,
+                        QVL_IMAGE_MAX_ASPECT);
+    if (strcmp(fmt, "JPEG") == 0 && !jpeg_complete(p, size))
+        return qvl_fail(err, QVL_E_PARSE, "%s: truncated JPEG (no end-of-image marker)", what);
+
+    int dw = 0, dh = 0, dc = 0;
+    uint8_t *rgb = stbi_load_from_memory(p, (int)size, &dw, &dh, &dc, 3);
+    if (!rgb)
+        return qvl_fail(err, QVL_E_PARSE, "%s: cannot decode %s (%s)", what, fmt,
+                        stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+    if (dw != w || dh != h) {
+        stbi_image_free(rgb);
+        return qvl_fail(err, QVL_E_PARSE, "%s: decoded size %dx%d differs from the header %dx%d",
+                        what, dw, dh, w, h);
+    }
+    /* Own the pixels with malloc so qvl_image_free does not depend on stb's allocator. */
+    size_t bytes = (size_t)w * (size_t)h * 3;
+    out->rgb = malloc(bytes);
+    if (!out->rgb) {
+        stbi_image_free(rgb);
+        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory for %dx%d pixels", what, w, h);
+    }
+    memcpy(out->rgb, rgb, bytes);
+    stbi_image_free(rgb);
+    out->width = w;
+    out->height = h;
+    if (strcmp(fmt, "JPEG") == 0) {
+        qvl_status st = qvl_image_apply_orientation(out, qvl_jpeg_exif_orientation(p, size), err);
+        if (st != QVL_OK) {
+            qvl_image_free(out);
+            return qvl_error_prefix(err, "%s", what);
+        }
+    }
+    return QVL_OK;
+}
+
+qvl_status qvl_image_load(const char *path, qvl_image *out, qvl_error *err) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    long len = -1;
+    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return qvl_fail(err, QVL_E_IO, "%s: cannot read (not a regular file?)", path);
+    }
+    if ((long long)len > MAX_FILE_BYTES) {
+        fclose(f);
+        return qvl_fail(err, QVL_E_LIMIT, "%s: %ld bytes is too large for a picture", path, len);
+    }
+    uint8_t *buf = malloc(len ? (size_t)len : 1);
+    if (!buf) {
+        fclose(f);
+        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory reading %ld bytes", path, len);
+    }
+    size_t got = fread(buf, 1, (size_t)len, f);
+    fclose(f);
+    if (got != (size_t)len) {
+        free(buf);
+        return qvl_fail(err, QVL_E_IO, "%s: short read", path);
+    }
+    qvl_status st = qvl_image_decode(buf, got, path, out, err);
+    free(buf);
+    return st;
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Smoke test of qvl-bench on the tiny fixture: it runs, prints one JSON object with every
+# figure, and rejects bad flags with exit status 2.
+# usage: cli_qvl_bench.sh QVL_BENCH_BINARY SOURCE_DIR
+set -u
+bench=$1; src=$2
+fx=$src/tests/fixtures/tiny-tied
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+failures=0
+ok()  { echo "ok   $1"; }
+bad() { failures=$((failures + 1)); echo "FAIL $1"; }
+
+"$bench" --help >"$tmp/help" && grep -q -- "--weights" "$tmp/help" && grep -q -- "--json" "$tmp/help" \
+  && ok "--help lists the flags" || bad "--help"
+
+for args in "--bogus" "-p 0" "--weights q4" "--image 448" "-r x"; do
+  # shellcheck disable=SC2086
+  "$bench" -m "$fx" $args >"$tmp/out" 2>"$tmp/err"; rc=$?
+  lines=$(grep -c . "$tmp/err")
+  [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && ok "bad flag '$args': exit 2, one line" \
+    || bad "bad flag '$args': exit $rc, $lines lines: $(head -c 300 "$tmp/err")"
+done
+"$bench" >/dev/null 2>&1; [ $? -eq 2 ] && ok "no -m: exit 2" || bad "no -m"
+"$bench" -m "$tmp/nowhere" -p 2 -n 1 -r 1 --no-probe >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 1 ] && grep -q "nowhere" "$tmp/err" && ok "missing model: exit 1 naming it" \
+  || bad "missing model: exit $rc: $(head -c 300 "$tmp/err")"
+
+if "$bench" -m "$fx" --backend reference -p 4 -n 2 -r 1 --json --probe-mib 64 --image 64x48 \
+     >"$tmp/json" 2>"$tmp/err"; then
+  ok "json run exits 0"
+else
+  bad "json run: $(head -c 300 "$tmp/err")"
+fi
+for key in '"prefill_tok_s": {"median": ' '"decode_tok_s": {"median": ' '"load": {"seconds": ' \
+           '"peak_rss_bytes": {"after_load": ' '"first_token": ' '"profile": {"prefill": ' \
+           '"read_probe_gb_s": ' '"peak_gflop_s": ' '"decode_gb_s": ' '"prefill_gflop_s": ' \
+           '"backend": "reference"' '"n_prompt": 4' '"image": "64x48"' '"encode_ms": {"median": '; do
+  grep -qF -- "$key" "$tmp/json" && ok "json has $key" || bad "json lacks $key"
+done
+# One object: balanced braces, starting with { and ending with }.
+opens=$(tr -cd '{' <"$tmp/json" | wc -c); closes=$(tr -cd '}' <"$tmp/json" | wc -c)
+[ "$opens" -eq "$closes" ] && [ "$(head -c 1 "$tmp/json")" = "{" ] \
+  && [ "$(tr -d ' \n' <"$tmp/json" | tail -c 1)" = "}" ] && ok "json is one balanced object" \
+  || bad "json is not one balanced object"
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["decode_tok_s"]["median"] > 0' \
+    "$tmp/json" && ok "python3 parses the json" || bad "python3 cannot parse the json"
+fi
+
+# Text output with a conversion at load and threads passed through.
+if "$bench" -m "$fx" --backend reference -p 3 -n 1 -r 2 --weights f32 -t 1 --probe-mib 16 \
+     >"$tmp/text" 2>"$tmp/err" && grep -q "weights f32 (from --weights)" "$tmp/text" \
+     && grep -q "decode: achieved" "$tmp/text" && grep -q "prefill: .* GFLOP/s / peak" "$tmp/text"; then
+  ok "text run with --weights f32 -t 1"
+else
+  bad "text run: $(head -c 300 "$tmp/err") $(head -c 300 "$tmp/text")"
+fi
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all passed"

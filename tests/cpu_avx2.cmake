@@ -1,0 +1,31 @@
+# The cpu_avx2 backend: every op against the reference (test_cpu_avx2_ops), and real
+# Qwen3-VL graphs (tiny fixture config) cross-checked node by node with qvl-graph.
+if(TARGET qvl-cpu_avx2)
+  qvl_add_test(test_cpu_avx2_ops
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cpu_avx2_ops.c
+    LIBS qvl-test-support m
+    DEFS QVL_REFERENCE_SO="$<TARGET_FILE:qvl-reference>"
+         QVL_CPU_AVX2_SO="$<TARGET_FILE:qvl-cpu_avx2>")
+  add_dependencies(test_cpu_avx2_ops qvl-reference qvl-cpu_avx2)
+
+  if(TARGET qvl-graph-tool)
+    set(QVL_AVX2_XCHECK_CONFIG ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny-tied/config.json)
+    set(QVL_AVX2_XCHECK_PLUGINS ${CMAKE_CURRENT_BINARY_DIR}/cpu_avx2_xcheck_plugins.yaml)
+    file(GENERATE OUTPUT ${QVL_AVX2_XCHECK_PLUGINS} CONTENT
+"backends:
+  - name: reference
+    library: $<TARGET_FILE:qvl-reference>
+  - name: cpu_avx2
+    library: $<TARGET_FILE:qvl-cpu_avx2>
+    options: { threads: 2 }
+")
+    foreach(g "text-prefill;--tokens;37" "text-decode;--kv;50" "vision;--grid;4x6;--grid;8x8")
+      list(GET g 0 kind)
+      add_test(NAME cpu_avx2_crosscheck_${kind}
+        COMMAND qvl-graph-tool --config ${QVL_AVX2_XCHECK_CONFIG} --graph ${g}
+                --plugins ${QVL_AVX2_XCHECK_PLUGINS} --cross-check reference,cpu_avx2)
+      set_tests_properties(cpu_avx2_crosscheck_${kind} PROPERTIES
+        TIMEOUT 600 PASS_REGULAR_EXPRESSION "cross-check: OK")
+    endforeach()
+  endif()
+endif()

@@ -1,0 +1,801 @@
+/* The cuda_sm61 backend, op by op, against the reference backend (the oracle).
+ *
+ * Every case builds its tensors in host memory (random values, odd sizes, strided views),
+ * runs the node on the reference backend, mirrors every storage into device buffers, runs
+ * the same node on cuda_sm61, downloads the output and compares element by element:
+ *     |cuda - ref| <= tol * max(1, max|ref|)   (tol per op, below)
+ * Tolerances (both sides decode f16/bf16/q8_0 storage exactly to f32, so the weight dtype
+ * does not change them; what differs is summation order and the device's libm):
+ *   data movement (get_rows, cont, store_rows incl. f32 -> f16/bf16 rounding), masks: exact;
+ *   element-wise and rope (CUDA expf/tanhf/erff/sinf/cosf within 2 ulp):      1e-5;
+ *   norms, softmax (f32 vs double sums):                                      1e-5;
+ *   matmul, norm_linear, mlp_residual, attention (f32 vs double dot products): 1e-4.
+ * The reference also checks the nodes the same way (same statuses for bad nodes).
+ *
+ * Without a usable CUDA device (CI) the whole test skips with one line saying why. */
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "qvl/backend.h"
+#include "qvl/dtype.h"
+#include "test_backend.h"
+
+static qvl_test_backend ref, cu;
+
+#define TOL_EXACT 0.0
+#define TOL_EW 1e-5
+#define TOL_NORM 1e-5
+#define TOL_DOT 1e-4
+
+/* ---- storages: host memory mirrored into device buffers ---------------------------------- */
+
+#define MAX_STORES 256
+typedef struct store {
+    unsigned char *host;
+    size_t bytes;
+    qvl_buffer dev;
+    bool on_device;
+} store;
+static store stores[MAX_STORES];
+static int n_stores;
+
+/* A tensor of the test: the host tensor (what the reference sees) and its storage. */
+typedef struct tt {
+    qvl_tensor h;
+    int store;
+} tt;
+#define MAX_TTS 512
+static tt tts[MAX_TTS];
+static int n_tts;
+
+static size_t elem_bytes(qvl_dtype dt) {
+    return dt == QVL_F32 || dt == QVL_I32 ? 4 : 2;
+}
+
+static size_t storage_bytes(qvl_dtype dt, int64_t n) {
+    if (dt == QVL_Q8_0) return (size_t)((n + 31) / 32) * sizeof(qvl_block_q8_0);
+    return (size_t)n * elem_bytes(dt);
+}
+
+static int64_t nelem(const qvl_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->desc.ndim; i++) n *= t->desc.shape[i];
+    return n;
+}
+
+static int free_all(void **state) {
+    (void)state;
+    for (int i = 0; i < n_stores; i++) {
+        if (stores[i].on_device) cu.iface->buffer_free(cu.be, &stores[i].dev);
+        free(stores[i].host);
+    }
+    n_stores = 0;
+    n_tts = 0;
+    return 0;
+}
+
+static tt *new_tt(qvl_dtype dt, int ndim, const int64_t *shape, const int64_t *stride, int st,
+                  int64_t offset) {
+    assert_true(n_tts < MAX_TTS);
+    tt *t = &tts[n_tts++];
+    memset(t, 0, sizeof *t);
+    t->store = st;
+    t->h.desc.dtype = dt;
+    t->h.desc.ndim = ndim;
+    for (int i = 0; i < QVL_MAX_DIMS; i++) {
+        t->h.desc.shape[i] = i < ndim ? shape[i] : 1;
+        t->h.desc.stride[i] = i < ndim ? stride[i] : 1;
+    }
+    size_t off = dt == QVL_Q8_0 ? (size_t)(offset / 32) * sizeof(qvl_block_q8_0)
+                                : (size_t)offset * elem_bytes(dt);
+    t->h.data = stores[st].host + off;
+    return t;
+}
+
+/* A zeroed contiguous tensor with its own storage. */
+static tt *mk(qvl_dtype dt, int ndim, const int64_t *shape) {
+    assert_true(n_stores < MAX_STORES);
+    int64_t stride[QVL_MAX_DIMS], n = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = n;
+        n *= shape[i];
+    }
+    store *s = &stores[n_stores];
+    memset(s, 0, sizeof *s);
+    s->bytes = storage_bytes(dt, n);
+    s->host = calloc(1, s->bytes);
+    assert_non_null(s->host);
+    return new_tt(dt, ndim, shape, stride, n_stores++, 0);
+}
+
+/* A view of base's storage with its own shape and strides, element 0 at offset. */
+static tt *view(const tt *base, int ndim, const int64_t *shape, const int64_t *stride,
+                int64_t offset) {
+    return new_tt(base->h.desc.dtype, ndim, shape, stride, base->store, offset);
+}
+
+static uint32_t rng = 2024u;
+static float frand(float lo, float hi) {
+    rng = rng * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)(rng >> 8) / (float)(1u << 24);
+}
+static int irand(int lo, int hi) { /* [lo, hi] */
+    return lo + (int)(frand(0.0f, 1.0f) * (float)(hi - lo + 1)) % (hi - lo + 1);
+}
+
+/* Fill the whole storage of t with random values in [lo, hi). */
+static void fill(tt *t, float lo, float hi) {
+    store *s = &stores[t->store];
+    qvl_dtype dt = t->h.desc.dtype;
+    if (dt == QVL_Q8_0) {
+        qvl_block_q8_0 *b = (qvl_block_q8_0 *)s->host;
+        for (size_t i = 0; i < s->bytes / sizeof *b; i++) {
+            b[i].d = qvl_f32_to_f16(frand(0.002f, 0.01f));
+            for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)(int)frand(-127.0f, 127.99f);
+        }
+        return;
+    }
+    size_t n = s->bytes / elem_bytes(dt);
+    for (size_t i = 0; i < n; i++) {
+        float v = frand(lo, hi);
+        switch (dt) {
+        case QVL_F32: ((float *)s->host)[i] = v; break;
+        case QVL_F16: ((uint16_t *)s->host)[i] = qvl_f32_to_f16(v); break;
+        case QVL_BF16: ((uint16_t *)s->host)[i] = qvl_f32_to_bf16(v); break;
+        case QVL_I32: ((int32_t *)s->host)[i] = (int32_t)v; break;
+        default: fail_msg("fill: bad dtype");
+        }
+    }
+}
+
+static tt *rnd(qvl_dtype dt, int ndim, const int64_t *shape, float lo, float hi) {
+    tt *t = mk(dt, ndim, shape);
+    fill(t, lo, hi);
+    return t;
+}
+
+static tt *i32_of(int64_t n, const int32_t *values) {
+    tt *t = mk(QVL_I32, 1, (const int64_t[]){n});
+    memcpy(t->h.data, values, (size_t)n * sizeof(int32_t));
+    return t;
+}
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+/* ---- running one node on both backends ---------------------------------------------------- */
+
+static void to_device(int st) {
+    store *s = &stores[st];
+    qvl_error err = {0};
+    if (!s->on_device) {
+        if (cu.iface->buffer_alloc(cu.be, s->bytes, &s->dev, &err) != QVL_OK)
+            fail_msg("buffer_alloc %zu: %s", s->bytes, err.msg);
+        s->on_device = true;
+    }
+    if (cu.iface->upload(cu.be, s->dev.data, s->host, s->bytes, &err) != QVL_OK)
+        fail_msg("upload: %s", err.msg);
+}
+
+/* The device twin of t: same descriptor, address at the same byte offset in the buffer. */
+static qvl_tensor dev_of(const tt *t) {
+    qvl_tensor d = t->h;
+    const store *s = &stores[t->store];
+    d.data = (char *)s->dev.data + ((const unsigned char *)t->h.data - s->host);
+    return d;
+}
+
+static qvl_node node_of(qvl_op op, const qvl_params *p, qvl_tensor *dst,
+                        const qvl_tensor *const *src) {
+    qvl_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    if (p) n.params = *p;
+    n.n_src = qvl_op_max_inputs(op);
+    for (uint32_t i = 0; i < QVL_MAX_SRC; i++) n.src[i] = src[i];
+    n.dst = dst;
+    n.name = "t";
+    return n;
+}
+
+#define SRC(...) ((tt *[QVL_MAX_SRC]){__VA_ARGS__})
+
+/* Element i (row-major over its shape) of a host tensor, as double. */
+static double at_flat(const qvl_tensor *t, int64_t i) {
+    int64_t off = 0;
+    for (int d = t->desc.ndim - 1; d >= 0; d--) {
+        off += (i % t->desc.shape[d]) * t->desc.stride[d];
+        i /= t->desc.shape[d];
+    }
+    switch (t->desc.dtype) {
+    case QVL_F32: return ((const float *)t->data)[off];
+    case QVL_F16: return qvl_f16_to_f32(((const uint16_t *)t->data)[off]);
+    case QVL_BF16: return qvl_bf16_to_f32(((const uint16_t *)t->data)[off]);
+    case QVL_I32: return ((const int32_t *)t->data)[off];
+    case QVL_Q8_0: {
+        const qvl_block_q8_0 *b = (const qvl_block_q8_0 *)t->data + off / 32;
+        return (double)qvl_f16_to_f32(b->d) * b->qs[off % 32];
+    }
+    default: return NAN;
+    }
+}
+
+/* Run op on both backends: dst is the reference's output tensor (its storage is mirrored
+ * too, so STORE_ROWS sees the same initial cache); compare within tol. */
+static void check_op(qvl_op op, const qvl_params *p, tt *dst, tt *const *src, double tol) {
+    const qvl_tensor *hsrc[QVL_MAX_SRC] = {0};
+    qvl_tensor dsrc[QVL_MAX_SRC];
+    const qvl_tensor *dsrcp[QVL_MAX_SRC] = {0};
+    for (int i = 0; i < QVL_MAX_SRC; i++)
+        if (src[i]) to_device(src[i]->store);
+    to_device(dst->store); /* before the reference writes into it */
+    for (int i = 0; i < QVL_MAX_SRC; i++) {
+        if (!src[i]) continue;
+        hsrc[i] = &src[i]->h;
+        dsrc[i] = dev_of(src[i]);
+        dsrcp[i] = &dsrc[i];
+    }
+    qvl_tensor ddst = dev_of(dst);
+    qvl_node hn = node_of(op, p, &dst->h, hsrc), dn = node_of(op, p, &ddst, dsrcp);
+
+    qvl_error err = {0};
+    if (!ref.iface->supports(ref.be, &hn))
+        fail_msg("%s: the reference refuses the node", qvl_op_name(op));
+    if (!cu.iface->supports(cu.be, &dn)) fail_msg("%s: cuda_sm61 refuses the node", qvl_op_name(op));
+    if (qvl_backend_kernel(ref.iface, op)(ref.be, &hn, &err) != QVL_OK)
+        fail_msg("reference %s: %s", qvl_op_name(op), err.msg);
+    if (qvl_backend_kernel(cu.iface, op)(cu.be, &dn, &err) != QVL_OK)
+        fail_msg("cuda_sm61 %s: %s", qvl_op_name(op), err.msg);
+    if (cu.iface->synchronize(cu.be, &err) != QVL_OK)
+        fail_msg("cuda_sm61 %s: synchronize: %s", qvl_op_name(op), err.msg);
+
+    /* Download the device copy of dst's storage and read it through dst's descriptor. */
+    store *s = &stores[dst->store];
+    unsigned char *got_store = malloc(s->bytes);
+    assert_non_null(got_store);
+    if (cu.iface->download(cu.be, got_store, s->dev.data, s->bytes, &err) != QVL_OK) {
+        free(got_store);
+        fail_msg("download: %s", err.msg);
+    }
+    /* STORE_ROWS: compare the whole cache (rows it must not touch too). */
+    qvl_tensor want = dst->h;
+    if (op == QVL_OP_STORE_ROWS) want = src[0]->h;
+    qvl_tensor got = want;
+    got.data = got_store + ((unsigned char *)want.data - s->host);
+
+    int64_t n = nelem(&want);
+    double max_ref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = at_flat(&want, i);
+        if (isfinite(w) && fabs(w) > max_ref) max_ref = fabs(w);
+    }
+    double bound = tol * fmax(1.0, max_ref), worst = 0.0;
+    int64_t worst_i = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = at_flat(&want, i), g = at_flat(&got, i);
+        double d = (isinf(w) || isinf(g)) ? (g == w ? 0.0 : INFINITY) : fabs(g - w);
+        if (isnan(w) && isnan(g)) d = 0.0;
+        if (isnan(d)) d = INFINITY; /* one side NaN */
+        if (d > worst) {
+            worst = d;
+            worst_i = i;
+        }
+    }
+    if (worst > bound) {
+        double w = at_flat(&want, worst_i), g = at_flat(&got, worst_i);
+        free(got_store);
+        fail_msg("%s: element %lld of %lld: cuda %.9g, reference %.9g (|diff| %.3g > bound %.3g)",
+                 qvl_op_name(op), (long long)worst_i, (long long)n, g, w, worst, bound);
+    }
+    free(got_store);
+}
+
+/* Both backends must refuse a bad node with the same status. */
+static void check_refused(qvl_op op, const qvl_params *p, tt *dst, tt *const *src) {
+    const qvl_tensor *hsrc[QVL_MAX_SRC] = {0};
+    qvl_tensor dsrc[QVL_MAX_SRC];
+    const qvl_tensor *dsrcp[QVL_MAX_SRC] = {0};
+    to_device(dst->store);
+    for (int i = 0; i < QVL_MAX_SRC; i++) {
+        if (!src[i]) continue;
+        to_device(src[i]->store);
+        hsrc[i] = &src[i]->h;
+        dsrc[i] = dev_of(src[i]);
+        dsrcp[i] = &dsrc[i];
+    }
+    qvl_tensor ddst = dev_of(dst);
+    qvl_node hn = node_of(op, p, &dst->h, hsrc), dn = node_of(op, p, &ddst, dsrcp);
+    qvl_error e1 = {0}, e2 = {0};
+    qvl_status s1 = qvl_backend_kernel(ref.iface, op)(ref.be, &hn, &e1);
+    qvl_status s2 = qvl_backend_kernel(cu.iface, op)(cu.be, &dn, &e2);
+    if (s1 == QVL_OK) fail_msg("%s: the reference accepted a bad node", qvl_op_name(op));
+    if (s2 != s1) fail_msg("%s: cuda status %d (%s), reference %d (%s)", qvl_op_name(op), s2,
+                           e2.msg, s1, e1.msg);
+    if (!strstr(e2.msg, "cuda_sm61") || !strstr(e2.msg, qvl_op_name(op)))
+        fail_msg("message '%s' should name cuda_sm61 and %s", e2.msg, qvl_op_name(op));
+    assert_false(cu.iface->supports(cu.be, &dn) && s2 != QVL_E_INVALID);
+}
+
+/* ---- the ops --------------------------------------------------------------------------- */
+
+static const qvl_dtype w_dtypes[] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
+
+static void test_describe(void **state) {
+    (void)state;
+    qvl_device_info info;
+    assert_int_equal(cu.iface->describe(cu.be, &info), QVL_OK);
+    assert_true(strlen(info.name) > 0);
+    assert_false(info.host_memory);
+    assert_true(info.memory_total > 0);
+    assert_true(info.memory_free <= info.memory_total);
+    printf("cuda_sm61 device: %s, %.1f GiB (%.1f GiB free)\n", info.name,
+           (double)info.memory_total / (1 << 30), (double)info.memory_free / (1 << 30));
+    /* up/download round trip at an odd offset and size */
+    qvl_buffer b;
+    qvl_error err = {0};
+    assert_int_equal(cu.iface->buffer_alloc(cu.be, 1001, &b, &err), QVL_OK);
+    unsigned char in[999], out[999];
+    for (int i = 0; i < 999; i++) in[i] = (unsigned char)(i * 7 + 3);
+    assert_int_equal(cu.iface->upload(cu.be, (char *)b.data + 1, in, sizeof in, &err), QVL_OK);
+    assert_int_equal(cu.iface->download(cu.be, out, (char *)b.data + 1, sizeof out, &err), QVL_OK);
+    assert_memory_equal(in, out, sizeof in);
+    cu.iface->buffer_free(cu.be, &b);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    const int64_t Ms[] = {1, 2, 5, 8, 9, 33};
+    for (size_t wi = 0; wi < 4; wi++) {
+        qvl_dtype wd = w_dtypes[wi];
+        for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+            int64_t M = Ms[mi], K = wd == QVL_Q8_0 ? 32 * irand(1, 5) : irand(1, 150);
+            int64_t N = irand(1, 70);
+            tt *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1);
+            tt *w = rnd(wd, 2, SHAPE(N, K), -1, 1);
+            tt *bias = mi % 2 ? rnd(QVL_BF16, 1, SHAPE(N), -1, 1) : NULL;
+            tt *out = mk(QVL_F32, 2, SHAPE(M, N));
+            check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), TOL_DOT);
+        }
+    }
+    /* decode shapes whose weight rows allow 16-byte loads (K a multiple of 8), and the same
+     * weights at an offset that breaks the alignment (the element-wise path) */
+    const int64_t Ks[] = {8, 256, 264};
+    for (size_t wi = 0; wi < 3; wi++)
+        for (size_t ki = 0; ki < 3; ki++)
+            for (int64_t M = 1; M <= 3; M += 2) {
+                int64_t K = Ks[ki], N = 2 * irand(1, 20) + 1;
+                tt *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1);
+                tt *wbig = rnd(w_dtypes[wi], 2, SHAPE(N + 1, K), -1, 1);
+                tt *w = view(wbig, 2, SHAPE(N, K), SHAPE(K, 1), 0);
+                tt *w_odd = view(wbig, 2, SHAPE(N, K - 1), SHAPE(K, 1), 1); /* misaligned */
+                tt *a_odd = view(a, 2, SHAPE(M, K - 1), SHAPE(K, 1), 0);
+                tt *out = mk(QVL_F32, 2, SHAPE(M, N)), *out2 = mk(QVL_F32, 2, SHAPE(M, N));
+                tt *bias = rnd(QVL_F32, 1, SHAPE(N), -1, 1);
+                check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), TOL_DOT);
+                if (K > 8) check_op(QVL_OP_MATMUL, NULL, out2, SRC(a_odd, w_odd, NULL), TOL_DOT);
+            }
+    /* a as a 3-D strided view ([2, 3, K] taken from every other row of a bigger buffer) */
+    for (size_t wi = 0; wi < 4; wi++) {
+        int64_t K = 64, N = 37;
+        tt *big = rnd(QVL_F32, 2, SHAPE(12, K), -1, 1);
+        tt *a = view(big, 3, SHAPE(2, 3, K), SHAPE(6 * K, 2 * K, 1), K);
+        tt *w = rnd(w_dtypes[wi], 2, SHAPE(N, K), -1, 1);
+        tt *out = mk(QVL_F32, 3, SHAPE(2, 3, N));
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, NULL), TOL_DOT);
+    }
+    /* a transposed (column stride != 1), large enough for the tiled kernel */
+    {
+        int64_t M = 40, K = 70, N = 50;
+        tt *at = rnd(QVL_F32, 2, SHAPE(K, M), -1, 1);
+        tt *a = view(at, 2, SHAPE(M, K), SHAPE(1, M), 0);
+        tt *w = rnd(QVL_F16, 2, SHAPE(N, K), -1, 1);
+        tt *out = mk(QVL_F32, 2, SHAPE(M, N));
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, NULL), TOL_DOT);
+    }
+}
+
+static void test_matmul_big_tiles(void **state) {
+    (void)state;
+    /* several 64 x 64 output tiles in both directions, partial at the edges, K not a
+     * multiple of the 16-wide K step (except for q8_0, whose rows are whole blocks) */
+    for (size_t wi = 0; wi < 4; wi++) {
+        int64_t M = 130, K = w_dtypes[wi] == QVL_Q8_0 ? 96 : 77, N = 70 + (int64_t)wi;
+        tt *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1);
+        tt *w = rnd(w_dtypes[wi], 2, SHAPE(N, K), -1, 1);
+        tt *bias = rnd(QVL_F32, 1, SHAPE(N), -1, 1);
+        tt *out = mk(QVL_F32, 2, SHAPE(M, N));
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), TOL_DOT);
+    }
+    /* batched with grouped weights: scores of 4 heads over 2 kv heads */
+    tt *q = rnd(QVL_F32, 3, SHAPE(4, 70, 24), -1, 1);
+    tt *k = rnd(QVL_F32, 3, SHAPE(2, 65, 24), -1, 1);
+    tt *out = mk(QVL_F32, 3, SHAPE(4, 70, 65));
+    check_op(QVL_OP_MATMUL, NULL, out, SRC(q, k, NULL), TOL_DOT);
+}
+
+static void test_matmul_3d(void **state) {
+    (void)state;
+    /* grouped: a [B, M, K], w [Bw, N, K], batch b uses w batch b / (B / Bw); both kernels */
+    const int64_t Ms[] = {1, 3, 17, 1};
+    for (size_t mi = 0; mi < 4; mi++) {
+        int64_t B = 6, Bw = 2, M = Ms[mi], K = mi == 3 ? 64 : 33, N = 21;
+        tt *a = rnd(QVL_F32, 3, SHAPE(B, M, K), -1, 1);
+        tt *w = rnd(mi == 1 ? QVL_F16 : QVL_F32, 3, SHAPE(Bw, N, K), -1, 1);
+        tt *out = mk(QVL_F32, 3, SHAPE(B, M, N));
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, NULL), TOL_DOT);
+    }
+    /* w as a strided view: v^T of a [L, H, D] cache head ([H, D, L] with strides) */
+    {
+        int64_t L = 19, H = 2, D = 16, M = 4;
+        tt *v = rnd(QVL_F16, 3, SHAPE(L, H, D), -1, 1);
+        tt *vt = view(v, 3, SHAPE(H, D, L), SHAPE(D, 1, H * D), 0);
+        tt *p = rnd(QVL_F32, 3, SHAPE(2 * H, M, L), 0, 1);
+        tt *out = mk(QVL_F32, 3, SHAPE(2 * H, M, D));
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(p, vt, NULL), TOL_DOT);
+    }
+}
+
+static void test_get_rows(void **state) {
+    (void)state;
+    for (size_t wi = 0; wi < 4; wi++) {
+        int64_t V = 50, D = w_dtypes[wi] == QVL_Q8_0 ? 96 : 37;
+        tt *table = rnd(w_dtypes[wi], 2, SHAPE(V, D), -2, 2);
+        int32_t ids[] = {0, 49, 7, 7, 3, 48, 1};
+        tt *id = i32_of(7, ids);
+        tt *out = mk(QVL_F32, 2, SHAPE(7, D));
+        check_op(QVL_OP_GET_ROWS, NULL, out, SRC(table, id), TOL_EXACT);
+    }
+    /* an id outside the table: both refuse it */
+    tt *table = rnd(QVL_F32, 2, SHAPE(4, 8), -1, 1);
+    tt *bad = i32_of(2, (const int32_t[]){1, 4});
+    tt *out = mk(QVL_F32, 2, SHAPE(2, 8));
+    check_refused(QVL_OP_GET_ROWS, NULL, out, SRC(table, bad));
+}
+
+static void test_add_mul(void **state) {
+    (void)state;
+    for (int rep = 0; rep < 12; rep++) {
+        int nd = irand(1, 4);
+        int64_t shape[4], bshape[4];
+        for (int i = 0; i < nd; i++) shape[i] = irand(1, 9);
+        int bnd = irand(1, nd);
+        for (int i = 0; i < bnd; i++) bshape[i] = irand(0, 1) ? shape[i + nd - bnd] : 1;
+        tt *a = rnd(QVL_F32, nd, shape, -3, 3);
+        tt *b = rnd(rep % 3 == 0 ? QVL_BF16 : QVL_F32, bnd, bshape, -3, 3);
+        tt *out = mk(QVL_F32, nd, shape);
+        check_op(rep % 2 ? QVL_OP_MUL : QVL_OP_ADD, NULL, out, SRC(a, b), TOL_EW);
+    }
+    /* a permuted view of a [5, 7, 3] storage as [3, 7, 5] */
+    tt *base = rnd(QVL_F32, 3, SHAPE(5, 7, 3), -1, 1);
+    tt *a = view(base, 3, SHAPE(3, 7, 5), SHAPE(1, 3, 21), 0);
+    tt *b = rnd(QVL_F16, 2, SHAPE(7, 1), -1, 1);
+    tt *out = mk(QVL_F32, 3, SHAPE(3, 7, 5));
+    check_op(QVL_OP_ADD, NULL, out, SRC(a, b), TOL_EW);
+    tt *bad_b = rnd(QVL_F32, 1, SHAPE(4), -1, 1);
+    check_refused(QVL_OP_MUL, NULL, out, SRC(a, bad_b));
+}
+
+static void test_unary(void **state) {
+    (void)state;
+    const qvl_op ops[] = {QVL_OP_SCALE, QVL_OP_SILU, QVL_OP_GELU_TANH, QVL_OP_GELU_ERF};
+    for (int k = 0; k < 4; k++) {
+        qvl_params p = {.scale = {.s = -0.37f}};
+        tt *x = rnd(k % 2 ? QVL_F16 : QVL_F32, 3, SHAPE(3, 17, 29), -8, 8);
+        tt *out = mk(QVL_F32, 3, SHAPE(3, 17, 29));
+        check_op(ops[k], &p, out, SRC(x), TOL_EW);
+        /* transposed view */
+        tt *base = rnd(QVL_F32, 2, SHAPE(13, 11), -6, 6);
+        tt *xt = view(base, 2, SHAPE(11, 13), SHAPE(1, 11), 0);
+        tt *out2 = mk(QVL_F32, 2, SHAPE(11, 13));
+        check_op(ops[k], &p, out2, SRC(xt), TOL_EW);
+    }
+    /* more elements than one grid covers (65535 blocks x 256 threads): the grid-stride loop */
+    tt *x = rnd(QVL_F32, 2, SHAPE(4100, 4100), -4, 4);
+    tt *out = mk(QVL_F32, 2, SHAPE(4100, 4100));
+    check_op(QVL_OP_SILU, NULL, out, SRC(x), TOL_EW);
+}
+
+static void test_norms(void **state) {
+    (void)state;
+    const int64_t Ds[] = {1, 7, 64, 300, 1025, 2048};
+    for (size_t i = 0; i < sizeof Ds / sizeof *Ds; i++) {
+        int64_t D = Ds[i], R = irand(1, 6);
+        qvl_params p = {.norm = {.eps = 1e-6f}};
+        tt *x = rnd(QVL_F32, 2, SHAPE(R, D), -3, 5); /* mean far from 0 for layer norm */
+        tt *g = rnd(i % 2 ? QVL_BF16 : QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+        tt *beta = rnd(QVL_F16, 1, SHAPE(D), -1, 1);
+        tt *o1 = mk(QVL_F32, 2, SHAPE(R, D)), *o2 = mk(QVL_F32, 2, SHAPE(R, D));
+        tt *o3 = mk(QVL_F32, 2, SHAPE(R, D));
+        check_op(QVL_OP_RMS_NORM, &p, o1, SRC(x, g), TOL_NORM);
+        check_op(QVL_OP_LAYER_NORM, &p, o2, SRC(x, g, beta), TOL_NORM);
+        check_op(QVL_OP_LAYER_NORM, &p, o3, SRC(x, g, NULL), TOL_NORM);
+    }
+    /* rows of a strided view (per-head q-norm over [N, H, D] inside a wider row) */
+    qvl_params p = {.norm = {.eps = 1e-6f}};
+    tt *qkv = rnd(QVL_F32, 2, SHAPE(5, 3 * 4 * 16), -2, 2);
+    tt *q = view(qkv, 3, SHAPE(5, 4, 16), SHAPE(3 * 4 * 16, 16, 1), 4 * 16);
+    tt *g = rnd(QVL_F32, 1, SHAPE(16), 0.5, 1.5);
+    tt *out = mk(QVL_F32, 3, SHAPE(5, 4, 16));
+    check_op(QVL_OP_RMS_NORM, &p, out, SRC(q, g), TOL_NORM);
+    tt *bad_g = rnd(QVL_F32, 1, SHAPE(15), 0.5, 1.5);
+    check_refused(QVL_OP_RMS_NORM, &p, out, SRC(q, bad_g));
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 3; mode++) {
+        int64_t N = 13, H = 3, D = mode == QVL_ROPE_VISION_2D ? 40 : 32;
+        int64_t C = mode == QVL_ROPE_MROPE_INTERLEAVED ? 3 : mode == QVL_ROPE_VISION_2D ? 2 : 1;
+        qvl_params p = {.rope = {.mode = mode, .theta = mode == 1 ? 10000.0f : 5000000.0f,
+                                 .sections = {6, 5, 5, 0}}};
+        /* x inside a fused qkv row: [N, H, D] with a row stride of 3*H*D */
+        tt *qkv = rnd(QVL_F32, 2, SHAPE(N, 3 * H * D), -2, 2);
+        tt *x = view(qkv, 3, SHAPE(N, H, D), SHAPE(3 * H * D, D, 1), H * D);
+        tt *pos = mk(QVL_I32, 2, SHAPE(C, N));
+        for (int64_t i = 0; i < C * N; i++) ((int32_t *)pos->h.data)[i] = irand(0, 4000);
+        tt *out = mk(QVL_F32, 3, SHAPE(N, H, D));
+        check_op(QVL_OP_ROPE, &p, out, SRC(x, pos), TOL_EW);
+    }
+    qvl_params p = {.rope = {.mode = QVL_ROPE_VISION_2D, .theta = 10000.0f}};
+    tt *x = rnd(QVL_F32, 3, SHAPE(2, 1, 6), -1, 1);
+    tt *pos = mk(QVL_I32, 2, SHAPE(2, 2));
+    tt *out = mk(QVL_F32, 3, SHAPE(2, 1, 6));
+    check_refused(QVL_OP_ROPE, &p, out, SRC(x, pos)); /* 6 does not split into quarters */
+}
+
+static void test_softmax_masks(void **state) {
+    (void)state;
+    const int64_t Ls[] = {1, 5, 33, 257, 1000};
+    for (size_t i = 0; i < sizeof Ls / sizeof *Ls; i++) {
+        int64_t L = Ls[i], R = 4;
+        tt *x = rnd(QVL_F32, 2, SHAPE(R, L), -20, 20);
+        float *xd = x->h.data;
+        for (int64_t j = 0; j < L; j++) xd[1 * L + j] = -INFINITY; /* an all-hidden row */
+        xd[2 * L + L / 2] = -INFINITY;                             /* one hidden key */
+        tt *out = mk(QVL_F32, 2, SHAPE(R, L));
+        check_op(QVL_OP_SOFTMAX, NULL, out, SRC(x), TOL_NORM);
+    }
+    /* masks over [H, N, L] scores */
+    for (int64_t n_past = -1; n_past <= 4; n_past += 5) {
+        int64_t H = 3, N = 6, L = 10;
+        qvl_params p = {.mask = {.n_past = n_past}};
+        tt *s = rnd(QVL_F32, 3, SHAPE(H, N, L), -3, 3);
+        tt *out = mk(QVL_F32, 3, SHAPE(H, N, L));
+        check_op(QVL_OP_MASK_CAUSAL, &p, out, SRC(s), TOL_EXACT);
+    }
+    int64_t H = 2, N = 9;
+    tt *s = rnd(QVL_F16, 3, SHAPE(H, N, N), -3, 3);
+    tt *seg = i32_of(5, (const int32_t[]){0, 3, 3, 8, 9});
+    tt *out = mk(QVL_F32, 3, SHAPE(H, N, N));
+    check_op(QVL_OP_MASK_SEGMENTS, NULL, out, SRC(s, seg), TOL_EXACT);
+    tt *bad = i32_of(3, (const int32_t[]){0, 5, 4});
+    check_refused(QVL_OP_MASK_SEGMENTS, NULL, out, SRC(s, bad)); /* does not end at N */
+    tt *bad2 = i32_of(4, (const int32_t[]){0, 6, 5, 9});
+    check_refused(QVL_OP_MASK_SEGMENTS, NULL, out, SRC(s, bad2)); /* decreasing */
+}
+
+static void test_cont(void **state) {
+    (void)state;
+    const qvl_dtype dts[] = {QVL_F32, QVL_F16, QVL_BF16, QVL_I32};
+    for (int k = 0; k < 4; k++) {
+        tt *base = rnd(dts[k], 3, SHAPE(4, 5, 7), -100, 100);
+        tt *x = view(base, 3, SHAPE(7, 4, 5), SHAPE(1, 35, 7), 0);
+        tt *out = mk(dts[k], 3, SHAPE(7, 4, 5));
+        check_op(QVL_OP_CONT, NULL, out, SRC(x), TOL_EXACT);
+    }
+    /* q8_0: every other row of a [6, 64] table */
+    tt *q = rnd(QVL_Q8_0, 2, SHAPE(6, 64), 0, 0);
+    tt *x = view(q, 2, SHAPE(3, 64), SHAPE(128, 1), 64);
+    tt *out = mk(QVL_Q8_0, 2, SHAPE(3, 64));
+    check_op(QVL_OP_CONT, NULL, out, SRC(x), TOL_EXACT);
+}
+
+static void test_store_rows(void **state) {
+    (void)state;
+    const qvl_dtype dts[] = {QVL_F32, QVL_F16, QVL_BF16};
+    for (int k = 0; k < 3; k++) {
+        int64_t R = 12, H = 2, D = 9, N = 5, off = 4;
+        tt *cache = rnd(dts[k], 3, SHAPE(R, H, D), -1, 1);
+        /* src as a strided view: k of a fused [N, 3, H, D] row */
+        tt *qkv = rnd(QVL_F32, 2, SHAPE(N, 3 * H * D), -50, 50);
+        tt *src = view(qkv, 3, SHAPE(N, H, D), SHAPE(3 * H * D, D, 1), H * D);
+        qvl_params p = {.store = {.offset = off}};
+        tt *dst = view(cache, 3, SHAPE(off + N, H, D), SHAPE(H * D, D, 1), 0);
+        check_op(QVL_OP_STORE_ROWS, &p, dst, SRC(cache, src), TOL_EXACT);
+    }
+    tt *cache = rnd(QVL_F32, 2, SHAPE(4, 3), -1, 1);
+    tt *src = rnd(QVL_F32, 2, SHAPE(2, 3), -1, 1);
+    qvl_params p = {.store = {.offset = 3}};
+    tt *dst = view(cache, 2, SHAPE(4, 3), SHAPE(3, 1), 0);
+    check_refused(QVL_OP_STORE_ROWS, &p, dst, SRC(cache, src)); /* rows 3..5 do not fit */
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    struct {
+        int64_t N, L, Hq, Hkv, D;
+        int mask;
+        int64_t n_past;
+        qvl_dtype kv;
+    } cases[] = {
+        {1, 37, 4, 2, 64, QVL_MASK_CAUSAL, 36, QVL_F16},   /* decode */
+        {7, 7, 2, 1, 16, QVL_MASK_CAUSAL, 0, QVL_F32},     /* prefill */
+        {5, 12, 6, 2, 128, QVL_MASK_CAUSAL, 7, QVL_BF16},  /* prefill after a cache */
+        {3, 5, 2, 2, 8, QVL_MASK_CAUSAL, -2, QVL_F32},     /* query 0 sees no key: zeros */
+        {11, 11, 3, 3, 40, QVL_MASK_NONE, 0, QVL_F32},     /* vision, one segment */
+        {11, 11, 2, 2, 72, QVL_MASK_SEGMENTS, 0, QVL_F16}, /* vision, several segments */
+        {2, 300, 2, 1, 33, QVL_MASK_NONE, 0, QVL_F32},     /* odd head size, many keys */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t N = cases[c].N, L = cases[c].L, Hq = cases[c].Hq, Hkv = cases[c].Hkv;
+        int64_t D = cases[c].D;
+        qvl_params p = {.attention = {.scale = 1.0f / sqrtf((float)D), .mask = cases[c].mask,
+                                      .n_past = cases[c].n_past}};
+        /* q as a view inside a fused row; k, v contiguous caches */
+        tt *qrow = rnd(QVL_F32, 2, SHAPE(N, Hq * D + 3), -2, 2);
+        tt *q = view(qrow, 3, SHAPE(N, Hq, D), SHAPE(Hq * D + 3, D, 1), 3);
+        tt *k = rnd(cases[c].kv, 3, SHAPE(L, Hkv, D), -2, 2);
+        tt *v = rnd(cases[c].kv, 3, SHAPE(L, Hkv, D), -2, 2);
+        tt *seg = cases[c].mask == QVL_MASK_SEGMENTS ? i32_of(4, (const int32_t[]){0, 4, 4, 11})
+                                                      : NULL;
+        tt *out = mk(QVL_F32, 3, SHAPE(N, Hq, D));
+        check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, seg), TOL_DOT);
+    }
+    /* refused alike: kv heads that do not group, bad segments */
+    qvl_params p = {.attention = {.scale = 0.5f, .mask = QVL_MASK_SEGMENTS}};
+    tt *q = rnd(QVL_F32, 3, SHAPE(4, 2, 8), -1, 1);
+    tt *k = rnd(QVL_F32, 3, SHAPE(4, 2, 8), -1, 1);
+    tt *out = mk(QVL_F32, 3, SHAPE(4, 2, 8));
+    check_refused(QVL_OP_ATTENTION, &p, out, SRC(q, k, k, i32_of(2, (const int32_t[]){1, 4})));
+    tt *k3 = rnd(QVL_F32, 3, SHAPE(4, 3, 8), -1, 1);
+    p.attention.mask = QVL_MASK_NONE;
+    check_refused(QVL_OP_ATTENTION, &p, out, SRC(q, k3, k3));
+    /* a head size above the kernel's limit is refused honestly by supports() */
+    tt *qb = mk(QVL_F32, 3, SHAPE(1, 1, 1024)), *ob = mk(QVL_F32, 3, SHAPE(1, 1, 1024));
+    qvl_tensor dq = qb->h, dout = ob->h;
+    qvl_node n = {.op = QVL_OP_ATTENTION, .params = p, .n_src = 4, .src = {&dq, &dq, &dq},
+                  .dst = &dout};
+    assert_false(cu.iface->supports(cu.be, &n));
+}
+
+static void test_norm_linear(void **state) {
+    (void)state;
+    const int64_t Ms[] = {1, 5, 20};
+    for (int norm = 0; norm < 2; norm++)
+        for (int np = 1; np <= 3; np++)
+            for (size_t mi = 0; mi < 3; mi++) {
+                int64_t M = Ms[mi], D = 64, Ns[3] = {24, 8, 8};
+                qvl_params p = {.norm_linear = {.norm = norm, .eps = 1e-5f, .n_proj = np}};
+                tt *x = rnd(QVL_F32, 2, SHAPE(M, D), -2, 3);
+                tt *g = rnd(QVL_BF16, 1, SHAPE(D), 0.5, 1.5);
+                tt *beta = norm ? rnd(QVL_F32, 1, SHAPE(D), -1, 1) : NULL;
+                tt *src[QVL_MAX_SRC] = {x, g, beta};
+                int64_t total = 0;
+                for (int i = 0; i < np; i++) {
+                    src[3 + 2 * i] = rnd(w_dtypes[(i + mi) % 4], 2, SHAPE(Ns[i], D), -1, 1);
+                    src[4 + 2 * i] = (i + norm) % 2 ? rnd(QVL_F32, 1, SHAPE(Ns[i]), -1, 1) : NULL;
+                    total += Ns[i];
+                }
+                tt *out = mk(QVL_F32, 2, SHAPE(M, total));
+                check_op(QVL_OP_NORM_LINEAR, &p, out, src, TOL_DOT);
+            }
+}
+
+static void test_mlp_residual(void **state) {
+    (void)state;
+    const int64_t Ms[] = {1, 7, 20};
+    for (int act = 0; act < 3; act++)
+        for (size_t mi = 0; mi < 3; mi++) {
+            int64_t M = Ms[mi], D = 40, F = 96;
+            qvl_params p = {.mlp = {.act = act}};
+            tt *res = rnd(QVL_F32, 2, SHAPE(M, D), -2, 2);
+            /* a and up: the two halves of a fused gate_up row */
+            tt *gu = rnd(QVL_F32, 2, SHAPE(M, 2 * F), -3, 3);
+            tt *a = view(gu, 2, SHAPE(M, F), SHAPE(2 * F, 1), 0);
+            tt *up = act == QVL_ACT_SILU ? view(gu, 2, SHAPE(M, F), SHAPE(2 * F, 1), F) : NULL;
+            tt *w = rnd(w_dtypes[(act + mi) % 4], 2, SHAPE(D, F), -1, 1);
+            tt *b = act ? rnd(QVL_F16, 1, SHAPE(D), -1, 1) : NULL;
+            tt *out = mk(QVL_F32, 2, SHAPE(M, D));
+            check_op(QVL_OP_MLP_RESIDUAL, &p, out, SRC(res, a, w, up, b), TOL_DOT);
+        }
+    qvl_params p = {.mlp = {.act = QVL_ACT_GELU_TANH}};
+    tt *res = rnd(QVL_F32, 2, SHAPE(2, 8), -1, 1), *a = rnd(QVL_F32, 2, SHAPE(2, 8), -1, 1);
+    tt *w = rnd(QVL_F32, 2, SHAPE(8, 8), -1, 1), *out = mk(QVL_F32, 2, SHAPE(2, 8));
+    check_refused(QVL_OP_MLP_RESIDUAL, &p, out, SRC(res, a, w, a)); /* gated needs silu */
+}
+
+static void test_scatter_rows(void **state) {
+    (void)state;
+    for (int add = 0; add < 2; add++) {
+        int64_t N = 11, D = 37, K = 6;
+        /* x as a view of the first D columns of wider rows; src transposed */
+        tt *xb = rnd(QVL_F32, 2, SHAPE(N, D + 5), -2, 2);
+        tt *x = view(xb, 2, SHAPE(N, D), SHAPE(D + 5, 1), 0);
+        tt *st = rnd(QVL_F32, 2, SHAPE(D, K), -2, 2);
+        tt *src = view(st, 2, SHAPE(K, D), SHAPE(1, K), 0);
+        tt *idx = i32_of(K, (const int32_t[]){3, 0, 10, 3, 7, 3}); /* 3 repeats: order matters */
+        tt *out = mk(QVL_F32, 2, SHAPE(N, D));
+        check_op(add ? QVL_OP_ADD_ROWS : QVL_OP_SET_ROWS, NULL, out, SRC(x, idx, src), TOL_EW);
+        /* a row index outside x: both refuse it */
+        tt *bad = i32_of(K, (const int32_t[]){0, 1, 2, 11, 4, 5});
+        check_refused(add ? QVL_OP_ADD_ROWS : QVL_OP_SET_ROWS, NULL, out, SRC(x, bad, src));
+    }
+}
+
+/* ---- setup: skip everything with one line when there is no usable device ---------------- */
+
+static int open_backends(void **state) {
+    (void)state;
+    return qvl_test_backend_open(QVL_REFERENCE_SO, NULL, &ref) == 0 ? 0 : -1;
+}
+
+static int close_backends(void **state) {
+    (void)state;
+    qvl_test_backend_close(&cu);
+    qvl_test_backend_close(&ref);
+    return 0;
+}
+
+/* Load cuda_sm61 and init it; on failure return the reason (no GPU in CI). */
+static bool cuda_available(char *why, size_t size) {
+    void *dl = dlopen(QVL_CUDA_SO, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        snprintf(why, size, "cannot load %s: %s", QVL_CUDA_SO, dlerror());
+        return false;
+    }
+    qvl_backend_entry_fn entry = NULL;
+    *(void **)&entry = dlsym(dl, QVL_BACKEND_ENTRY_SYMBOL);
+    const qvl_backend_iface *iface = entry ? entry() : NULL;
+    if (!iface || iface->abi != QVL_BACKEND_ABI) {
+        snprintf(why, size, "%s is not a qvl backend", QVL_CUDA_SO);
+        dlclose(dl);
+        return false;
+    }
+    qvl_error err = {0};
+    qvl_backend *be = NULL;
+    if (iface->init(NULL, &be, &err) != QVL_OK) {
+        snprintf(why, size, "%s", err.msg);
+        dlclose(dl);
+        return false;
+    }
+    cu.dl = dl;
+    cu.iface = iface;
+    cu.be = be;
+    return true;
+}
+
+#define T(fn) cmocka_unit_test_teardown(fn, free_all)
+
+int main(void) {
+    char why[sizeof(((qvl_error *)0)->msg) + 64];
+    if (!cuda_available(why, sizeof why)) {
+        printf("test_cuda_ops: skipped, cuda_sm61 is unavailable here: %s\n", why);
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        T(test_describe),
+        T(test_matmul),
+        T(test_matmul_big_tiles),
+        T(test_matmul_3d),
+        T(test_get_rows),
+        T(test_add_mul),
+        T(test_unary),
+        T(test_norms),
+        T(test_rope),
+        T(test_softmax_masks),
+        T(test_cont),
+        T(test_store_rows),
+        T(test_attention),
+        T(test_norm_linear),
+        T(test_mlp_residual),
+        T(test_scatter_rows),
+    };
+    return cmocka_run_group_tests(tests, open_backends, close_backends);
+}

@@ -1,0 +1,36 @@
+/* Roofline probes for qvl-bench: what this machine's memory and FMA units can do at most, measured
+ * in the same run as the model so that achieved figures can be read as a fraction of them. */
+#ifndef QVL_BENCH_PROBE_H
+#define QVL_BENCH_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bench_probe {
+    double gbs;        /* best streaming-read bandwidth over the passes, 1e9 bytes/s */
+    double gflops;     /* best FMA rate over the passes, 1e9 flop/s (an FMA counts 2) */
+    const char *kind;  /* "avx2-fma" or "scalar": which FMA loop ran */
+    int threads;
+    size_t bytes;      /* buffer the read probe streamed through */
+    uint64_t checksum; /* sum of what the threads computed (keeps the loops alive) */
+} bench_probe;
+
+/* Reads a buffer of `bytes` (far larger than the last-level cache) with `threads` threads,
+ * `passes` times, and runs the FMA loop on as many threads. Returns 0, or -1 with a message
+ * on stderr when memory or threads are not available. */
+int bench_probe_run(size_t bytes, int threads, int passes, bench_probe *out);
+
+/* Streams each thread reads at once (see bench_read_sum_avx2). */
+#define READ_STREAMS 8
+
+/* The kernels, one thread's share each; the AVX2 ones live in bench_probe_avx2.c (compiled
+ * with -mavx2 -mfma) and are only called when the CPU reports AVX2 and FMA. */
+uint64_t bench_read_sum_scalar(const void *p, size_t bytes);
+float bench_fma_scalar(uint64_t iters);
+uint64_t bench_read_sum_avx2(const void *p, size_t bytes);
+float bench_fma_avx2(uint64_t iters);
+/* Floating-point operations one call of bench_fma_*(iters) performs. */
+double bench_fma_flops_scalar(uint64_t iters);
+double bench_fma_flops_avx2(uint64_t iters);
+
+#endif

@@ -1,0 +1,310 @@
+/* Printing qvl-bench's figures. 1 GB = 1e9 bytes throughout (bandwidth convention); memory
+ * sizes are also given in MiB where people compare them with top/free. */
+#include "bench_report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+bench_spread bench_spread_of(double *values, int n) {
+    bench_spread s = {0, 0, 0, n};
+    if (n <= 0) return s;
+    qsort(values, (size_t)n, sizeof *values, cmp_double);
+    s.min = values[0];
+    s.max = values[n - 1];
+    s.median = n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+    return s;
+}
+
+/* ---- derived figures ---------------------------------------------------------------------- */
+
+static double decode_gbs(const bench_results *r) {
+    return (double)r->load.decode_weight_bytes * r->decode_tps.median / 1e9;
+}
+
+static double prefill_gflops(const bench_results *r) {
+    return r->n_prompt > 0 ? r->prefill_flops * r->prefill_tps.median / (double)r->n_prompt / 1e9
+                           : 0.0;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+static double vision_gflops(const bench_results *r) {
+    return r->vision_ms.median > 0 ? r->vision_flops / (r->vision_ms.median * 1e-3) / 1e9 : 0.0;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+static double profile_total(const qvl_op_profile *p) {
+    double s = 0;
+    for (int op = 0; op < QVL_OP_COUNT; op++) s += p->seconds[op];
+    return s;
+}
+
+/* Ops that ran, most expensive first. Returns how many. */
+static int ops_by_time(const qvl_op_profile *a, const qvl_op_profile *b, int *order) {
+    int n = 0;
+    for (int op = 0; op < QVL_OP_COUNT; op++)
+        if (a->calls[op] || b->calls[op]) order[n++] = op;
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of entries */
+        for (int j = i; j > 0; j--) {
+            double x = a->seconds[order[j]] + b->seconds[order[j]];
+            double y = a->seconds[order[j - 1]] + b->seconds[order[j - 1]];
+            if (x <= y) break;
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return n;
+}
+
+/* ---- text --------------------------------------------------------------------------------- */
+
+static void print_spread(FILE *f, const char *what, const bench_spread *s, const char *unit) {
+    fprintf(f, "  %-22s %10.3f %s  (median of %d; min %.3f, max %.3f)\n", what, s->median, unit,
+            s->n, s->min, s->max);
+}
+
+static void print_profile_text(FILE *f, const bench_results *r) {
+    int order[QVL_OP_COUNT];
+    int n = ops_by_time(&r->prof_prefill, &r->prof_decode, order);
+    double tp = profile_total(&r->prof_prefill), td = profile_total(&r->prof_decode);
+    fprintf(f, "  per-op time, one prefill of %lld tokens | one decode step (seconds, share, calls):\n",
+            (long long)r->n_prompt);
+    for (int i = 0; i < n; i++) {
+        int op = order[i];
+        fprintf(f, "    %-14s %10.4f %5.1f%% %5llu | %10.5f %5.1f%% %5llu\n",
+                qvl_op_name((qvl_op)op), r->prof_prefill.seconds[op],
+                100 * ratio(r->prof_prefill.seconds[op], r->prof_prefill_wall),
+                (unsigned long long)r->prof_prefill.calls[op], r->prof_decode.seconds[op],
+                100 * ratio(r->prof_decode.seconds[op], r->prof_decode_wall),
+                (unsigned long long)r->prof_decode.calls[op]);
+    }
+    fprintf(f, "    %-14s %10.4f %5.1f%%       | %10.5f %5.1f%%        (graph build, plan, copies)\n",
+            "outside ops", r->prof_prefill_wall - tp,
+            100 * ratio(r->prof_prefill_wall - tp, r->prof_prefill_wall), r->prof_decode_wall - td,
+            100 * ratio(r->prof_decode_wall - td, r->prof_decode_wall));
+}
+
+static void print_vision_profile_text(FILE *f, const bench_results *r) {
+    static const qvl_op_profile none;
+    int order[QVL_OP_COUNT];
+    int n = ops_by_time(&r->prof_vision, &none, order);
+    double total = profile_total(&r->prof_vision);
+    fprintf(f, "  per-op time, one vision encode (seconds, share, calls):\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "    %-14s %10.4f %5.1f%% %5llu\n", qvl_op_name((qvl_op)order[i]),
+                r->prof_vision.seconds[order[i]],
+                100 * ratio(r->prof_vision.seconds[order[i]], r->prof_vision_wall),
+                (unsigned long long)r->prof_vision.calls[order[i]]);
+    fprintf(f, "    %-14s %10.4f %5.1f%%        (graph build, plan, copies)\n", "outside ops",
+            r->prof_vision_wall - total, 100 * ratio(r->prof_vision_wall - total, r->prof_vision_wall));
+}
+
+void bench_print_text(FILE *f, const bench_results *r) {
+    const qvl_model_load_stats *l = &r->load;
+    fprintf(f, "qvl-bench: %s\n", r->model_dir);
+    fprintf(f, "  backend %s (%s), weights %s%s, threads %s", r->backend, r->device, r->weights,
+            r->weights_requested ? " (from --weights)" : " (as stored)",
+            r->threads < 0 ? "backend default" : "");
+    if (r->threads >= 0) fprintf(f, "%lld", (long long)r->threads);
+    fprintf(f, "\n  prompt %lld tokens, %lld decode tokens, %lld repetitions\n",
+            (long long)r->n_prompt, (long long)r->n_gen, (long long)r->reps);
+    fprintf(f, "  %-22s %10.3f s    (config %.3f, map %.3f, backend %.3f, weights %.3f, cache %.3f)\n",
+            "load", r->load_seconds, l->config_seconds, l->map_seconds, l->backend_seconds,
+            l->bind_seconds, l->cache_seconds);
+    fprintf(f, "  %-22s %10.1f MiB in place (no copy), %.1f MiB converted/uploaded; KV cache %.1f MiB\n",
+            "weights", mib(l->weights_in_place_bytes), mib(l->weights_copied_bytes),
+            mib(l->kv_bytes));
+    fprintf(f, "  %-22s %10.3f s    (load %.3f s + first prefill of %lld tokens %.3f s, cold)\n",
+            "time to first token", r->load_seconds + r->first_prefill_seconds, r->load_seconds,
+            (long long)r->n_prompt, r->first_prefill_seconds);
+    print_spread(f, "prefill", &r->prefill_tps, "tok/s");
+    print_spread(f, "decode", &r->decode_tps, "tok/s");
+    fprintf(f, "  %-22s %10.1f MiB after load, %.1f MiB after the runs (decode reads %.1f MiB of weights)\n",
+            "peak RSS", mib(r->rss_after_load), mib(r->rss_peak), mib(l->decode_weight_bytes));
+    if (r->has_device_memory)
+        fprintf(f, "  %-22s %10.1f MiB (free memory before load minus after)\n", "device memory",
+                (double)r->device_memory_bytes / 1048576.0);
+    if (r->has_vision) {
+        char what[64];
+        snprintf(what, sizeof what, "vision %lldx%lld", (long long)r->image_w, (long long)r->image_h);
+        print_spread(f, what, &r->vision_ms, "ms   ");
+        fprintf(f, "  %-22s grid %lldx%lldx%lld patches -> %lld tokens; first encode (cold) %.1f ms\n",
+                "", (long long)r->image_grid.t, (long long)r->image_grid.h,
+                (long long)r->image_grid.w, (long long)r->vision_tokens, r->vision_first_ms);
+    } else if (r->image_requested) {
+        fprintf(f, "  vision %lldx%lld: %s\n", (long long)r->image_w, (long long)r->image_h,
+                r->vision_note ? r->vision_note : "not measured");
+    }
+    if (r->profiled) print_profile_text(f, r);
+    if (r->vision_profiled) print_vision_profile_text(f, r);
+    if (r->probed) {
+        const bench_probe *p = &r->probe;
+        fprintf(f, "  roofline probes (%d threads): read %.2f GB/s over %.0f MiB; FMA peak %.1f GFLOP/s (%s)\n",
+                p->threads, p->gbs, mib(p->bytes), p->gflops, p->kind);
+        fprintf(f, "  decode: achieved %.2f GB/s of weights read / probe %.2f GB/s (%.1f%%; ceiling %.2f tok/s)\n",
+                decode_gbs(r), p->gbs, 100 * ratio(decode_gbs(r), p->gbs),
+                ratio(p->gbs * 1e9, (double)l->decode_weight_bytes));
+        fprintf(f, "  prefill: %.2f GFLOP/s / peak %.1f GFLOP/s (%.1f%%)\n", prefill_gflops(r),
+                p->gflops, 100 * ratio(prefill_gflops(r), p->gflops));
+        if (r->has_vision)
+            fprintf(f, "  vision: %.2f GFLOP/s / peak %.1f GFLOP/s (%.1f%%)\n", vision_gflops(r),
+                    p->gflops, 100 * ratio(vision_gflops(r), p->gflops));
+    }
+}
+
+/* ---- JSON --------------------------------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+static void json_spread(FILE *f, const bench_spread *s) {
+    fputs("{\"median\": ", f);
+    json_num(f, s->median);
+    fputs(", \"min\": ", f);
+    json_num(f, s->min);
+    fputs(", \"max\": ", f);
+    json_num(f, s->max);
+    fprintf(f, ", \"n\": %d}", s->n);
+}
+
+static void json_profile(FILE *f, const qvl_op_profile *p, double wall) {
+    fputs("{\"wall_s\": ", f);
+    json_num(f, wall);
+    fputs(", \"ops\": {", f);
+    bool first = true;
+    for (int op = 0; op < QVL_OP_COUNT; op++) {
+        if (!p->calls[op]) continue;
+        fprintf(f, "%s\"%s\": {\"s\": ", first ? "" : ", ", qvl_op_name((qvl_op)op));
+        json_num(f, p->seconds[op]);
+        fprintf(f, ", \"calls\": %llu}", (unsigned long long)p->calls[op]);
+        first = false;
+    }
+    fputs("}}", f);
+}
+
+void bench_print_json(FILE *f, const bench_results *r) {
+    const qvl_model_load_stats *l = &r->load;
+    fputs("{\"model\": ", f);
+    json_string(f, r->model_dir);
+    fputs(", \"backend\": ", f);
+    json_string(f, r->backend);
+    fputs(", \"device\": ", f);
+    json_string(f, r->device);
+    fputs(", \"weights\": ", f);
+    json_string(f, r->weights);
+    fprintf(f, ", \"weights_requested\": %s", r->weights_requested ? "true" : "false");
+    if (r->threads < 0) fputs(", \"threads\": null", f);
+    else fprintf(f, ", \"threads\": %lld", (long long)r->threads);
+    fprintf(f, ", \"n_prompt\": %lld, \"n_gen\": %lld, \"reps\": %lld", (long long)r->n_prompt,
+            (long long)r->n_gen, (long long)r->reps);
+    fputs(",\n \"load\": {\"seconds\": ", f);
+    json_num(f, r->load_seconds);
+    fprintf(f, ", \"config_s\": %.6g, \"map_s\": %.6g, \"backend_s\": %.6g, \"bind_s\": %.6g, "
+               "\"cache_s\": %.6g, \"weights_in_place_bytes\": %zu, \"weights_copied_bytes\": %zu, "
+               "\"kv_bytes\": %zu}",
+            l->config_seconds, l->map_seconds, l->backend_seconds, l->bind_seconds,
+            l->cache_seconds, l->weights_in_place_bytes, l->weights_copied_bytes, l->kv_bytes);
+    fputs(",\n \"first_token\": {\"load_s\": ", f);
+    json_num(f, r->load_seconds);
+    fputs(", \"prefill_s\": ", f);
+    json_num(f, r->first_prefill_seconds);
+    fprintf(f, ", \"n_prompt\": %lld}", (long long)r->n_prompt);
+    fputs(",\n \"prefill_tok_s\": ", f);
+    json_spread(f, &r->prefill_tps);
+    fputs(",\n \"decode_tok_s\": ", f);
+    json_spread(f, &r->decode_tps);
+    fprintf(f, ",\n \"peak_rss_bytes\": {\"after_load\": %llu, \"after_runs\": %llu}",
+            (unsigned long long)r->rss_after_load, (unsigned long long)r->rss_peak);
+    if (r->has_device_memory)
+        fprintf(f, ", \"device_memory_bytes\": %lld", (long long)r->device_memory_bytes);
+    else
+        fputs(", \"device_memory_bytes\": null", f);
+    fputs(",\n \"vision\": ", f);
+    if (r->has_vision) {
+        fprintf(f, "{\"image\": \"%lldx%lld\", \"grid\": [%lld, %lld, %lld], \"tokens\": %lld, "
+                   "\"encode_ms\": ",
+                (long long)r->image_w, (long long)r->image_h, (long long)r->image_grid.t,
+                (long long)r->image_grid.h, (long long)r->image_grid.w, (long long)r->vision_tokens);
+        json_spread(f, &r->vision_ms);
+        fputs(", \"first_ms\": ", f);
+        json_num(f, r->vision_first_ms);
+        fputs(", \"flop\": ", f);
+        json_num(f, r->vision_flops);
+        fputs(", \"gflop_s\": ", f);
+        json_num(f, vision_gflops(r));
+        fputc('}', f);
+    } else if (r->image_requested) {
+        fprintf(f, "{\"image\": \"%lldx%lld\", \"encode_ms\": null, \"note\": ",
+                (long long)r->image_w, (long long)r->image_h);
+        json_string(f, r->vision_note ? r->vision_note : "not measured");
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs(",\n \"profile\": ", f);
+    if (r->profiled) {
+        fputs("{\"prefill\": ", f);
+        json_profile(f, &r->prof_prefill, r->prof_prefill_wall);
+        fputs(", \"decode\": ", f);
+        json_profile(f, &r->prof_decode, r->prof_decode_wall);
+        if (r->vision_profiled) {
+            fputs(", \"vision\": ", f);
+            json_profile(f, &r->prof_vision, r->prof_vision_wall);
+        }
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs(",\n \"roofline\": ", f);
+    if (r->probed) {
+        const bench_probe *p = &r->probe;
+        fprintf(f, "{\"probe_threads\": %d, \"probe_bytes\": %zu, \"read_probe_gb_s\": ",
+                p->threads, p->bytes);
+        json_num(f, p->gbs);
+        fputs(", \"fma_kind\": ", f);
+        json_string(f, p->kind);
+        fputs(", \"peak_gflop_s\": ", f);
+        json_num(f, p->gflops);
+        fprintf(f, ", \"decode_weight_bytes\": %zu, \"decode_gb_s\": ", l->decode_weight_bytes);
+        json_num(f, decode_gbs(r));
+        fputs(", \"decode_fraction\": ", f);
+        json_num(f, ratio(decode_gbs(r), p->gbs));
+        fputs(", \"decode_ceiling_tok_s\": ", f);
+        json_num(f, ratio(p->gbs * 1e9, (double)l->decode_weight_bytes));
+        fputs(", \"prefill_flop\": ", f);
+        json_num(f, r->prefill_flops);
+        fputs(", \"prefill_gflop_s\": ", f);
+        json_num(f, prefill_gflops(r));
+        fputs(", \"prefill_fraction\": ", f);
+        json_num(f, ratio(prefill_gflops(r), p->gflops));
+        if (r->has_vision) {
+            fputs(", \"vision_gflop_s\": ", f);
+            json_num(f, vision_gflops(r));
+            fputs(", \"vision_fraction\": ", f);
+            json_num(f, ratio(vision_gflops(r), p->gflops));
+        }
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs("}\n", f);
+}
