@@ -3,7 +3,7 @@
 
 Seeds are small (a few KB) valid or nearly valid inputs, so the fuzzer starts from the
 structure real files have. Run from anywhere: python3 tests/fuzz/make_corpus.py
-Reads tests/fixtures and, when present, ../shared/data (configs only; nothing large is copied).
+Reads tests/fixtures (never ../shared/data: shared test data stays out of the repo).
 """
 import json
 import os
@@ -11,7 +11,6 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data", "qwen3-vl-2b-instruct")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
@@ -73,12 +72,7 @@ for d in ("tiny-tied", "tiny-untied"):
     put("config", d + "_config.json", read(os.path.join(FIXTURES, d, "config.json")))
     put("gen_config", d + "_generation_config.json",
         read(os.path.join(FIXTURES, d, "generation_config.json")))
-if os.path.isdir(SHARED):
-    put("config", "qwen3vl_2b_config.json", read(os.path.join(SHARED, "config.json")))
-    put("gen_config", "qwen3vl_2b_generation_config.json",
-        read(os.path.join(SHARED, "generation_config.json")))
-    put("gen_config", "qwen3vl_2b_preprocessor_config.json",
-        read(os.path.join(SHARED, "preprocessor_config.json")))
+# (../shared/data is never copied into the repo: the fixtures' configs have the same structure.)
 put("gen_config", "all_keys.json", json.dumps({
     "eos_token_id": [1, 2, 2, 3], "bos_token_id": 0, "pad_token_id": None, "do_sample": True,
     "temperature": 0.7, "top_k": 20, "top_p": 0.8, "min_p": 0.05, "repetition_penalty": 1.05,
