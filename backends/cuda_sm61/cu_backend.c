@@ -1,6 +1,6 @@
 /* The cuda_sm61 backend: the ABI side (see qvl/backend.h) — instance, device memory,
  * transfers, supports() and the kernel table. Kernels live in cu_*.cu, their host side in
- * cu_ops.c, their checks (the reference's) in cu_op_checks.c.
+ * cu_ops.c, their checks (the reference's, plus this backend's limits) in cu_check.c.
  *
  * One instance drives one device (option `device`, default 0) through one stream; every
  * kernel is queued on it and synchronize() waits for it. Transfers go through the same stream
@@ -191,29 +191,29 @@ static const qvl_kernel_fn cu_kernels[QVL_OP_COUNT] = {
     [QVL_OP_ADD_ROWS] = cu_op_add_rows,
 };
 
-static const cu_check_fn cu_checks[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = cu_check_get_rows,
+static const ref_check_fn cu_checks[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = ref_check_get_rows,
     [QVL_OP_MATMUL] = cu_check_matmul,
-    [QVL_OP_ADD] = cu_check_add,
-    [QVL_OP_MUL] = cu_check_mul,
-    [QVL_OP_SCALE] = cu_check_scale,
-    [QVL_OP_RMS_NORM] = cu_check_rms_norm,
-    [QVL_OP_LAYER_NORM] = cu_check_layer_norm,
-    [QVL_OP_ROPE] = cu_check_rope,
-    [QVL_OP_SOFTMAX] = cu_check_softmax,
-    [QVL_OP_SILU] = cu_check_silu,
-    [QVL_OP_GELU_TANH] = cu_check_gelu_tanh,
-    [QVL_OP_GELU_ERF] = cu_check_gelu_erf,
-    [QVL_OP_MASK_CAUSAL] = cu_check_mask_causal,
-    [QVL_OP_MASK_SEGMENTS] = cu_check_mask_segments,
-    [QVL_OP_VIEW] = cu_check_view,
-    [QVL_OP_CONT] = cu_check_cont,
-    [QVL_OP_STORE_ROWS] = cu_check_store_rows,
-    [QVL_OP_NORM_LINEAR] = cu_check_norm_linear,
+    [QVL_OP_ADD] = ref_check_add,
+    [QVL_OP_MUL] = ref_check_mul,
+    [QVL_OP_SCALE] = ref_check_scale,
+    [QVL_OP_RMS_NORM] = ref_check_rms_norm,
+    [QVL_OP_LAYER_NORM] = ref_check_layer_norm,
+    [QVL_OP_ROPE] = ref_check_rope,
+    [QVL_OP_SOFTMAX] = ref_check_softmax,
+    [QVL_OP_SILU] = ref_check_silu,
+    [QVL_OP_GELU_TANH] = ref_check_gelu_tanh,
+    [QVL_OP_GELU_ERF] = ref_check_gelu_erf,
+    [QVL_OP_MASK_CAUSAL] = ref_check_mask_causal,
+    [QVL_OP_MASK_SEGMENTS] = ref_check_mask_segments,
+    [QVL_OP_VIEW] = ref_check_view,
+    [QVL_OP_CONT] = ref_check_cont,
+    [QVL_OP_STORE_ROWS] = ref_check_store_rows,
+    [QVL_OP_NORM_LINEAR] = ref_check_norm_linear,
     [QVL_OP_ATTENTION] = cu_check_attention,
-    [QVL_OP_MLP_RESIDUAL] = cu_check_mlp_residual,
-    [QVL_OP_SET_ROWS] = cu_check_set_rows,
-    [QVL_OP_ADD_ROWS] = cu_check_add_rows,
+    [QVL_OP_MLP_RESIDUAL] = ref_check_mlp_residual,
+    [QVL_OP_SET_ROWS] = ref_check_set_rows,
+    [QVL_OP_ADD_ROWS] = ref_check_add_rows,
 };
 
 static bool cu_supports(qvl_backend *be, const qvl_node *node) {

@@ -1,153 +1,54 @@
-/* Shared node checks (see cu_check.h). */
+/* The node checks of the cuda_sm61 backend (see cu_check.h): the reference's checks plus the
+ * limits of these kernels. */
 #include "cu_check.h"
 
 #include <stdarg.h>
-#include <stdio.h>
+#include <string.h>
 
-#include "qvl/checked.h"
-#include "qvl/dtype.h"
+#include "cu_kernels.h"
 
 qvl_status cu_fail(const qvl_node *n, qvl_error *err, qvl_status s, const char *fmt, ...) {
     if (!err) return s;
-    char what[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    qvl_failv(err, s, fmt, ap);
     va_end(ap);
-    if (n->name)
-        return qvl_fail(err, s, "cuda_sm61: %s '%s': %s", qvl_op_name(n->op), n->name, what);
-    return qvl_fail(err, s, "cuda_sm61: %s: %s", qvl_op_name(n->op), what);
+    if (n->name) return qvl_error_prefix(err, "cuda_sm61: %s '%s'", qvl_op_name(n->op), n->name);
+    return qvl_error_prefix(err, "cuda_sm61: %s", qvl_op_name(n->op));
 }
 
-const qvl_tensor *cu_src(const qvl_node *n, uint32_t slot) {
-    if (slot >= n->n_src || slot >= QVL_MAX_SRC) return NULL;
-    return n->src[slot];
+qvl_status cu_begin(const qvl_node *n, ref_check_fn check, qvl_error *err) {
+    qvl_status s = ref_begin(n, check, err);
+    if (s == QVL_OK || !err) return s;
+    /* The shared checks word their messages for the reference backend: say who we are (this
+     * backend's own limits already do). */
+    static const char prefix[] = "reference: ";
+    size_t k = sizeof prefix - 1;
+    if (strncmp(err->msg, prefix, k) != 0) return s;
+    memmove(err->msg, err->msg + k, strlen(err->msg + k) + 1);
+    return qvl_error_prefix(err, "cuda_sm61");
 }
 
-/* Shapes and strides the kernels can walk without overflowing int64 offsets; q8_0 also
- * needs the block layout of tensor.h. */
-static qvl_status check_layout(const qvl_node *n, const char *what, const qvl_tensor_desc *d,
-                               qvl_error *err) {
-    if (d->ndim < 1 || d->ndim > QVL_MAX_DIMS)
-        return cu_fail(n, err, QVL_E_SHAPE, "%s has %d dims (1..%d allowed)", what, d->ndim,
-                        QVL_MAX_DIMS);
-    int64_t nelem = 1, span = 0;
-    for (int i = 0; i < d->ndim; i++) {
-        int64_t extent;
-        if (d->shape[i] < 1 || !qvl_mul_i64(nelem, d->shape[i], &nelem))
-            return cu_fail(n, err, QVL_E_SHAPE, "%s has a bad size %lld in dim %d", what,
-                            (long long)d->shape[i], i);
-        int64_t stride = d->stride[i] < 0 ? -d->stride[i] : d->stride[i];
-        if (!qvl_mul_i64(stride, d->shape[i] - 1, &extent) || !qvl_add_i64(span, extent, &span))
-            return cu_fail(n, err, QVL_E_SHAPE, "%s has strides that overflow", what);
-    }
-    if (d->dtype == QVL_Q8_0) {
-        if (d->stride[d->ndim - 1] != 1 && d->shape[d->ndim - 1] != 1)
-            return cu_fail(n, err, QVL_E_UNSUPPORTED, "%s is q8_0 with innermost stride %lld",
-                            what, (long long)d->stride[d->ndim - 1]);
-        for (int i = 0; i < d->ndim - 1; i++)
-            if (d->stride[i] < 0 || d->stride[i] % QVL_Q8_0_BLOCK != 0)
-                return cu_fail(n, err, QVL_E_UNSUPPORTED,
-                                "%s is q8_0 with stride %lld in dim %d (not a multiple of 32)",
-                                what, (long long)d->stride[i], i);
-    }
-    return QVL_OK;
-}
-
-qvl_status cu_check_tensor(const qvl_node *n, const qvl_tensor *t, const char *what,
-                            unsigned dtypes, int min_ndim, int max_ndim, qvl_error *err) {
-    const qvl_tensor_desc *d = &t->desc;
-    if (!qvl_dtype_valid((int)d->dtype) || !(dtypes & CU_DT(d->dtype)))
-        return cu_fail(n, err, QVL_E_UNSUPPORTED, "%s has dtype %s, which is not supported here",
-                        what, qvl_dtype_name(d->dtype));
-    if (d->ndim < min_ndim || d->ndim > max_ndim)
-        return cu_fail(n, err, QVL_E_SHAPE, "%s must have %d..%d dims, not %d", what, min_ndim,
-                        max_ndim, d->ndim);
-    return check_layout(n, what, d, err);
-}
-
-qvl_status cu_need(const qvl_node *n, uint32_t slot, const char *what, unsigned dtypes,
-                    int min_ndim, int max_ndim, qvl_error *err) {
-    const qvl_tensor *t = cu_src(n, slot);
-    if (!t) return cu_fail(n, err, QVL_E_INVALID, "input %s (slot %u) is missing", what, slot);
-    return cu_check_tensor(n, t, what, dtypes, min_ndim, max_ndim, err);
-}
-
-qvl_status cu_maybe(const qvl_node *n, uint32_t slot, const char *what, unsigned dtypes,
-                     int min_ndim, int max_ndim, qvl_error *err) {
-    const qvl_tensor *t = cu_src(n, slot);
-    return t ? cu_check_tensor(n, t, what, dtypes, min_ndim, max_ndim, err) : QVL_OK;
-}
-
-qvl_status cu_absent(const qvl_node *n, uint32_t slot, const char *what, qvl_error *err) {
-    if (cu_src(n, slot))
-        return cu_fail(n, err, QVL_E_INVALID, "input %s (slot %u) must be empty here", what,
-                        slot);
-    return QVL_OK;
-}
-
-qvl_status cu_vector_len(const qvl_node *n, uint32_t slot, const char *what, int64_t len,
-                          qvl_error *err) {
-    const qvl_tensor *t = cu_src(n, slot);
-    if (t && t->desc.shape[0] != len)
-        return cu_fail(n, err, QVL_E_SHAPE, "%s has length %lld, expected %lld", what,
-                        (long long)t->desc.shape[0], (long long)len);
-    return QVL_OK;
-}
-
-qvl_status cu_output(const qvl_node *n, unsigned dtypes, int ndim, const int64_t *shape,
-                      qvl_error *err) {
-    if (!n->dst) return cu_fail(n, err, QVL_E_INVALID, "no output tensor");
-    qvl_status s = cu_check_tensor(n, n->dst, "output", dtypes, 1, QVL_MAX_DIMS, err);
+qvl_status cu_check_matmul(const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_check_matmul(n, err);
     if (s != QVL_OK) return s;
-    const qvl_tensor_desc *d = &n->dst->desc;
-    bool same = d->ndim == ndim;
-    for (int i = 0; same && i < ndim; i++) same = d->shape[i] == shape[i];
-    if (!same) {
-        char want[96], got[96];
-        qvl_tensor_desc expect = *d;
-        expect.ndim = ndim;
-        for (int i = 0; i < ndim && i < QVL_MAX_DIMS; i++) expect.shape[i] = shape[i];
-        return cu_fail(n, err, QVL_E_SHAPE, "output shape %s, expected %s",
-                        qvl_desc_str(d, got, sizeof got), qvl_desc_str(&expect, want, sizeof want));
-    }
-    if (!cu_is_contiguous(d))
-        return cu_fail(n, err, QVL_E_UNSUPPORTED, "output must be contiguous");
+    const qvl_tensor_desc *a = &n->src[0]->desc, *w = &n->src[1]->desc;
+    if (w->ndim == 3 && a->shape[0] > CU_MAX_GRID_YZ)
+        return cu_fail(n, err, QVL_E_UNSUPPORTED, "batch %lld is above this kernel's %d",
+                       (long long)a->shape[0], CU_MAX_GRID_YZ);
+    int64_t per_batch = ref_n_rows(a) / (w->ndim == 3 ? a->shape[0] : 1);
+    if (per_batch > (int64_t)CU_MAX_GRID_YZ * 16)
+        return cu_fail(n, err, QVL_E_UNSUPPORTED, "%lld rows are above this kernel's limit",
+                       (long long)per_batch);
     return QVL_OK;
 }
 
-bool cu_is_contiguous(const qvl_tensor_desc *d) {
-    int64_t expect = 1;
-    for (int i = d->ndim - 1; i >= 0; i--) {
-        if (d->shape[i] != 1 && d->stride[i] != expect) return false;
-        expect *= d->shape[i];
-    }
-    return true;
-}
-
-int64_t cu_row_len(const qvl_tensor_desc *d) {
-    return d->shape[d->ndim - 1];
-}
-
-int64_t cu_n_rows(const qvl_tensor_desc *d) {
-    int64_t rows = 1;
-    for (int i = 0; i < d->ndim - 1; i++) rows *= d->shape[i];
-    return rows;
-}
-
-bool cu_same_leading(const qvl_tensor_desc *a, const qvl_tensor_desc *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim - 1; i++)
-        if (a->shape[i] != b->shape[i]) return false;
-    return true;
-}
-
-qvl_status cu_begin(const qvl_node *n, cu_check_fn check, qvl_error *err) {
-    qvl_status s = check(n, err);
+qvl_status cu_check_attention(const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_check_attention(n, err);
     if (s != QVL_OK) return s;
-    for (uint32_t i = 0; i < n->n_src && i < QVL_MAX_SRC; i++)
-        if (n->src[i] && !n->src[i]->data)
-            return cu_fail(n, err, QVL_E_INVALID, "input %u has no memory", i);
-    if (!n->dst || !n->dst->data) return cu_fail(n, err, QVL_E_INVALID, "output has no memory");
+    int64_t D = n->src[0]->desc.shape[2];
+    if (D > CU_ATTN_MAX_D)
+        return cu_fail(n, err, QVL_E_UNSUPPORTED, "head size %lld is above this kernel's %d",
+                       (long long)D, CU_ATTN_MAX_D);
     return QVL_OK;
 }

@@ -100,8 +100,8 @@ static qvl_status check_segments(qvl_backend *be, const qvl_node *n, const qvl_t
 
 /* ---- element-wise ---- */
 
-static qvl_status run_unary(const qvl_node *n, cu_unary op, cu_check_fn check, qvl_backend *be,
-                            qvl_error *err) {
+static qvl_status run_unary(const qvl_node *n, cu_unary op, ref_check_fn check,
+                            qvl_backend *be, qvl_error *err) {
     qvl_status s = cu_begin(n, check, err);
     if (s != QVL_OK) return s;
     float scale = op == CU_SCALE ? n->params.scale.s : 1.0f;
@@ -110,16 +110,16 @@ static qvl_status run_unary(const qvl_node *n, cu_unary op, cu_check_fn check, q
 }
 
 qvl_status cu_op_scale(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_SCALE, cu_check_scale, be, err);
+    return run_unary(n, CU_SCALE, ref_check_scale, be, err);
 }
 qvl_status cu_op_silu(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_SILU, cu_check_silu, be, err);
+    return run_unary(n, CU_SILU, ref_check_silu, be, err);
 }
 qvl_status cu_op_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_GELU_TANH, cu_check_gelu_tanh, be, err);
+    return run_unary(n, CU_GELU_TANH, ref_check_gelu_tanh, be, err);
 }
 qvl_status cu_op_gelu_erf(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_GELU_ERF, cu_check_gelu_erf, be, err);
+    return run_unary(n, CU_GELU_ERF, ref_check_gelu_erf, be, err);
 }
 
 /* b padded on the left to a's 4 dims, aligned on the innermost dims; stride 0 where b has
@@ -137,7 +137,7 @@ static cu_view broadcast_to(const qvl_tensor *a, const qvl_tensor *b) {
 }
 
 static qvl_status run_binary(const qvl_node *n, int is_mul, qvl_backend *be, qvl_error *err) {
-    qvl_status s = cu_begin(n, is_mul ? cu_check_mul : cu_check_add, err);
+    qvl_status s = cu_begin(n, is_mul ? ref_check_mul : ref_check_add, err);
     if (s != QVL_OK) return s;
     cu_view a = view_of(n->src[0]), b = broadcast_to(n->src[0], n->src[1]);
     return launched(n, cu_launch_binary(be->stream, is_mul, a, b, n->dst->data), err);
@@ -153,9 +153,9 @@ qvl_status cu_op_mul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 /* ---- norms, rope ---- */
 
 static qvl_status run_norm(const qvl_node *n, int layer, qvl_backend *be, qvl_error *err) {
-    qvl_status s = cu_begin(n, layer ? cu_check_layer_norm : cu_check_rms_norm, err);
+    qvl_status s = cu_begin(n, layer ? ref_check_layer_norm : ref_check_rms_norm, err);
     if (s != QVL_OK) return s;
-    cu_view beta = view_of(layer ? cu_src(n, 2) : NULL);
+    cu_view beta = view_of(layer ? ref_src(n, 2) : NULL);
     return launched(n, cu_launch_norm(be->stream, layer, n->params.norm.eps, view_of(n->src[0]),
                                       view_of(n->src[1]), beta, n->dst->data),
                     err);
@@ -169,7 +169,7 @@ qvl_status cu_op_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) 
 }
 
 qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_rope, err);
+    qvl_status s = cu_begin(n, ref_check_rope, err);
     if (s != QVL_OK) return s;
     const qvl_rope_params *p = &n->params.rope;
     return launched(n, cu_launch_rope(be->stream, p->mode, p->theta, p->sections,
@@ -180,13 +180,13 @@ qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 /* ---- softmax, masks, attention ---- */
 
 qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_softmax, err);
+    qvl_status s = cu_begin(n, ref_check_softmax, err);
     if (s != QVL_OK) return s;
     return launched(n, cu_launch_softmax(be->stream, view_of(n->src[0]), n->dst->data), err);
 }
 
 qvl_status cu_op_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_mask_causal, err);
+    qvl_status s = cu_begin(n, ref_check_mask_causal, err);
     if (s != QVL_OK) return s;
     return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), n->params.mask.n_past,
                                       NULL, 0, 0, n->dst->data),
@@ -194,10 +194,10 @@ qvl_status cu_op_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err)
 }
 
 qvl_status cu_op_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_mask_segments, err);
+    qvl_status s = cu_begin(n, ref_check_mask_segments, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *seg = n->src[1];
-    if ((s = check_segments(be, n, seg, cu_row_len(&n->src[0]->desc), err)) != QVL_OK) return s;
+    if ((s = check_segments(be, n, seg, ref_row_len(&n->src[0]->desc), err)) != QVL_OK) return s;
     return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, seg->data,
                                       seg->desc.stride[0], seg->desc.shape[0], n->dst->data),
                     err);
@@ -223,11 +223,11 @@ qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(n, cu_check_matmul, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *a = n->src[0], *w = n->src[1];
-    int64_t rows = cu_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
+    int64_t rows = ref_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
     int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
     int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
     return launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
-                                        mat_of(w), per_w, view_of(cu_src(n, 2)), view_of(NULL),
+                                        mat_of(w), per_w, view_of(ref_src(n, 2)), view_of(NULL),
                                         n->dst->data, N, 0),
                     err);
 }
@@ -244,23 +244,23 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
 
 /* Norm into scratch [M, D], then each projection into its column range of the output. */
 qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_norm_linear, err);
+    qvl_status s = cu_begin(n, ref_check_norm_linear, err);
     if (s != QVL_OK) return s;
     const qvl_norm_linear_params *p = &n->params.norm_linear;
     const qvl_tensor *x = n->src[0];
-    int64_t D = cu_row_len(&x->desc), M = cu_n_rows(&x->desc);
-    int64_t total = cu_row_len(&n->dst->desc);
+    int64_t D = ref_row_len(&x->desc), M = ref_n_rows(&x->desc);
+    int64_t total = ref_row_len(&n->dst->desc);
     float *xn = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_A, M * D, &xn, err)) != QVL_OK) return s;
     int layer = p->norm == QVL_NORM_LAYER;
     s = launched(n, cu_launch_norm(be->stream, layer, p->eps, view_of(x), view_of(n->src[1]),
-                                   view_of(layer ? cu_src(n, 2) : NULL), xn),
+                                   view_of(layer ? ref_src(n, 2) : NULL), xn),
                  err);
     int64_t col = 0;
     for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         s = launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
-                                         view_of(cu_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
+                                         view_of(ref_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
                                          n->dst->data, total, col),
                      err);
         col += w->desc.shape[0];
@@ -270,19 +270,19 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
 
 /* Activation into scratch h [M, F], then h . w_down^T + b_down + res straight into out. */
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_mlp_residual, err);
+    qvl_status s = cu_begin(n, ref_check_mlp_residual, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *res = n->src[0], *a = n->src[1];
-    int64_t M = cu_n_rows(&res->desc), F = cu_row_len(&a->desc);
+    int64_t M = ref_n_rows(&res->desc), F = ref_row_len(&a->desc);
     float *h = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
     s = launched(n, cu_launch_mlp_act(be->stream, n->params.mlp.act, view_of(a),
-                                      view_of(cu_src(n, 3)), h),
+                                      view_of(ref_src(n, 3)), h),
                  err);
     if (s != QVL_OK) return s;
-    int64_t D = cu_row_len(&res->desc);
+    int64_t D = ref_row_len(&res->desc);
     return launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
-                                        mat_of(n->src[2]), 1, view_of(cu_src(n, 4)),
+                                        mat_of(n->src[2]), 1, view_of(ref_src(n, 4)),
                                         view_of(res), n->dst->data, D, 0),
                     err);
 }
@@ -290,7 +290,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
 /* ---- data movement ---- */
 
 qvl_status cu_op_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_get_rows, err);
+    qvl_status s = cu_begin(n, ref_check_get_rows, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *table = n->src[0], *ids = n->src[1];
     int64_t V = table->desc.shape[0], N = ids->desc.shape[0], step = ids->desc.stride[0];
@@ -305,13 +305,13 @@ qvl_status cu_op_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 }
 
 qvl_status cu_op_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_cont, err);
+    qvl_status s = cu_begin(n, ref_check_cont, err);
     if (s != QVL_OK) return s;
     return launched(n, cu_launch_cont(be->stream, view_of(n->src[0]), n->dst->data), err);
 }
 
 qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_store_rows, err);
+    qvl_status s = cu_begin(n, ref_check_store_rows, err);
     if (s != QVL_OK) return s;
     if (n->dst->data != n->src[0]->data)
         return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
@@ -327,7 +327,7 @@ qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) 
 /* ---- SET_ROWS / ADD_ROWS ---- */
 
 static qvl_status run_scatter(qvl_backend *be, const qvl_node *n, int add, qvl_error *err) {
-    qvl_status s = cu_begin(n, add ? cu_check_add_rows : cu_check_set_rows, err);
+    qvl_status s = cu_begin(n, add ? ref_check_add_rows : ref_check_set_rows, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *x = n->src[0], *idx = n->src[1];
     int64_t N = x->desc.shape[0], K = idx->desc.shape[0], step = idx->desc.stride[0];
