@@ -11,6 +11,8 @@
 # of its log. A summary comes last; the exit status is 0 only when nothing failed.
 #
 # Usage: scripts/gpu-check.sh [build-dir]     (default: build-gpu; run from anywhere)
+# On a GPU machine without the Debian -dev packages, first: . scripts/device-deps.sh env
+# (after `bash scripts/device-deps.sh fetch` on a Debian machine, carrying .devdeps along).
 # Logs: <build-dir>/gpu-check/*.log, also copied to $OUT/gpu-check when $OUT is set.
 set -u
 
