@@ -6,6 +6,7 @@
 #   scripts/fuzz.sh [-t SECONDS] [-b BUILD_DIR] [-j JOBS] [TARGET...]
 #
 # Targets: safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids
+# image weights_index
 # (default: all). Builds BUILD_DIR (default build-fuzz) with clang and -DQVL_FUZZ=ON
 # -DQVL_SANITIZE=ON. The committed seeds (tests/fuzz/corpus/<target>) are copied into
 # BUILD_DIR/fuzz-corpus/<target>, where the fuzzer adds what it finds; the committed corpus is
@@ -22,14 +23,14 @@ while getopts t:b:j:h opt; do
     t) seconds=$OPTARG ;;
     b) build=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $build in /*) ;; *) build=$root/$build ;; esac
-targets=${*:-safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids}
+targets=${*:-safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
 CC=clang cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQVL_FUZZ=ON \
@@ -42,7 +43,7 @@ cmake --build "$build" -j "$jobs" $build_args >/dev/null
 # Inputs larger than the seeds matter for the tokenizer (long texts) and safetensors (data).
 max_len() {
     case $1 in
-    tokenizer_load | safetensors | tokenizer_encode) echo 16384 ;;
+    tokenizer_load | safetensors | tokenizer_encode | image) echo 16384 ;;
     *) echo 4096 ;;
     esac
 }

@@ -13,7 +13,7 @@ option(QVL_FUZZ "Also build the fuzz targets as libFuzzer programs (clang only)"
 
 set(QVL_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 set(QVL_FUZZ_TARGETS safetensors config gen_config tokenizer_load tokenizer_encode chat
-    plugins_yaml ids)
+    plugins_yaml ids image weights_index)
 
 if(QVL_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")

@@ -202,6 +202,13 @@ static void test_decode_ppm_png_and_errors(void **state) {
     assert_int_equal(qvl_image_load(TMP ".bmp", &img, &err), QVL_OK);
     assert_memory_equal(img.rgb, rgb, 12);
     qvl_image_free(&img);
+    {   /* stb_image would fill a cut BMP's missing rows with zeros. */
+        size_t bn = 0;
+        uint8_t *bmp = read_all(TMP ".bmp", &bn);
+        assert_int_equal(qvl_image_decode(bmp, bn - 1, "cut.bmp", &img, &err), QVL_E_PARSE);
+        assert_non_null(strstr(err.msg, "truncated BMP"));
+        free(bmp);
+    }
 
     /* Truncated PNG. */
     size_t n = 0;
@@ -226,6 +233,16 @@ static void test_decode_ppm_png_and_errors(void **state) {
     assert_int_equal(qvl_image_decode("hello world", 11, "t.txt", &img, &err), QVL_E_PARSE);
     assert_non_null(strstr(err.msg, "not a PNG, JPEG"));
     assert_int_equal(qvl_image_load(TMP "-missing.png", &img, &err), QVL_E_IO);
+    /* A PNM with less pixel data than its header declares (stb_image would hand out
+     * uninitialised memory for the rest), including a few bytes that claim 177 Mpixels. */
+    const uint8_t short_ppm[] = "P6\n2 2\n255\n01234567890";
+    assert_int_equal(qvl_image_decode(short_ppm, sizeof short_ppm - 1, "short.ppm", &img, &err),
+                     QVL_E_PARSE);
+    assert_non_null(strstr(err.msg, "truncated PNM"));
+    assert_int_equal(qvl_image_decode(short_ppm, sizeof short_ppm, "exact.ppm", &img, &err), QVL_OK);
+    qvl_image_free(&img);
+    const uint8_t giant[] = "P6 65535 2700 255\n";
+    assert_int_equal(qvl_image_decode(giant, sizeof giant - 1, "giant.ppm", &img, &err), QVL_E_PARSE);
     /* A decompression bomb is refused from its header, before decoding. */
     const uint8_t bomb[] = "P6\n20000 20000\n255\n";
     assert_int_equal(qvl_image_decode(bomb, sizeof bomb - 1, "bomb.ppm", &img, &err), QVL_E_LIMIT);

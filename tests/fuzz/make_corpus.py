@@ -175,3 +175,65 @@ put("ids", "commas", "151644,872,198")
 put("ids", "blanks", "1 2\t3\n4 , 5,,6")
 put("ids", "limits", "0 2147483647")
 put("ids", "bad", "12,-3,x")
+
+# ---- image: pictures (and preprocessor_config.json, an input starting with "{") ------------
+put("image", "small.png", read(os.path.join(FIXTURES, "tiny-tied", "small.png")))
+put("image", "wide_truncated.png", read(os.path.join(FIXTURES, "tiny-tied", "wide.png"))[:6000])
+put("image", "ppm_p6_3x2", b"P6\n3 2\n255\n" + bytes(range(0, 18 * 14, 14)))
+put("image", "pgm_p5_4x4", b"P5 4 4 255 " + bytes(range(0, 256, 16)))
+put("image", "ppm_giant", b"P6\n65535 2700\n255\n" + b"\x80" * 64)  # 177 Mpixels: under the limit
+put("image", "ppm_bomb", b"P6\n20000 20000\n255\n" + b"\0" * 16)
+
+
+def bmp24(w, h):
+    row = (w * 3 + 3) & ~3
+    pix = b"".join(bytes((x * 40 + y * 9) & 0xFF for x in range(w * 3)) + b"\0" * (row - w * 3)
+                   for y in range(h))
+    return (b"BM" + struct.pack("<IHHI", 54 + len(pix), 0, 0, 54)
+            + struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, len(pix), 2835, 2835, 0, 0) + pix)
+
+
+put("image", "bmp_5x3", bmp24(5, 3))
+# 2x2 GIF87a: a 4-colour global table, one image block, LZW min code size 2.
+put("image", "gif_2x2", b"GIF87a" + struct.pack("<HHBBB", 2, 2, 0x81, 0, 0)
+    + bytes([255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255])
+    + b"," + struct.pack("<HHHHB", 0, 0, 2, 2, 0) + bytes([2, 3, 0x84, 0x1D, 0x05, 0]) + b";")
+put("image", "gif_header_huge", b"GIF89a" + struct.pack("<HHBBB", 65535, 65535, 0, 0, 0) + b";")
+# An 8x4 JPEG (stb_image_write, quality 50) with an EXIF APP1 holding orientation 6 after SOI.
+JPEG_8x4 = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb008400100b0c0e0c0a100e0d0e1211101318281a181616183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c656763011112121815182f1a1a2f634238426363636363636363636363636363636363636363636363636363636363636363636363636363636363636363636363636363ffc00011080004000803012200021101031101ffc401a20000010501010101010100000000000000000102030405060708090a0b100002010303020403050504040000017d01020300041105122131410613516107227114328191a1082342b1c11552d1f02433627282090a161718191a25262728292a3435363738393a434445464748494a535455565758595a636465666768696a737475767778797a838485868788898a92939495969798999aa2a3a4a5a6a7a8a9aab2b3b4b5b6b7b8b9bac2c3c4c5c6c7c8c9cad2d3d4d5d6d7d8d9dae1e2e3e4e5e6e7e8e9eaf1f2f3f4f5f6f7f8f9fa0100030101010101010101010000000000000102030405060708090a0b1100020102040403040705040400010277000102031104052131061241510761711322328108144291a1b1c109233352f0156272d10a162434e125f11718191a262728292a35363738393a434445464748494a535455565758595a636465666768696a737475767778797a82838485868788898a92939495969798999aa2a3a4a5a6a7a8a9aab2b3b4b5b6b7b8b9bac2c3c4c5c6c7c8c9cad2d3d4d5d6d7d8d9dae2e3e4e5e6e7e8e9eaf2f3f4f5f6f7f8f9faffda000c03010002110311003f004f0d7ee74d9a58ced7485994fa100e299fdbfaa7fcfdb7fdf0bfe14ff0ff00fc822e7feb83ff00e826b2ab9b129368f6f29a54e70939c53d7aa3ffd9")
+
+
+def exif_app1(orientation, le=True):
+    e = "<" if le else ">"
+    tiff = (b"II" if le else b"MM") + struct.pack(e + "HI", 42, 8) + struct.pack(e + "H", 1)
+    tiff += struct.pack(e + "HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(e + "I", 0)
+    seg = b"Exif\0\0" + tiff
+    return b"\xff\xe1" + struct.pack(">H", len(seg) + 2) + seg
+
+
+put("image", "jpeg_8x4", JPEG_8x4)
+put("image", "jpeg_exif6_le", JPEG_8x4[:2] + exif_app1(6) + JPEG_8x4[2:])
+put("image", "jpeg_exif7_be", JPEG_8x4[:2] + exif_app1(7, le=False) + JPEG_8x4[2:])
+put("image", "jpeg_truncated", JPEG_8x4[:400])
+put("image", "preprocessor_config.json",
+    read(os.path.join(FIXTURES, "tiny-tied", "preprocessor_config.json")))
+put("image", "preprocessor_config_old.json",
+    '{"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2,'
+    ' "temporal_patch_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],'
+    ' "image_std": 0.26862954, "rescale_factor": 0.00392156862745098}')
+
+# ---- model.safetensors.index.json (shards model-0000{1,2}-of-00002.safetensors exist) -------
+put("weights_index", "two_shards.json", json.dumps({
+    "metadata": {"total_size": 512},
+    "weight_map": {"model.language_model.norm.weight": "model-00001-of-00002.safetensors",
+                   "lm_head.weight": "model-00002-of-00002.safetensors"}}, indent=2))
+put("weights_index", "wrong_shard.json", json.dumps({"weight_map": {
+    "model.language_model.norm.weight": "model-00002-of-00002.safetensors",
+    "lm_head.weight": "model-00002-of-00002.safetensors",
+    "model.visual.merger.norm.weight": "model-00003-of-00003.safetensors"}}))
+put("weights_index", "escapes.json", json.dumps({"weight_map": {
+    "a": "../model.safetensors", "b": "/etc/passwd", "c": "..", "d": 5}}))
+put("weights_index", "duplicate.json",
+    '{"weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors",'
+    ' "lm_head.weight": "model-00002-of-00002.safetensors"}}')

@@ -106,6 +106,61 @@ static bool jpeg_complete(const uint8_t *p, size_t n) {
     return false;
 }
 
+/* ---- PNM: the pixel data must be all there ------------------------------------------------ */
+
+static bool pnm_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* stb_image reads a binary PNM's header as below, then copies w*h*comp samples (two bytes each
+ * when the maximum value is over 255) without noticing a short file: the missing pixels would be
+ * uninitialised memory, and a few header bytes could claim hundreds of megabytes. So the header
+ * is walked the same way (stbi__pnm_info) and the data after it must be long enough. */
+static bool pnm_complete(const uint8_t *p, size_t n, int w, int h, int comp) {
+    size_t i = 2;
+#define PNM_GET() (i < n ? p[i++] : 0)
+    uint8_t c = PNM_GET();
+    int64_t maxv = 0;
+    for (int field = 0; field < 3; field++) {
+        for (;;) { /* whitespace and # comments */
+            while (i < n && pnm_space(c)) c = PNM_GET();
+            if (i >= n || c != '#') break;
+            while (i < n && c != '\n' && c != '\r') c = PNM_GET();
+        }
+        int64_t v = 0;
+        while (i < n && c >= '0' && c <= '9') {
+            if (v < 70000) v = v * 10 + (c - '0');
+            c = PNM_GET();
+        }
+        if (field == 2) maxv = v;
+    }
+#undef PNM_GET
+    const int64_t need = (int64_t)w * h * comp * (maxv > 255 ? 2 : 1);
+    return i <= n && (int64_t)(n - i) >= need;
+}
+
+/* ---- BMP: the pixel rows must be all there ---------------------------------------------- */
+
+/* stb_image reads an uncompressed BMP's rows with zeros past the end of the file, so a header
+ * of a few dozen bytes could claim hundreds of megabytes of (black) picture. For the plain
+ * layouts (BI_RGB, BI_BITFIELDS) the rows from the pixel-data offset must fit in the file; the
+ * last row may lack its padding. Other layouts are left to stb_image. */
+static bool bmp_complete(const uint8_t *p, size_t n, int w, int h) {
+    if (n < 30) return false;
+    const uint32_t offset = rd32(p + 10, true), hsz = rd32(p + 14, true);
+    uint32_t bpp;
+    if (hsz == 12) {
+        bpp = rd16(p + 24, true);
+    } else {
+        if (n < 34) return false;
+        bpp = rd16(p + 28, true);
+        const uint32_t compression = rd32(p + 30, true);
+        if (compression != 0 && compression != 3) return true;
+    }
+    if (bpp == 0 || bpp > 32) return true; /* stb_image refuses these itself */
+    const int64_t row_bits = (int64_t)w * bpp;
+    const int64_t stride = (row_bits + 31) / 32 * 4, last = (row_bits + 7) / 8;
+    return (int64_t)n >= (int64_t)offset + stride * (h - 1) + last;
+}
+
 /* ---- orientation ------------------------------------------------------------------------- */
 
 qvl_status qvl_image_apply_orientation(qvl_image *img, int o, qvl_error *err) {
@@ -174,6 +229,12 @@ qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl
                         QVL_IMAGE_MAX_ASPECT);
     if (strcmp(fmt, "JPEG") == 0 && !jpeg_complete(p, size))
         return qvl_fail(err, QVL_E_PARSE, "%s: truncated JPEG (no end-of-image marker)", what);
+    if (strcmp(fmt, "BMP") == 0 && !bmp_complete(p, size, w, h))
+        return qvl_fail(err, QVL_E_PARSE, "%s: truncated BMP (less pixel data than %dx%d)", what,
+                        w, h);
+    if (strcmp(fmt, "PNM") == 0 && !pnm_complete(p, size, w, h, comp))
+        return qvl_fail(err, QVL_E_PARSE, "%s: truncated PNM (less pixel data than %dx%d)", what,
+                        w, h);
 
     int dw = 0, dh = 0, dc = 0;
     uint8_t *rgb = stbi_load_from_memory(p, (int)size, &dw, &dh, &dc, 3);
