@@ -164,36 +164,10 @@ static const qvl_kernel_fn avx_kernels[QVL_OP_COUNT] = {
     [QVL_OP_ADD_ROWS] = avx_add_rows,
 };
 
-static const ref_check_fn avx_checks[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = ref_check_get_rows,
-    [QVL_OP_MATMUL] = ref_check_matmul,
-    [QVL_OP_ADD] = ref_check_add,
-    [QVL_OP_MUL] = ref_check_mul,
-    [QVL_OP_SCALE] = ref_check_scale,
-    [QVL_OP_RMS_NORM] = ref_check_rms_norm,
-    [QVL_OP_LAYER_NORM] = ref_check_layer_norm,
-    [QVL_OP_ROPE] = ref_check_rope,
-    [QVL_OP_SOFTMAX] = ref_check_softmax,
-    [QVL_OP_SILU] = ref_check_silu,
-    [QVL_OP_GELU_TANH] = ref_check_gelu_tanh,
-    [QVL_OP_GELU_ERF] = ref_check_gelu_erf,
-    [QVL_OP_MASK_CAUSAL] = ref_check_mask_causal,
-    [QVL_OP_MASK_SEGMENTS] = ref_check_mask_segments,
-    [QVL_OP_VIEW] = ref_check_view,
-    [QVL_OP_CONT] = ref_check_cont,
-    [QVL_OP_STORE_ROWS] = ref_check_store_rows,
-    [QVL_OP_NORM_LINEAR] = ref_check_norm_linear,
-    [QVL_OP_ATTENTION] = ref_check_attention,
-    [QVL_OP_MLP_RESIDUAL] = ref_check_mlp_residual,
-    [QVL_OP_SET_ROWS] = ref_check_set_rows,
-    [QVL_OP_ADD_ROWS] = ref_check_add_rows,
-};
-
 static bool avx_supports(qvl_backend *be, const qvl_node *node) {
     (void)be;
-    if (!node || (int)node->op < 0 || node->op >= QVL_OP_COUNT || !avx_checks[node->op])
-        return false;
-    return avx_checks[node->op](node, NULL) == QVL_OK;
+    ref_check_fn check = ref_check_for(node);
+    return check && check(node, NULL) == QVL_OK;
 }
 
 static const qvl_backend_iface avx_iface = {

@@ -55,6 +55,9 @@ bool ref_is_contiguous(const qvl_tensor_desc *d);
 /* Leading dims (all but the innermost) of a and b are equal (same ndim too). */
 bool ref_same_leading(const qvl_tensor_desc *a, const qvl_tensor_desc *b);
 
+/* The reference check for a node's op, NULL for an unknown op (ref_check_table.c). */
+ref_check_fn ref_check_for(const qvl_node *node);
+
 /* Run the op's check, then make sure every present tensor has memory: what each kernel does
  * first. */
 qvl_status ref_begin(const qvl_node *n, ref_check_fn check, qvl_error *err);
