@@ -26,7 +26,8 @@ static const char USAGE[] =
     "\n"
     "Builds the graph from the config alone (no weights needed), prints every node before and\n"
     "after fusion, how often each fusion rule fired and the planned activation memory.\n"
-    "Defaults: --tokens 32 (text-prefill), --kv 4096 (text-decode: one token after kv-1 cached),\n"
+    "Defaults: --tokens 32 (text-prefill), --kv 4096 (text-decode: one token after kv-1 cached;\n"
+    "the graph the model reuses for every step, the KV length read from the input kv_at),\n"
     "--grid 32x32 (vision; patches, h and w multiples of the merge size; several images as\n"
     "--grid 32x32,16x24 or by repeating --grid).\n"
     "--stats prints a summary instead of the node lists. --format dot prints the final graph in\n"
@@ -453,6 +454,10 @@ static void fill_i32(qvl_tid t, const char *name, int32_t *data, int64_t n, void
             data[i] = (int32_t)(next_rand(&c->rng) % (uint64_t)c->vocab);
         return;
     }
+    if (name && strcmp(name, "kv_at") == 0) { /* the reused decode graph's KV length */
+        for (int64_t i = 0; i < n; i++) data[i] = (int32_t)c->n_past;
+        return;
+    }
     if (name && strcmp(name, "pos") == 0) {
         int64_t per_row = n / 3;
         for (int64_t i = 0; i < n; i++)
@@ -693,11 +698,16 @@ int main(int argc, char **argv) {
             rc = EXIT_USAGE;
             goto done;
         }
-        if (qvl_qwen3vl_build_text(&cfg, &to, &g, &err) != QVL_OK) goto fail;
+        /* Decode: the graph the model reuses for every step, the KV length an input. */
         fc.n_past = to.n_past;
+        if (kind != G_PREFILL) {
+            to.kv_at_input = true;
+            to.n_past = 0;
+        }
+        if (qvl_qwen3vl_build_text(&cfg, &to, &g, &err) != QVL_OK) goto fail;
         snprintf(label, sizeof label, "%lld layers, %lld token%s after %lld cached, kv %lld",
                  (long long)cfg.text.num_hidden_layers, (long long)to.n_tokens,
-                 to.n_tokens > 1 ? "s" : "", (long long)to.n_past, (long long)to.kv_capacity);
+                 to.n_tokens > 1 ? "s" : "", (long long)fc.n_past, (long long)to.kv_capacity);
     }
     if (qvl_graph_validate(g, &err) != QVL_OK) goto fail;
 

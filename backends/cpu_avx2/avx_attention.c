@@ -68,6 +68,7 @@ static inline void scale_add(float *acc, float c, float p, const float *v, int64
 typedef struct attn_job {
     const qvl_node *n;
     int64_t N, Hq, D, L, group;
+    int64_t n_past;                 /* causal masks: from params, or read from `at` */
     const int32_t *seg_lo, *seg_hi; /* per query, for segment masks */
 } attn_job;
 
@@ -92,8 +93,8 @@ static void attn_item(void *ctx, int64_t item, float *scratch) {
     float *o = (float *)n->dst->data + (i * jb->Hq + h) * D;
 
     int64_t lo = 0, hi = jb->L;
-    if (p->mask == QVL_MASK_CAUSAL) {
-        int64_t last = p->n_past + i; /* keys j <= n_past + i are visible */
+    if (p->mask == QVL_MASK_CAUSAL || p->mask == QVL_MASK_CAUSAL_AT) {
+        int64_t last = jb->n_past + i; /* keys j <= n_past + i are visible */
         hi = last + 1 < hi ? last + 1 : hi;
         if (hi < 0) hi = 0;
     } else if (p->mask == QVL_MASK_SEGMENTS) {
@@ -144,6 +145,15 @@ qvl_status avx_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     attn_job jb = {.n = n, .N = q->desc.shape[0], .Hq = q->desc.shape[1], .D = q->desc.shape[2],
                    .L = k->desc.shape[0]};
     jb.group = jb.Hq / k->desc.shape[1];
+    jb.n_past = n->params.attention.n_past;
+    if (n->params.attention.mask == QVL_MASK_CAUSAL_AT) {
+        /* rows past at + N of the cache are not written yet: hi never goes past them */
+        jb.n_past = ref_get_i32(n->src[3], 0);
+        if (jb.n_past < 0 || jb.n_past > jb.L - jb.N)
+            return avx_fail(n, err, QVL_E_INVALID, "at = %lld: %lld + %lld queries exceed %lld keys",
+                            (long long)jb.n_past, (long long)jb.n_past, (long long)jb.N,
+                            (long long)jb.L);
+    }
     int32_t *ids = NULL, *seg_lo = NULL, *seg_hi = NULL;
     if (n->params.attention.mask == QVL_MASK_SEGMENTS) {
         ids = malloc((size_t)jb.N * sizeof *ids);

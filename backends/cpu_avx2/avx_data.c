@@ -62,10 +62,8 @@ qvl_status avx_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 
 /* ---- STORE_ROWS(dst [R, ...], src [N, ...]) -> dst rows [0, off + N) ---- */
 
-qvl_status avx_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = avx_begin(n, ref_check_store_rows, err);
-    if (s != QVL_OK) return s;
+/* Writes src into the contiguous dst from row `first` on (checked by the callers to fit). */
+static qvl_status store_from(const qvl_node *n, int64_t first, qvl_error *err) {
     if (n->dst->data != n->src[0]->data)
         return avx_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
     const qvl_tensor *src = n->src[1];
@@ -76,7 +74,7 @@ qvl_status avx_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
      * r * len of dst, where a dst "row" (dim 0) holds row_size elements. */
     int64_t row_size = 1;
     for (int i = 1; i < src->desc.ndim; i++) row_size *= src->desc.shape[i];
-    unsigned char *base = (unsigned char *)n->dst->data + (size_t)(n->params.store.offset * row_size) * size;
+    unsigned char *base = (unsigned char *)n->dst->data + (size_t)(first * row_size) * size;
     float *tmp = avx_scratch(len);
     if (!tmp) return avx_fail(n, err, QVL_E_NOMEM, "out of memory for a row of %lld", (long long)len);
     for (int64_t r = 0; r < rows; r++) {
@@ -85,6 +83,26 @@ qvl_status avx_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     }
     free(tmp);
     return QVL_OK;
+}
+
+qvl_status avx_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = avx_begin(n, ref_check_store_rows, err);
+    return s != QVL_OK ? s : store_from(n, n->params.store.offset, err);
+}
+
+/* ---- STORE_ROWS_AT(dst [R, ...], src [N, ...], at [1]) -> all of dst ---- */
+
+qvl_status avx_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = avx_begin(n, ref_check_store_rows_at, err);
+    if (s != QVL_OK) return s;
+    int64_t at = ref_get_i32(n->src[2], 0);
+    int64_t rows = n->src[0]->desc.shape[0], count = n->src[1]->desc.shape[0];
+    if (at < 0 || at > rows - count)
+        return avx_fail(n, err, QVL_E_INVALID, "at = %lld: rows [%lld, %lld) do not fit in %lld",
+                        (long long)at, (long long)at, (long long)(at + count), (long long)rows);
+    return store_from(n, at, err);
 }
 
 /* ---- SET_ROWS / ADD_ROWS(x [N, D], idx [K], src [K, D]) -> a copy of x, rows scattered ---- */

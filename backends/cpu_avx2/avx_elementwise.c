@@ -69,6 +69,7 @@ typedef struct unary_job {
     int64_t L;
     void (*row_fn)(float *x, int64_t n);
     const int32_t *seg_id; /* MASK_SEGMENTS */
+    int64_t n_past;        /* MASK_CAUSAL (from params) and MASK_CAUSAL_AT (from data) */
 } unary_job;
 
 static void scale_row(float *x, int64_t n, float s) {
@@ -88,9 +89,10 @@ static void unary_one(void *ctx, int64_t r, float *scratch) {
     avx_gather(x, off, step, j->L, o); /* into the output row, then in place */
     switch (n->op) {
     case QVL_OP_SCALE: scale_row(o, j->L, n->params.scale.s); break;
-    case QVL_OP_MASK_CAUSAL: {
+    case QVL_OP_MASK_CAUSAL:
+    case QVL_OP_MASK_CAUSAL_AT: {
         int64_t N = x->desc.shape[x->desc.ndim - 2], i = r % N;
-        int64_t first_hidden = n->params.mask.n_past + i + 1;
+        int64_t first_hidden = j->n_past + i + 1;
         if (first_hidden < 0) first_hidden = 0;
         for (int64_t k = first_hidden; k < j->L; k++) o[k] = -INFINITY;
         break;
@@ -110,7 +112,12 @@ static qvl_status run_unary(qvl_backend *be, const qvl_node *n, ref_check_fn che
     qvl_status s = avx_begin(n, check, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *x = n->src[0];
-    unary_job j = {n, avx_row_len(&x->desc), row_fn, NULL};
+    unary_job j = {n, avx_row_len(&x->desc), row_fn, NULL, n->params.mask.n_past};
+    if (n->op == QVL_OP_MASK_CAUSAL_AT) {
+        j.n_past = ref_get_i32(n->src[1], 0);
+        if (j.n_past < 0)
+            return avx_fail(n, err, QVL_E_INVALID, "at = %lld is negative", (long long)j.n_past);
+    }
     int32_t *seg_id = NULL;
     if (n->op == QVL_OP_MASK_SEGMENTS) {
         if (!(seg_id = malloc((size_t)j.L * sizeof *seg_id)))
@@ -145,6 +152,9 @@ qvl_status avx_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 }
 qvl_status avx_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     return run_unary(be, n, ref_check_mask_causal, NULL, err);
+}
+qvl_status avx_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return run_unary(be, n, ref_check_mask_causal_at, NULL, err);
 }
 qvl_status avx_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     return run_unary(be, n, ref_check_mask_segments, NULL, err);

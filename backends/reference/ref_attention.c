@@ -118,6 +118,32 @@ qvl_status ref_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     return QVL_OK;
 }
 
+/* The row count in an "at" input [1] i32 (validated by ref_check_at). */
+static int64_t at_value(const qvl_node *n, uint32_t slot) { return ref_get_i32(n->src[slot], 0); }
+
+static qvl_status ref_check_at(const qvl_node *n, uint32_t slot, qvl_error *err) {
+    qvl_status s = ref_need(n, slot, "at", REF_INDEX, 1, 1, err);
+    if (s == QVL_OK && n->src[slot]->desc.shape[0] != 1)
+        return ref_fail(n, err, QVL_E_SHAPE, "at must hold one row count, has %lld values",
+                        (long long)n->src[slot]->desc.shape[0]);
+    return s;
+}
+
+qvl_status ref_check_mask_causal_at(const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_check_mask_causal(n, err);
+    return s == QVL_OK ? ref_check_at(n, 1, err) : s;
+}
+
+qvl_status ref_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_mask_causal_at, err);
+    if (s != QVL_OK) return s;
+    int64_t at = at_value(n, 1);
+    if (at < 0) return ref_fail(n, err, QVL_E_INVALID, "at = %lld is negative", (long long)at);
+    copy_masked(n, at, NULL);
+    return QVL_OK;
+}
+
 qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     (void)be;
     qvl_status s = ref_begin(n, ref_check_mask_segments, err);
@@ -161,25 +187,30 @@ qvl_status ref_check_attention(const qvl_node *n, qvl_error *err) {
             return ref_fail(n, err, QVL_E_SHAPE, "seg needs at least 2 bounds");
     } else if (p->mask == QVL_MASK_NONE || p->mask == QVL_MASK_CAUSAL) {
         if ((s = ref_absent(n, 3, "seg", err))) return s;
+    } else if (p->mask == QVL_MASK_CAUSAL_AT) {
+        if ((s = ref_check_at(n, 3, err))) return s;
+        if (N > L)
+            return ref_fail(n, err, QVL_E_SHAPE, "%lld queries exceed %lld keys", (long long)N,
+                            (long long)L);
     } else {
         return ref_fail(n, err, QVL_E_INVALID, "unknown mask kind %d", (int)p->mask);
     }
     return ref_output(n, REF_DT(QVL_F32), 3, q->shape, err);
 }
 
-/* Head g of k or v [L, H, D] as a contiguous [L, D] matrix, or transposed to [D, L]. */
-static void read_head(const qvl_tensor *t, int64_t g, float *out) {
+/* Keys [0, L) of head g of k or v [.., H, D] as a contiguous [L, D] matrix, or transposed to
+ * [D, L]. */
+static void read_head(const qvl_tensor *t, int64_t g, int64_t L, float *out) {
     const qvl_tensor_desc *d = &t->desc;
-    for (int64_t j = 0; j < d->shape[0]; j++)
+    for (int64_t j = 0; j < L; j++)
         ref_gather(t, j * d->stride[0] + g * d->stride[1], d->stride[2], d->shape[2],
                    out + j * d->shape[2]);
 }
 
-static void read_head_transposed(const qvl_tensor *t, int64_t g, float *out) {
+static void read_head_transposed(const qvl_tensor *t, int64_t g, int64_t L, float *out) {
     const qvl_tensor_desc *d = &t->desc;
     for (int64_t e = 0; e < d->shape[2]; e++)
-        ref_gather(t, g * d->stride[1] + e * d->stride[2], d->stride[0], d->shape[0],
-                   out + e * d->shape[0]);
+        ref_gather(t, g * d->stride[1] + e * d->stride[2], d->stride[0], L, out + e * L);
 }
 
 qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
@@ -190,6 +221,15 @@ qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     const qvl_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     int64_t N = q->desc.shape[0], Hq = q->desc.shape[1], D = q->desc.shape[2];
     int64_t L = k->desc.shape[0], Hkv = k->desc.shape[1], group = Hq / Hkv;
+    int64_t n_past = p->n_past;
+    if (p->mask == QVL_MASK_CAUSAL_AT) {
+        /* Keys past at + N are not written yet: never read them. */
+        n_past = at_value(n, 3);
+        if (n_past < 0 || n_past > L - N)
+            return ref_fail(n, err, QVL_E_INVALID, "at = %lld: %lld + %lld queries exceed %lld keys",
+                            (long long)n_past, (long long)n_past, (long long)N, (long long)L);
+        L = n_past + N;
+    }
 
     float *k_g = ref_scratch(L * D), *vt_g = ref_scratch(D * L);
     float *q_row = ref_scratch(D), *probs = ref_scratch(L);
@@ -202,15 +242,16 @@ qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 
     float *out = n->dst->data;
     for (int64_t g = 0; g < Hkv; g++) {
-        read_head(k, g, k_g);
-        read_head_transposed(v, g, vt_g); /* v^T: the weight of the second product */
+        read_head(k, g, L, k_g);
+        read_head_transposed(v, g, L, vt_g); /* v^T: the weight of the second product */
         for (int64_t h = g * group; h < (g + 1) * group; h++) {
             for (int64_t i = 0; i < N; i++) {
                 ref_gather(q, i * q->desc.stride[0] + h * q->desc.stride[1], q->desc.stride[2], D,
                            q_row);
                 for (int64_t j = 0; j < L; j++) {
                     probs[j] = (float)ref_dot(q_row, k_g + j * D, D) * p->scale;
-                    int hidden = p->mask == QVL_MASK_CAUSAL ? ref_causal_hides(i, j, p->n_past)
+                    int hidden = p->mask == QVL_MASK_CAUSAL || p->mask == QVL_MASK_CAUSAL_AT
+                                     ? ref_causal_hides(i, j, n_past)
                                : p->mask == QVL_MASK_SEGMENTS ? seg_id[i] != seg_id[j]
                                : 0;
                     if (hidden) probs[j] = -INFINITY;

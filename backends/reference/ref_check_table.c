@@ -26,6 +26,8 @@ static const ref_check_fn checks[QVL_OP_COUNT] = {
     [QVL_OP_MLP_RESIDUAL] = ref_check_mlp_residual,
     [QVL_OP_SET_ROWS] = ref_check_set_rows,
     [QVL_OP_ADD_ROWS] = ref_check_add_rows,
+    [QVL_OP_STORE_ROWS_AT] = ref_check_store_rows_at,
+    [QVL_OP_MASK_CAUSAL_AT] = ref_check_mask_causal_at,
 };
 
 ref_check_fn ref_check_for(const qvl_node *node) {

@@ -40,6 +40,8 @@ qvl_status ref_check_mask_segments(const qvl_node *n, qvl_error *err);
 qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_check_attention(const qvl_node *n, qvl_error *err);
 qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_check_mask_causal_at(const qvl_node *n, qvl_error *err);
+qvl_status ref_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
 /* ref_view.c */
 qvl_status ref_check_get_rows(const qvl_node *n, qvl_error *err);
 qvl_status ref_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
@@ -47,6 +49,8 @@ qvl_status ref_check_cont(const qvl_node *n, qvl_error *err);
 qvl_status ref_cont(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_check_store_rows(const qvl_node *n, qvl_error *err);
 qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_check_store_rows_at(const qvl_node *n, qvl_error *err);
+qvl_status ref_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
 /* ref_fused.c */
 qvl_status ref_check_norm_linear(const qvl_node *n, qvl_error *err);
 qvl_status ref_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err);

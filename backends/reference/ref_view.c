@@ -89,19 +89,30 @@ qvl_status ref_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 
 /* ---- STORE_ROWS(dst [R, ...], src [N, ...]) -> dst rows [0, off + N) ---- */
 
-qvl_status ref_check_store_rows(const qvl_node *n, qvl_error *err) {
+/* What STORE_ROWS and STORE_ROWS_AT check alike: a contiguous dst whose rows match src's. */
+static qvl_status check_store(const qvl_node *n, qvl_error *err) {
     qvl_status s;
     if ((s = ref_need(n, 0, "dst", REF_WRITABLE, 1, 4, err)) ||
         (s = ref_need(n, 1, "src", REF_READABLE, 1, 4, err)))
         return s;
     const qvl_tensor_desc *dst = &n->src[0]->desc, *src = &n->src[1]->desc;
-    int64_t off = n->params.store.offset;
     if (!ref_is_contiguous(dst))
         return ref_fail(n, err, QVL_E_UNSUPPORTED, "dst must be contiguous");
     bool same_rows = dst->ndim == src->ndim;
     for (int i = 1; same_rows && i < dst->ndim; i++) same_rows = dst->shape[i] == src->shape[i];
     if (!same_rows)
         return ref_fail(n, err, QVL_E_SHAPE, "src rows do not match dst rows");
+    if (src->shape[0] > dst->shape[0])
+        return ref_fail(n, err, QVL_E_SHAPE, "%lld src rows do not fit in %lld",
+                        (long long)src->shape[0], (long long)dst->shape[0]);
+    return QVL_OK;
+}
+
+qvl_status ref_check_store_rows(const qvl_node *n, qvl_error *err) {
+    qvl_status s = check_store(n, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor_desc *dst = &n->src[0]->desc, *src = &n->src[1]->desc;
+    int64_t off = n->params.store.offset;
     if (off < 0 || off > dst->shape[0] - src->shape[0])
         return ref_fail(n, err, QVL_E_SHAPE, "rows [%lld, %lld + %lld) do not fit in %lld",
                         (long long)off, (long long)off, (long long)src->shape[0],
@@ -112,12 +123,8 @@ qvl_status ref_check_store_rows(const qvl_node *n, qvl_error *err) {
     return ref_output(n, REF_DT(dst->dtype), dst->ndim, shape, err);
 }
 
-qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_store_rows, err);
-    if (s != QVL_OK) return s;
-    if (n->dst->data != n->src[0]->data)
-        return ref_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+/* Copies src into dst from row `first` on (checked by the callers to fit). */
+static void store_from(const qvl_node *n, int64_t first) {
     const qvl_tensor *src = n->src[1];
     int64_t shape[4], stride[4];
     ref_align4(&src->desc, shape, stride);
@@ -125,7 +132,7 @@ qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
      * element off * row_size + o of dst. */
     int64_t row_size = 1;
     for (int i = 1; i < src->desc.ndim; i++) row_size *= src->desc.shape[i];
-    int64_t o = n->params.store.offset * row_size;
+    int64_t o = first * row_size;
     for (int64_t i0 = 0; i0 < shape[0]; i0++)
         for (int64_t i1 = 0; i1 < shape[1]; i1++)
             for (int64_t i2 = 0; i2 < shape[2]; i2++)
@@ -133,6 +140,43 @@ qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
                     int64_t off = i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
                     ref_set(n->dst, o++, ref_get(src, off));
                 }
+}
+
+qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_store_rows, err);
+    if (s != QVL_OK) return s;
+    if (n->dst->data != n->src[0]->data)
+        return ref_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+    store_from(n, n->params.store.offset);
+    return QVL_OK;
+}
+
+/* ---- STORE_ROWS_AT(dst [R, ...], src [N, ...], at [1]) -> all of dst ---- */
+
+qvl_status ref_check_store_rows_at(const qvl_node *n, qvl_error *err) {
+    qvl_status s = check_store(n, err);
+    if (s == QVL_OK) s = ref_need(n, 2, "at", REF_INDEX, 1, 1, err);
+    if (s != QVL_OK) return s;
+    if (n->src[2]->desc.shape[0] != 1)
+        return ref_fail(n, err, QVL_E_SHAPE, "at must hold one row count, has %lld values",
+                        (long long)n->src[2]->desc.shape[0]);
+    const qvl_tensor_desc *dst = &n->src[0]->desc;
+    return ref_output(n, REF_DT(dst->dtype), dst->ndim, dst->shape, err);
+}
+
+qvl_status ref_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_store_rows_at, err);
+    if (s != QVL_OK) return s;
+    if (n->dst->data != n->src[0]->data)
+        return ref_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+    int64_t at = ref_get_i32(n->src[2], 0);
+    int64_t rows = n->src[0]->desc.shape[0], count = n->src[1]->desc.shape[0];
+    if (at < 0 || at > rows - count)
+        return ref_fail(n, err, QVL_E_INVALID, "at = %lld: rows [%lld, %lld) do not fit in %lld",
+                        (long long)at, (long long)at, (long long)(at + count), (long long)rows);
+    store_from(n, at);
     return QVL_OK;
 }
 

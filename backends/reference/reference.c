@@ -138,6 +138,8 @@ static const qvl_kernel_fn ref_kernels[QVL_OP_COUNT] = {
     [QVL_OP_MLP_RESIDUAL] = ref_mlp_residual,
     [QVL_OP_SET_ROWS] = ref_set_rows,
     [QVL_OP_ADD_ROWS] = ref_add_rows,
+    [QVL_OP_STORE_ROWS_AT] = ref_store_rows_at,
+    [QVL_OP_MASK_CAUSAL_AT] = ref_mask_causal_at,
 };
 
 static bool ref_supports(qvl_backend *be, const qvl_node *node) {

@@ -80,6 +80,8 @@ static const char *const slot_names[QVL_OP_COUNT][QVL_MAX_SRC] = {
     [QVL_OP_MLP_RESIDUAL] = {"res", "a", "w_down", "up", "b_down"},
     [QVL_OP_SET_ROWS] = {"x", "idx", "src"},
     [QVL_OP_ADD_ROWS] = {"x", "idx", "src"},
+    [QVL_OP_STORE_ROWS_AT] = {"dst", "src", "at"},
+    [QVL_OP_MASK_CAUSAL_AT] = {"s", "at"},
 };
 
 /* ---- helpers for messages ---------------------------------------------------------------- */
@@ -393,6 +395,28 @@ static qvl_status want_segments(const infer_ctx *c, uint32_t i) {
     return QVL_OK;
 }
 
+/* at [1] i32: a row count read at run time (the KV length before this batch). */
+static qvl_status want_at(const infer_ctx *c, uint32_t i) {
+    const qvl_tensor_desc *at = slot(c, i);
+    TRY(want_dtype(c, i, QVL_I32));
+    if (at->ndim != 1 || at->shape[0] != 1)
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected one i32 row count [1]", in(c, i).s, dt(at).s);
+    return QVL_OK;
+}
+
+static qvl_status infer_mask_causal_at(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_tensor_desc *s, *at;
+    TRY(need(c, 0, &s));
+    TRY(need(c, 1, &at));
+    TRY(want_dtype(c, 0, QVL_F32));
+    TRY(want_ndim(c, 0, 2, QVL_MAX_DIMS, "at least 2-D scores [..., N, L]"));
+    if (dim(s, 1) > dim(s, 0))
+        return fail(c, QVL_E_SHAPE, "%s is %s: its %lld queries exceed its %lld keys", in(c, 0).s,
+                    dt(s).s, (long long)dim(s, 1), (long long)dim(s, 0));
+    TRY(want_at(c, 1));
+    return out_like(c, out, s);
+}
+
 static qvl_status infer_mask_segments(const infer_ctx *c, qvl_tensor_desc *out) {
     const qvl_tensor_desc *s, *seg;
     TRY(need(c, 0, &s));
@@ -461,7 +485,10 @@ static qvl_status infer_cont(const infer_ctx *c, qvl_tensor_desc *out) {
     return QVL_OK;
 }
 
-static qvl_status infer_store_rows(const infer_ctx *c, qvl_tensor_desc *out) {
+/* What STORE_ROWS and STORE_ROWS_AT share: dst a contiguous float cache, src f32 rows like
+ * dst's, at most as many as dst has. */
+static qvl_status want_store(const infer_ctx *c, const qvl_tensor_desc **dst_out,
+                             const qvl_tensor_desc **src_out) {
     const qvl_tensor_desc *dst, *src;
     TRY(need(c, 0, &dst));
     TRY(need(c, 1, &src));
@@ -475,6 +502,18 @@ static qvl_status infer_store_rows(const infer_ctx *c, qvl_tensor_desc *out) {
     if (!rows_match)
         return fail(c, QVL_E_SHAPE, "%s is %s, expected rows shaped like those of %s %s", in(c, 1).s,
                     dt(src).s, in(c, 0).s, dt(dst).s);
+    if (src->shape[0] > dst->shape[0])
+        return fail(c, QVL_E_SHAPE, "%s is %s: its %lld rows do not fit the %lld rows of %s %s",
+                    in(c, 1).s, dt(src).s, (long long)src->shape[0], (long long)dst->shape[0],
+                    in(c, 0).s, dt(dst).s);
+    *dst_out = dst;
+    *src_out = src;
+    return QVL_OK;
+}
+
+static qvl_status infer_store_rows(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_tensor_desc *dst, *src;
+    TRY(want_store(c, &dst, &src));
     int64_t off = c->params->store.offset, end;
     if (off < 0) return fail(c, QVL_E_INVALID, "offset %lld is negative", (long long)off);
     if (!qvl_add_i64(off, src->shape[0], &end) || end > dst->shape[0])
@@ -484,6 +523,15 @@ static qvl_status infer_store_rows(const infer_ctx *c, qvl_tensor_desc *out) {
     /* The alias: dst itself, cut to the rows written so far. */
     *out = *dst;
     out->shape[0] = end;
+    return QVL_OK;
+}
+
+static qvl_status infer_store_rows_at(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_tensor_desc *dst, *src, *at;
+    TRY(want_store(c, &dst, &src));
+    TRY(need(c, 2, &at));
+    TRY(want_at(c, 2));
+    *out = *dst; /* the alias: all of dst (which rows hold data is known at run time only) */
     return QVL_OK;
 }
 
@@ -574,6 +622,15 @@ static qvl_status infer_attention(const infer_ctx *c, qvl_tensor_desc *out) {
         if (!qvl_add_i64(p->n_past, n, &end) || end > l)
             return fail(c, QVL_E_SHAPE, "%s is %s: n_past %lld + N %lld exceeds its %lld keys", in(c, 1).s,
                         dt(k).s, (long long)p->n_past, (long long)n, (long long)l);
+        break;
+    }
+    case QVL_MASK_CAUSAL_AT: {
+        const qvl_tensor_desc *at;
+        TRY(need(c, 3, &at));
+        TRY(want_at(c, 3));
+        if (n > l)
+            return fail(c, QVL_E_SHAPE, "%s is %s: %lld queries exceed its %lld keys", in(c, 1).s,
+                        dt(k).s, (long long)n, (long long)l);
         break;
     }
     case QVL_MASK_SEGMENTS: {
@@ -684,6 +741,8 @@ qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
     case QVL_OP_MLP_RESIDUAL: return infer_mlp_residual(&c, out);
     case QVL_OP_SET_ROWS:
     case QVL_OP_ADD_ROWS: return infer_scatter_rows(&c, out);
+    case QVL_OP_STORE_ROWS_AT: return infer_store_rows_at(&c, out);
+    case QVL_OP_MASK_CAUSAL_AT: return infer_mask_causal_at(&c, out);
     case QVL_OP_COUNT: break;
     }
     return fail(&c, QVL_E_UNSUPPORTED, "no shape rule for this op");

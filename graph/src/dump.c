@@ -35,10 +35,14 @@ static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
                  (double)p->norm_linear.eps, (int)p->norm_linear.n_proj);
         break;
     case QVL_OP_ATTENTION: {
-        static const char *const masks[] = {"none", "causal", "segments"};
+        static const char *const masks[] = {"none", "causal", "segments", "causal_at"};
         int m = p->attention.mask;
+        if (m == QVL_MASK_CAUSAL_AT) { /* n_past is data (the "at" input), not a parameter */
+            snprintf(buf, size, " {scale=%g mask=causal_at}", (double)p->attention.scale);
+            break;
+        }
         snprintf(buf, size, " {scale=%g mask=%s n_past=%lld}", (double)p->attention.scale,
-                 m >= 0 && m < 3 ? masks[m] : "?", (long long)p->attention.n_past);
+                 m >= 0 && m < 4 ? masks[m] : "?", (long long)p->attention.n_past);
         break;
     }
     case QVL_OP_MLP_RESIDUAL: {

@@ -293,6 +293,10 @@ void qvl_exec_set_profiling(qvl_exec *ex, bool on) {
     if (ex) ex->profiling = on;
 }
 
+void qvl_exec_profile_reset(qvl_exec *ex) {
+    if (ex) memset(&ex->profile, 0, sizeof ex->profile);
+}
+
 void qvl_exec_profile(const qvl_exec *ex, qvl_op_profile *out) {
     if (!out) return;
     if (ex) *out = ex->profile;

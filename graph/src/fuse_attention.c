@@ -2,12 +2,12 @@
  *
  *   qp = permute(q [N,Hq,D] -> [Hq,N,D]),  kp = permute(k [L,Hkv,D] -> [Hkv,L,D])
  *   s  = matmul(qp, kp)                    (3-D weight: K/V heads shared by Hq/Hkv queries)
- *   s  = scale(s)?  s = mask_causal(s) | mask_segments(s, seg)?
+ *   s  = scale(s)?  s = mask_causal(s) | mask_causal_at(s, at) | mask_segments(s, seg)?
  *   p  = softmax(s)
  *   vt = permute(v [L,Hkv,D] -> [Hkv,D,L]),  o = matmul(p, vt)   [Hq,N,D]
  *   ob = permute(o -> [N,Hq,D]),  cont(ob)?
  *
- * becomes ATTENTION(q, k, v, seg?) in the place of the last node (the cont, or the permute
+ * becomes ATTENTION(q, k, v, seg or at?) in the place of the last node (the cont, or the permute
  * back). Every intermediate must be read only by the next step and must not be an output; the
  * permutes are checked on shapes and strides against their sources. Without the cont, the
  * permute back is replaced only when no view reads it (a view's strides would refer to the
@@ -46,12 +46,16 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
 
     /* Backwards from the softmax: mask?, scale?, then Q.K^T. */
     qvl_tid s = g->t[t].src[0];
-    if (is_op(g, s, QVL_OP_MASK_CAUSAL) || is_op(g, s, QVL_OP_MASK_SEGMENTS)) {
+    if (is_op(g, s, QVL_OP_MASK_CAUSAL) || is_op(g, s, QVL_OP_MASK_SEGMENTS) ||
+        is_op(g, s, QVL_OP_MASK_CAUSAL_AT)) {
         if (!qvl_gi_single_use(g, u, s)) return false;
         m->role[R_MASK] = s;
         if (g->t[s].op == QVL_OP_MASK_CAUSAL) {
             m->params.attention.mask = QVL_MASK_CAUSAL;
             m->params.attention.n_past = g->t[s].params.mask.n_past;
+        } else if (g->t[s].op == QVL_OP_MASK_CAUSAL_AT) {
+            m->params.attention.mask = QVL_MASK_CAUSAL_AT;
+            m->role[R_SEG] = g->t[s].src[1]; /* the "at" row count takes the seg slot */
         } else {
             m->params.attention.mask = QVL_MASK_SEGMENTS;
             m->role[R_SEG] = g->t[s].src[1];
@@ -97,7 +101,7 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
     } else {
         for (uint32_t i = 0; i < qvl_gi_n_uses(u, ob); i++) {
             const qvl_gtensor *r = &g->t[qvl_gi_user(u, ob, i)];
-            if (r->op == QVL_OP_VIEW || (r->op == QVL_OP_STORE_ROWS && r->src[0] == ob))
+            if (r->op == QVL_OP_VIEW || (qvl_gi_is_store_op(r->op) && r->src[0] == ob))
                 return false;
         }
     }

@@ -52,7 +52,7 @@ static bool remap_readers(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid p, i
     for (uint32_t i = 0; i < qvl_gi_n_uses(u, p); i++) {
         qvl_tid c = qvl_gi_user(u, p, i);
         const qvl_gtensor *r = &g->t[c];
-        if (r->op == QVL_OP_STORE_ROWS && r->src[0] == p) return false;
+        if (qvl_gi_is_store_op(r->op) && r->src[0] == p) return false;
         if (r->op != QVL_OP_VIEW) continue;
         if (u->is_output[c]) return false; /* outputs stay contiguous tensors */
         int64_t c_m_off = m_off + r->params.view.offset, c_f_off;

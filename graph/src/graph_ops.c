@@ -89,6 +89,11 @@ qvl_tid qvl_g_mask_causal(qvl_graph *g, qvl_tid s, int64_t n_past) {
     return node(g, QVL_OP_MASK_CAUSAL, &p, s, -1, -1);
 }
 
+qvl_tid qvl_g_mask_causal_at(qvl_graph *g, qvl_tid s, qvl_tid at) {
+    qvl_params p = no_params();
+    return node(g, QVL_OP_MASK_CAUSAL_AT, &p, s, at, -1);
+}
+
 qvl_tid qvl_g_mask_segments(qvl_graph *g, qvl_tid s, qvl_tid seg) {
     qvl_params p = no_params();
     return node(g, QVL_OP_MASK_SEGMENTS, &p, s, seg, -1);
@@ -103,4 +108,9 @@ qvl_tid qvl_g_store_rows(qvl_graph *g, qvl_tid dst, qvl_tid src, int64_t offset)
     qvl_params p = no_params();
     p.store.offset = offset;
     return node(g, QVL_OP_STORE_ROWS, &p, dst, src, -1);
+}
+
+qvl_tid qvl_g_store_rows_at(qvl_graph *g, qvl_tid dst, qvl_tid src, qvl_tid at) {
+    qvl_params p = no_params();
+    return node(g, QVL_OP_STORE_ROWS_AT, &p, dst, src, at);
 }

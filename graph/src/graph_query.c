@@ -29,7 +29,7 @@ uint32_t qvl_gi_n_src(const qvl_graph *g, qvl_tid t) {
 
 bool qvl_gi_is_alias(const qvl_graph *g, qvl_tid t) {
     if (!qvl_gi_valid_tid(g, t) || g->t[t].kind != QVL_TENSOR_NODE) return false;
-    return g->t[t].op == QVL_OP_VIEW || g->t[t].op == QVL_OP_STORE_ROWS;
+    return g->t[t].op == QVL_OP_VIEW || qvl_gi_is_store_op(g->t[t].op);
 }
 
 qvl_tid qvl_gi_storage_root(const qvl_graph *g, qvl_tid t, int64_t *elem_off) {

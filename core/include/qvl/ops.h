@@ -3,8 +3,9 @@
  * Conventions for every op:
  *  - Activations are f32. Weights (the "w"/"table"/"gamma" inputs) may be f32, f16, bf16 or
  *    (for matmul-like weights and get_rows tables) q8_0. Ids, positions and segments are i32.
- *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides) and STORE_ROWS
- *    (an alias of its destination). Inputs may be strided views unless stated otherwise.
+ *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides) and
+ *    STORE_ROWS / STORE_ROWS_AT (aliases of their destination). Inputs may be strided views
+ *    unless stated otherwise.
  *  - "Rows" are the innermost dimension: a [..., K] tensor has prod(leading dims) rows of K.
  *  - Optional input slots are NULL in qvl_node.src[] (and -1 in graph builders).
  *
@@ -40,7 +41,11 @@
  *  ATTENTION(q [N,Hq,D], k [L,Hkv,D], v [L,Hkv,D], seg?) -> [N,Hq,D]:
  *     softmax(mask(scale * q_h . k_g^T)) . v_g per head h, g = h / (Hq/Hkv); the mask is
  *     params.attention.mask (none, causal with n_past, or segments given by seg as in
- *     MASK_SEGMENTS, then N == L).
+ *     MASK_SEGMENTS, then N == L). With mask CAUSAL_AT the fourth slot holds at [1] i32
+ *     instead of seg: the mask is causal with n_past = at[0] (read from memory at run time),
+ *     and keys j >= at[0] + N are never read, so cache rows past those written may hold
+ *     anything. Requires at[0] + N <= L; a backend that can check it fails the node, one
+ *     that cannot (a GPU kernel) must still never read past L.
  *  MLP_RESIDUAL(res [...,D], a [...,F], w_down [D,F], up [...,F]?, b_down [D]?) ->
  *     res + act(a) . w_down^T + b_down, where act(a) = silu(a) * up when up is present
  *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a) or gelu_erf(a).
@@ -49,6 +54,16 @@
  *     one outside [0, N) is a run-time error; with repeated indices the last k wins.
  *  ADD_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x with src[k] added to row
  *     idx[k] (deepstack features at image positions); repeated indices add up, in k order.
+ *
+ * Ops whose position comes from data, so that one graph serves every decode step (the KV
+ * length changes, the graph does not; a GPU can replay a captured graph). `at` is a [1] i32
+ * tensor holding the number of cache rows already written (n_past):
+ *  STORE_ROWS_AT(dst [R,...], src [N,...], at [1] i32) -> writes src into rows
+ *     [at[0], at[0]+N) of dst like STORE_ROWS; the output is an alias of the whole of dst
+ *     ([R,...]). at[0] outside [0, R-N] is a run-time error where the backend can check it;
+ *     a backend that cannot (a GPU kernel) writes nothing then.
+ *  MASK_CAUSAL_AT(s [...,N,L], at [1] i32) -> MASK_CAUSAL with n_past = at[0]: -inf where
+ *     j > at[0] + i.
  */
 #ifndef QVL_OPS_H
 #define QVL_OPS_H
@@ -110,7 +125,8 @@ typedef struct qvl_norm_linear_params {
 typedef enum qvl_mask_kind {
     QVL_MASK_NONE = 0,
     QVL_MASK_CAUSAL = 1,
-    QVL_MASK_SEGMENTS = 2
+    QVL_MASK_SEGMENTS = 2,
+    QVL_MASK_CAUSAL_AT = 3 /* causal, n_past read from the [1] i32 tensor in slot 3 */
 } qvl_mask_kind;
 
 typedef struct qvl_attention_params {

@@ -75,6 +75,9 @@ qvl_tid qvl_g_permute(qvl_graph *g, qvl_tid x, const int *perm);
 qvl_tid qvl_g_slice(qvl_graph *g, qvl_tid x, int dim, int64_t start, int64_t len);
 qvl_tid qvl_g_cont(qvl_graph *g, qvl_tid x);
 qvl_tid qvl_g_store_rows(qvl_graph *g, qvl_tid dst, qvl_tid src, int64_t offset);
+/* Position from data ([1] i32 "at" tensors): one graph for every decode step. */
+qvl_tid qvl_g_store_rows_at(qvl_graph *g, qvl_tid dst, qvl_tid src, qvl_tid at);
+qvl_tid qvl_g_mask_causal_at(qvl_graph *g, qvl_tid s, qvl_tid at);
 
 /* ---- inspecting -------------------------------------------------------------------------- */
 size_t qvl_graph_n_tensors(const qvl_graph *g);
@@ -164,6 +167,8 @@ typedef struct qvl_op_profile {
 void qvl_exec_set_profiling(qvl_exec *ex, bool on);
 /* The totals so far (all zero when profiling was never on). */
 void qvl_exec_profile(const qvl_exec *ex, qvl_op_profile *out);
+/* Back to zero (an executor reused for many runs reports each run on its own). */
+void qvl_exec_profile_reset(qvl_exec *ex);
 /* acc += p, op by op. */
 void qvl_op_profile_add(qvl_op_profile *acc, const qvl_op_profile *p);
 

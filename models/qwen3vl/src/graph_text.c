@@ -42,7 +42,8 @@ typedef struct text_dims {
 
 /* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. */
 static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
-                               const qvl_rope_params *rope, const qvl_text_graph_opts *o) {
+                               qvl_tid kv_at, const qvl_rope_params *rope,
+                               const qvl_text_graph_opts *o) {
     const int64_t N = d->n, H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
     const int64_t q_out = H * D, kv_out = Hkv * D;
     qvl_tid wq =
@@ -71,15 +72,20 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
     q = named(g, qvl_g_rope(g, q, pos, rope), "blk.%d.attn_q_rope", l);
     k = named(g, qvl_g_rope(g, k, pos, rope), "blk.%d.attn_k_rope", l);
 
-    /* Append to the cache; the result holds every key/value seen so far [n_past+N, Hkv, D]. */
+    /* Append to the cache; the result holds every key/value seen so far [n_past+N, Hkv, D]
+     * (with kv_at: the whole cache [kv_capacity, Hkv, D], valid up to row kv_at+N). */
     char name[64];
     snprintf(name, sizeof name, "kv.%d.k", l);
     const int64_t cache_shape[3] = {o->kv_capacity, Hkv, D};
     qvl_tid kc = qvl_g_input(g, name, QVL_F32, 3, cache_shape);
     snprintf(name, sizeof name, "kv.%d.v", l);
     qvl_tid vc = qvl_g_input(g, name, QVL_F32, 3, cache_shape);
-    qvl_tid k_all = named(g, qvl_g_store_rows(g, kc, k, o->n_past), "blk.%d.k_cache", l);
-    qvl_tid v_all = named(g, qvl_g_store_rows(g, vc, v, o->n_past), "blk.%d.v_cache", l);
+    qvl_tid k_all = kv_at >= 0 ? qvl_g_store_rows_at(g, kc, k, kv_at)
+                               : qvl_g_store_rows(g, kc, k, o->n_past);
+    qvl_tid v_all = kv_at >= 0 ? qvl_g_store_rows_at(g, vc, v, kv_at)
+                               : qvl_g_store_rows(g, vc, v, o->n_past);
+    named(g, k_all, "blk.%d.k_cache", l);
+    named(g, v_all, "blk.%d.v_cache", l);
 
     static const int perm_swap01[3] = {1, 0, 2};
     static const int perm_v[3] = {1, 2, 0};
@@ -90,7 +96,8 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
 
     qvl_tid s = named(g, qvl_g_matmul(g, qp, kp, -1), "blk.%d.attn_scores", l); /* [H,N,L] */
     s = named(g, qvl_g_scale(g, s, (float)(1.0 / sqrt((double)D))), "blk.%d.attn_scaled", l);
-    s = named(g, qvl_g_mask_causal(g, s, o->n_past), "blk.%d.attn_masked", l);
+    s = kv_at >= 0 ? qvl_g_mask_causal_at(g, s, kv_at) : qvl_g_mask_causal(g, s, o->n_past);
+    s = named(g, s, "blk.%d.attn_masked", l);
     s = named(g, qvl_g_softmax(g, s), "blk.%d.attn_probs", l);
     qvl_tid ctx = named(g, qvl_g_matmul(g, s, vp, -1), "blk.%d.attn_ctx", l); /* [H,N,D] */
     ctx = named(g, qvl_g_permute(g, ctx, perm_swap01), "blk.%d.attn_ctx_perm", l);
@@ -127,9 +134,9 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
     if (o->n_tokens < 1)
         return qvl_fail(err, QVL_E_INVALID, "text graph: n_tokens must be >= 1 (got %lld)",
                         (long long)o->n_tokens);
-    if (o->n_past < 0)
-        return qvl_fail(err, QVL_E_INVALID, "text graph: n_past must be >= 0 (got %lld)",
-                        (long long)o->n_past);
+    if (o->n_past < 0 || (o->kv_at_input && o->n_past != 0))
+        return qvl_fail(err, QVL_E_INVALID, "text graph: n_past must be >= 0, and 0 when it is "
+                        "an input (got %lld)", (long long)o->n_past);
     if (o->kv_capacity < o->n_past || o->kv_capacity - o->n_past < o->n_tokens)
         return qvl_fail(err, QVL_E_LIMIT,
                         "text graph: kv_capacity %lld cannot hold n_past %lld + n_tokens %lld",
@@ -183,6 +190,8 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     const int64_t ids_shape[1] = {N}, pos_shape[2] = {3, N};
     qvl_tid ids = qvl_g_input(g, "ids", QVL_I32, 1, ids_shape);
     qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, 2, pos_shape);
+    const int64_t at_shape[1] = {1};
+    qvl_tid kv_at = o->kv_at_input ? qvl_g_input(g, "kv_at", QVL_I32, 1, at_shape) : -1;
     qvl_tid embed = weight(g, d.wdt, 2, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
     qvl_tid h = named(g, qvl_g_get_rows(g, embed, ids), "tok_embd");
     const int64_t K = o->n_image_tokens;
@@ -201,7 +210,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
                                    TEXT_PREFIX "layers.%d.post_attention_layernorm.weight", l);
 
         qvl_tid x = named(g, qvl_g_rms_norm(g, h, in_norm, d.eps), "blk.%d.attn_norm", l);
-        qvl_tid a = build_attention(g, &d, l, x, pos, &rope, o);
+        qvl_tid a = build_attention(g, &d, l, x, pos, kv_at, &rope, o);
         h = named(g, qvl_g_add(g, h, a), "blk.%d.attn_residual", l);
 
         x = named(g, qvl_g_rms_norm(g, h, post_norm, d.eps), "blk.%d.ffn_norm", l);

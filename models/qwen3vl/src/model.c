@@ -24,6 +24,16 @@ typedef struct bound_weight {
     qvl_buffer buf;
 } bound_weight;
 
+/* One graph and executor reused for every single-token text step: the KV length is an input
+ * ("kv_at"), so nothing is rebuilt, fused, planned or allocated per token, and a GPU backend
+ * sees the same node list every time (CUDA graph replay). */
+typedef struct decode_step {
+    qvl_graph *g;
+    qvl_exec *ex;
+    qvl_tid ids, pos, at, logits;
+    bool unavailable; /* the backend refused the graph: build one per step instead */
+} decode_step;
+
 /* What qvl-bench reads: load timings and per-op profile totals (code at the end of the file). */
 typedef struct model_instruments {
     qvl_model_load_stats load;
@@ -49,6 +59,7 @@ struct qvl_model {
     size_t kv_layer_bytes;
     int64_t n_past;
     int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
+    decode_step decode; /* built at the first single-token step */
     model_instruments inst; /* load timings and op profile for qvl-bench (end of file) */
 };
 
@@ -198,6 +209,8 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
 
 void qvl_model_close(qvl_model *m) {
     if (!m) return;
+    qvl_exec_free(m->decode.ex);
+    qvl_graph_free(m->decode.g);
     if (m->lb) {
         for (size_t i = 0; i < m->n_bound; i++)
             m->lb->iface->buffer_free(m->lb->be, &m->bound[i].buf);
@@ -257,6 +270,12 @@ static qvl_status bind_graph(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error
 
 static qvl_status set_image_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const int32_t *ids,
                                    int64_t n, const qvl_image_features *img, qvl_error *err);
+static qvl_status decode_ready(qvl_model *m, qvl_error *err);
+static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_t *pos,
+                                  float *logits, qvl_error *err);
+static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos_buf,
+                            const qvl_image_features *img, bool all_logits, float *logits,
+                            qvl_error *err);
 
 qvl_status qvl_model_eval(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos,
                           bool all_logits, float *logits, qvl_error *err) {
@@ -291,6 +310,95 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
                 pos_buf[c * n + i] = (int32_t)(m->n_past + m->rope_delta + i);
     }
 
+    qvl_status st;
+    if (n == 1 && !img && !m->no_fuse && (st = decode_ready(m, err)) != QVL_OK) {
+        free(pos_buf);
+        return st;
+    }
+    if (n == 1 && !img && m->decode.ex)
+        st = run_decode_step(m, ids, pos_buf, logits, err);
+    else
+        st = run_batch(m, ids, n, pos_buf, img, all_logits, logits, err);
+    if (st == QVL_OK) {
+        /* The next text position continues after the largest position used so far. */
+        int32_t max_pos = 0;
+        for (int64_t i = 0; i < 3 * n; i++)
+            if (pos_buf[i] > max_pos) max_pos = pos_buf[i];
+        m->n_past += n;
+        m->rope_delta = (int64_t)max_pos + 1 - m->n_past;
+    }
+    free(pos_buf);
+    return st;
+}
+
+/* Adds what ex timed in its last run to the model's totals (profiling on). */
+static void collect_profile(qvl_model *m, qvl_exec *ex) {
+    if (!m->inst.profiling) return;
+    qvl_op_profile p;
+    qvl_exec_profile(ex, &p);
+    qvl_op_profile_add(&m->inst.profile, &p);
+    qvl_exec_profile_reset(ex);
+}
+
+/* Builds the reusable single-token graph once. A backend that does not support it (an older
+ * plugin without STORE_ROWS_AT) is not an error: steps then build their own graph. */
+static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
+    decode_step *d = &m->decode;
+    if (d->ex || d->unavailable) return QVL_OK;
+    qvl_text_graph_opts go = {
+        .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx,
+        .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+    };
+    qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &d->g, err);
+    if (st == QVL_OK) st = qvl_graph_fuse(d->g, NULL, err);
+    if (st != QVL_OK) return st;
+    qvl_error why = {0};
+    st = qvl_exec_create(d->g, m->lb->iface, m->lb->be, &d->ex, &why);
+    if (st == QVL_E_UNSUPPORTED) {
+        QVL_LOG_I("decode graph reuse is off on %s (%s); building a graph per token",
+                  m->lb->name, why.msg);
+        qvl_graph_free(d->g);
+        d->g = NULL;
+        d->unavailable = true;
+        return QVL_OK;
+    }
+    if (st == QVL_OK) st = bind_graph(m, d->g, d->ex, err);
+    else qvl_fail(err, st, "%s", why.msg);
+    if (st == QVL_OK) {
+        d->ids = qvl_graph_find(d->g, "ids");
+        d->pos = qvl_graph_find(d->g, "pos");
+        d->at = qvl_graph_find(d->g, "kv_at");
+        d->logits = qvl_graph_find(d->g, "logits");
+    }
+    if (st != QVL_OK) {
+        qvl_exec_free(d->ex);
+        qvl_graph_free(d->g);
+        memset(d, 0, sizeof *d);
+    }
+    return st;
+}
+
+static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_t *pos,
+                                  float *logits, qvl_error *err) {
+    decode_step *d = &m->decode;
+    const int32_t at = (int32_t)m->n_past;
+    qvl_exec_set_profiling(d->ex, m->inst.profiling);
+    qvl_status st = qvl_exec_set(d->ex, d->ids, ids, sizeof *ids, err);
+    if (st == QVL_OK) st = qvl_exec_set(d->ex, d->pos, pos, 3 * sizeof *pos, err);
+    if (st == QVL_OK) st = qvl_exec_set(d->ex, d->at, &at, sizeof at, err);
+    if (st == QVL_OK) st = qvl_exec_run(d->ex, err);
+    if (st == QVL_OK) collect_profile(m, d->ex);
+    if (st == QVL_OK)
+        st = qvl_exec_get(d->ex, d->logits, logits,
+                          (size_t)m->cfg.text.vocab_size * sizeof(float), err);
+    return st;
+}
+
+/* Any batch: a graph built, fused and planned for exactly these tokens. */
+static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos_buf,
+                            const qvl_image_features *img, bool all_logits, float *logits,
+                            qvl_error *err) {
+    const int64_t vocab = m->cfg.text.vocab_size;
     qvl_text_graph_opts go = {
         .n_tokens = n, .n_past = m->n_past, .kv_capacity = m->ctx, .all_logits = all_logits,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
@@ -310,25 +418,12 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
                           err);
     if (st == QVL_OK && img) st = set_image_inputs(m, g, ex, ids, n, img, err);
     if (st == QVL_OK) st = qvl_exec_run(ex, err);
-    if (st == QVL_OK && m->inst.profiling) {
-        qvl_op_profile p;
-        qvl_exec_profile(ex, &p);
-        qvl_op_profile_add(&m->inst.profile, &p);
-    }
+    if (st == QVL_OK) collect_profile(m, ex);
     if (st == QVL_OK) {
         size_t rows = all_logits ? (size_t)n : 1;
         st = qvl_exec_get(ex, qvl_graph_find(g, "logits"), logits,
                           rows * (size_t)vocab * sizeof(float), err);
     }
-    if (st == QVL_OK) {
-        /* The next text position continues after the largest position used so far. */
-        int32_t max_pos = 0;
-        for (int64_t i = 0; i < 3 * n; i++)
-            if (pos_buf[i] > max_pos) max_pos = pos_buf[i];
-        m->n_past += n;
-        m->rope_delta = (int64_t)max_pos + 1 - m->n_past;
-    }
-    free(pos_buf);
     qvl_exec_free(ex);
     qvl_graph_free(g);
     return st;
@@ -449,11 +544,7 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
     if (st == QVL_OK) st = bind_weights(m, g, ex, err);
     if (st == QVL_OK) st = set_vision_inputs(m, g, ex, pixels, n_images, grids, S, width, err);
     if (st == QVL_OK) st = qvl_exec_run(ex, err);
-    if (st == QVL_OK && m->inst.profiling) {
-        qvl_op_profile p;
-        qvl_exec_profile(ex, &p);
-        qvl_op_profile_add(&m->inst.profile, &p);
-    }
+    if (st == QVL_OK) collect_profile(m, ex);
     if (st == QVL_OK) {
         out->n_tokens = K;
         out->hidden = D;

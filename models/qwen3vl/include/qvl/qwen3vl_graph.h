@@ -17,7 +17,10 @@ extern "C" {
 
 typedef struct qvl_text_graph_opts {
     int64_t n_tokens;     /* tokens processed by this graph (prefill: prompt length; decode: 1) */
-    int64_t n_past;       /* tokens already in the KV cache */
+    int64_t n_past;       /* tokens already in the KV cache (0 with kv_at_input) */
+    /* Read n_past at run time from the input "kv_at" [1] i32 instead: the graph no longer
+     * depends on the position, so one graph (and one executor) serves every decode step. */
+    bool kv_at_input;
     int64_t kv_capacity;  /* rows of each KV cache tensor (>= n_past + n_tokens) */
     bool all_logits;      /* logits for every token (parity, --dump-logits) or only the last */
     qvl_dtype weight_dtype; /* dtype of matrix weights (embeddings, projections) */
@@ -30,6 +33,7 @@ typedef struct qvl_text_graph_opts {
 /* Inputs:  "ids" [n_tokens] i32; "pos" [3, n_tokens] i32 (t, h, w rows);
  *          "kv.<l>.k", "kv.<l>.v" [kv_capacity, n_kv_heads, head_dim] f32 for each layer l
  *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS);
+ *          with kv_at_input: "kv_at" [1] i32 = n_past (STORE_ROWS_AT, MASK_CAUSAL_AT);
  *          with n_image_tokens = K > 0: "image_rows" [K] i32 (positions within the batch),
  *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows, spec
  *          8.1) and "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output
