@@ -246,11 +246,48 @@ static void test_eval_errors(void **state) {
     qvl_model_close(m);
 }
 
+/* A backend's `weights:` option in plugins.yaml picks the dtype matrices are stored in on it;
+ * --weights (weight_dtype) wins; a bad value names the file, the backend and the option. */
+static void test_weights_option(void **state) {
+    (void)state;
+    char dir[512], yaml[600];
+    snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[0]);
+    snprintf(yaml, sizeof yaml, "%s/test_weights_option.yaml", QVL_BINARY_DIR);
+    const char *values[] = {"f16", "q8_0", "int3"};
+    for (size_t i = 0; i < 3; i++) {
+        FILE *f = fopen(yaml, "w");
+        assert_non_null(f);
+        fprintf(f, "backends:\n  - name: reference\n    options: { weights: %s }\n", values[i]);
+        fclose(f);
+        for (int override = 0; override < 2; override++) {
+            qvl_error err = {0};
+            qvl_model *m = NULL;
+            qvl_model_options mo = {.plugins_path = yaml, .backend_name = "reference", .ctx = 8,
+                                    .weight_dtype = override ? "f32" : NULL};
+            qvl_status st = qvl_model_open(dir, &mo, &m, &err);
+            if (i == 2 && !override) {
+                assert_int_equal(st, QVL_E_INVALID);
+                assert_non_null(strstr(err.msg, "plugins.yaml: backend reference, option weights"));
+                assert_non_null(strstr(err.msg, "int3"));
+                continue;
+            }
+            if (st != QVL_OK) fail_msg("%s: %s", values[i], err.msg);
+            qvl_model_load_stats ls;
+            qvl_model_get_load_stats(m, &ls);
+            const qvl_dtype want = override ? QVL_F32 : i == 0 ? QVL_F16 : QVL_Q8_0;
+            assert_int_equal(ls.matrix_dtype, want);
+            qvl_model_close(m);
+        }
+    }
+    remove(yaml);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity),
         cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_eval_errors),
+        cmocka_unit_test(test_weights_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

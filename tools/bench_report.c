@@ -146,8 +146,10 @@ void bench_print_text(FILE *f, const bench_results *r) {
     if (r->vision_profiled) print_vision_profile_text(f, r);
     if (r->probed) {
         const bench_probe *p = &r->probe;
-        fprintf(f, "  roofline probes (%d threads): read %.2f GB/s over %.0f MiB; FMA peak %.1f GFLOP/s (%s)\n",
-                p->threads, p->gbs, mib(p->bytes), p->gflops, p->kind);
+        char who[32] = "the device"; /* threads == 0: the backend probed its device */
+        if (p->threads > 0) snprintf(who, sizeof who, "%d threads", p->threads);
+        fprintf(f, "  roofline probes (%s): read %.2f GB/s over %.0f MiB; FMA peak %.1f GFLOP/s (%s)\n",
+                who, p->gbs, mib(p->bytes), p->gflops, p->kind);
         fprintf(f, "  decode: achieved %.2f GB/s of weights read / probe %.2f GB/s (%.1f%%; ceiling %.2f tok/s)\n",
                 decode_gbs(r), p->gbs, 100 * ratio(decode_gbs(r), p->gbs),
                 ratio(p->gbs * 1e9, (double)l->decode_weight_bytes));

@@ -13,6 +13,7 @@
  * tokenisation) and encoded by the vision tower once cold, then REPS times timed, then once
  * profiled. */
 #define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@
 
 typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image;
-    int64_t n_prompt, n_gen, threads, reps, probe_mib, seed;
+    int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx;
     bool json, no_profile, no_probe, verbose;
 } bench_args;
 
@@ -260,7 +261,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     qvl_options backend_opts = {1, opt_keys, opt_values};
     snprintf(threads_text, sizeof threads_text, "%lld", (long long)a->threads);
     qvl_model_options mo = {
-        .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->n_prompt + a->n_gen,
+        .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->ctx ? a->ctx : a->n_prompt + a->n_gen,
         .weight_dtype = a->weights, .backend_options = threads_opt->seen ? &backend_opts : NULL,
     };
 
@@ -286,7 +287,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
 
     const qvl_loaded_backend *lb = qvl_model_backend(m);
     static char device[128];
-    qvl_device_info info;
+    qvl_device_info info = {.host_memory = true}; /* unless describe says otherwise */
     if (lb->iface->describe && lb->iface->describe(lb->be, &info) == QVL_OK)
         snprintf(device, sizeof device, "%s", info.name);
     r->backend = lb->name;
@@ -316,7 +317,27 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
         return 1;
     }
 
-    if (!a->no_probe) {
+    if (!a->no_probe && !info.host_memory) {
+        /* A device qvl cannot probe from the host: ask the backend for its ceilings. */
+        qvl_backend_probe_fn probe =
+            lb->dl_handle ? (qvl_backend_probe_fn)dlsym(lb->dl_handle, QVL_BACKEND_PROBE_SYMBOL)
+                          : NULL;
+        qvl_device_probe dp;
+        if (!probe) {
+            fprintf(stderr, PROG ": backend %s offers no %s: no roofline figures\n", lb->name,
+                    QVL_BACKEND_PROBE_SYMBOL);
+        } else if (probe(lb->be, (size_t)a->probe_mib << 20, &dp, &err) != QVL_OK) {
+            fprintf(stderr, PROG ": %s\n", err.msg);
+            qvl_model_close(m);
+            return 1;
+        } else {
+            static char kind[sizeof dp.kind];
+            memcpy(kind, dp.kind, sizeof kind);
+            r->probe = (bench_probe){.gbs = dp.read_gbs, .gflops = dp.fma_gflops, .kind = kind,
+                                     .threads = 0, .bytes = dp.bytes};
+            r->probed = true;
+        }
+    } else if (!a->no_probe) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int threads = a->threads > 0 ? (int)a->threads : (int)(cores > 0 ? cores : 1);
         if (bench_probe_run((size_t)a->probe_mib << 20, threads, PROBE_PASSES, &r->probe) != 0) {
@@ -340,7 +361,7 @@ int main(int argc, char **argv) {
         {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors)", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, ./plugins.yaml, installed)", 0, 0, false},
-        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "convert matrix weights once at load: bf16, f16, f32 or q8_0 (default: as stored)", 0, 0, false},
+        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "convert matrix weights once at load: bf16, f16, f32 or q8_0 (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
         {"n-prompt", 'p', CLI_INT, &a.n_prompt, "N", "prompt length in tokens (default 128)", 1, 1 << 20, false},
         {"n-gen", 'n', CLI_INT, &a.n_gen, "N", "decode steps after the prompt (default 32)", 1, 1 << 20, false},
         {"image", 0, CLI_STRING, &a.image, "WxH", "also time the vision encoder on a synthetic image of this size", 0, 0, false},
@@ -349,6 +370,7 @@ int main(int argc, char **argv) {
         {"json", 0, CLI_FLAG, &a.json, NULL, "print one JSON object instead of text", 0, 0, false},
         {"no-profile", 0, CLI_FLAG, &a.no_profile, NULL, "skip the per-op profile (one extra prefill and decode step)", 0, 0, false},
         {"no-probe", 0, CLI_FLAG, &a.no_probe, NULL, "skip the memory-bandwidth and FMA probes", 0, 0, false},
+        {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default: -p + -n); e.g. 4096 to see the device memory a long context takes", 1, 1 << 24, false},
         {"probe-mib", 0, CLI_INT, &a.probe_mib, "MIB", "buffer of the memory-read probe in MiB (default 1024: far above any cache)", 1, 1 << 20, false},
         {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log loading details to stderr", 0, 0, false},
     };
@@ -367,6 +389,11 @@ int main(int argc, char **argv) {
     if (rc != CLI_OK) return 2;
     if (!a.model) {
         fprintf(stderr, PROG ": -m MODEL_DIR is required\n");
+        return 2;
+    }
+    if (a.ctx && a.ctx < a.n_prompt + a.n_gen) {
+        fprintf(stderr, PROG ": --ctx %lld cannot hold -p %lld + -n %lld tokens\n", (long long)a.ctx,
+                (long long)a.n_prompt, (long long)a.n_gen);
         return 2;
     }
     qvl_dtype wd;

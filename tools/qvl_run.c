@@ -25,7 +25,7 @@
 #include "qvl_commands.h"
 
 typedef struct run_args {
-    const char *model, *prompt, *system, *ids, *dump_logits, *backend, *plugins;
+    const char *model, *prompt, *system, *ids, *dump_logits, *backend, *plugins, *weights;
     const char *image_help; /* --image is collected before parsing (repeatable) */
     int64_t n_predict, top_k, seed, ctx, min_pixels, max_pixels;
     double temp, top_p, min_p, repeat_penalty, presence_penalty;
@@ -516,7 +516,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     }
 
     qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
-                            .no_fuse = a.no_fuse};
+                            .no_fuse = a.no_fuse, .weight_dtype = a.weights};
     qvl_model *m = NULL;
     qvl_sampler *sampler = NULL;
     st = qvl_model_open(a.model, &mo, &m, &err);
@@ -567,6 +567,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"n-predict", 'n', CLI_INT, &a.n_predict, "N", "generate at most N tokens (default 256)", 1, 1e9, false},
         {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default 4096)", 1, 1 << 24, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
+        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "store matrix weights as bf16, f16, f32 or q8_0, converted once at load (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, ./plugins.yaml, installed)", 0, 0, false},
         {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer (run)", 0, 0, false},
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},

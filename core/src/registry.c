@@ -301,6 +301,11 @@ qvl_status qvl_backend_load(const qvl_plugin_config *cfg, const qvl_plugin_spec 
     lb->dl_handle = dl;
     lb->name = name;
     lb->library_path = path;
+    const char *weights = qvl_options_get(&spec->options, "weights");
+    if (weights && !(lb->weights = strdup(weights))) {
+        qvl_backend_unload(lb);
+        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
+    }
     *out = lb;
     return QVL_OK;
 }
@@ -311,6 +316,7 @@ void qvl_backend_unload(qvl_loaded_backend *lb) {
     if (lb->dl_handle) dlclose(lb->dl_handle);
     free(lb->name);
     free(lb->library_path);
+    free(lb->weights);
     free(lb);
 }
 

@@ -117,6 +117,21 @@ typedef struct qvl_backend_iface {
 
 typedef const qvl_backend_iface *(*qvl_backend_entry_fn)(void);
 
+/* Optional second symbol, for qvl-bench on devices qvl cannot probe from the host (GPUs): the
+ * device's own ceilings, measured by the backend now. read_gbs: a streaming read of a buffer
+ * of about `bytes` in device memory (1e9 bytes/s); fma_gflops: fp32 FMA loops on registers
+ * over the whole device (an FMA counts 2). A separate symbol, so the vtable (and the ABI
+ * version) do not change; host-memory backends need not export it. */
+#define QVL_BACKEND_PROBE_SYMBOL "qvl_backend_probe"
+typedef struct qvl_device_probe {
+    double read_gbs;
+    double fma_gflops;
+    size_t bytes;  /* buffer the read probe streamed through */
+    char kind[48]; /* which loops ran, e.g. "cuda fp32 fma, 128-bit loads" */
+} qvl_device_probe;
+typedef qvl_status (*qvl_backend_probe_fn)(qvl_backend *be, size_t bytes, qvl_device_probe *out,
+                                           qvl_error *err);
+
 /* The checks every backend needs before running a node, done once here: the inputs fit the op
  * (qvl_op_infer: presence, dtypes, shapes, params) and the output descriptor is the one the op
  * produces (contiguous, or the alias VIEW/STORE_ROWS describe). A backend adds only its own

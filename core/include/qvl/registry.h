@@ -61,6 +61,10 @@ typedef struct qvl_loaded_backend {
     void *dl_handle;
     char *name;
     char *library_path; /* resolved path that was loaded */
+    /* The entry's `weights` option (e.g. f16, q8_0): the dtype the model stores matrix weights
+     * in on this backend unless the caller asks for another; NULL when absent. The backend's
+     * init sees it too and may ignore it. */
+    char *weights;
 } qvl_loaded_backend;
 
 /* Resolve the library path of a spec (see search order above). */

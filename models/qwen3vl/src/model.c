@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "qvl/checked.h"
 #include "qvl/graph.h"
@@ -16,6 +17,7 @@
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
 #include "qvl/weights.h"
+#include "weight_convert.h"
 
 /* One weight as the backend holds it, in the dtype the graphs read. */
 typedef struct bound_weight {
@@ -51,6 +53,8 @@ struct qvl_model {
     qvl_loaded_backend *lb;
     qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs */
     qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
+    bool host_memory;       /* the backend's buffers are host memory (describe()) */
+    int convert_threads;    /* threads converting weights at load (--weights) */
     bound_weight *bound;    /* sorted by name */
     size_t n_bound;
     int64_t ctx;
@@ -75,7 +79,9 @@ static const bound_weight *find_bound(const qvl_model *m, const char *name) {
 static bool is_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
 /* Put one stored tensor on the backend as `want`: in place when the backend reads host memory,
- * the dtype already fits and the data is aligned; otherwise converted and uploaded once. */
+ * the dtype already fits and the data is aligned; otherwise converted (on several threads) and
+ * uploaded once. A host-memory backend gets the conversion written straight into its buffer,
+ * and the mapped source pages are then dropped from the resident set. */
 static qvl_status bind_weight(qvl_model *m, const qvl_st_tensor *t, qvl_dtype want,
                               bound_weight *out, qvl_error *err) {
     const qvl_backend_iface *be = m->lb->iface;
@@ -93,37 +99,23 @@ static qvl_status bind_weight(qvl_model *m, const qvl_st_tensor *t, qvl_dtype wa
     }
     qvl_status st = be->buffer_alloc(m->lb->be, want_bytes ? want_bytes : 1, &out->buf, err);
     if (st != QVL_OK) return st;
-    void *host = malloc(want_bytes ? want_bytes : 1);
-    float *tmp = t->dtype == want ? NULL : malloc((size_t)n * sizeof(float));
-    if (!host || (t->dtype != want && !tmp)) {
-        free(host);
-        free(tmp);
+    void *host = m->host_memory ? out->buf.data : malloc(want_bytes ? want_bytes : 1);
+    if (!host) {
         be->buffer_free(m->lb->be, &out->buf);
         return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory converting to %s", t->name,
                         qvl_dtype_name(want));
     }
-    if (t->dtype == want) {
-        memcpy(host, t->data, t->nbytes);
-    } else {
-        /* The mapping may be unaligned for the source dtype: copy out before converting. */
-        size_t src_bytes = t->nbytes;
-        void *src = malloc(src_bytes ? src_bytes : 1);
-        if (!src) {
-            free(host);
-            free(tmp);
-            be->buffer_free(m->lb->be, &out->buf);
-            return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", t->name);
-        }
-        memcpy(src, t->data, src_bytes);
-        qvl_to_f32(t->dtype, src, tmp, n);
-        qvl_from_f32(want, tmp, host, n);
-        free(src);
+    if (t->dtype == want) memcpy(host, t->data, t->nbytes);
+    else st = qvl_convert_elements(t->dtype, t->data, want, host, n, m->convert_threads, err);
+    if (st == QVL_OK && !m->host_memory)
+        st = be->upload(m->lb->be, out->buf.data, host, want_bytes, err);
+    if (!m->host_memory) free(host);
+    if (st != QVL_OK) {
+        be->buffer_free(m->lb->be, &out->buf);
+        return qvl_error_prefix(err, "%s", t->name);
     }
-    st = be->upload(m->lb->be, out->buf.data, host, want_bytes, err);
-    free(host);
-    free(tmp);
-    if (st != QVL_OK) be->buffer_free(m->lb->be, &out->buf);
-    return st;
+    qvl_release_mapped_pages(t->data, t->nbytes); /* the copy is what runs from now on */
+    return QVL_OK;
 }
 
 static qvl_status bind_all_weights(qvl_model *m, qvl_error *err) {
@@ -184,10 +176,24 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
             qvl_weights_get(m->weights, "model.language_model.norm.weight");
         m->matrix_dtype = emb ? emb->dtype : QVL_BF16;
         m->vector_dtype = norm ? norm->dtype : m->matrix_dtype;
-        if (opts->weight_dtype) st = choose_matrix_dtype(m, opts->weight_dtype, err);
         t0 = now_seconds();
-        if (st == QVL_OK) st = open_backend(opts, &m->lb, err);
+        st = open_backend(opts, &m->lb, err);
         ls->backend_seconds = now_seconds() - t0;
+        /* --weights wins over the backend's `weights:` option in plugins.yaml. */
+        if (st == QVL_OK && opts->weight_dtype) {
+            st = choose_matrix_dtype(m, opts->weight_dtype, err);
+        } else if (st == QVL_OK && m->lb->weights) {
+            st = choose_matrix_dtype(m, m->lb->weights, err);
+            if (st != QVL_OK)
+                qvl_error_prefix(err, "plugins.yaml: backend %s, option weights", m->lb->name);
+        }
+    }
+    if (st == QVL_OK) {
+        qvl_device_info info = {.host_memory = false};
+        if (m->lb->iface->describe && m->lb->iface->describe(m->lb->be, &info) == QVL_OK)
+            m->host_memory = info.host_memory;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        m->convert_threads = cpus < 1 ? 1 : (int)cpus;
     }
     t0 = now_seconds();
     if (st == QVL_OK) st = bind_all_weights(m, err);

@@ -27,7 +27,8 @@ typedef struct qvl_model_options {
     int64_t ctx;              /* KV cache capacity in tokens (> 0) */
     bool no_fuse;             /* run the primitive graph (debugging, backend bring-up) */
     /* "f32", "f16", "bf16" or "q8_0": matrix weights (2-D and up) are converted once at load
-     * to this dtype (q8_0 needs every row length to be a multiple of 32). NULL: as stored. */
+     * to this dtype (q8_0 needs every row length to be a multiple of 32). NULL: the opened
+     * backend's `weights:` option in plugins.yaml, else as stored. */
     const char *weight_dtype;
     /* Laid over the plugins.yaml options of the backend that is opened (same key: this value
      * wins), e.g. {threads: 4} from qvl-bench -t. NULL: plugins.yaml's options only. */

@@ -1,0 +1,80 @@
+/* Weight conversion at load (--weights q8_0 and friends): chunks of whole q8_0 blocks handed
+ * to a few threads. Each chunk is copied to an aligned buffer first (a safetensors mapping may
+ * place a tensor at any byte offset), widened to f32, then narrowed to the target dtype, so
+ * the memory used on the side is a few small buffers per thread, not a copy of the tensor. */
+#define _DEFAULT_SOURCE
+
+#include "weight_convert.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define CHUNK_ELEMS ((int64_t)1 << 16) /* a multiple of the q8_0 block (32) */
+#define MAX_THREADS 16
+
+typedef struct convert_job {
+    qvl_dtype from, to;
+    const unsigned char *src;
+    unsigned char *dst;
+    int64_t n, n_chunks;
+    int64_t next_chunk; /* taken atomically: any number of threads share the work */
+    int working;        /* threads that got their buffers: one is enough to finish */
+} convert_job;
+
+static size_t bytes_of(qvl_dtype t, int64_t elems) {
+    size_t b = 0;
+    qvl_dtype_row_bytes(t, elems, &b); /* whole blocks by construction */
+    return b;
+}
+
+static void *convert_chunks(void *arg) {
+    convert_job *j = arg;
+    float *f32 = malloc((size_t)CHUNK_ELEMS * sizeof *f32);
+    void *aligned = malloc(bytes_of(j->from, CHUNK_ELEMS) + sizeof(float));
+    if (f32 && aligned) {
+        __atomic_fetch_add(&j->working, 1, __ATOMIC_RELAXED);
+        int64_t c;
+        while ((c = __atomic_fetch_add(&j->next_chunk, 1, __ATOMIC_RELAXED)) < j->n_chunks) {
+            int64_t first = c * CHUNK_ELEMS;
+            int64_t count = j->n - first < CHUNK_ELEMS ? j->n - first : CHUNK_ELEMS;
+            memcpy(aligned, j->src + bytes_of(j->from, first), bytes_of(j->from, count));
+            qvl_to_f32(j->from, aligned, f32, count);
+            qvl_from_f32(j->to, f32, j->dst + bytes_of(j->to, first), count);
+        }
+    }
+    free(f32);
+    free(aligned);
+    return NULL;
+}
+
+qvl_status qvl_convert_elements(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
+                                int64_t n, int threads, qvl_error *err) {
+    size_t unused;
+    if (n < 0 || !qvl_dtype_row_bytes(from, n, &unused) || !qvl_dtype_row_bytes(to, n, &unused))
+        return qvl_fail(err, QVL_E_SHAPE, "%lld elements are not whole blocks of %s and %s",
+                        (long long)n, qvl_dtype_name(from), qvl_dtype_name(to));
+    convert_job j = {.from = from, .to = to, .src = src, .dst = dst, .n = n,
+                     .n_chunks = (n + CHUNK_ELEMS - 1) / CHUNK_ELEMS};
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads > j.n_chunks) threads = (int)j.n_chunks;
+    pthread_t tid[MAX_THREADS];
+    int started = 0; /* helpers that could not start just leave more chunks to the others */
+    while (started + 1 < threads && pthread_create(&tid[started], NULL, convert_chunks, &j) == 0)
+        started++;
+    convert_chunks(&j);
+    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    if (j.working == 0 && j.n_chunks > 0)
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory converting weights");
+    return QVL_OK;
+}
+
+void qvl_release_mapped_pages(const void *p, size_t bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !p) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~((uintptr_t)page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}

@@ -1,0 +1,21 @@
+/* Converting stored weights to the dtype the graphs read, once at load (private to the model). */
+#ifndef QVL_WEIGHT_CONVERT_H
+#define QVL_WEIGHT_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qvl/dtype.h"
+#include "qvl/status.h"
+
+/* n elements of dtype `from` at src (any alignment) into dtype `to` at dst, through f32, on up
+ * to `threads` threads (the work is split in chunks of whole q8_0 blocks). n must be a whole
+ * number of blocks of both dtypes. */
+qvl_status qvl_convert_elements(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
+                                int64_t n, int threads, qvl_error *err);
+
+/* Tell the kernel that the pages fully inside [p, p+bytes) of a read-only file mapping are not
+ * needed any more (they leave the process's resident set; the file stays intact). */
+void qvl_release_mapped_pages(const void *p, size_t bytes);
+
+#endif
