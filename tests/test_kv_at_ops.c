@@ -172,9 +172,13 @@ static void check_mask(const qvl_test_backend *tb) {
 /* ATTENTION with CAUSAL_AT over a cache of capacity R (rows >= at + N are NaN) equals
  * ATTENTION with CAUSAL and n_past = at over the first at + N rows. */
 static void check_attention(const qvl_test_backend *tb, qvl_dtype kv_dt) {
-    const int64_t R = 37, Hq = 6, Hkv = 2, D = 9;
-    for (int64_t N = 1; N <= 4; N += 3) {
-        for (int64_t at = 0; at + N <= R; at += 11) {
+    /* Query counts on both sides of the CPU backend's switch to its blocked path (8) and of its
+     * 32-query blocks; a capacity past its 256-key chunks. */
+    const int64_t R = 300, Hq = 6, Hkv = 2, D = 9;
+    const int64_t counts[] = {1, 4, 9, 40};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        const int64_t N = counts[c];
+        for (int64_t at = 0; at + N <= R; at += 53) {
             const int64_t qshape[3] = {N, Hq, D}, cshape[3] = {R, Hkv, D}, ashape[1] = {1};
             const int64_t L = at + N, pshape[3] = {L, Hkv, D};
             size_t es = qvl_dtype_block_bytes(kv_dt), cn = (size_t)(R * Hkv * D);
