@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -422,30 +423,24 @@ static void test_locate_current_dir_and_builtin(void **state) {
     qvl_error err = {0};
     assert_int_equal(chdir(g_tmp), 0);
 
-    write_text("plugins.yaml", "backends:\n  - name: here\n");
-    assert_int_equal(qvl_plugins_locate(NULL, &cfg, &err), QVL_OK);
-    assert_string_equal(cfg->path, "./plugins.yaml");
-    assert_string_equal(cfg->specs[0].name, "here");
-    qvl_plugins_free(cfg);
-
-    /* A ./plugins.yaml that exists but is broken is an error, not silently skipped. */
+    /* A plugins.yaml in the current directory is never read, broken or not: it would choose
+     * the libraries loaded into the process. */
     write_text("plugins.yaml", "backends:\n  - name: here\n    bogus: 1\n");
-    assert_int_equal(qvl_plugins_locate(NULL, &cfg, &err), QVL_E_INVALID);
-    assert_null(cfg);
-    assert_contains(err.msg, "./plugins.yaml:3:");
-    assert_contains(err.msg, "bogus");
-
-    /* Nothing here: the installed default if there is one, else the built-in list. */
-    assert_int_equal(unlink("plugins.yaml"), 0);
     assert_int_equal(qvl_plugins_locate(NULL, &cfg, &err), QVL_OK);
+    assert_true(cfg->path == NULL || strcmp(cfg->path, "./plugins.yaml") != 0);
+    for (size_t i = 0; i < cfg->n; i++) assert_string_not_equal(cfg->specs[i].name, "here");
     if (cfg->path) {
-        printf("note: an installed %s exists, so the built-in list is not checked\n", cfg->path);
+        /* the build tree's copy next to this test's directory, or an installed default */
+        printf("note: using %s\n", cfg->path);
+        assert_non_null(strstr(cfg->path, "plugins.yaml"));
     } else {
+        /* nothing anywhere: the built-in list */
         assert_null(cfg->dir);
         assert_int_equal(cfg->n, 1);
         assert_string_equal(cfg->specs[0].name, "reference");
         assert_null(cfg->specs[0].library);
     }
+    assert_int_equal(unlink("plugins.yaml"), 0);
     qvl_plugins_free(cfg);
 }
 
@@ -628,6 +623,76 @@ static void test_init_failure(void **state) {
     assert_int_equal(count_lines(log), 1);
     assert_contains(log, "refuses to start");
     qvl_plugins_free(cfg);
+
+    /* An init that fails without a word still gives a line naming the library and the status. */
+    snprintf(entry, sizeof entry, "  - name: dummy\n    library: %s\n    options: { fail: 2 }\n",
+             QVL_TEST_DUMMY_SO);
+    cfg = config_of(entry);
+    assert_int_equal(qvl_backend_load(cfg, &cfg->specs[0], &lb, &err), QVL_E_BACKEND);
+    assert_null(lb);
+    assert_contains(err.msg, QVL_TEST_DUMMY_SO);
+    assert_contains(err.msg, "init failed: backend failure");
+    qvl_plugins_free(cfg);
+}
+
+/* ---- where libraries come from -------------------------------------------------------------- */
+
+/* Child mode of this program (see main): load backend `name`, listed without a library, and
+ * exit with the status, so the parent can run it with another LD_LIBRARY_PATH and directory
+ * (the dynamic loader reads LD_LIBRARY_PATH once, at start-up). */
+static int load_unlisted_child(const char *name) {
+    char text[256];
+    snprintf(text, sizeof text, "backends:\n  - name: %s\n", name);
+    qvl_plugin_config *cfg = NULL;
+    qvl_error err = {0};
+    qvl_status st = qvl_plugins_parse_string(text, strlen(text), NULL, &cfg, &err);
+    qvl_loaded_backend *lb = NULL;
+    if (st == QVL_OK) st = qvl_backend_load(cfg, &cfg->specs[0], &lb, &err);
+    printf("child: %s: %s\n", qvl_status_str(st), st == QVL_OK ? lb->library_path : err.msg);
+    qvl_backend_unload(lb);
+    qvl_plugins_free(cfg);
+    return (int)st;
+}
+
+/* A libqvl-dummy.so in the current directory and in LD_LIBRARY_PATH is not found for a backend
+ * listed without a library: only the documented search path is looked at, never the current
+ * directory or the loader's own search (every path given to dlopen holds a '/'). */
+static void test_no_library_from_cwd_or_ld_library_path(void **state) {
+    (void)state;
+    char dir[512], so[600];
+    tmp_path(dir, sizeof dir, "planted");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(so, sizeof so, "%s/libqvl-dummy.so", dir);
+    assert_int_equal(symlink(QVL_TEST_DUMMY_SO, so), 0);
+
+    /* The planted library itself is a good backend when named by path. */
+    char entry[1024];
+    snprintf(entry, sizeof entry, "  - name: dummy\n    library: %s\n", so);
+    qvl_plugin_config *cfg = config_of(entry);
+    qvl_loaded_backend *lb = NULL;
+    qvl_error err = {0};
+    if (qvl_backend_load(cfg, &cfg->specs[0], &lb, &err) != QVL_OK) fail_msg("%s", err.msg);
+    qvl_backend_unload(lb);
+    qvl_plugins_free(cfg);
+
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) skip();
+    self[n] = '\0';
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (chdir(dir) != 0 || setenv("LD_LIBRARY_PATH", dir, 1) != 0) _exit(127);
+        execl(self, self, "--load-unlisted", "dummy", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) != QVL_E_NOT_FOUND)
+        fail_msg("child exited with %d, expected %d (not found)", WEXITSTATUS(status),
+                 QVL_E_NOT_FOUND);
 }
 
 /* ---- selecting ------------------------------------------------------------------------------ */
@@ -797,7 +862,8 @@ static void test_reference_by_default_search(void **state) {
 #endif
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--load-unlisted") == 0) return load_unlisted_child(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_parse_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_defaults_required_and_stable_order, setup,
@@ -815,6 +881,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_load_broken_plugins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_dummy_with_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_init_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_library_from_cwd_or_ld_library_path, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_select_falls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_select_all_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_select_required_failure_is_an_error, setup,

@@ -360,7 +360,7 @@ int main(int argc, char **argv) {
         [OPT_THREADS] = {"threads", 't', CLI_INT, &a.threads, "N", "backend option threads (0 = all cores); also the probes' thread count (default: backend default; probes use all cores)", 0, 4096, false},
         {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors)", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
-        {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, ./plugins.yaml, installed)", 0, 0, false},
+        {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
         {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "convert matrix weights once at load: bf16, f16, f32 or q8_0 (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
         {"n-prompt", 'p', CLI_INT, &a.n_prompt, "N", "prompt length in tokens (default 128)", 1, 1 << 20, false},
         {"n-gen", 'n', CLI_INT, &a.n_gen, "N", "decode steps after the prompt (default 32)", 1, 1 << 20, false},

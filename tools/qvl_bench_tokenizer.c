@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qvl/file.h"
 #include "qvl/tokenizer.h"
 
 #define REPS 7
@@ -77,21 +78,14 @@ static char *generate_text(size_t target, size_t *len) {
     return buf;
 }
 
+/* A benchmark text: a regular file of at most 1 GiB (a FIFO or device is refused). */
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *p = realloc(buf, cap *= 2);
-            if (!p) free(buf);
-            buf = p;
-        }
+    char *buf;
+    qvl_error err = {0};
+    if (qvl_read_file(path, (size_t)1 << 30, QVL_E_IO, &buf, len, &err) != QVL_OK) {
+        fprintf(stderr, "qvl-bench-tokenizer: %s\n", err.msg);
+        return NULL;
     }
-    fclose(f);
-    *len = n;
     return buf;
 }
 

@@ -568,7 +568,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default 4096)", 1, 1 << 24, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "store matrix weights as bf16, f16, f32 or q8_0, converted once at load (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
-        {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, ./plugins.yaml, installed)", 0, 0, false},
+        {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
         {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer (run)", 0, 0, false},
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},
         {"dump-logits", 0, CLI_STRING, &a.dump_logits, "FILE", "write the prompt's logits as float32 [n_prompt, vocab] (run)", 0, 0, false},

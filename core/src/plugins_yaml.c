@@ -11,6 +11,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "qvl/file.h"
 #include "qvl/registry.h"
 
 /* A plugins.yaml is a few hundred bytes; anything this big is not one. */
@@ -412,29 +413,11 @@ qvl_status qvl_plugins_parse_string(const char *text, size_t len, const char *pa
 qvl_status qvl_plugins_parse_file(const char *path, qvl_plugin_config **out, qvl_error *err) {
     *out = NULL;
     if (!path || !path[0]) return qvl_fail(err, QVL_E_INVALID, "plugins file: empty path");
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return qvl_fail(err, e == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s",
-                        path, strerror(e));
-    }
-    char *text = malloc(QVL_PLUGINS_MAX_BYTES + 1);
-    if (!text) {
-        fclose(f);
-        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
-    }
-    errno = 0;
-    size_t len = fread(text, 1, QVL_PLUGINS_MAX_BYTES + 1, f);
-    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    qvl_status st;
-    if (read_errno)
-        st = qvl_fail(err, QVL_E_IO, "%s: cannot read: %s", path, strerror(read_errno));
-    else if (len > QVL_PLUGINS_MAX_BYTES)
-        st = qvl_fail(err, QVL_E_LIMIT, "%s: larger than %u bytes: not a plugins.yaml", path,
-                      QVL_PLUGINS_MAX_BYTES);
-    else
-        st = qvl_plugins_parse_string(text, len, path, out, err);
+    char *text;
+    size_t len;
+    qvl_status st = qvl_read_file(path, QVL_PLUGINS_MAX_BYTES, QVL_E_NOT_FOUND, &text, &len, err);
+    if (st != QVL_OK) return st;
+    st = qvl_plugins_parse_string(text, len, path, out, err);
     free(text);
     return st;
 }

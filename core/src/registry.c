@@ -63,6 +63,8 @@ static qvl_status bad_name(qvl_error *err, const char *name) {
                     name ? name : "");
 }
 
+static char *exe_dir(void);
+
 /* ---- finding plugins.yaml ---------------------------------------------------------------- */
 
 /* A default location counts when something is there (even unreadable: that is reported). */
@@ -83,14 +85,26 @@ qvl_status qvl_plugins_locate(const char *explicit_path, qvl_plugin_config **out
         if (st != QVL_OK) qvl_error_prefix(err, "$QVL_PLUGINS");
         return st;
     }
+    /* Never the current directory: a plugins.yaml planted there would choose libraries to
+     * load into the process. The build tree's copy sits one level above the executable
+     * (build/tools/qvl -> build/plugins.yaml, written by CMake). */
+    char *exe = exe_dir();
+    char *beside = exe ? str_printf("%s/../plugins.yaml", exe) : NULL;
+    free(exe);
     const char *defaults[] = {
-        "./plugins.yaml",
+        beside,
 #ifdef QVL_INSTALL_DATA_DIR
         QVL_INSTALL_DATA_DIR "/plugins.yaml",
 #endif
     };
-    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
-        if (present(defaults[i])) return qvl_plugins_parse_file(defaults[i], out, err);
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+        if (defaults[i] && present(defaults[i])) {
+            qvl_status st = qvl_plugins_parse_file(defaults[i], out, err);
+            free(beside);
+            return st;
+        }
+    }
+    free(beside);
     qvl_status st =
         qvl_plugins_parse_string(BUILTIN_CONFIG, strlen(BUILTIN_CONFIG), NULL, out, err);
     if (st == QVL_OK) QVL_LOG_D("no plugins.yaml found: using the built-in list (reference)");

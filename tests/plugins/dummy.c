@@ -1,5 +1,6 @@
 /* A minimal valid backend for the registry tests: host-memory buffers, no kernels.
- * Options: `fail: 1` makes init fail with a message; `label: X` shows up in describe(). */
+ * Options: `fail: 1` makes init fail with a message, `fail: 2` without one (the registry must
+ * still say what happened); `label: X` shows up in describe(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ static qvl_status dummy_init(const qvl_options *opts, qvl_backend **out, qvl_err
     long fail = 0;
     qvl_status st = qvl_options_get_int(opts, "fail", 0, &fail, err);
     if (st != QVL_OK) return st;
+    if (fail == 2) return QVL_E_BACKEND;
     if (fail)
         return qvl_fail(err, QVL_E_UNSUPPORTED, "dummy refuses to start (option fail: %ld)",
                         fail);

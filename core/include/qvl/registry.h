@@ -9,7 +9,9 @@
  *       options: { device: 0 }   # passed to the backend's init() as strings
  *
  * Where the file comes from (qvl_plugins_locate): an explicit path (--plugins), else
- * $QVL_PLUGINS, else ./plugins.yaml, else the installed default. A file named explicitly
+ * $QVL_PLUGINS, else <exe dir>/../plugins.yaml (the copy CMake writes into the build tree),
+ * else the installed default, else a built-in list (reference only); never the current
+ * directory. A file named explicitly
  * (--plugins or $QVL_PLUGINS) must exist and parse. When `library` is omitted the backend is
  * looked for as libqvl-<name>.so in the build tree next to the running executable
  * (<exe dir>/../backends/<name>/), then in the install tree (<exe dir>/../lib/qvl/ and the

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "qvl/file.h"
 #include "qvl/qwen3vl_config.h"
 
 #define CONFIG_MAX_BYTES (16u * 1024u * 1024u)
@@ -412,24 +413,11 @@ qvl_status qvl_qwen3vl_config_parse(const char *json, size_t len, const char *pa
 
 qvl_status qvl_qwen3vl_config_load(const char *path, qvl_qwen3vl_config *out, qvl_error *err) {
     if (!path) return qvl_fail(err, QVL_E_INVALID, "config.json: no path given");
-    FILE *f = fopen(path, "rb");
-    if (!f) return qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(CONFIG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
-    }
-    errno = 0;
-    size_t n = fread(buf, 1, CONFIG_MAX_BYTES + 1, f);
-    int read_err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    qvl_status st;
-    if (read_err)
-        st = qvl_fail(err, QVL_E_IO, "%s: cannot read: %s", path, strerror(read_err));
-    else if (n > CONFIG_MAX_BYTES)
-        st = qvl_fail(err, QVL_E_LIMIT, "%s: larger than %u bytes", path, CONFIG_MAX_BYTES);
-    else
-        st = qvl_qwen3vl_config_parse(buf, n, path, out, err);
+    char *buf;
+    size_t n;
+    qvl_status st = qvl_read_file(path, CONFIG_MAX_BYTES, QVL_E_IO, &buf, &n, err);
+    if (st != QVL_OK) return st;
+    st = qvl_qwen3vl_config_parse(buf, n, path, out, err);
     free(buf);
     return st;
 }

@@ -1,5 +1,6 @@
 /* generation_config.json reader (cJSON). */
 #include "qvl/gen_config.h"
+#include "qvl/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -145,37 +146,11 @@ qvl_status qvl_gen_config_parse(const char *json, size_t len, const char *path, 
 qvl_status qvl_gen_config_load(const char *path, qvl_gen_config *out, qvl_error *err) {
     if (!path || !out) return qvl_fail(err, QVL_E_INVALID, "generation config: NULL path or output");
     qvl_gen_config_defaults(out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return qvl_fail(err, e == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s", path, strerror(e));
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    qvl_status st = QVL_OK;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= GEN_CONFIG_MAX_BYTES) {
-                st = qvl_fail(err, QVL_E_LIMIT, "%s: larger than %u bytes", path, GEN_CONFIG_MAX_BYTES);
-                break;
-            }
-            cap = cap ? cap * 2 : 4096;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                st = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory reading", path);
-                break;
-            }
-            buf = p;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) st = qvl_fail(err, QVL_E_IO, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (st == QVL_OK) st = qvl_gen_config_parse(buf ? buf : "", len, path, out, err);
+    char *buf;
+    size_t len;
+    qvl_status st = qvl_read_file(path, GEN_CONFIG_MAX_BYTES, QVL_E_NOT_FOUND, &buf, &len, err);
+    if (st != QVL_OK) return st;
+    st = qvl_gen_config_parse(buf, len, path, out, err);
     free(buf);
     return st;
 }

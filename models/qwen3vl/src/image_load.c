@@ -13,9 +13,10 @@
 #include <stb/stb_image.h>
 
 #include "qvl/checked.h"
+#include "qvl/file.h"
 
 /* Whole files are read at most this large (the pixel limit bounds any sane picture far below). */
-#define MAX_FILE_BYTES (1LL << 31)
+#define MAX_FILE_BYTES ((size_t)INT32_MAX)
 
 void qvl_image_free(qvl_image *img) {
     if (!img) return;
@@ -59,9 +60,35 @@ static int tiff_orientation(const uint8_t *t, size_t n) {
     return 1;
 }
 
-/* Walks the marker segments before the first scan. Calls back on APP1; returns the offset just
- * after the SOS segment header, or 0 when the structure ends first. */
-static size_t jpeg_walk(const uint8_t *p, size_t n, int *orientation) {
+/* The fewest bytes of entropy-coded data a sequential Huffman JPEG (SOF0/SOF1 segment body
+ * `f` of `len` bytes) can have: every 8x8 block of every component is coded once, with at least
+ * one bit for its DC difference and one for its AC codes (the shortest Huffman code is one bit).
+ * The component with the most blocks gives the bound; 0 when the segment is malformed. */
+static int64_t jpeg_sequential_min_bytes(const uint8_t *f, size_t len) {
+    if (len < 6) return 0;
+    const int64_t h = rd16(f + 1, false), w = rd16(f + 3, false);
+    const size_t nc = f[5];
+    if (nc == 0 || len < 6 + 3 * nc) return 0;
+    int64_t hmax = 1, vmax = 1, most = 0;
+    for (size_t c = 0; c < nc; c++) {
+        const int64_t hs = f[6 + 3 * c + 1] >> 4, vs = f[6 + 3 * c + 1] & 15;
+        if (hs < 1 || vs < 1) return 0;
+        if (hs > hmax) hmax = hs;
+        if (vs > vmax) vmax = vs;
+    }
+    for (size_t c = 0; c < nc; c++) {
+        const int64_t hs = f[6 + 3 * c + 1] >> 4, vs = f[6 + 3 * c + 1] & 15;
+        const int64_t cw = (w * hs + hmax - 1) / hmax, ch = (h * vs + vmax - 1) / vmax;
+        const int64_t blocks = (cw + 7) / 8 * ((ch + 7) / 8);
+        if (blocks > most) most = blocks;
+    }
+    return (2 * most + 7) / 8;
+}
+
+/* Walks the marker segments before the first scan. Calls back on APP1; records in *min_bytes
+ * (when given) jpeg_sequential_min_bytes of a SOF0/SOF1 frame; returns the offset just after
+ * the SOS segment header, or 0 when the structure ends first. */
+static size_t jpeg_walk(const uint8_t *p, size_t n, int *orientation, int64_t *min_bytes) {
     size_t i = 2;
     while (i + 4 <= n) {
         if (p[i] != 0xFF) return 0;
@@ -82,6 +109,8 @@ static size_t jpeg_walk(const uint8_t *p, size_t n, int *orientation) {
         if (marker == 0xE1 && orientation && *orientation == 1 && seg_len >= 6 &&
             memcmp(seg, "Exif\0\0", 6) == 0)
             *orientation = tiff_orientation(seg + 6, seg_len - 6);
+        if ((marker == 0xC0 || marker == 0xC1) && min_bytes)
+            *min_bytes = jpeg_sequential_min_bytes(seg, seg_len);
         i += 2 + len;
         if (marker == 0xDA) return i;
     }
@@ -92,14 +121,14 @@ int qvl_jpeg_exif_orientation(const void *data, size_t size) {
     const uint8_t *p = data;
     if (!p || !is_jpeg(p, size)) return 1;
     int o = 1;
-    jpeg_walk(p, size, &o);
+    jpeg_walk(p, size, &o, NULL);
     return o;
 }
 
 /* Entropy-coded data cannot contain FF D9 (0xFF is stuffed as FF 00, restarts are FF D0-D7),
  * so a complete JPEG has an EOI after its first scan; stb_image would decode a cut file. */
-static bool jpeg_complete(const uint8_t *p, size_t n) {
-    size_t scan = jpeg_walk(p, n, NULL);
+static bool jpeg_complete(const uint8_t *p, size_t n, int64_t *min_bytes) {
+    size_t scan = jpeg_walk(p, n, NULL, min_bytes);
     if (scan == 0) return false;
     for (size_t i = scan; i + 1 < n; i++)
         if (p[i] == 0xFF && p[i + 1] == 0xD9) return true;
@@ -161,6 +190,38 @@ static bool bmp_complete(const uint8_t *p, size_t n, int w, int h) {
     return (int64_t)n >= (int64_t)offset + stride * (h - 1) + last;
 }
 
+/* ---- PNG: what the compressed data can hold ---------------------------------------------- */
+
+/* Deflate turns one byte into at most 1032 (a 258-byte match coded in two one-bit codes), so a
+ * PNG of n bytes holds at most 1032 n bytes of filtered rows, each pixel taking channels x bit
+ * depth bits. stb_image allocates the declared size before inflating, so this is checked first.
+ * Returns the least file size that could hold the declared picture (0: header unreadable). */
+static int64_t png_min_bytes(const uint8_t *p, size_t n) {
+    if (n < 29 || memcmp(p + 12, "IHDR", 4) != 0) return 0;
+    const int64_t w = rd32(p + 16, false), h = rd32(p + 20, false);
+    const int depth = p[24], colour = p[25];
+    static const int channels[7] = {1, 0, 3, 1, 2, 0, 4};
+    if (colour > 6 || channels[colour] == 0) return 0;
+    const int64_t row_bytes = (w * channels[colour] * depth + 7) / 8; /* w < 2^32: no overflow */
+    int64_t total;
+    if (!qvl_mul_i64(h, row_bytes, &total)) return INT64_MAX;
+    return total / 1032 + 1;
+}
+
+/* ---- the pixel limit --------------------------------------------------------------------- */
+
+int64_t qvl_image_max_pixels(void) {
+    const char *env = getenv("QVL_IMAGE_MAX_PIXELS");
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(env, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v >= 1 && v <= QVL_IMAGE_MAX_PIXELS_CEILING)
+            return v;
+    }
+    return QVL_IMAGE_MAX_PIXELS;
+}
+
 /* ---- orientation ------------------------------------------------------------------------- */
 
 qvl_status qvl_image_apply_orientation(qvl_image *img, int o, qvl_error *err) {
@@ -220,15 +281,25 @@ qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl
                         stbi_failure_reason() ? stbi_failure_reason() : "unknown");
     if (w <= 0 || h <= 0)
         return qvl_fail(err, QVL_E_PARSE, "%s: %s picture of size %dx%d", what, fmt, w, h);
-    if ((int64_t)w * h > QVL_IMAGE_MAX_PIXELS)
-        return qvl_fail(err, QVL_E_LIMIT, "%s: %dx%d is %lld pixels, more than the limit of %lld",
-                        what, w, h, (long long)w * h, (long long)QVL_IMAGE_MAX_PIXELS);
+    const int64_t limit = qvl_image_max_pixels();
+    if ((int64_t)w * h > limit)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "%s: %dx%d is %lld pixels, more than the limit of %lld "
+                        "(environment variable QVL_IMAGE_MAX_PIXELS)",
+                        what, w, h, (long long)w * h, (long long)limit);
     int lo = w < h ? w : h, hi = w < h ? h : w;
     if (hi / lo > QVL_IMAGE_MAX_ASPECT || (hi / lo == QVL_IMAGE_MAX_ASPECT && hi % lo != 0))
         return qvl_fail(err, QVL_E_INVALID, "%s: %dx%d has an aspect ratio over %d:1", what, w, h,
                         QVL_IMAGE_MAX_ASPECT);
-    if (strcmp(fmt, "JPEG") == 0 && !jpeg_complete(p, size))
+    int64_t need = 0; /* the least file size the declared picture needs, when known */
+    if (strcmp(fmt, "JPEG") == 0 && !jpeg_complete(p, size, &need))
         return qvl_fail(err, QVL_E_PARSE, "%s: truncated JPEG (no end-of-image marker)", what);
+    if (strcmp(fmt, "PNG") == 0) need = png_min_bytes(p, size);
+    if (need > (int64_t)size)
+        return qvl_fail(err, QVL_E_PARSE,
+                        "%s: %s header declares %dx%d pixels, which need at least %lld bytes, "
+                        "but the file has %zu (corrupt or a decompression bomb)",
+                        what, fmt, w, h, (long long)need, size);
     if (strcmp(fmt, "BMP") == 0 && !bmp_complete(p, size, w, h))
         return qvl_fail(err, QVL_E_PARSE, "%s: truncated BMP (less pixel data than %dx%d)", what,
                         w, h);
@@ -269,30 +340,11 @@ qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl
 
 qvl_status qvl_image_load(const char *path, qvl_image *out, qvl_error *err) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return qvl_fail(err, QVL_E_IO, "%s: cannot read (not a regular file?)", path);
-    }
-    if ((long long)len > MAX_FILE_BYTES) {
-        fclose(f);
-        return qvl_fail(err, QVL_E_LIMIT, "%s: %ld bytes is too large for a picture", path, len);
-    }
-    uint8_t *buf = malloc(len ? (size_t)len : 1);
-    if (!buf) {
-        fclose(f);
-        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory reading %ld bytes", path, len);
-    }
-    size_t got = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    if (got != (size_t)len) {
-        free(buf);
-        return qvl_fail(err, QVL_E_IO, "%s: short read", path);
-    }
-    qvl_status st = qvl_image_decode(buf, got, path, out, err);
+    char *buf;
+    size_t got;
+    qvl_status st = qvl_read_file(path, MAX_FILE_BYTES, QVL_E_IO, &buf, &got, err);
+    if (st != QVL_OK) return st;
+    st = qvl_image_decode(buf, got, path, out, err);
     free(buf);
     return st;
 }

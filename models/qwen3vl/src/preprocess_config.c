@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qvl/file.h"
 #include "qvl/image_preprocess.h"
 
 #define PREPROCESS_CONFIG_MAX_BYTES (1u << 20)
@@ -103,24 +104,10 @@ static qvl_status parse(const cJSON *root, const char *path, qvl_preprocess_conf
 qvl_status qvl_preprocess_config_load(const char *path, const qvl_vision_config *v,
                                       qvl_preprocess_config *out, qvl_error *err) {
     qvl_preprocess_config_default(v, out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return qvl_fail(err, QVL_E_NOT_FOUND, "%s: not found", path);
-        return qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    char *buf = malloc(PREPROCESS_CONFIG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, PREPROCESS_CONFIG_MAX_BYTES + 1, f);
-    bool read_error = ferror(f) != 0;
-    fclose(f);
-    if (read_error || n > PREPROCESS_CONFIG_MAX_BYTES) {
-        free(buf);
-        return qvl_fail(err, read_error ? QVL_E_IO : QVL_E_LIMIT, "%s: %s", path,
-                        read_error ? "read error" : "larger than 1 MiB");
-    }
+    char *buf;
+    size_t n;
+    qvl_status rs = qvl_read_file(path, PREPROCESS_CONFIG_MAX_BYTES, QVL_E_NOT_FOUND, &buf, &n, err);
+    if (rs != QVL_OK) return rs;
     cJSON *root = cJSON_ParseWithLength(buf, n);
     free(buf);
     if (!root) return qvl_fail(err, QVL_E_PARSE, "%s: not valid JSON", path);

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "qvl/file.h"
 #include "tokenizer_internal.h"
 
 /* A vocab token's bytes: its characters mapped back through the byte table. A token with a
@@ -137,40 +138,11 @@ qvl_status qvl_tokenizer_load_buffer(const char *json, size_t len, const char *n
 qvl_status qvl_tokenizer_load(const char *path, qvl_tokenizer **out, qvl_error *err) {
     if (out) *out = NULL;
     if (!path || !out) return qvl_fail(err, QVL_E_INVALID, "qvl_tokenizer_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    qvl_status st = QVL_OK;
-    /* read in chunks (works for pipes too) and stop once past the limit */
-    for (;;) {
-        if (len == cap) {
-            /* one byte more than the limit is enough to know the file is too large */
-            const size_t most = QVL_TOKENIZER_MAX_FILE_BYTES + 1;
-            if (cap >= most) {
-                st = qvl_fail(err, QVL_E_LIMIT, "%s: larger than the %zu byte limit", path,
-                              QVL_TOKENIZER_MAX_FILE_BYTES);
-                break;
-            }
-            size_t cap2 = cap ? cap * 2 : (size_t)1 << 20;
-            if (cap2 > most) cap2 = most;
-            char *p = realloc(buf, cap2);
-            if (!p) {
-                st = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory reading the file", path);
-                break;
-            }
-            buf = p;
-            cap = cap2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) st = qvl_fail(err, QVL_E_IO, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (st == QVL_OK) st = qvl_tokenizer_load_buffer(buf, len, path, out, err);
+    char *buf;
+    size_t len;
+    qvl_status st = qvl_read_file(path, QVL_TOKENIZER_MAX_FILE_BYTES, QVL_E_IO, &buf, &len, err);
+    if (st != QVL_OK) return st;
+    st = qvl_tokenizer_load_buffer(buf, len, path, out, err);
     free(buf);
     return st;
 }

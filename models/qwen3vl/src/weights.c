@@ -3,6 +3,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "qvl/weights.h"
 
+#include "qvl/file.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -71,31 +73,9 @@ void qvl_weights_close(qvl_weights *w) {
     free(w);
 }
 
+/* The index is a regular file of bounded size (qvl_read_file refuses FIFOs and devices). */
 static qvl_status read_text_file(const char *path, char **out, size_t *len, qvl_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    qvl_status s = QVL_OK;
-    char *buf = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        s = qvl_fail(err, QVL_E_IO, "%s: cannot read: %s", path, strerror(errno));
-    } else if (size > INDEX_MAX_BYTES) {
-        s = qvl_fail(err, QVL_E_LIMIT, "%s: %ld bytes exceed the limit of %ld", path, size,
-                     INDEX_MAX_BYTES);
-    } else if (!(buf = malloc((size_t)size + 1))) {
-        s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
-    } else if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        s = qvl_fail(err, QVL_E_IO, "%s: short read", path);
-    }
-    fclose(f);
-    if (s != QVL_OK) {
-        free(buf);
-        return s;
-    }
-    buf[size] = '\0';
-    *out = buf;
-    *len = (size_t)size;
-    return QVL_OK;
+    return qvl_read_file(path, (size_t)INDEX_MAX_BYTES, QVL_E_IO, out, len, err);
 }
 
 /* Open the shards listed by the index and check each tensor sits where the index says. */

@@ -14,9 +14,17 @@
 extern "C" {
 #endif
 
-/* Pictures with more pixels than this are refused before decoding (a decompression bomb
- * guard; the same bound as PIL's DecompressionBombError: 2 x 89,478,485). */
-#define QVL_IMAGE_MAX_PIXELS 178956970LL
+/* Pictures declaring more pixels than this are refused before decoding (a decompression bomb
+ * guard: a 43-byte GIF can declare a 130-megapixel canvas). 8192 x 8192: four times the largest
+ * picture Qwen3-VL's processor keeps (max_pixels 16,777,216; larger ones are scaled down), and
+ * above a 61-megapixel camera's. The environment variable QVL_IMAGE_MAX_PIXELS=N changes it
+ * at run time (1 <= N <= QVL_IMAGE_MAX_PIXELS_CEILING); build with -DQVL_IMAGE_MAX_PIXELS=N to
+ * change the default. */
+#ifndef QVL_IMAGE_MAX_PIXELS
+#define QVL_IMAGE_MAX_PIXELS 67108864LL
+#endif
+/* stb_image sizes its buffers with int: more than this could not be decoded at all. */
+#define QVL_IMAGE_MAX_PIXELS_CEILING 536870911LL
 /* max(w, h) / min(w, h) above this is refused (the model's processor refuses it too). */
 #define QVL_IMAGE_MAX_ASPECT 200
 
@@ -27,12 +35,17 @@ typedef struct qvl_image {
 } qvl_image;
 
 /* Read and decode a file. Errors name the file: unreadable, empty, unknown format, truncated,
- * zero-sized, too many pixels, aspect ratio over QVL_IMAGE_MAX_ASPECT. */
+ * zero-sized, too many pixels (qvl_image_max_pixels(), or more than a PNG or sequential JPEG of
+ * that many bytes can hold at all), aspect ratio over QVL_IMAGE_MAX_ASPECT. Also refuses (one
+ * line naming the path) a path that is not a regular file or a file over 2 GiB. */
 qvl_status qvl_image_load(const char *path, qvl_image *out, qvl_error *err);
 /* The same from memory; `what` names the source in messages. */
 qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
                             qvl_error *err);
 void qvl_image_free(qvl_image *img);
+/* The pixel limit in force: QVL_IMAGE_MAX_PIXELS from the environment when it holds a whole
+ * number in range, else the built-in QVL_IMAGE_MAX_PIXELS. */
+int64_t qvl_image_max_pixels(void);
 
 /* EXIF orientation (1..8) stored in a JPEG's APP1 segment; 1 when there is none or the data is
  * not a JPEG or the tag is malformed. */
