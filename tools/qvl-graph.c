@@ -33,7 +33,8 @@ static const char USAGE[] =
     "--stats prints a summary instead of the node lists. --format dot prints the final graph in\n"
     "Graphviz DOT. --backend NAME checks that the backend supports every node.\n"
     "--cross-check A,B runs the graph on backends A and B with seeded random weights and\n"
-    "compares every node (exit status 1 on a mismatch).";
+    "compares every node: end to end (reported), and each node run on B from A's values of its\n"
+    "inputs (judged: exit status 1 when a node differs beyond its dtype's tolerance).";
 
 typedef struct tool_args {
     const char *config, *graph, *grid, *format, *cross, *plugins, *backend;
@@ -496,10 +497,17 @@ static int cross_check(qvl_graph *g, const tool_args *a, const char *label, fill
                                          (uint64_t)a->seed, fill_i32, fc, &res, &err);
     const char *worst = res.worst >= 0 ? qvl_graph_tensor_name(g, res.worst) : NULL;
     if (st == QVL_OK || st == QVL_E_MISMATCH) {
-        printf("cross-check %s: %s vs %s, seed %lld: %zu nodes compared, worst %s (max abs %.3g, "
-               "rel %.3g)\n",
+        printf("cross-check %s: %s vs %s, seed %lld: %zu nodes compared, each on the same "
+               "inputs: worst %s (max abs %.3g, rel %.3g)\n",
                label, lb[0]->name, lb[1]->name, (long long)a->seed, res.nodes_compared,
                worst ? worst : "-", res.worst_abs, res.worst_rel);
+        const char *e2e = res.e2e_worst >= 0 ? qvl_graph_tensor_name(g, res.e2e_worst) : NULL;
+        const char *beyond =
+            res.e2e_first_beyond >= 0 ? qvl_graph_tensor_name(g, res.e2e_first_beyond) : NULL;
+        printf("end to end (differences accumulate, not judged): worst %s (max abs %.3g, rel "
+               "%.3g)%s%s\n",
+               e2e ? e2e : "-", res.e2e_worst_abs, res.e2e_worst_rel,
+               beyond ? ", past the per-op tolerance from " : "", beyond ? beyond : "");
     }
     if (st == QVL_E_MISMATCH) {
         const char *bad = res.first_bad >= 0 ? qvl_graph_tensor_name(g, res.first_bad) : NULL;

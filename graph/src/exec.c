@@ -243,6 +243,39 @@ qvl_status qvl_exec_get(qvl_exec *ex, qvl_tid t, void *host, size_t bytes, qvl_e
     return QVL_OK;
 }
 
+qvl_status qvl_exec_store_raw(qvl_exec *ex, qvl_tid t, const void *host, size_t bytes,
+                              qvl_error *err) {
+    qvl_status s = check_tid(ex, t, "store", err);
+    if (s == QVL_OK) s = check_bytes(ex, t, bytes, "store", err);
+    if (s == QVL_OK) s = ensure_arena(ex, err);
+    if (s != QVL_OK) return s;
+    qvl_error e = {0};
+    if (!host || !ex->tensors[t].data)
+        return qvl_fail(err, QVL_E_INVALID, "exec: store: no data or no place for it");
+    s = ex->iface->upload(ex->be, ex->tensors[t].data, host, bytes, &e);
+    return s == QVL_OK ? QVL_OK : qvl_fail(err, s, "exec: store: %s", e.msg);
+}
+
+qvl_status qvl_exec_run_node(qvl_exec *ex, qvl_tid t, qvl_error *err) {
+    qvl_status s = check_tid(ex, t, "run node", err);
+    if (s == QVL_OK) s = ensure_arena(ex, err);
+    if (s != QVL_OK) return s;
+    for (size_t k = 0; k < ex->n_nodes; k++) {
+        const qvl_node *nd = ex->node_ptrs[k];
+        if (nd->dst != &ex->tensors[t]) continue;
+        qvl_error e = {0};
+        s = qvl_backend_kernel(ex->iface, nd->op)(ex->be, nd, &e);
+        if (s == QVL_OK && ex->iface->synchronize) s = ex->iface->synchronize(ex->be, &e);
+        if (s != QVL_OK) {
+            char lbl[128];
+            return qvl_fail(err, s, "exec: node %s (%s): %s", node_label(ex, t, lbl, sizeof lbl),
+                            qvl_op_name(nd->op), e.msg[0] ? e.msg : qvl_status_str(s));
+        }
+        return QVL_OK;
+    }
+    return QVL_OK; /* a view: nothing runs */
+}
+
 void *qvl_exec_addr(const qvl_exec *ex, qvl_tid t) {
     if (!ex || t < 0 || (size_t)t >= ex->n) return NULL;
     /* Asking for an address fixes the arena; ex is never a const object itself. */

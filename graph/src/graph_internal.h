@@ -139,4 +139,11 @@ void qvl_gi_replace(qvl_graph *g, qvl_tid t, qvl_op op, const qvl_params *params
 bool qvl_gi_infer(const qvl_graph *g, qvl_op op, const qvl_params *params, const qvl_tid *src,
                   qvl_tensor_desc *out);
 
+/* For the cross-check's isolated pass: move raw bytes in and out of the storage a tensor owns
+ * (any kind, node outputs included; bytes = the tensor's size), and run the one kernel node
+ * that computes t. */
+qvl_status qvl_exec_store_raw(qvl_exec *ex, qvl_tid t, const void *host, size_t bytes,
+                              qvl_error *err);
+qvl_status qvl_exec_run_node(qvl_exec *ex, qvl_tid t, qvl_error *err);
+
 #endif

@@ -174,17 +174,25 @@ void qvl_op_profile_add(qvl_op_profile *acc, const qvl_op_profile *p);
 
 /* ---- cross-checking ---------------------------------------------------------------------- */
 typedef struct qvl_crosscheck_result {
+    /* Isolated: every node run on backend b from backend a's values of its inputs, so each
+     * op is judged on its own (this is the verdict). */
     size_t nodes_compared;
     qvl_tid worst;        /* node with the largest error relative to its tolerance */
     double worst_abs, worst_rel;
     qvl_tid first_bad;    /* first node (plan order) beyond tolerance, -1 if none */
     double bad_abs, bad_rel;
+    /* End to end: both backends run the whole graph on their own; differences add up along
+     * the graph (in a deep network with random weights they can grow past any per-op
+     * tolerance without any op being wrong), so these are reported, not judged. */
+    qvl_tid e2e_worst, e2e_first_beyond;
+    double e2e_worst_abs, e2e_worst_rel;
 } qvl_crosscheck_result;
 /* Fill weights and inputs with seeded random values (weights in their dtype; i32 inputs via
  * the fill callback, which must be given when the graph has i32 inputs), run the graph on
- * both backends and compare every node's output. A node fails when
- * max_abs > atol + rtol * max|reference| with (atol, rtol) from the tolerance table for the
- * backends' dtypes. Returns QVL_E_MISMATCH, naming the first failing node, when one fails. */
+ * both backends, compare every node's output end to end, then run every node again on b from
+ * a's inputs and compare (isolated). A node fails when max_abs > atol + rtol * max|reference|
+ * with (atol, rtol) from the tolerance table for the output's dtype. Returns QVL_E_MISMATCH,
+ * naming the first node that fails in isolation, when one does. */
 typedef void (*qvl_fill_i32_fn)(qvl_tid t, const char *name, int32_t *data, int64_t n,
                                 void *user);
 qvl_status qvl_graph_crosscheck(qvl_graph *g, const qvl_backend_iface *ia, qvl_backend *a,
