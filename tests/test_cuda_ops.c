@@ -9,7 +9,11 @@
  *   data movement (get_rows, cont, store_rows incl. f32 -> f16/bf16 rounding), masks: exact;
  *   element-wise and rope (CUDA expf/tanhf/erff/sinf/cosf within 2 ulp):      1e-5;
  *   norms, softmax (f32 vs double sums):                                      1e-5;
- *   matmul, norm_linear, mlp_residual, attention (f32 vs double dot products): 1e-4.
+ *   matmul, norm_linear, mlp_residual, attention (f32 vs double dot products): 1e-4;
+ *   the same with q8_0 weights and at most 8 rows (decode): 1e-2, because there the
+ *   activations are quantised to int8 blocks of 32 (rounding each to 1/254 of its block's
+ *   largest magnitude) for __dp4a, as llama.cpp does; test_matmul_q8_dp4a checks that path
+ *   exactly (1e-4) with activations that int8 blocks represent without rounding.
  * The reference also checks the nodes the same way (same statuses for bad nodes).
  *
  * Without a usable CUDA device (CI) the whole test skips with one line saying why. */
@@ -34,6 +38,12 @@ static qvl_test_backend ref, cu;
 #define TOL_EW 1e-5
 #define TOL_NORM 1e-5
 #define TOL_DOT 1e-4
+#define TOL_Q8 1e-2
+
+/* Tolerance of a matmul-like op with weights of dtype wd over M rows (see the top). */
+static double tol_dot(qvl_dtype wd, int64_t M) {
+    return wd == QVL_Q8_0 && M <= 8 ? TOL_Q8 : TOL_DOT;
+}
 
 /* ---- storages: host memory mirrored into device buffers ---------------------------------- */
 
@@ -227,6 +237,47 @@ static double at_flat(const qvl_tensor *t, int64_t i) {
     }
 }
 
+/* Download the device copy of storage st and compare it, read through the host tensor
+ * want's descriptor (which lies in the same storage), with want's values within tol. */
+static void compare_store(const char *what, int st, const qvl_tensor *want, double tol) {
+    store *s = &stores[st];
+    qvl_error err = {0};
+    unsigned char *got_store = malloc(s->bytes);
+    assert_non_null(got_store);
+    if (cu.iface->download(cu.be, got_store, s->dev.data, s->bytes, &err) != QVL_OK) {
+        free(got_store);
+        fail_msg("download: %s", err.msg);
+    }
+    qvl_tensor got = *want;
+    got.data = got_store + ((unsigned char *)want->data - s->host);
+
+    int64_t n = nelem(want);
+    double max_ref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = at_flat(want, i);
+        if (isfinite(w) && fabs(w) > max_ref) max_ref = fabs(w);
+    }
+    double bound = tol * fmax(1.0, max_ref), worst = 0.0;
+    int64_t worst_i = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = at_flat(want, i), g = at_flat(&got, i);
+        double d = (isinf(w) || isinf(g)) ? (g == w ? 0.0 : INFINITY) : fabs(g - w);
+        if (isnan(w) && isnan(g)) d = 0.0;
+        if (isnan(d)) d = INFINITY; /* one side NaN */
+        if (d > worst) {
+            worst = d;
+            worst_i = i;
+        }
+    }
+    if (worst > bound) {
+        double w = at_flat(want, worst_i), g = at_flat(&got, worst_i);
+        free(got_store);
+        fail_msg("%s: element %lld of %lld: cuda %.9g, reference %.9g (|diff| %.3g > bound %.3g)",
+                 what, (long long)worst_i, (long long)n, g, w, worst, bound);
+    }
+    free(got_store);
+}
+
 /* Run op on both backends: dst is the reference's output tensor (its storage is mirrored
  * too, so STORE_ROWS sees the same initial cache); compare within tol. */
 static void check_op(qvl_op op, const qvl_params *p, tt *dst, tt *const *src, double tol) {
@@ -248,7 +299,8 @@ static void check_op(qvl_op op, const qvl_params *p, tt *dst, tt *const *src, do
     qvl_error err = {0};
     if (!ref.iface->supports(ref.be, &hn))
         fail_msg("%s: the reference refuses the node", qvl_op_name(op));
-    if (!cu.iface->supports(cu.be, &dn)) fail_msg("%s: cuda_sm61 refuses the node", qvl_op_name(op));
+    if (!cu.iface->supports(cu.be, &dn))
+        fail_msg("%s: cuda_sm61 refuses the node", qvl_op_name(op));
     if (qvl_backend_kernel(ref.iface, op)(ref.be, &hn, &err) != QVL_OK)
         fail_msg("reference %s: %s", qvl_op_name(op), err.msg);
     if (qvl_backend_kernel(cu.iface, op)(cu.be, &dn, &err) != QVL_OK)
@@ -256,45 +308,9 @@ static void check_op(qvl_op op, const qvl_params *p, tt *dst, tt *const *src, do
     if (cu.iface->synchronize(cu.be, &err) != QVL_OK)
         fail_msg("cuda_sm61 %s: synchronize: %s", qvl_op_name(op), err.msg);
 
-    /* Download the device copy of dst's storage and read it through dst's descriptor. */
-    store *s = &stores[dst->store];
-    unsigned char *got_store = malloc(s->bytes);
-    assert_non_null(got_store);
-    if (cu.iface->download(cu.be, got_store, s->dev.data, s->bytes, &err) != QVL_OK) {
-        free(got_store);
-        fail_msg("download: %s", err.msg);
-    }
     /* STORE_ROWS: compare the whole cache (rows it must not touch too). */
-    qvl_tensor want = dst->h;
-    if (op == QVL_OP_STORE_ROWS) want = src[0]->h;
-    qvl_tensor got = want;
-    got.data = got_store + ((unsigned char *)want.data - s->host);
-
-    int64_t n = nelem(&want);
-    double max_ref = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double w = at_flat(&want, i);
-        if (isfinite(w) && fabs(w) > max_ref) max_ref = fabs(w);
-    }
-    double bound = tol * fmax(1.0, max_ref), worst = 0.0;
-    int64_t worst_i = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double w = at_flat(&want, i), g = at_flat(&got, i);
-        double d = (isinf(w) || isinf(g)) ? (g == w ? 0.0 : INFINITY) : fabs(g - w);
-        if (isnan(w) && isnan(g)) d = 0.0;
-        if (isnan(d)) d = INFINITY; /* one side NaN */
-        if (d > worst) {
-            worst = d;
-            worst_i = i;
-        }
-    }
-    if (worst > bound) {
-        double w = at_flat(&want, worst_i), g = at_flat(&got, worst_i);
-        free(got_store);
-        fail_msg("%s: element %lld of %lld: cuda %.9g, reference %.9g (|diff| %.3g > bound %.3g)",
-                 qvl_op_name(op), (long long)worst_i, (long long)n, g, w, worst, bound);
-    }
-    free(got_store);
+    compare_store(qvl_op_name(op), dst->store, op == QVL_OP_STORE_ROWS ? &src[0]->h : &dst->h,
+                  tol);
 }
 
 /* Both backends must refuse a bad node with the same status. */
@@ -361,7 +377,7 @@ static void test_matmul(void **state) {
             tt *w = rnd(wd, 2, SHAPE(N, K), -1, 1);
             tt *bias = mi % 2 ? rnd(QVL_BF16, 1, SHAPE(N), -1, 1) : NULL;
             tt *out = mk(QVL_F32, 2, SHAPE(M, N));
-            check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), TOL_DOT);
+            check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), tol_dot(wd, M));
         }
     }
     /* decode shapes whose weight rows allow 16-byte loads (K a multiple of 8), and the same
@@ -388,7 +404,7 @@ static void test_matmul(void **state) {
         tt *a = view(big, 3, SHAPE(2, 3, K), SHAPE(6 * K, 2 * K, 1), K);
         tt *w = rnd(w_dtypes[wi], 2, SHAPE(N, K), -1, 1);
         tt *out = mk(QVL_F32, 3, SHAPE(2, 3, N));
-        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, NULL), TOL_DOT);
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, NULL), tol_dot(w_dtypes[wi], 6));
     }
     /* a transposed (column stride != 1), large enough for the tiled kernel */
     {
@@ -398,6 +414,30 @@ static void test_matmul(void **state) {
         tt *w = rnd(QVL_F16, 2, SHAPE(N, K), -1, 1);
         tt *out = mk(QVL_F32, 2, SHAPE(M, N));
         check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, NULL), TOL_DOT);
+    }
+}
+
+/* The int8 path of q8_0 decode GEMVs (activations quantised to int8 blocks, __dp4a): with
+ * activations that int8 blocks hold exactly (integers in [-127, 127], 127 in every block, so
+ * the block scale is 1) it must give the f32 dot product; at model-like sizes with random
+ * activations it stays within TOL_Q8. Weights also as a view of every other row. */
+static void test_matmul_q8_dp4a(void **state) {
+    (void)state;
+    const int64_t Ms[] = {1, 3, 8};
+    for (size_t mi = 0; mi < 3; mi++) {
+        int64_t M = Ms[mi], K = 2048, N = 97;
+        tt *a = mk(QVL_F32, 2, SHAPE(M, K));
+        float *av = a->h.data;
+        for (int64_t i = 0; i < M * K; i++)
+            av[i] = i % 32 == 5 ? (i % 64 == 5 ? 127.0f : -127.0f) : (float)irand(-127, 127);
+        tt *wbig = rnd(QVL_Q8_0, 2, SHAPE(2 * N, K), 0, 0);
+        tt *w = view(wbig, 2, SHAPE(N, K), SHAPE(2 * K, 1), K); /* odd rows */
+        tt *bias = rnd(QVL_F32, 1, SHAPE(N), -1, 1);
+        tt *out = mk(QVL_F32, 2, SHAPE(M, N));
+        check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), TOL_DOT);
+        tt *ar = rnd(QVL_F32, 2, SHAPE(M, K), -3, 3);
+        tt *out2 = mk(QVL_F32, 2, SHAPE(M, N));
+        check_op(QVL_OP_MATMUL, NULL, out2, SRC(ar, w, NULL), TOL_Q8);
     }
 }
 
@@ -632,6 +672,9 @@ static void test_attention(void **state) {
         {11, 11, 3, 3, 40, QVL_MASK_NONE, 0, QVL_F32},     /* vision, one segment */
         {11, 11, 2, 2, 72, QVL_MASK_SEGMENTS, 0, QVL_F16}, /* vision, several segments */
         {2, 300, 2, 1, 33, QVL_MASK_NONE, 0, QVL_F32},     /* odd head size, many keys */
+        {1, 1000, 2, 1, 64, QVL_MASK_NONE, 0, QVL_F16},    /* split-KV, no mask */
+        {1, 2000, 4, 2, 128, QVL_MASK_CAUSAL, 1999, QVL_F32}, /* split-KV decode */
+        {1, 2000, 4, 2, 128, QVL_MASK_CAUSAL, 700, QVL_BF16}, /* split-KV, keys hidden */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t N = cases[c].N, L = cases[c].L, Hq = cases[c].Hq, Hkv = cases[c].Hkv;
@@ -684,8 +727,46 @@ static void test_norm_linear(void **state) {
                     total += Ns[i];
                 }
                 tt *out = mk(QVL_F32, 2, SHAPE(M, total));
-                check_op(QVL_OP_NORM_LINEAR, &p, out, src, TOL_DOT);
+                check_op(QVL_OP_NORM_LINEAR, &p, out, src, tol_dot(QVL_Q8_0, M));
             }
+}
+
+/* Decode-sized NORM_LINEAR / MLP_RESIDUAL, where the norm or activation and all projections
+ * run as one kernel (rows in shared memory; q8_0: quantised there for __dp4a), every weight
+ * dtype, and with 8 rows of 2048, which do not fit there and take the unfused path. */
+static void test_fused_decode_sizes(void **state) {
+    (void)state;
+    const int64_t Ms[] = {1, 3, 8};
+    for (size_t k = 0; k < 12; k++) {
+        size_t mi = k % 3;
+        int64_t M = Ms[mi], D = 2048, Ns[3] = {256, 64, 64};
+        qvl_dtype wd = w_dtypes[k / 3];
+        int norm = (int)k % 2;
+        qvl_params p = {.norm_linear = {.norm = norm, .eps = 1e-6f, .n_proj = 3}};
+        tt *x = rnd(QVL_F32, 2, SHAPE(M, D), -2, 3);
+        tt *g = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+        tt *beta = norm ? rnd(QVL_F16, 1, SHAPE(D), -1, 1) : NULL;
+        tt *src[QVL_MAX_SRC] = {x, g, beta};
+        for (int i = 0; i < 3; i++) {
+            src[3 + 2 * i] = rnd(wd, 2, SHAPE(Ns[i], D), -0.05f, 0.05f);
+            src[4 + 2 * i] = i == 1 ? rnd(QVL_F32, 1, SHAPE(Ns[i]), -1, 1) : NULL;
+        }
+        tt *out = mk(QVL_F32, 2, SHAPE(M, 384));
+        check_op(QVL_OP_NORM_LINEAR, &p, out, src, tol_dot(wd, M));
+
+        int64_t F = 6144 / (M > 1 ? 4 : 1), Dm = 96;
+        for (int act = 0; act < 3; act++) {
+            qvl_params pm = {.mlp = {.act = act}};
+            tt *res = rnd(QVL_F32, 2, SHAPE(M, Dm), -2, 2);
+            tt *gu = rnd(QVL_F32, 2, SHAPE(M, 2 * F), -3, 3);
+            tt *a = view(gu, 2, SHAPE(M, F), SHAPE(2 * F, 1), 0);
+            tt *up = act == QVL_ACT_SILU ? view(gu, 2, SHAPE(M, F), SHAPE(2 * F, 1), F) : NULL;
+            tt *w = rnd(wd, 2, SHAPE(Dm, F), -0.05f, 0.05f);
+            tt *b = act ? rnd(QVL_F32, 1, SHAPE(Dm), -1, 1) : NULL;
+            tt *o = mk(QVL_F32, 2, SHAPE(M, Dm));
+            check_op(QVL_OP_MLP_RESIDUAL, &pm, o, SRC(res, a, w, up, b), tol_dot(wd, M));
+        }
+    }
 }
 
 static void test_mlp_residual(void **state) {
@@ -700,10 +781,11 @@ static void test_mlp_residual(void **state) {
             tt *gu = rnd(QVL_F32, 2, SHAPE(M, 2 * F), -3, 3);
             tt *a = view(gu, 2, SHAPE(M, F), SHAPE(2 * F, 1), 0);
             tt *up = act == QVL_ACT_SILU ? view(gu, 2, SHAPE(M, F), SHAPE(2 * F, 1), F) : NULL;
-            tt *w = rnd(w_dtypes[(act + mi) % 4], 2, SHAPE(D, F), -1, 1);
+            qvl_dtype wd = w_dtypes[(act + mi) % 4];
+            tt *w = rnd(wd, 2, SHAPE(D, F), -1, 1);
             tt *b = act ? rnd(QVL_F16, 1, SHAPE(D), -1, 1) : NULL;
             tt *out = mk(QVL_F32, 2, SHAPE(M, D));
-            check_op(QVL_OP_MLP_RESIDUAL, &p, out, SRC(res, a, w, up, b), TOL_DOT);
+            check_op(QVL_OP_MLP_RESIDUAL, &p, out, SRC(res, a, w, up, b), tol_dot(wd, M));
         }
     qvl_params p = {.mlp = {.act = QVL_ACT_GELU_TANH}};
     tt *res = rnd(QVL_F32, 2, SHAPE(2, 8), -1, 1), *a = rnd(QVL_F32, 2, SHAPE(2, 8), -1, 1);
@@ -727,6 +809,281 @@ static void test_scatter_rows(void **state) {
         tt *bad = i32_of(K, (const int32_t[]){0, 1, 2, 11, 4, 5});
         check_refused(add ? QVL_OP_ADD_ROWS : QVL_OP_SET_ROWS, NULL, out, SRC(x, bad, src));
     }
+}
+
+
+/* ---- ops whose position comes from data (at [1] i32, read on the device) ------------------ */
+
+static void test_store_rows_at(void **state) {
+    (void)state;
+    const qvl_dtype dts[] = {QVL_F32, QVL_F16, QVL_BF16};
+    for (int k = 0; k < 3; k++) {
+        int64_t R = 12, H = 2, D = 9, N = k == 0 ? 1 : 5;
+        const int32_t ats[] = {0, 4, (int32_t)(R - N)};
+        for (int a = 0; a < 3; a++) {
+            tt *cache = rnd(dts[k], 3, SHAPE(R, H, D), -1, 1);
+            /* src as a strided view: k of a fused [N, 3, H, D] row */
+            tt *qkv = rnd(QVL_F32, 2, SHAPE(N, 3 * H * D), -50, 50);
+            tt *src = view(qkv, 3, SHAPE(N, H, D), SHAPE(3 * H * D, D, 1), H * D);
+            tt *at = i32_of(1, &ats[a]);
+            tt *dst = view(cache, 3, SHAPE(R, H, D), SHAPE(H * D, D, 1), 0);
+            check_op(QVL_OP_STORE_ROWS_AT, NULL, dst, SRC(cache, src, at), TOL_EXACT);
+        }
+    }
+    /* at outside [0, R - N]: the reference refuses it; the GPU learns at only on the device,
+     * so the kernel runs and must leave the cache untouched (and write nothing out of bounds:
+     * compute-sanitizer checks that part). */
+    const int32_t bad[] = {-1, 9, 10, 1 << 30};
+    for (int b = 0; b < 4; b++) {
+        int64_t R = 10, D = 6, N = 2;
+        tt *cache = rnd(QVL_F32, 2, SHAPE(R, D), -1, 1);
+        tt *src = rnd(QVL_F32, 2, SHAPE(N, D), -1, 1);
+        tt *at = i32_of(1, &bad[b]);
+        tt *dst = view(cache, 2, SHAPE(R, D), SHAPE(D, 1), 0);
+        to_device(cache->store);
+        to_device(src->store);
+        to_device(at->store);
+        qvl_tensor dsrc[3] = {dev_of(cache), dev_of(src), dev_of(at)}, ddst = dev_of(dst);
+        const qvl_tensor *hs[QVL_MAX_SRC] = {&cache->h, &src->h, &at->h};
+        const qvl_tensor *ds[QVL_MAX_SRC] = {&dsrc[0], &dsrc[1], &dsrc[2]};
+        qvl_node hn = node_of(QVL_OP_STORE_ROWS_AT, NULL, &dst->h, hs);
+        qvl_node dn = node_of(QVL_OP_STORE_ROWS_AT, NULL, &ddst, ds);
+        qvl_error err = {0};
+        assert_int_equal(qvl_backend_kernel(ref.iface, QVL_OP_STORE_ROWS_AT)(ref.be, &hn, &err),
+                         QVL_E_INVALID);
+        if (qvl_backend_kernel(cu.iface, QVL_OP_STORE_ROWS_AT)(cu.be, &dn, &err) != QVL_OK)
+            fail_msg("cuda_sm61 store_rows_at (at = %d): %s", bad[b], err.msg);
+        assert_int_equal(cu.iface->synchronize(cu.be, &err), QVL_OK);
+        compare_store("store_rows_at out of range", cache->store, &cache->h, TOL_EXACT);
+    }
+}
+
+static void test_mask_causal_at(void **state) {
+    (void)state;
+    int64_t H = 3, N = 6, L = 10;
+    const int32_t ats[] = {0, 1, 4, (int32_t)(L - N), (int32_t)(L + 5)};
+    for (int a = 0; a < 5; a++) {
+        tt *s = rnd(QVL_F32, 3, SHAPE(H, N, L), -3, 3);
+        tt *at = i32_of(1, &ats[a]);
+        tt *out = mk(QVL_F32, 3, SHAPE(H, N, L));
+        check_op(QVL_OP_MASK_CAUSAL_AT, NULL, out, SRC(s, at), TOL_EXACT);
+    }
+    /* scores as a strided view (every other row of a wider buffer), one query */
+    tt *base = rnd(QVL_F32, 2, SHAPE(4, 2 * 33), -3, 3);
+    tt *sv = view(base, 3, SHAPE(4, 1, 33), SHAPE(2 * 33, 33, 1), 33);
+    tt *at = i32_of(1, (const int32_t[]){17});
+    tt *out = mk(QVL_F32, 3, SHAPE(4, 1, 33));
+    check_op(QVL_OP_MASK_CAUSAL_AT, NULL, out, SRC(sv, at), TOL_EXACT);
+}
+
+/* Cache rows [from, L) of a k/v cache filled with NaN: rows not written yet, which attention
+ * with CAUSAL_AT must never read (one NaN read would poison the output). */
+static void poison_rows(tt *t, int64_t from) {
+    const qvl_tensor_desc *d = &t->h.desc;
+    int64_t row = d->shape[1] * d->shape[2];
+    for (int64_t e = from * row; e < d->shape[0] * row; e++) {
+        if (d->dtype == QVL_F32) ((float *)t->h.data)[e] = NAN;
+        else if (d->dtype == QVL_F16) ((uint16_t *)t->h.data)[e] = qvl_f32_to_f16(NAN);
+        else ((uint16_t *)t->h.data)[e] = qvl_f32_to_bf16(NAN);
+    }
+}
+
+static void test_attention_at(void **state) {
+    (void)state;
+    struct {
+        int64_t N, L, Hq, Hkv, D, at;
+        qvl_dtype kv;
+    } cases[] = {
+        {1, 37, 4, 2, 64, 20, QVL_F16},      /* decode in the middle of a cache */
+        {1, 37, 4, 2, 64, 36, QVL_F32},      /* decode into the last row */
+        {5, 40, 6, 2, 128, 7, QVL_BF16},     /* prefill after a cache */
+        {3, 300, 2, 2, 40, 0, QVL_F32},      /* prefill from the start, odd head size */
+        {1, 4096, 2, 1, 128, 3000, QVL_F32}, /* long cache: split-KV, most splits busy */
+        {1, 4096, 16, 8, 128, 100, QVL_F16}, /* long cache, short context: most splits idle */
+        {2, 2048, 8, 2, 64, 1500, QVL_BF16}, /* two queries, split-KV */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t N = cases[c].N, L = cases[c].L, Hq = cases[c].Hq, Hkv = cases[c].Hkv;
+        int64_t D = cases[c].D;
+        int32_t at_v = (int32_t)cases[c].at;
+        qvl_params p = {.attention = {.scale = 1.0f / sqrtf((float)D), .mask = QVL_MASK_CAUSAL_AT}};
+        tt *qrow = rnd(QVL_F32, 2, SHAPE(N, Hq * D + 3), -2, 2);
+        tt *q = view(qrow, 3, SHAPE(N, Hq, D), SHAPE(Hq * D + 3, D, 1), 3);
+        tt *k = rnd(cases[c].kv, 3, SHAPE(L, Hkv, D), -2, 2);
+        tt *v = rnd(cases[c].kv, 3, SHAPE(L, Hkv, D), -2, 2);
+        poison_rows(k, at_v + N);
+        poison_rows(v, at_v + N);
+        tt *at = i32_of(1, &at_v);
+        tt *out = mk(QVL_F32, 3, SHAPE(N, Hq, D));
+        check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, at), TOL_DOT);
+    }
+    /* at with at + N > L: the reference refuses; the kernel cannot, and must still read
+     * nothing past L (compute-sanitizer checks that) and finish. */
+    const int32_t bad[] = {-7, 30, 31, 1 << 30};
+    for (int b = 0; b < 4; b++) {
+        int64_t N = 2, L = 31, H = 2, D = 32;
+        qvl_params p = {.attention = {.scale = 0.2f, .mask = QVL_MASK_CAUSAL_AT}};
+        tt *q = rnd(QVL_F32, 3, SHAPE(N, H, D), -1, 1);
+        tt *k = rnd(QVL_F16, 3, SHAPE(L, H, D), -1, 1);
+        tt *at = i32_of(1, &bad[b]);
+        tt *out = mk(QVL_F32, 3, SHAPE(N, H, D));
+        to_device(q->store);
+        to_device(k->store);
+        to_device(at->store);
+        to_device(out->store);
+        qvl_tensor dq = dev_of(q), dk = dev_of(k), dat = dev_of(at), dout = dev_of(out);
+        const qvl_tensor *ds[QVL_MAX_SRC] = {&dq, &dk, &dk, &dat};
+        const qvl_tensor *hs[QVL_MAX_SRC] = {&q->h, &k->h, &k->h, &at->h};
+        qvl_node dn = node_of(QVL_OP_ATTENTION, &p, &dout, ds);
+        qvl_node hn = node_of(QVL_OP_ATTENTION, &p, &out->h, hs);
+        qvl_error err = {0};
+        assert_int_equal(qvl_backend_kernel(ref.iface, QVL_OP_ATTENTION)(ref.be, &hn, &err),
+                         QVL_E_INVALID);
+        if (qvl_backend_kernel(cu.iface, QVL_OP_ATTENTION)(cu.be, &dn, &err) != QVL_OK)
+            fail_msg("cuda_sm61 attention (at = %d): %s", bad[b], err.msg);
+        assert_int_equal(cu.iface->synchronize(cu.be, &err), QVL_OK);
+    }
+}
+
+/* ---- run_graph: capture and replay of a decode step ---------------------------------------- */
+
+/* What the executor does: run_graph, or the nodes one by one when it declines. Returns
+ * run_graph's answer. */
+static qvl_status run_seq(const qvl_node *const *nodes, size_t n) {
+    qvl_error err = {0};
+    qvl_status s = cu.iface->run_graph(cu.be, nodes, n, &err);
+    if (s == QVL_E_UNSUPPORTED) {
+        for (size_t k = 0; k < n; k++)
+            if (qvl_backend_kernel(cu.iface, nodes[k]->op)(cu.be, nodes[k], &err) != QVL_OK)
+                fail_msg("cuda_sm61 %s: %s", qvl_op_name(nodes[k]->op), err.msg);
+    } else if (s != QVL_OK) {
+        fail_msg("run_graph: %s", err.msg);
+    }
+    if (cu.iface->synchronize(cu.be, &err) != QVL_OK) fail_msg("synchronize: %s", err.msg);
+    return s;
+}
+
+/* Captured graphs the backend holds, as describe() reports them ("..., N CUDA graphs"). */
+static size_t graphs_held(void) {
+    qvl_device_info info;
+    assert_int_equal(cu.iface->describe(cu.be, &info), QVL_OK);
+    const char *p = strstr(info.name, "scratch, ");
+    size_t g = 0;
+    assert_non_null(p);
+    assert_int_equal(sscanf(p + strlen("scratch, "), "%zu", &g), 1);
+    return g;
+}
+
+#define SEQ 5
+typedef struct seq {
+    qvl_node h[SEQ], d[SEQ];
+    const qvl_node *dp[SEQ];
+    qvl_tensor dsrc[SEQ][QVL_MAX_SRC], ddst[SEQ];
+    int n;
+} seq;
+
+static void seq_add(seq *q, qvl_op op, const qvl_params *p, tt *dst, tt *const *src) {
+    const qvl_tensor *hs[QVL_MAX_SRC] = {0}, *ds[QVL_MAX_SRC] = {0};
+    int k = q->n++;
+    for (int i = 0; i < QVL_MAX_SRC; i++) {
+        if (!src[i]) continue;
+        hs[i] = &src[i]->h;
+        q->dsrc[k][i] = dev_of(src[i]);
+        ds[i] = &q->dsrc[k][i];
+    }
+    q->ddst[k] = dev_of(dst);
+    q->h[k] = node_of(op, p, &dst->h, hs);
+    q->d[k] = node_of(op, p, &q->ddst[k], ds);
+    q->dp[k] = &q->d[k];
+}
+
+/* A decode step as the model builds it (embedding lookup, qkv projection, two KV-cache
+ * writes at `at`, attention over the cache up to `at`), run for several tokens with only the
+ * data of ids and at changing: the first run goes node by node, the second is captured, the
+ * rest replay; a different output address is a new signature and is captured anew. Every
+ * step matches the reference. */
+static void test_graph_replay(void **state) {
+    (void)state;
+    int64_t V = 40, Dm = 48, H = 4, Hkv = 2, D = 16, R = 24, QKV = (H + 2 * Hkv) * D;
+    tt *table = rnd(QVL_F16, 2, SHAPE(V, Dm), -1, 1);
+    tt *ids = i32_of(1, (const int32_t[]){0});
+    tt *x = mk(QVL_F32, 2, SHAPE(1, Dm));
+    tt *w = rnd(QVL_BF16, 2, SHAPE(QKV, Dm), -0.5, 0.5);
+    tt *qkv = mk(QVL_F32, 2, SHAPE(1, QKV));
+    tt *q = view(qkv, 3, SHAPE(1, H, D), SHAPE(QKV, D, 1), 0);
+    tt *kn = view(qkv, 3, SHAPE(1, Hkv, D), SHAPE(QKV, D, 1), H * D);
+    tt *vn = view(qkv, 3, SHAPE(1, Hkv, D), SHAPE(QKV, D, 1), (H + Hkv) * D);
+    tt *ck = mk(QVL_F32, 3, SHAPE(R, Hkv, D)), *cv = mk(QVL_F32, 3, SHAPE(R, Hkv, D));
+    poison_rows(ck, 0); /* nothing written yet: reading an unwritten row would show */
+    poison_rows(cv, 0);
+    tt *ck_all = view(ck, 3, SHAPE(R, Hkv, D), SHAPE(Hkv * D, D, 1), 0);
+    tt *cv_all = view(cv, 3, SHAPE(R, Hkv, D), SHAPE(Hkv * D, D, 1), 0);
+    tt *at = i32_of(1, (const int32_t[]){0});
+    tt *outs[2] = {mk(QVL_F32, 3, SHAPE(1, H, D)), mk(QVL_F32, 3, SHAPE(1, H, D))};
+    qvl_params pa = {.attention = {.scale = 0.25f, .mask = QVL_MASK_CAUSAL_AT}};
+
+    const tt *all[] = {table, ids, x, w, qkv, ck, cv, at, outs[0], outs[1]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) to_device(all[i]->store);
+    static seq seqs[2];
+    for (int v = 0; v < 2; v++) {
+        memset(&seqs[v], 0, sizeof seqs[v]);
+        seq_add(&seqs[v], QVL_OP_GET_ROWS, NULL, x, SRC(table, ids));
+        seq_add(&seqs[v], QVL_OP_MATMUL, NULL, qkv, SRC(x, w));
+        seq_add(&seqs[v], QVL_OP_STORE_ROWS_AT, NULL, ck_all, SRC(ck, kn, at));
+        seq_add(&seqs[v], QVL_OP_STORE_ROWS_AT, NULL, cv_all, SRC(cv, vn, at));
+        seq_add(&seqs[v], QVL_OP_ATTENTION, &pa, outs[v], SRC(q, ck_all, cv_all, at));
+    }
+
+    const char *env = getenv("QVL_CUDA_GRAPHS");
+    bool graphs_on = !(env && strcmp(env, "0") == 0);
+    size_t held0 = graphs_held();
+    for (int step = 0; step < 10; step++) {
+        int v = step < 5 ? 0 : 1; /* the second sequence from step 5 on */
+        seq *sq = &seqs[v];
+        ((int32_t *)ids->h.data)[0] = irand(0, (int)V - 1);
+        ((int32_t *)at->h.data)[0] = step;
+        to_device(ids->store);
+        to_device(at->store);
+        qvl_error err = {0};
+        for (int k = 0; k < sq->n; k++)
+            if (qvl_backend_kernel(ref.iface, sq->h[k].op)(ref.be, &sq->h[k], &err) != QVL_OK)
+                fail_msg("reference %s: %s", qvl_op_name(sq->h[k].op), err.msg);
+        qvl_status s = run_seq(sq->dp, (size_t)sq->n);
+        bool first = step == 0 || step == 5; /* a new signature: run node by node */
+        if (graphs_on) assert_int_equal(s, first ? QVL_E_UNSUPPORTED : QVL_OK);
+        else assert_int_equal(s, QVL_E_UNSUPPORTED);
+        char what[64];
+        snprintf(what, sizeof what, "graph step %d output", step);
+        compare_store(what, outs[v]->store, &outs[v]->h, TOL_DOT);
+        snprintf(what, sizeof what, "graph step %d k cache", step);
+        compare_store(what, ck->store, &ck->h, TOL_DOT);
+        snprintf(what, sizeof what, "graph step %d v cache", step);
+        compare_store(what, cv->store, &cv->h, TOL_DOT);
+        if (graphs_on && step == 2) assert_int_equal(graphs_held(), held0 + 1);
+        if (graphs_on && step == 7) assert_int_equal(graphs_held(), held0 + 2);
+    }
+}
+
+/* Option graphs: 0 turns capture off (run_graph declines, the executor launches node by
+ * node); anything but 0 or 1 is refused at init. */
+static void test_graph_option(void **state) {
+    (void)state;
+    const char *keys[] = {"graphs"}, *off[] = {"0"}, *bad[] = {"2"};
+    qvl_options o_off = {1, keys, off}, o_bad = {1, keys, bad};
+    qvl_backend *be = NULL;
+    qvl_error err = {0};
+    assert_int_equal(cu.iface->init(&o_bad, &be, &err), QVL_E_INVALID);
+    assert_null(be);
+    assert_non_null(strstr(err.msg, "graphs"));
+    if (getenv("QVL_CUDA_GRAPHS")) return; /* the environment overrides the option */
+    assert_int_equal(cu.iface->init(&o_off, &be, &err), QVL_OK);
+    qvl_node nodes[1];
+    const qvl_node *np[1] = {&nodes[0]};
+    memset(nodes, 0, sizeof nodes);
+    nodes[0].op = QVL_OP_SILU;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cu.iface->run_graph(be, np, 1, &err), QVL_E_UNSUPPORTED);
+    cu.iface->release(be);
 }
 
 /* ---- setup: skip everything with one line when there is no usable device ---------------- */
@@ -782,6 +1139,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_describe),
         T(test_matmul),
+        T(test_matmul_q8_dp4a),
         T(test_matmul_big_tiles),
         T(test_matmul_3d),
         T(test_get_rows),
@@ -795,7 +1153,13 @@ int main(void) {
         T(test_attention),
         T(test_norm_linear),
         T(test_mlp_residual),
+        T(test_fused_decode_sizes),
         T(test_scatter_rows),
+        T(test_store_rows_at),
+        T(test_mask_causal_at),
+        T(test_attention_at),
+        T(test_graph_replay),
+        T(test_graph_option),
     };
     return cmocka_run_group_tests(tests, open_backends, close_backends);
 }

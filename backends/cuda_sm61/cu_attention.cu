@@ -1,15 +1,38 @@
-/* ATTENTION with online softmax: one block per (query, head), CU_ATTN_WARPS warps.
+/* ATTENTION with online softmax, for prefill, vision and decode.
  *
- * Each warp walks its share of the visible keys (key j goes to warp j % warps): the lanes
- * split the dot product q . k_j over D and a shuffle reduction gives the score; the warp keeps
- * its own running max m, sum l and output accumulator acc[D] (in shared memory, lanes split
- * D). At the end the warps' partial results are merged with the usual rescaling. The visible
- * keys of a query form one range: [0, L) without a mask, [0, n_past + i] causal, the query's
- * own segment with segments; hidden keys are simply not visited (exp(-inf) = 0), and a query
- * that sees no key gets 0, as softmax of an all -inf row does in the reference. */
+ * Grid: one block row per (query, head), and blockIdx.y = split s of `splits` (split-KV, see
+ * cu_attention_splits): block (r, s) walks the s-th share of row r's visible keys. Inside a
+ * block CU_ATTN_WARPS warps take keys in turn, KU at a time (loaded together); the lanes
+ * split the dot product q . k_j over D (lane owns d = lane + 32 t, q and the accumulator in
+ * registers) and a shuffle reduction gives the score; each warp keeps its own running max
+ * m, sum l and accumulator. The warps' results are merged in shared memory with the usual
+ * rescaling. With one split the block writes the output row; with several it writes its
+ * unnormalised partial (acc, m, l) and k_attention_combine merges the splits of each row.
+ *
+ * The visible keys of a query form one range: [0, L) without a mask, [0, n_past + i] causal
+ * (n_past read from device memory for CAUSAL_AT, so the launch does not depend on it and one
+ * captured launch serves every decode step; the range is clipped to [0, L), so nothing past
+ * L is read whatever at holds), the query's own segment with segments. Hidden keys are not
+ * visited (exp(-inf) = 0); a query that sees no key gets 0, as softmax of an all -inf row
+ * does in the reference. */
 #include "cu_device.cuh"
 
 #define CU_ATTN_WARPS 4
+#define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
+#define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
+
+struct cu_attn_args {
+    cu_view q, k, v;
+    float scale;
+    int mask;
+    int64_t n_past;
+    const int32_t *at;
+    const int32_t *seg;
+    int64_t seg_stride, n_bounds;
+    float *out;
+    float *part; /* splits > 1: [rows, splits, D + 2] partials */
+    int splits;
+};
 
 /* Segment of position i (see cu_softmax.cu; repeated to keep each file self-contained). */
 __device__ __forceinline__ int64_t cu_attn_segment_of(const int32_t *seg, int64_t stride,
@@ -23,48 +46,91 @@ __device__ __forceinline__ int64_t cu_attn_segment_of(const int32_t *seg, int64_
     return lo - 1;
 }
 
-__global__ void k_attention(cu_view q, cu_view k, cu_view v, float scale, int mask,
-                            int64_t n_past, const int32_t *seg, int64_t seg_stride,
-                            int64_t n_bounds, float *out) {
-    __shared__ float q_s[CU_ATTN_MAX_D];
+/* REGS: per-lane share of a head (D <= 32 * REGS); KU: keys a warp loads together (their k
+ * and v rows are all requested before any is used, so one memory round trip serves KU keys
+ * instead of one: decode attention is latency-bound otherwise). */
+template <int REGS, int KU>
+__global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_args p) {
     __shared__ float acc_s[CU_ATTN_WARPS][CU_ATTN_MAX_D];
     __shared__ float m_s[CU_ATTN_WARPS], l_s[CU_ATTN_WARPS];
 
+    const cu_view &q = p.q, &k = p.k, &v = p.v;
     int64_t Hq = q.shape[1], D = q.shape[2], L = k.shape[0], Hkv = k.shape[1];
-    int64_t i = blockIdx.x / Hq, h = blockIdx.x % Hq, g = h / (Hq / Hkv);
+    int64_t row = blockIdx.x, i = row / Hq, h = row % Hq, g = h / (Hq / Hkv);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
     int64_t j0 = 0, j1 = L;
-    if (mask == QVL_MASK_CAUSAL) {
+    if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
+        int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
         j1 = n_past + i + 1 < L ? n_past + i + 1 : L;
-    } else if (mask == QVL_MASK_SEGMENTS) {
-        int64_t sg = cu_attn_segment_of(seg, seg_stride, n_bounds, i);
-        j0 = seg[sg * seg_stride];
-        j1 = seg[(sg + 1) * seg_stride];
+    } else if (p.mask == QVL_MASK_SEGMENTS) {
+        int64_t sg = cu_attn_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
+        j0 = p.seg[sg * p.seg_stride];
+        j1 = p.seg[(sg + 1) * p.seg_stride];
+    }
+    if (j1 < j0) j1 = j0;
+    if (p.splits > 1) { /* this block's share of the visible keys */
+        int64_t vis = j1 - j0, chunk = (vis + p.splits - 1) / p.splits;
+        if (chunk < CU_ATTN_MIN_CHUNK) chunk = CU_ATTN_MIN_CHUNK;
+        int64_t a = j0 + (int64_t)blockIdx.y * chunk;
+        j0 = a < j1 ? a : j1;
+        j1 = a + chunk < j1 ? a + chunk : j1;
     }
 
+    float qr[REGS], acc[REGS];
     int64_t q_base = i * q.stride[0] + h * q.stride[1];
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
-        q_s[d] = cu_view_load(q, q_base + d * q.stride[2]);
-    for (int64_t d = lane; d < D; d += CU_WARP) acc_s[warp][d] = 0.0f;
-    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < REGS; t++) {
+        int64_t d = lane + CU_WARP * t;
+        qr[t] = d < D ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
+        acc[t] = 0.0f;
+    }
 
     float m = -INFINITY, l = 0.0f;
-    for (int64_t j = j0 + warp; j < j1; j += CU_ATTN_WARPS) {
-        int64_t k_base = j * k.stride[0] + g * k.stride[1];
-        float dot = 0.0f;
-        for (int64_t d = lane; d < D; d += CU_WARP)
-            dot += q_s[d] * cu_view_load(k, k_base + d * k.stride[2]);
-        float sc = cu_warp_sum(dot) * scale;
-        if (sc == -INFINITY) continue; /* weight exp(-inf) = 0 */
-        float m_new = fmaxf(m, sc);
-        float corr = expf(m - m_new); /* 0 while m is still -inf */
-        float p = expf(sc - m_new);
-        l = l * corr + p;
-        m = m_new;
-        int64_t v_base = j * v.stride[0] + g * v.stride[1];
-        for (int64_t d = lane; d < D; d += CU_WARP)
-            acc_s[warp][d] = acc_s[warp][d] * corr + p * cu_view_load(v, v_base + d * v.stride[2]);
+    for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
+        float kr[KU][REGS], vr[KU][REGS];
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            int64_t j = jg + u;
+            int64_t k_base = j * k.stride[0] + g * k.stride[1];
+            int64_t v_base = j * v.stride[0] + g * v.stride[1];
+#pragma unroll
+            for (int t = 0; t < REGS; t++) {
+                int64_t d = lane + CU_WARP * t;
+                bool in = j < j1 && d < D;
+                kr[u][t] = in ? cu_view_load(k, k_base + d * k.stride[2]) : 0.0f;
+                vr[u][t] = in ? cu_view_load(v, v_base + d * v.stride[2]) : 0.0f;
+            }
+        }
+        float sc[KU];
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int t = 0; t < REGS; t++) dot += qr[t] * kr[u][t];
+            sc[u] = dot;
+        }
+#pragma unroll
+        for (int o = CU_WARP / 2; o > 0; o /= 2)
+#pragma unroll
+            for (int u = 0; u < KU; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            float x = sc[u] * p.scale;
+            if (jg + u >= j1 || x == -INFINITY) continue; /* weight exp(-inf) = 0 */
+            float m_new = fmaxf(m, x);
+            float corr = expf(m - m_new); /* 0 while m is still -inf */
+            float pr = expf(x - m_new);
+            l = l * corr + pr;
+            m = m_new;
+#pragma unroll
+            for (int t = 0; t < REGS; t++) acc[t] = acc[t] * corr + pr * vr[u][t];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < REGS; t++) {
+        int64_t d = lane + CU_WARP * t;
+        if (d < D) acc_s[warp][d] = acc[t];
     }
     if (lane == 0) {
         m_s[warp] = m;
@@ -79,7 +145,20 @@ __global__ void k_attention(cu_view q, cu_view k, cu_view v, float scale, int ma
         weight[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - M);
         total += l_s[w] * weight[w];
     }
-    float *o = out + (i * Hq + h) * D;
+    if (p.splits > 1) {
+        float *part = p.part + (row * p.splits + blockIdx.y) * (D + 2);
+        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+            float y = 0.0f;
+            for (int w = 0; w < CU_ATTN_WARPS; w++) y += acc_s[w][d] * weight[w];
+            part[d] = y;
+        }
+        if (threadIdx.x == 0) {
+            part[D] = M;
+            part[D + 1] = total;
+        }
+        return;
+    }
+    float *o = p.out + row * D;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
         float y = 0.0f;
         for (int w = 0; w < CU_ATTN_WARPS; w++) y += acc_s[w][d] * weight[w];
@@ -87,13 +166,66 @@ __global__ void k_attention(cu_view q, cu_view k, cu_view v, float scale, int ma
     }
 }
 
+/* Merge the splits of each row: the same rescaling as the warps' merge above. */
+__global__ void k_attention_combine(const float *part, int splits, int64_t D, float *out) {
+    int64_t row = blockIdx.x;
+    const float *pr = part + row * splits * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, pr[s * (D + 2) + D]);
+    float total = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        float ms = pr[s * (D + 2) + D];
+        if (ms != -INFINITY) total += pr[s * (D + 2) + D + 1] * expf(ms - M);
+    }
+    float *o = out + row * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float y = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            float ms = pr[s * (D + 2) + D];
+            if (ms != -INFINITY) y += pr[s * (D + 2) + d] * expf(ms - M);
+        }
+        o[d] = total > 0.0f ? y / total : 0.0f;
+    }
+}
+
+/* Few (query, head) rows and many keys (decode over a long cache): split the keys so that
+ * the GPU gets enough blocks. Depends on the shapes only (L is the cache size, not the number
+ * of keys written), so a captured launch stays valid at every step. */
+extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t L) {
+    int64_t rows = N * Hq;
+    if (rows >= 128 || L < 2 * CU_ATTN_MIN_CHUNK) return 1;
+    int64_t by_keys = (L + CU_ATTN_MIN_CHUNK - 1) / CU_ATTN_MIN_CHUNK;
+    int64_t by_rows = (512 + rows - 1) / rows;
+    int64_t s = by_keys < by_rows ? by_keys : by_rows;
+    if (s > CU_ATTN_MAX_SPLITS) s = CU_ATTN_MAX_SPLITS;
+    return s < 1 ? 1 : (int)s;
+}
+
 extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
-                                   int mask, int64_t n_past, const int32_t *seg,
-                                   int64_t seg_stride, int64_t n_bounds, float *out) {
-    int64_t blocks = q.shape[0] * q.shape[1];
-    if (q.shape[2] > CU_ATTN_MAX_D || blocks > 0x7fffffff)
+                                   int mask, int64_t n_past, const int32_t *at,
+                                   const int32_t *seg, int64_t seg_stride, int64_t n_bounds,
+                                   int splits, float *part, float *out) {
+    int64_t rows = q.shape[0] * q.shape[1], D = q.shape[2];
+    if (D > CU_ATTN_MAX_D || rows > 0x7fffffff || splits < 1 || splits > CU_ATTN_MAX_SPLITS ||
+        (splits > 1 && !part))
         return (int)cudaErrorInvalidConfiguration;
-    k_attention<<<(unsigned)blocks, CU_ATTN_WARPS * CU_WARP, 0, s>>>(
-        q, k, v, scale, mask, n_past, seg, seg_stride, n_bounds, out);
+    cu_attn_args p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.scale = scale;
+    p.mask = mask;
+    p.n_past = n_past;
+    p.at = at;
+    p.seg = seg;
+    p.seg_stride = seg_stride;
+    p.n_bounds = n_bounds;
+    p.out = out;
+    p.part = part;
+    p.splits = splits;
+    dim3 grid((unsigned)rows, (unsigned)splits);
+    if (D <= 4 * CU_WARP) k_attention<4, 4><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
+    else k_attention<CU_ATTN_REGS, 1><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
+    if (splits > 1) k_attention_combine<<<(unsigned)rows, 128, 0, s>>>(part, splits, D, out);
     return (int)cudaGetLastError();
 }

@@ -1,10 +1,17 @@
 /* The cuda_sm61 backend: the ABI side (see qvl/backend.h) — instance, device memory,
  * transfers, supports() and the kernel table. Kernels live in cu_*.cu, their host side in
- * cu_ops.c, their checks (the reference's, plus this backend's limits) in cu_check.c.
+ * cu_ops.c, their checks (the reference's, plus this backend's limits) in cu_check.c, CUDA
+ * graph capture and replay (run_graph) in cu_graph.c.
  *
  * One instance drives one device (option `device`, default 0) through one stream; every
- * kernel is queued on it and synchronize() waits for it. Transfers go through the same stream
- * and wait for it, so the host memory handed to upload/download may be reused on return. */
+ * kernel and every replayed graph is queued on it and synchronize() waits for it. Transfers
+ * go through the same stream and wait for it, so the host memory handed to upload/download
+ * may be reused on return; small ones go through a pinned staging buffer (a pageable copy
+ * costs the driver an extra staging step and a slower path).
+ *
+ * Options: `device` (index, default 0); `graphs` (1 = capture and replay node sequences as
+ * CUDA graphs, the default; 0 = plain launches). QVL_CUDA_GRAPHS=0|1 in the environment
+ * overrides `graphs` (for A/B benchmarks without editing plugins.yaml). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +30,9 @@ static void cu_release(qvl_backend *be) {
     if (!be) return;
     cudaSetDevice(be->device);
     if (be->stream) cudaStreamSynchronize(be->stream);
+    cu_graph_cache_free(be);
     for (int i = 0; i < CU_N_SCRATCH; i++) cudaFree(be->scratch[i]);
+    if (be->staging) cudaFreeHost(be->staging);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be->host_i32);
     free(be);
@@ -31,9 +40,15 @@ static void cu_release(qvl_backend *be) {
 
 static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
     *out = NULL;
-    long device = 0;
+    long device = 0, graphs = 1;
     qvl_status s = qvl_options_get_int(opts, "device", 0, &device, err);
+    if (s == QVL_OK) s = qvl_options_get_int(opts, "graphs", 1, &graphs, err);
     if (s != QVL_OK) return s;
+    const char *env = getenv("QVL_CUDA_GRAPHS");
+    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) graphs = env[0] == '1';
+    if (graphs != 0 && graphs != 1)
+        return qvl_fail(err, QVL_E_INVALID, "cuda_sm61: option graphs = %ld, expected 0 or 1",
+                        graphs);
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -58,6 +73,8 @@ static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error 
     qvl_backend *be = calloc(1, sizeof *be);
     if (!be) return qvl_fail(err, QVL_E_NOMEM, "cuda_sm61: out of memory");
     be->device = (int)device;
+    be->graphs = graphs == 1;
+    be->sm_count = prop.multiProcessorCount;
     if ((e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         cu_release(be);
         return cu_cuda_fail(err, e, "cudaStreamCreate");
@@ -77,11 +94,19 @@ static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error 
 static qvl_status cu_describe(qvl_backend *be, qvl_device_info *info) {
     memset(info, 0, sizeof *info);
     struct cudaDeviceProp prop;
+    /* The device, then what this instance holds on it: buffers (weights, KV caches, arenas),
+     * fused-op scratch and captured graphs. */
+    size_t scratch = 0;
+    for (int i = 0; i < CU_N_SCRATCH; i++) scratch += be->scratch_bytes[i];
+    char dev[64];
     if (cudaGetDeviceProperties(&prop, be->device) == cudaSuccess)
-        snprintf(info->name, sizeof info->name, "%.100s (sm_%d%d)", prop.name, prop.major,
-                 prop.minor);
+        snprintf(dev, sizeof dev, "%.48s (sm_%d%d)", prop.name, prop.major, prop.minor);
     else
-        snprintf(info->name, sizeof info->name, "CUDA device %d", be->device);
+        snprintf(dev, sizeof dev, "CUDA device %d", be->device);
+    snprintf(info->name, sizeof info->name,
+             "%s; qvl: %.1f MiB in %zu buffers, %.1f MiB scratch, %zu CUDA graphs", dev,
+             (double)be->buffer_bytes / (1 << 20), be->n_buffers, (double)scratch / (1 << 20),
+             cu_graph_count(be));
     size_t free_b = 0, total_b = 0;
     cudaSetDevice(be->device);
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
@@ -100,6 +125,7 @@ qvl_status cu_scratch(qvl_backend *be, int slot, size_t bytes, void **out, qvl_e
         cudaFree(be->scratch[slot]);
         be->scratch[slot] = NULL;
         be->scratch_bytes[slot] = 0;
+        be->scratch_gen++;
         if ((e = cudaMalloc(&be->scratch[slot], bytes)) != cudaSuccess) {
             be->scratch[slot] = NULL;
             return qvl_fail(err, QVL_E_NOMEM, "cuda_sm61: cannot allocate %zu bytes of scratch: %s",
@@ -124,6 +150,8 @@ static qvl_status cu_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *out
     out->data = p;
     out->size = bytes;
     out->handle = p;
+    be->buffer_bytes += bytes;
+    be->n_buffers++;
     return QVL_OK;
 }
 
@@ -133,8 +161,32 @@ static void cu_buffer_free(qvl_backend *be, qvl_buffer *buf) {
         cudaSetDevice(be->device);
         cudaStreamSynchronize(be->stream); /* queued kernels may still use it */
         cudaFree(buf->handle);
+        be->buffer_bytes -= buf->size <= be->buffer_bytes ? buf->size : be->buffer_bytes;
+        if (be->n_buffers) be->n_buffers--;
     }
     memset(buf, 0, sizeof *buf);
+}
+
+#define CU_STAGING_MAX ((size_t)8 << 20) /* bigger transfers go direct (weights at load) */
+
+/* Pinned staging of at least bytes (<= CU_STAGING_MAX), or NULL (then the copy goes direct).
+ * Every transfer waits for its copy, so the buffer is free again when this is called. */
+static void *staging(qvl_backend *be, size_t bytes) {
+    if (bytes > CU_STAGING_MAX) return NULL;
+    if (bytes > be->staging_bytes) {
+        size_t size = 64u << 10;
+        while (size < bytes) size *= 2;
+        if (be->staging) cudaFreeHost(be->staging);
+        be->staging = NULL;
+        be->staging_bytes = 0;
+        if (cudaHostAlloc(&be->staging, size, cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError();
+            be->staging = NULL;
+            return NULL;
+        }
+        be->staging_bytes = size;
+    }
+    return be->staging;
 }
 
 static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t bytes,
@@ -142,8 +194,20 @@ static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t by
     if (bytes == 0) return QVL_OK;
     if (!dst || !src)
         return qvl_fail(err, QVL_E_INVALID, "cuda_sm61: %s with a NULL pointer", what);
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, be->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+    void *pin = staging(be, bytes);
+    cudaError_t e;
+    if (pin && kind == cudaMemcpyHostToDevice) {
+        memcpy(pin, src, bytes);
+        e = cudaMemcpyAsync(dst, pin, bytes, kind, be->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+    } else if (pin) {
+        e = cudaMemcpyAsync(pin, src, bytes, kind, be->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+        if (e == cudaSuccess) memcpy(dst, pin, bytes);
+    } else {
+        e = cudaMemcpyAsync(dst, src, bytes, kind, be->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+    }
     if (e != cudaSuccess) return cu_cuda_fail(err, e, what);
     return QVL_OK;
 }
@@ -189,7 +253,13 @@ static const qvl_kernel_fn cu_kernels[QVL_OP_COUNT] = {
     [QVL_OP_MLP_RESIDUAL] = cu_op_mlp_residual,
     [QVL_OP_SET_ROWS] = cu_op_set_rows,
     [QVL_OP_ADD_ROWS] = cu_op_add_rows,
+    [QVL_OP_STORE_ROWS_AT] = cu_op_store_rows_at,
+    [QVL_OP_MASK_CAUSAL_AT] = cu_op_mask_causal_at,
 };
+
+qvl_kernel_fn cu_kernel_for(qvl_op op) {
+    return (int)op >= 0 && op < QVL_OP_COUNT ? cu_kernels[op] : NULL;
+}
 
 /* The reference checks, plus this backend's own limits for matmul and attention. */
 static ref_check_fn cu_check_for(const qvl_node *node) {
@@ -218,7 +288,7 @@ static const qvl_backend_iface cu_iface = {
     .download = cu_download,
     .synchronize = cu_synchronize,
     .supports = cu_supports,
-    .run_graph = NULL,
+    .run_graph = cu_run_graph,
     .n_kernels = QVL_OP_COUNT,
     .kernels = cu_kernels,
 };

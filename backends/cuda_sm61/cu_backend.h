@@ -9,17 +9,37 @@
 
 #include "qvl/backend.h"
 
-/* Scratch buffers the fused ops need between their steps (device memory, grown on demand). */
-enum { CU_SCRATCH_A = 0, CU_SCRATCH_B = 1, CU_N_SCRATCH = 2 };
+/* Scratch buffers the kernels need between their steps (device memory, grown on demand):
+ * A the normed rows of NORM_LINEAR, B the activations of MLP_RESIDUAL, C the split-KV
+ * partials of ATTENTION, Q8 the int8-quantised activations of q8_0 GEMVs. */
+enum { CU_SCRATCH_A = 0, CU_SCRATCH_B = 1, CU_SCRATCH_C = 2, CU_SCRATCH_Q8 = 3, CU_N_SCRATCH = 4 };
+
+typedef struct cu_graph_cache cu_graph_cache; /* cu_graph.c */
 
 struct qvl_backend {
     int device;
+    int sm_count; /* multiprocessors, to size grids that loop */
     cudaStream_t stream;
     void *scratch[CU_N_SCRATCH];
     size_t scratch_bytes[CU_N_SCRATCH];
-    int32_t *host_i32; /* pinned-free host copy of ids / segment bounds checked before use */
+    uint64_t scratch_gen; /* bumped whenever a scratch slot moves (captured graphs go stale) */
+    int32_t *host_i32; /* host copy of ids / segment bounds checked before use */
     size_t host_i32_count;
+    void *staging; /* pinned host memory for small transfers (NULL until first needed) */
+    size_t staging_bytes;
+    size_t buffer_bytes, n_buffers; /* device memory handed out by buffer_alloc */
+    bool graphs;                    /* run_graph captures and replays (option `graphs`) */
+    cu_graph_cache *graphs_cache;
 };
+
+/* The kernel of op, NULL when there is none (the ABI's table, for run_graph). */
+qvl_kernel_fn cu_kernel_for(qvl_op op);
+
+/* cu_graph.c: the run_graph entry, its cache's release, and how many graphs it holds. */
+qvl_status cu_run_graph(qvl_backend *be, const qvl_node *const *nodes, size_t n,
+                        qvl_error *err);
+void cu_graph_cache_free(qvl_backend *be);
+size_t cu_graph_count(const qvl_backend *be);
 
 /* "cuda_sm61: <what>: <cudaGetErrorString>" as a QVL_E_BACKEND failure. */
 qvl_status cu_cuda_fail(qvl_error *err, cudaError_t e, const char *what);
@@ -49,5 +69,7 @@ qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status cu_op_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
 
 #endif

@@ -1,5 +1,6 @@
-/* Data movement: GET_ROWS (table lookup), CONT (contiguous copy in the same dtype) and
- * STORE_ROWS (the KV-cache write, converting to the cache's dtype). */
+/* Data movement: GET_ROWS (table lookup), CONT (contiguous copy in the same dtype),
+ * STORE_ROWS (the KV-cache write, converting to the cache's dtype) and STORE_ROWS_AT (the
+ * same write at a row read from device memory, so one launch serves every decode step). */
 #include "cu_device.cuh"
 
 static int64_t cu_nelem(const cu_view &v) {
@@ -71,5 +72,27 @@ extern "C" int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t
                                     int64_t first_elem) {
     int64_t n = cu_nelem(src);
     k_store_rows<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(src, n, dst, dst_dtype, first_elem);
+    return (int)cudaGetLastError();
+}
+
+/* The first row comes from device memory (at[0]): every thread reads it, so the host never
+ * waits for it. A row outside [0, dst_rows - src_rows] writes nothing (the host cannot check
+ * it without a sync; ops.h allows a GPU backend to skip the write). */
+__global__ void k_store_rows_at(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
+                                int64_t dst_rows, const int32_t *at) {
+    int64_t first = at[0], rows = src.shape[0];
+    if (first < 0 || first > dst_rows - rows) return;
+    int64_t row_size = rows > 0 ? n / rows : 0;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
+        cu_store(dst, dst_dtype, first * row_size + e,
+                 cu_view_load(src, cu_flat_offset(src, e)));
+}
+
+extern "C" int cu_launch_store_rows_at(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
+                                       int64_t dst_rows, const int32_t *at) {
+    int64_t n = cu_nelem(src);
+    k_store_rows_at<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(src, n, dst, dst_dtype, dst_rows,
+                                                            at);
     return (int)cudaGetLastError();
 }

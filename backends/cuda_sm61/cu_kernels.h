@@ -57,17 +57,26 @@ int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4]
 
 /* ---- cu_softmax.cu ---- */
 int cu_launch_softmax(cu_stream s, cu_view x, float *out);
-/* Copy s to out with -inf where hidden: causal (seg == NULL) or different segments
- * (seg: device bounds [n_bounds], already validated on the host). */
-int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *seg,
+/* Copy s to out with -inf where hidden: causal (seg == NULL; n_past read from device memory
+ * at[0] when at is not NULL) or different segments (seg: device bounds [n_bounds], already
+ * validated on the host). */
+int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *at, const int32_t *seg,
                    int64_t seg_stride, int64_t n_bounds, float *out);
 
 /* ---- cu_attention.cu ---- */
-/* mask: qvl_mask_kind; seg as for cu_launch_mask. Needs D <= CU_ATTN_MAX_D. */
+/* mask: qvl_mask_kind; seg as for cu_launch_mask; at (device, CAUSAL_AT) holds n_past. Needs
+ * D <= CU_ATTN_MAX_D. splits (from cu_attention_splits) > 1 needs part: device scratch of
+ * cu_attention_part_floats floats. */
 #define CU_ATTN_MAX_D 512
+#define CU_ATTN_MAX_SPLITS 64
+int cu_attention_splits(int64_t N, int64_t Hq, int64_t L);
+static inline int64_t cu_attention_part_floats(int64_t N, int64_t Hq, int64_t D, int splits) {
+    return splits > 1 ? N * Hq * splits * (D + 2) : 0;
+}
 int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale, int mask,
-                        int64_t n_past, const int32_t *seg, int64_t seg_stride,
-                        int64_t n_bounds, float *out);
+                        int64_t n_past, const int32_t *at, const int32_t *seg,
+                        int64_t seg_stride, int64_t n_bounds, int splits, float *part,
+                        float *out);
 
 /* ---- cu_matmul.cu ---- */
 /* out[b][m][col0 + n] (row length ldo) = a_b[m] . w_{b / per_w}[n] + bias[n] (+ res[b*M+m][n])
@@ -76,7 +85,32 @@ int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scal
  * (rows of N). */
 int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                      int64_t per_w, cu_view bias, cu_view res, float *out, int64_t ldo,
-                     int64_t col0);
+                     int64_t col0, void *q8_scratch);
+/* Device scratch bytes cu_launch_matmul needs as q8_scratch to run these shapes on the int8
+ * path (q8_0 weights, few rows: activations quantised to int8 blocks, __dp4a); 0 when that
+ * path does not apply (q8_scratch may then be NULL; with NULL the f32 path runs). */
+int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M);
+
+#define CU_GEMV_MAX_ROWS 8 /* at most this many rows per batch run on the GEMV kernels */
+
+/* ---- cu_gemv_fused.cu ---- */
+/* NORM_LINEAR / MLP_RESIDUAL for a few rows in one launch: the norm or activation rows are
+ * built in shared memory by every block, then up to n_proj GEMVs write the concatenated
+ * output out [M, ldo] (+ bias[p], + res for MLP_RESIDUAL; res.data NULL otherwise). */
+enum { CU_FUSED_NORM = 0, CU_FUSED_ACT = 1 };
+/* Bytes of activation rows a block holds (dynamic shared memory). A block may use 48 KiB of
+ * shared memory in all without opting in, and the kernels' own static arrays count too. */
+#define CU_FUSED_MAX_SMEM (47 * 1024)
+/* Can these weights run fused over M rows (all f32, f16, bf16 with 16-byte rows, or all q8_0;
+ * the rows fit in shared memory)? */
+int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M);
+/* prologue CU_FUSED_NORM: layer_or_act = layer (0 RMS, 1 layer norm), x_or_a = x,
+ * gamma_or_up = gamma, beta (data NULL when absent). CU_FUSED_ACT: layer_or_act = qvl_act,
+ * x_or_a = a, gamma_or_up = up (data NULL when absent). sm_count sizes the grid. */
+int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act, float eps, cu_view x_or_a,
+                         cu_view gamma_or_up, cu_view beta, cu_view res, int64_t M,
+                         const cu_mat *w, const cu_view *bias, int n_proj, float *out,
+                         int64_t ldo, int sm_count);
 
 /* ---- cu_copy.cu ---- */
 /* out [N, D] f32 = table rows ids[n] (ids validated on the host). */
@@ -86,6 +120,10 @@ int cu_launch_cont(cu_stream s, cu_view x, void *out);
 /* dst (contiguous, dtype f32/f16/bf16) elements from first_elem on = src converted. */
 int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
                          int64_t first_elem);
+/* The same from row at[0] (device memory) of dst [dst_rows, ...]; writes nothing when
+ * at[0] is outside [0, dst_rows - src rows]. */
+int cu_launch_store_rows_at(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
+                            int64_t dst_rows, const int32_t *at);
 
 /* ---- cu_scatter.cu ---- */
 /* out [N, D] = x with src rows set into (add = 0) or added to (add = 1) rows idx[k], k in

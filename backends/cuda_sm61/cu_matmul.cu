@@ -3,12 +3,14 @@
  *
  * Two kernels, chosen by the number of rows per batch:
  *  - few rows (decode): one warp per output element, the lanes split K, shuffle reduction
- *    (16-byte weight loads when the weight layout allows, k_gemv_vec);
+ *    (16-byte weight loads when the weight layout allows, k_gemv_vec; for q8_0 weights the
+ *    activations are quantised to int8 blocks of 32 first and the dot products run on
+ *    __dp4a, k_gemv_q8 — the one kernel whose result is not the f32 dot product: each
+ *    activation is rounded to 1/254 of its block's largest magnitude);
  *  - more rows (prefill, vision): 64 x 64 output tiles, 4 x 4 outputs per thread, K walked
  *    in steps of 16 through shared memory (k_gemm_tiled). */
 #include "cu_device.cuh"
 
-#define CU_GEMV_MAX_ROWS 8
 #define CU_GEMV_WARPS 8
 
 struct cu_mm_args {
@@ -20,16 +22,6 @@ struct cu_mm_args {
     float *out;
     int64_t ldo, col0;
 };
-
-__device__ __forceinline__ float cu_mm_load_a(const cu_mm_args &p, int64_t row, int64_t k) {
-    return cu_view_load(p.a, cu_row_offset(p.a, row) + k * p.a.stride[p.a.ndim - 1]);
-}
-
-__device__ __forceinline__ float cu_mm_load_w(const cu_mm_args &p, int64_t b, int64_t n,
-                                              int64_t k) {
-    int64_t off = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride + k * p.w.col_stride;
-    return cu_load(p.w.data, p.w.dtype, off);
-}
 
 /* The epilogue shared by both kernels: bias, residual, store. */
 __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int64_t m, int64_t n,
@@ -101,6 +93,88 @@ __global__ void k_gemv_vec(cu_mm_args p) {
     }
 }
 
+/* Decode GEMV, the fast path: weights as for k_gemv_vec, activations f32 rows that are
+ * contiguous and 16-byte aligned (read as float4, from L1/L2: every warp reads the same
+ * rows). A warp per output column n computes all M rows at once, so each weight row is read
+ * once per call; each lane issues CU_GEMV_UNROLL 16-byte weight loads before using any, so
+ * that enough bytes are in flight to approach the memory bandwidth. */
+#define CU_GEMV_UNROLL 4
+template <int DT>
+__global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args p) {
+    const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
+    int lane = threadIdx.x % CU_WARP;
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CU_WARP;
+    int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CU_WARP;
+    int64_t chunks = p.K / per;
+    const float *a = (const float *)p.a.data;
+    for (int64_t e = warp; e < p.batches * p.N; e += n_warps) { /* warp-uniform loop */
+        int64_t n = e % p.N, b = e / p.N;
+        int64_t w_base = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride;
+        const uint4 *wrow = (const uint4 *)((const char *)p.w.data +
+                                            w_base * (DT == QVL_F32 ? 4 : 2));
+        float acc[CU_GEMV_MAX_ROWS];
+        const float *arow[CU_GEMV_MAX_ROWS];
+#pragma unroll
+        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+            acc[m] = 0.0f;
+            arow[m] = a + (m < p.M ? cu_row_offset(p.a, b * p.M + m) : 0);
+        }
+        for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_GEMV_UNROLL) {
+            uint4 q[CU_GEMV_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+                int64_t c = c0 + CU_WARP * u;
+                q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+                int64_t c = c0 + CU_WARP * u;
+                if (c >= chunks) break;
+                uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+                float wv[8];
+                if (DT == QVL_F32) {
+                    for (int t = 0; t < 4; t++) wv[t] = __uint_as_float(words[t]);
+                } else {
+                    for (int t = 0; t < 4; t++) {
+                        uint16_t lo = (uint16_t)(words[t] & 0xffffu);
+                        uint16_t hi = (uint16_t)(words[t] >> 16);
+                        wv[2 * t] = DT == QVL_F16 ? cu_f16_to_f32(lo) : cu_bf16_to_f32(lo);
+                        wv[2 * t + 1] = DT == QVL_F16 ? cu_f16_to_f32(hi) : cu_bf16_to_f32(hi);
+                    }
+                }
+#pragma unroll
+                for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+                    if (m >= p.M) break;
+                    const float4 *ar = (const float4 *)(arow[m] + c * per);
+                    float4 x0 = ar[0];
+                    float y = acc[m];
+                    y += x0.x * wv[0] + x0.y * wv[1] + x0.z * wv[2] + x0.w * wv[3];
+                    if (DT != QVL_F32) {
+                        float4 x1 = ar[1];
+                        y += x1.x * wv[4] + x1.y * wv[5] + x1.z * wv[6] + x1.w * wv[7];
+                    }
+                    acc[m] = y;
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+            if (m >= p.M) break;
+            float y = cu_warp_sum(acc[m]);
+            if (lane == 0) cu_mm_store(p, b, m, n, y);
+        }
+    }
+}
+
+/* Are the activation rows of a f32, contiguous and 16-byte aligned (k_gemv_rows)? */
+static bool cu_rows_f32_aligned(const cu_view &a) {
+    if (a.dtype != QVL_F32 || a.stride[a.ndim - 1] != 1 || ((uintptr_t)a.data % 16) != 0)
+        return false;
+    for (int d = 0; d < a.ndim - 1; d++)
+        if (a.shape[d] > 1 && a.stride[d] % 4 != 0) return false;
+    return true;
+}
+
 /* Can k_gemv_vec read w: f32/f16/bf16, rows contiguous, every row (and batch) starting on a
  * 16-byte boundary, K a whole number of 16-byte chunks? */
 static bool cu_gemv_vec_ok(const cu_mat &w) {
@@ -108,6 +182,95 @@ static bool cu_gemv_vec_ok(const cu_mat &w) {
     int64_t per = w.dtype == QVL_F32 ? 4 : 8;
     return w.col_stride == 1 && w.cols % per == 0 && w.row_stride % per == 0 &&
            w.batch_stride % per == 0 && ((uintptr_t)w.data % 16) == 0;
+}
+
+/* Activation rows for k_gemv_q8: row r of a (rows of K, K % 32 == 0) as int8 blocks of 32,
+ * qa [rows, K], with one f32 scale per block, da [rows, K / 32]: value ~ da * qa, the scale
+ * being the block's largest magnitude / 127. One warp per block, a lane per element. */
+__global__ void k_quantize_rows(cu_view a, int64_t rows, int64_t K, int8_t *qa, float *da) {
+    int lane = threadIdx.x % CU_WARP;
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CU_WARP;
+    int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CU_WARP;
+    int64_t nb = K / QVL_Q8_0_BLOCK, total = rows * nb;
+    for (int64_t e = warp; e < total; e += n_warps) { /* warp-uniform loop */
+        int64_t r = e / nb, c = e % nb, k = c * QVL_Q8_0_BLOCK + lane;
+        float v = cu_view_load(a, cu_row_offset(a, r) + k * a.stride[a.ndim - 1]);
+        float amax = cu_warp_max(fabsf(v));
+        float d = amax / 127.0f;
+        int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+        qa[r * K + k] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+        if (lane == 0) da[r * nb + c] = d;
+    }
+}
+
+/* Decode GEMV for q8_0 weights (2-D, rows of whole blocks) against activations quantised by
+ * k_quantize_rows: a warp per output column n, for all M rows at once (each weight block is
+ * read once). Each group of 8 lanes takes one 34-byte weight block (a warp reads 4
+ * neighbouring blocks, 136 contiguous bytes, per step, CU_Q8_UNROLL steps issued together
+ * so that many loads are in flight), each lane 4 of its int8 against 4 of the activation's
+ * with one __dp4a. Block scales multiply the integer sums in f32. Weight blocks are only
+ * 2-byte aligned: the quants are read as 16-bit pairs. */
+#define CU_Q8_UNROLL 4
+__global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
+    k_gemv_q8(cu_mm_args p, const int8_t *qa, const float *da) {
+    int lane = threadIdx.x % CU_WARP, sub = lane / 8, part = lane % 8;
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CU_WARP;
+    int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CU_WARP;
+    int64_t nb = p.K / QVL_Q8_0_BLOCK;
+    const unsigned char *wbase = (const unsigned char *)p.w.data;
+    for (int64_t n = warp; n < p.N; n += n_warps) { /* warp-uniform loop */
+        const unsigned char *wrow = wbase + (n * p.w.row_stride / QVL_Q8_0_BLOCK) *
+                                                (int64_t)sizeof(qvl_block_q8_0);
+        float acc[CU_GEMV_MAX_ROWS];
+#pragma unroll
+        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) acc[m] = 0.0f;
+        for (int64_t c0 = sub; c0 < nb; c0 += 4 * CU_Q8_UNROLL) {
+            int wq[CU_Q8_UNROLL];
+            float dw[CU_Q8_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CU_Q8_UNROLL; u++) {
+                int64_t c = c0 + 4 * u;
+                wq[u] = 0;
+                dw[u] = 0.0f;
+                if (c < nb) {
+                    const uint16_t *h =
+                        (const uint16_t *)(wrow + c * (int64_t)sizeof(qvl_block_q8_0));
+                    wq[u] = (int)((uint32_t)h[1 + 2 * part] | ((uint32_t)h[2 + 2 * part] << 16));
+                    dw[u] = cu_f16_to_f32(h[0]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+                if (m >= p.M) break;
+                const int *arow = (const int *)(qa + m * p.K);
+                const float *drow = da + m * nb;
+#pragma unroll
+                for (int u = 0; u < CU_Q8_UNROLL; u++) {
+                    int64_t c = c0 + 4 * u;
+                    if (c < nb)
+                        acc[m] += (float)__dp4a(wq[u], arow[c * 8 + part], 0) * (dw[u] * drow[c]);
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+            if (m >= p.M) break;
+            float y = cu_warp_sum(acc[m]);
+            if (lane == 0) cu_mm_store(p, 0, m, n, y);
+        }
+    }
+}
+
+/* Can k_gemv_q8 run this matmul: q8_0 2-D weights read row by row, few rows? */
+static bool cu_gemv_q8_ok(const cu_mat &w, int64_t batches, int64_t M) {
+    return w.dtype == QVL_Q8_0 && batches == 1 && M <= CU_GEMV_MAX_ROWS && w.col_stride == 1 &&
+           w.cols % QVL_Q8_0_BLOCK == 0 && w.row_stride % QVL_Q8_0_BLOCK == 0 &&
+           ((uintptr_t)w.data % 2) == 0;
+}
+
+extern "C" int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M) {
+    if (!cu_gemv_q8_ok(w, batches, M)) return 0;
+    return M * w.cols + M * (w.cols / QVL_Q8_0_BLOCK) * (int64_t)sizeof(float);
 }
 
 /* Prefill / vision GEMM: a block computes a CU_BM x CU_BN output tile with 16 x 16 threads,
@@ -130,15 +293,31 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
     for (int i = 0; i < CU_RB; i++)
         for (int j = 0; j < CU_RB; j++) acc[i][j] = 0.0f;
 
+    /* Each thread loads CU_BM * CU_BK / 256 = 4 elements of each tile per step, k fastest:
+     * always the same rows (row = tid / 16 + 16 r) at column kk = tid % 16, so the row
+     * offsets (divisions through the view's shape) are worked out once, here. */
+    const int n_ld = CU_BM * CU_BK / CU_GEMM_THREADS;
+    int kk_ld = threadIdx.x % CU_BK;
+    int64_t a_off[n_ld], w_off[n_ld];
+    bool a_in[n_ld], w_in[n_ld];
+    int64_t a_step = p.a.stride[p.a.ndim - 1];
+    for (int r = 0; r < n_ld; r++) {
+        int row = (threadIdx.x + r * CU_GEMM_THREADS) / CU_BK;
+        a_in[r] = m0 + row < p.M;
+        w_in[r] = n0 + row < p.N;
+        a_off[r] = a_in[r] ? cu_row_offset(p.a, b * p.M + m0 + row) : 0;
+        w_off[r] = (b / p.per_w) * p.w.batch_stride + (w_in[r] ? n0 + row : 0) * p.w.row_stride;
+    }
+
     for (int64_t k0 = 0; k0 < p.K; k0 += CU_BK) {
-        /* each thread loads CU_BM * CU_BK / 256 = 4 elements of each tile, k fastest */
-        for (int r = 0; r < CU_BM * CU_BK / CU_GEMM_THREADS; r++) {
-            int idx = threadIdx.x + r * CU_GEMM_THREADS;
-            int row = idx / CU_BK, kk = idx % CU_BK;
-            int64_t k = k0 + kk;
-            a_s[kk][row] = (m0 + row < p.M && k < p.K) ? cu_mm_load_a(p, b * p.M + m0 + row, k)
-                                                       : 0.0f;
-            w_s[kk][row] = (n0 + row < p.N && k < p.K) ? cu_mm_load_w(p, b, n0 + row, k) : 0.0f;
+        int64_t k = k0 + kk_ld;
+        for (int r = 0; r < n_ld; r++) {
+            int row = (threadIdx.x + r * CU_GEMM_THREADS) / CU_BK;
+            a_s[kk_ld][row] =
+                a_in[r] && k < p.K ? cu_view_load(p.a, a_off[r] + k * a_step) : 0.0f;
+            w_s[kk_ld][row] = w_in[r] && k < p.K
+                                  ? cu_load(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
+                                  : 0.0f;
         }
         __syncthreads();
         for (int kk = 0; kk < CU_BK; kk++) {
@@ -159,7 +338,7 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
 
 extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                                 int64_t per_w, cu_view bias, cu_view res, float *out,
-                                int64_t ldo, int64_t col0) {
+                                int64_t ldo, int64_t col0, void *q8_scratch) {
     cu_mm_args p;
     p.a = a;
     p.batches = batches;
@@ -179,7 +358,28 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
         if (blocks > 65535) blocks = 65535;
         if (blocks < 1) blocks = 1;
         unsigned threads = CU_GEMV_WARPS * CU_WARP;
-        if (!cu_gemv_vec_ok(w)) k_gemv<<<(unsigned)blocks, threads, 0, s>>>(p);
+        if (q8_scratch && cu_gemv_q8_ok(w, batches, M)) {
+            int8_t *qa = (int8_t *)q8_scratch;
+            float *da = (float *)((char *)q8_scratch + M * p.K); /* M * K is a multiple of 32 */
+            int64_t qwarps = M * (p.K / QVL_Q8_0_BLOCK);
+            int64_t qblocks = (qwarps + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
+            if (qblocks > 65535) qblocks = 65535;
+            if (qblocks < 1) qblocks = 1;
+            int64_t nblocks = (p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
+            if (nblocks > 65535) nblocks = 65535;
+            k_quantize_rows<<<(unsigned)qblocks, threads, 0, s>>>(a, M, p.K, qa, da);
+            k_gemv_q8<<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
+        } else if (cu_gemv_vec_ok(w) && cu_rows_f32_aligned(a)) {
+            int64_t rblocks = (batches * p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
+            if (rblocks > 65535) rblocks = 65535;
+            if (rblocks < 1) rblocks = 1;
+            if (w.dtype == QVL_F16)
+                k_gemv_rows<QVL_F16><<<(unsigned)rblocks, threads, 0, s>>>(p);
+            else if (w.dtype == QVL_BF16)
+                k_gemv_rows<QVL_BF16><<<(unsigned)rblocks, threads, 0, s>>>(p);
+            else
+                k_gemv_rows<QVL_F32><<<(unsigned)rblocks, threads, 0, s>>>(p);
+        } else if (!cu_gemv_vec_ok(w)) k_gemv<<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_F16) k_gemv_vec<QVL_F16><<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_BF16) k_gemv_vec<QVL_BF16><<<(unsigned)blocks, threads, 0, s>>>(p);
         else k_gemv_vec<QVL_F32><<<(unsigned)blocks, threads, 0, s>>>(p);

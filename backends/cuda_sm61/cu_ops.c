@@ -189,7 +189,16 @@ qvl_status cu_op_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err)
     qvl_status s = cu_begin(n, ref_check_mask_causal, err);
     if (s != QVL_OK) return s;
     return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), n->params.mask.n_past,
-                                      NULL, 0, 0, n->dst->data),
+                                      NULL, NULL, 0, 0, n->dst->data),
+                    err);
+}
+
+/* n_past is read from `at` by the kernel: nothing here waits for the device. */
+qvl_status cu_op_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, ref_check_mask_causal_at, err);
+    if (s != QVL_OK) return s;
+    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, n->src[1]->data, NULL,
+                                      0, 0, n->dst->data),
                     err);
 }
 
@@ -198,26 +207,55 @@ qvl_status cu_op_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *er
     if (s != QVL_OK) return s;
     const qvl_tensor *seg = n->src[1];
     if ((s = check_segments(be, n, seg, ref_row_len(&n->src[0]->desc), err)) != QVL_OK) return s;
-    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, seg->data,
+    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, NULL, seg->data,
                                       seg->desc.stride[0], seg->desc.shape[0], n->dst->data),
                     err);
 }
 
+static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int64_t count,
+                              float **out, qvl_error *err);
+
+/* Segments are checked on the host (a sync); CAUSAL_AT's `at` is read by the kernel. Few
+ * (query, head) rows over many keys run split-KV with partials in scratch. */
 qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(n, cu_check_attention, err);
     if (s != QVL_OK) return s;
     const qvl_attention_params *p = &n->params.attention;
     const qvl_tensor *seg = p->mask == QVL_MASK_SEGMENTS ? n->src[3] : NULL;
+    const qvl_tensor *at = p->mask == QVL_MASK_CAUSAL_AT ? n->src[3] : NULL;
     if (seg && (s = check_segments(be, n, seg, n->src[0]->desc.shape[0], err)) != QVL_OK)
+        return s;
+    const qvl_tensor_desc *q = &n->src[0]->desc;
+    int64_t N = q->shape[0], Hq = q->shape[1], D = q->shape[2], L = n->src[1]->desc.shape[0];
+    int splits = cu_attention_splits(N, Hq, L);
+    float *part = NULL;
+    if (splits > 1 &&
+        (s = scratch_f32(be, n, CU_SCRATCH_C, cu_attention_part_floats(N, Hq, D, splits), &part,
+                         err)) != QVL_OK)
         return s;
     return launched(n, cu_launch_attention(be->stream, view_of(n->src[0]), view_of(n->src[1]),
                                            view_of(n->src[2]), p->scale, p->mask, p->n_past,
-                                           seg ? seg->data : NULL, seg ? seg->desc.stride[0] : 0,
-                                           seg ? seg->desc.shape[0] : 0, n->dst->data),
+                                           at ? at->data : NULL, seg ? seg->data : NULL,
+                                           seg ? seg->desc.stride[0] : 0,
+                                           seg ? seg->desc.shape[0] : 0, splits, part,
+                                           n->dst->data),
                     err);
 }
 
 /* ---- matmul and the fused ops ---- */
+
+/* Scratch for the int8 (__dp4a) path of a matmul with weights w (NULL when the path does not
+ * apply to these shapes). */
+static qvl_status q8_scratch(qvl_backend *be, const qvl_node *n, const qvl_tensor *w,
+                             int64_t batches, int64_t M, void **out, qvl_error *err) {
+    *out = NULL;
+    int64_t bytes = cu_matmul_q8_scratch_bytes(mat_of(w), batches, M);
+    if (bytes <= 0) return QVL_OK;
+    qvl_error e = {0};
+    qvl_status s = cu_scratch(be, CU_SCRATCH_Q8, (size_t)bytes, out, &e);
+    if (s != QVL_OK) return cu_fail(n, err, s, "%s", e.msg);
+    return QVL_OK;
+}
 
 qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(n, cu_check_matmul, err);
@@ -226,9 +264,11 @@ qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     int64_t rows = ref_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
     int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
     int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
+    void *q8 = NULL;
+    if ((s = q8_scratch(be, n, w, batches, rows / batches, &q8, err)) != QVL_OK) return s;
     return launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
                                         mat_of(w), per_w, view_of(ref_src(n, 2)), view_of(NULL),
-                                        n->dst->data, N, 0),
+                                        n->dst->data, N, 0, q8),
                     err);
 }
 
@@ -242,7 +282,8 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
     return QVL_OK;
 }
 
-/* Norm into scratch [M, D], then each projection into its column range of the output. */
+/* A few rows with f32/f16/bf16 weights alike: one fused launch (cu_gemv_fused.cu). Else
+ * the norm into scratch [M, D], then each projection into its column range of the output. */
 qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(n, ref_check_norm_linear, err);
     if (s != QVL_OK) return s;
@@ -250,6 +291,19 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
     const qvl_tensor *x = n->src[0];
     int64_t D = ref_row_len(&x->desc), M = ref_n_rows(&x->desc);
     int64_t total = ref_row_len(&n->dst->desc);
+    cu_mat ws[3];
+    cu_view bs[3];
+    for (int i = 0; i < p->n_proj && i < 3; i++) {
+        ws[i] = mat_of(n->src[CU_NL_W_SLOT(i)]);
+        bs[i] = view_of(ref_src(n, CU_NL_B_SLOT(i)));
+    }
+    if (cu_gemv_fused_fits(ws, p->n_proj, M))
+        return launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_NORM,
+                                                p->norm == QVL_NORM_LAYER, p->eps, view_of(x),
+                                                view_of(n->src[1]), view_of(ref_src(n, 2)),
+                                                view_of(NULL), M, ws, bs, p->n_proj,
+                                                n->dst->data, total, be->sm_count),
+                        err);
     float *xn = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_A, M * D, &xn, err)) != QVL_OK) return s;
     int layer = p->norm == QVL_NORM_LAYER;
@@ -259,21 +313,32 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
     int64_t col = 0;
     for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
+        void *q8 = NULL;
+        if ((s = q8_scratch(be, n, w, 1, M, &q8, err)) != QVL_OK) return s;
         s = launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
                                          view_of(ref_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
-                                         n->dst->data, total, col),
+                                         n->dst->data, total, col, q8),
                      err);
         col += w->desc.shape[0];
     }
     return s;
 }
 
-/* Activation into scratch h [M, F], then h . w_down^T + b_down + res straight into out. */
+/* A few rows with f32/f16/bf16 weights: one fused launch (cu_gemv_fused.cu). Else the
+ * activation into scratch h [M, F], then h . w_down^T + b_down + res straight into out. */
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(n, ref_check_mlp_residual, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *res = n->src[0], *a = n->src[1];
     int64_t M = ref_n_rows(&res->desc), F = ref_row_len(&a->desc);
+    cu_mat wd = mat_of(n->src[2]);
+    cu_view bd = view_of(ref_src(n, 4));
+    if (cu_gemv_fused_fits(&wd, 1, M))
+        return launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_ACT, n->params.mlp.act, 0.0f,
+                                                view_of(a), view_of(ref_src(n, 3)), view_of(NULL),
+                                                view_of(res), M, &wd, &bd, 1, n->dst->data,
+                                                ref_row_len(&res->desc), be->sm_count),
+                        err);
     float *h = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
     s = launched(n, cu_launch_mlp_act(be->stream, n->params.mlp.act, view_of(a),
@@ -281,9 +346,11 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
                  err);
     if (s != QVL_OK) return s;
     int64_t D = ref_row_len(&res->desc);
+    void *q8 = NULL;
+    if ((s = q8_scratch(be, n, n->src[2], 1, M, &q8, err)) != QVL_OK) return s;
     return launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
                                         mat_of(n->src[2]), 1, view_of(ref_src(n, 4)),
-                                        view_of(res), n->dst->data, D, 0),
+                                        view_of(res), n->dst->data, D, 0, q8),
                     err);
 }
 
@@ -321,6 +388,19 @@ qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) 
     return launched(n, cu_launch_store_rows(be->stream, view_of(src), n->dst->data,
                                             (int32_t)n->dst->desc.dtype,
                                             n->params.store.offset * row_size),
+                    err);
+}
+
+/* The row comes from `at` on the device; an out-of-range row writes nothing (the kernel
+ * checks it, the host cannot without waiting). */
+qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, ref_check_store_rows_at, err);
+    if (s != QVL_OK) return s;
+    if (n->dst->data != n->src[0]->data)
+        return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+    return launched(n, cu_launch_store_rows_at(be->stream, view_of(n->src[1]), n->dst->data,
+                                               (int32_t)n->dst->desc.dtype,
+                                               n->src[0]->desc.shape[0], n->src[2]->data),
                     err);
 }
 

@@ -1,4 +1,5 @@
-/* SOFTMAX (one block per row) and the two masks (element-wise copies). */
+/* SOFTMAX (one block per row) and the masks (element-wise copies): causal with n_past from
+ * the node or, for MASK_CAUSAL_AT, from device memory; segments. */
 #include "cu_device.cuh"
 
 #define CU_SOFTMAX_THREADS 256
@@ -50,9 +51,10 @@ __device__ __forceinline__ int64_t cu_segment_of(const int32_t *seg, int64_t str
     return lo - 1;
 }
 
-__global__ void k_mask(cu_view x, int64_t n_past, const int32_t *seg, int64_t seg_stride,
-                       int64_t n_bounds, int64_t n, float *out) {
+__global__ void k_mask(cu_view x, int64_t n_past, const int32_t *at, const int32_t *seg,
+                       int64_t seg_stride, int64_t n_bounds, int64_t n, float *out) {
     int64_t L = x.shape[x.ndim - 1], N = x.shape[x.ndim - 2];
+    if (at) n_past = at[0]; /* MASK_CAUSAL_AT: n_past from device memory */
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = e % L, i = (e / L) % N;
@@ -63,10 +65,12 @@ __global__ void k_mask(cu_view x, int64_t n_past, const int32_t *seg, int64_t se
     }
 }
 
-extern "C" int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *seg,
-                              int64_t seg_stride, int64_t n_bounds, float *out) {
+extern "C" int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *at,
+                              const int32_t *seg, int64_t seg_stride, int64_t n_bounds,
+                              float *out) {
     int64_t n = 1;
     for (int d = 0; d < x.ndim; d++) n *= x.shape[d];
-    k_mask<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(x, n_past, seg, seg_stride, n_bounds, n, out);
+    k_mask<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(x, n_past, at, seg, seg_stride, n_bounds, n,
+                                                   out);
     return (int)cudaGetLastError();
 }
