@@ -8,6 +8,22 @@ if(TARGET qvl-cpu_avx2)
          QVL_CPU_AVX2_SO="$<TARGET_FILE:qvl-cpu_avx2>")
   add_dependencies(test_cpu_avx2_ops qvl-reference qvl-cpu_avx2)
 
+  # Not a test: the MATMUL kernel's speed next to the roofline probes of the same run
+  # (qvl-avx2-linear-bench $<TARGET_FILE:qvl-cpu_avx2> -t 2). Speed is never asserted.
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    set(QVL_TOOLS_DIR ${CMAKE_SOURCE_DIR}/tools)
+    add_executable(qvl-avx2-linear-bench
+      ${QVL_TOOLS_DIR}/bench_probe_linear.c
+      ${QVL_TOOLS_DIR}/bench_probe.c
+      ${QVL_TOOLS_DIR}/bench_probe_avx2.c)
+    set_source_files_properties(${QVL_TOOLS_DIR}/bench_probe_avx2.c
+      PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
+    target_compile_definitions(qvl-avx2-linear-bench PRIVATE QVL_BENCH_AVX2=1)
+    target_include_directories(qvl-avx2-linear-bench PRIVATE ${QVL_TOOLS_DIR})
+    target_link_libraries(qvl-avx2-linear-bench PRIVATE qvl-test-support Threads::Threads m)
+    add_dependencies(qvl-avx2-linear-bench qvl-cpu_avx2)
+  endif()
+
   if(TARGET qvl-graph-tool)
     set(QVL_AVX2_XCHECK_CONFIG ${CMAKE_SOURCE_DIR}/tests/fixtures/tiny-tied/config.json)
     set(QVL_AVX2_XCHECK_PLUGINS ${CMAKE_CURRENT_BINARY_DIR}/cpu_avx2_xcheck_plugins.yaml)

@@ -291,6 +291,25 @@ static void test_matmul_2d(void **state) {
         }
 }
 
+/* Shapes that cross every block of the prefill GEMM (avx_gemm.c: 6-row tiles, 16-column
+ * panels, K blocks of 256, row blocks of 144, 128-column chunks per thread) and end part-way
+ * through each: M = 150 (25 tiles, the last of 6 rows, a second row block), K = 600 (two full K
+ * blocks and a partial one of 88, not a multiple of 8; 608 for q8_0, whole blocks), N = 290
+ * (two chunks and a partial one ending in a 2-column panel), and small M = 4, 5 (one partial
+ * tile). */
+static void test_matmul_blocked(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int64_t shapes[][3] = {{150, 600, 290}, {4, 300, 17}, {5, 257, 130},
+                                        {13, 1024, 144}, {7, 9, 3}, {150, 608, 290}};
+    for (size_t d = 0; d < 4; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            if (wdtypes[d] == QVL_Q8_0 && shapes[s][1] % 32 != 0) continue; /* whole blocks */
+            matmul_case(wdtypes[d], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 0,
+                        s == 2);
+        }
+}
+
 /* Weights that cannot be read in place: q8_0 rows of 37 (a partial last block) in rows of 64,
  * a permuted (transposed) f16 weight, activations that are bf16, rows in reverse order. */
 static void test_matmul_odd_layouts(void **state) {
@@ -382,6 +401,7 @@ static void test_norm_linear(void **state) {
         norm_linear_case(wdtypes[d], QVL_NORM_LAYER, 17, D, 1);
         norm_linear_case(wdtypes[d], QVL_NORM_LAYER, 3, wdtypes[d] == QVL_Q8_0 ? 96 : 45, 3);
     }
+    norm_linear_case(QVL_BF16, QVL_NORM_RMS, 150, 300, 3); /* GEMM: 2 K blocks, 2 row blocks */
 }
 
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
@@ -432,6 +452,9 @@ static void test_mlp_residual(void **state) {
         mlp_case(wdtypes[d], QVL_ACT_GELU_TANH, false, 3, 13, F);
         mlp_case(wdtypes[d], QVL_ACT_GELU_ERF, false, 5, 8, F);
     }
+    /* the GEMM path with more than one K block, a bias and the residual added at the end */
+    mlp_case(QVL_BF16, QVL_ACT_SILU, true, 150, 150, 520);
+    mlp_case(QVL_F16, QVL_ACT_GELU_TANH, false, 20, 40, 300);
 }
 
 /* ---- ATTENTION ---------------------------------------------------------------------------- */
@@ -742,9 +765,9 @@ static void test_threads_same_results(void **state) {
     assert_int_equal(open_with_threads("1", &one), 0);
     assert_int_equal(open_with_threads("3", &three), 0);
     for (size_t d = 0; d < 4; d++) {
-        static const int64_t Ms[] = {1, 2, 9};
-        for (int mi = 0; mi < 3; mi++) {
-            int64_t M = Ms[mi], K = 320, N = 101;
+        static const int64_t Ms[] = {1, 2, 9, 40};
+        for (int mi = 0; mi < 4; mi++) {
+            int64_t M = Ms[mi], K = 320, N = mi == 3 ? 300 : 101; /* 300: several GEMM chunks */
             qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(wdtypes[d], 2, SHAPE(N, K), -1, 1);
             qvl_tensor *o1 = mk(QVL_F32, 2, SHAPE(M, N)), *o3 = mk(QVL_F32, 2, SHAPE(M, N));
             run_on(&one, QVL_OP_MATMUL, NULL, o1, SRC(a, w));
@@ -845,6 +868,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_matmul_2d, free_all),
+        cmocka_unit_test_teardown(test_matmul_blocked, free_all),
         cmocka_unit_test_teardown(test_matmul_odd_layouts, free_all),
         cmocka_unit_test_teardown(test_matmul_batched, free_all),
         cmocka_unit_test_teardown(test_norm_linear, free_all),

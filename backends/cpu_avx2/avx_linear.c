@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "avx_gemm.h"
 #include "avx_math.h"
 #include "qvl/dtype.h"
 
@@ -77,12 +78,14 @@ typedef struct linear_job {
     const float *a_eo;    /* bf16 GEMV: a with each 16-block as 8 even then 8 odd elements */
     const int8_t *qa;     /* q8_0: quantised a [M, K] */
     const float *qd;      /* q8_0: a block scales [M, K/32] */
+    float *packed_a;      /* GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
     int64_t M, K;
     const avx_wmat *w;
     const float *bias, *add;
     float *out;
     int64_t ldo;
     atomic_int failed;    /* a thread could not get its panel scratch */
+    atomic_llong next;    /* first output column not yet handed to a thread */
 } linear_job;
 
 static void finish(const linear_job *jb, int64_t m, int64_t j, float v) {
@@ -186,88 +189,6 @@ GEMV_FOR(QVL_F32)
 GEMV_FOR(QVL_F16)
 GEMV_FOR(QVL_BF16)
 
-/* ---- GEMM: 6x16 register tiles over a packed f32 panel of 16 weight rows ----
- *
- * The panel holds 16 weight rows converted to f32 and transposed, [K][16], so the kernel
- * runs as outer products: for each k, two 8-wide loads of the panel and one broadcast of
- * a[m][k] per row of a feed 12 accumulators that stay in registers for the whole of K; no
- * horizontal sums. The panel (K * 64 bytes) stays in L2 while every row of a streams past. */
-
-#define PANEL_W 16
-#define TILE_M 6
-
-AVX_INLINE void gemm_tile(const linear_job *jb, const float *panel, int MR, int64_t m0,
-                          int64_t j0, int64_t ncols) {
-    const int64_t K = jb->K;
-    const float *a = jb->a + m0 * K;
-    __m256 acc[TILE_M][2];
-#pragma GCC unroll 6
-    for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        __m256 w0 = _mm256_load_ps(panel + k * PANEL_W), w1 = _mm256_load_ps(panel + k * PANEL_W + 8);
-#pragma GCC unroll 6
-        for (int m = 0; m < MR; m++) {
-            __m256 av = _mm256_broadcast_ss(a + m * K + k);
-            acc[m][0] = _mm256_fmadd_ps(av, w0, acc[m][0]);
-            acc[m][1] = _mm256_fmadd_ps(av, w1, acc[m][1]);
-        }
-    }
-    float tmp[PANEL_W];
-#pragma GCC unroll 6
-    for (int m = 0; m < MR; m++) {
-        _mm256_storeu_ps(tmp, acc[m][0]);
-        _mm256_storeu_ps(tmp + 8, acc[m][1]);
-        for (int64_t c = 0; c < ncols; c++) finish(jb, m0 + m, j0 + c, tmp[c]);
-    }
-}
-
-/* Pack weight rows [p0, p0 + pn) into panel [K][16] (zeros past pn). Chunks of PACK_K
- * values per row, so the panel lines being filled stay in L1 while 16 rows write into them. */
-#define PACK_K 64
-static void pack_panel(const linear_job *jb, int64_t p0, int64_t pn, float *panel) {
-    const int64_t K = jb->K;
-    float tmp[PACK_K + 8];
-    for (int64_t k0 = 0; k0 < K; k0 += PACK_K) {
-        int64_t kn = K - k0 < PACK_K ? K - k0 : PACK_K;
-        for (int64_t c = 0; c < PANEL_W; c++) {
-            float *dst = panel + k0 * PANEL_W + c;
-            if (c >= pn) { /* columns past the end compute zeros that are never stored */
-                for (int64_t k = 0; k < kn; k++) dst[k * PANEL_W] = 0.0f;
-                continue;
-            }
-            qvl_tensor t = {.desc = {.dtype = jb->w->dt, .ndim = 1, .shape = {K, 1, 1, 1},
-                                     .stride = {1, 1, 1, 1}},
-                            .data = (void *)w_row(jb->w, p0 + c)};
-            avx_gather(&t, k0, 1, kn, tmp);
-            for (int64_t k = 0; k < kn; k++) dst[k * PANEL_W] = tmp[k];
-        }
-    }
-}
-
-static void gemm_range(linear_job *jb, int64_t j_lo, int64_t j_hi) {
-    const int64_t K = jb->K;
-    float *panel = aligned_alloc(32, (size_t)(K * PANEL_W) * sizeof(float));
-    if (!panel) {
-        atomic_store(&jb->failed, 1);
-        return;
-    }
-    for (int64_t p0 = j_lo; p0 < j_hi; p0 += PANEL_W) {
-        int64_t pn = j_hi - p0 < PANEL_W ? j_hi - p0 : PANEL_W;
-        pack_panel(jb, p0, pn, panel);
-        int64_t m0 = 0;
-        for (; m0 + TILE_M <= jb->M; m0 += TILE_M) gemm_tile(jb, panel, TILE_M, m0, p0, pn);
-        switch (jb->M - m0) {
-        case 5: gemm_tile(jb, panel, 5, m0, p0, pn); break;
-        case 4: gemm_tile(jb, panel, 4, m0, p0, pn); break;
-        case 3: gemm_tile(jb, panel, 3, m0, p0, pn); break;
-        case 2: gemm_tile(jb, panel, 2, m0, p0, pn); break;
-        case 1: gemm_tile(jb, panel, 1, m0, p0, pn); break;
-        default: break;
-        }
-    }
-    free(panel);
-}
-
 /* ---- q8_0: int8 activations x int8 weights, per 32-element block ---- */
 
 /* a row of K (a multiple of 32) -> int8 quants and one f32 scale per block. */
@@ -317,23 +238,26 @@ AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_
         for (int r = 0; r < NR; r++) acc[m][r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i wq[4];
-        float wd[4];
+        uint16_t h[4] = {0, 0, 0, 0};
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * (int64_t)sizeof(qvl_block_q8_0);
             prefetch_ahead(blk, ahead);
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            wd[r] = _cvtsh_ss(h);
+            memcpy(&h[r], blk, 2);
             wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         }
+        /* the NR weight scales converted together (one F16C op, not one per row); each
+         * row's wd * ad is then a lane broadcast, the same f32 product as a scalar one */
+        const __m128 wd = _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2],
+                                                      (short)h[3], 0, 0, 0, 0));
 #pragma GCC unroll 4
         for (int m = 0; m < MR; m++) {
             __m256i aq = _mm256_loadu_si256((const __m256i *)(jb->qa + (m0 + m) * K + b * 32));
-            float ad = jb->qd[(m0 + m) * nb + b];
+            __m256 sd = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_set1_ps(jb->qd[(m0 + m) * nb + b])));
 #pragma GCC unroll 4
             for (int r = 0; r < NR; r++)
-                acc[m][r] = _mm256_fmadd_ps(q8_block_dot(wq[r], aq), _mm256_set1_ps(wd[r] * ad),
+                acc[m][r] = _mm256_fmadd_ps(q8_block_dot(wq[r], aq),
+                                            _mm256_permutevar8x32_ps(sd, _mm256_set1_epi32(r)),
                                             acc[m][r]);
         }
     }
@@ -357,22 +281,48 @@ static void q8_range(const linear_job *jb, int64_t j_lo, int64_t j_hi) {
     }
 }
 
+/* Output columns are handed out in chunks from a shared counter rather than split evenly up
+ * front: a thread the OS preempts (or that runs slower) then leaves its remaining chunks to
+ * the others instead of holding up the op. Chunks are multiples of COL_ALIGN (no shared
+ * cache lines), big enough that the prefetchers stay ahead within one. */
+#define GEMV_CHUNK (4 * COL_ALIGN) /* weight rows: 256 KB of bf16 at K = 2048 */
+#define GEMM_CHUNK (8 * COL_ALIGN) /* output columns: eight 16-column panels */
+
 static void linear_worker(void *ctx, int tid, int nth) {
     linear_job *jb = ctx;
-    int64_t lo, hi;
-    avx_split(jb->w->rows, tid, nth, COL_ALIGN, &lo, &hi);
-    if (lo >= hi) return;
-    if (jb->w->dt == QVL_Q8_0) {
-        q8_range(jb, lo, hi);
-    } else if (jb->M >= 4) {
-        gemm_range(jb, lo, hi);
-    } else {
-        switch (jb->w->dt) {
-        case QVL_BF16: gemv_QVL_BF16(jb, lo, hi); break;
-        case QVL_F16: gemv_QVL_F16(jb, lo, hi); break;
-        default: gemv_QVL_F32(jb, lo, hi); break;
+    (void)tid;
+    (void)nth;
+    const bool gemm = jb->M >= 4;
+    const int64_t chunk = gemm ? GEMM_CHUNK : GEMV_CHUNK, N = jb->w->rows;
+    float *bpack = NULL;
+    if (gemm && !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, chunk) * sizeof(float)))) {
+        atomic_store(&jb->failed, 1);
+        return;
+    }
+    for (;;) {
+        int64_t lo = atomic_fetch_add(&jb->next, chunk);
+        if (lo >= N) break;
+        int64_t hi = N - lo < chunk ? N : lo + chunk;
+        if (gemm) {
+            avx_gemm_cols(jb->packed_a, jb->M, jb->w, jb->bias, jb->add, jb->out, jb->ldo, lo,
+                          hi, bpack);
+        } else {
+            switch (jb->w->dt) {
+            case QVL_Q8_0: q8_range(jb, lo, hi); break;
+            case QVL_BF16: gemv_QVL_BF16(jb, lo, hi); break;
+            case QVL_F16: gemv_QVL_F16(jb, lo, hi); break;
+            default: gemv_QVL_F32(jb, lo, hi); break;
+            }
         }
     }
+    free(bpack);
+}
+
+static void pack_a_worker(void *ctx, int tid, int nth) {
+    linear_job *jb = ctx;
+    int64_t lo, hi;
+    avx_split((jb->M + GEMM_MR - 1) / GEMM_MR, tid, nth, 1, &lo, &hi);
+    avx_gemm_pack_a(jb->a, jb->M, jb->K, lo, hi, jb->packed_a);
 }
 
 qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
@@ -381,10 +331,15 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
     linear_job jb = {.a = a, .M = M, .K = K, .w = w, .bias = bias, .add = add, .out = out,
                      .ldo = ldo};
     atomic_init(&jb.failed, 0);
-    float *a_eo = NULL, *qd = NULL;
+    atomic_init(&jb.next, 0);
+    float *a_eo = NULL, *qd = NULL, *packed_a = NULL;
     int8_t *qa = NULL;
     qvl_status s = QVL_OK;
-    if (w->dt == QVL_Q8_0) {
+    if (M >= 4) {
+        if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
+        jb.packed_a = packed_a;
+        avx_pool_run(be->pool, pack_a_worker, &jb);
+    } else if (w->dt == QVL_Q8_0) {
         qa = malloc((size_t)(M * K) + 32);
         qd = avx_scratch(M * (K / QVL_Q8_0_BLOCK));
         if (!qa || !qd) { s = QVL_E_NOMEM; goto done; }
@@ -392,7 +347,7 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
             quantize_row(a + m * K, K, qa + m * K, qd + m * (K / QVL_Q8_0_BLOCK));
         jb.qa = qa;
         jb.qd = qd;
-    } else if (w->dt == QVL_BF16 && M < 4) {
+    } else if (w->dt == QVL_BF16) {
         if (!(a_eo = avx_scratch(M * K))) { s = QVL_E_NOMEM; goto done; }
         for (int64_t m = 0; m < M; m++) {
             const float *src = a + m * K;
@@ -411,6 +366,7 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
     if (atomic_load(&jb.failed)) s = QVL_E_NOMEM;
 done:
     free(a_eo);
+    free(packed_a);
     free(qa);
     free(qd);
     return s;

@@ -6,16 +6,16 @@
  *    threads; bf16 is widened by shifting into the high half of f32 lanes (the even/odd
  *    elements of a 16-element load, against an activation row permuted to match once per op),
  *    f16 with F16C.
- *  - M >= 4 (prefill, vision): each thread converts a panel of its weight rows to f32 once
- *    and runs a 4x3 register-tile kernel over all rows of a.
- *  - q8_0 (any M): a is quantised to int8 blocks of 32 per row (scale max|x|/127, kept in
- *    f32) and dot products run on int8 with maddubs/madd, exact in int32 per block. The only
- *    error added beyond the reference's is the activation rounding: each a element moves by
- *    at most half a step, d_a/2 = max|a_block|/254, so per block the dot product moves by at
- *    most sum|w| * max|a_block| / 254 (in practice ~ sqrt(32) * rms|w| * max|a_block|/254/sqrt(3)
- *    as the rounding errors are independent).
- * Output columns are split across threads on multiples of 16 floats (64 bytes), so two
- * threads never write one cache line of a row when the row starts on a cache line. */
+ *  - M >= 4 (prefill, vision), every dtype: the blocked GEMM of avx_gemm.h (weights converted
+ *    to f32 panels once per op, 6x16 register tiles).
+ *  - q8_0 with M < 4 (decode): a is quantised to int8 blocks of 32 per row (scale
+ *    max|x|/127, kept in f32) and dot products run on int8 with maddubs/madd, exact in int32
+ *    per block. The only error added beyond the reference's is the activation rounding: each
+ *    a element moves by at most half a step, d_a/2 = max|a_block|/254, so per block the dot
+ *    product moves by at most sum|w| * max|a_block| / 254 (in practice ~ sqrt(32) * rms|w| *
+ *    max|a_block|/254/sqrt(3) as the rounding errors are independent).
+ * Output columns are handed to threads in chunks that are multiples of 16 floats (64 bytes),
+ * so two threads never write one cache line of a row when the row starts on a cache line. */
 #ifndef QVL_AVX_LINEAR_H
 #define QVL_AVX_LINEAR_H
 
