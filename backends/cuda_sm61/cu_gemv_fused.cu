@@ -16,7 +16,12 @@
 #include "cu_device.cuh"
 
 #define CU_FG_WARPS 8
+#ifndef CU_FG_UNROLL /* 16-byte weight loads in flight per lane */
 #define CU_FG_UNROLL 4
+#endif
+#ifndef CU_FG_BLOCKS_PER_SM /* resident blocks asked for per SM (the prologue runs per block) */
+#define CU_FG_BLOCKS_PER_SM 4
+#endif
 #define CU_SQRT_2_OVER_PI_F 0.79788456080286535588f
 #define CU_SQRT_HALF_F 0.70710678118654752440f
 
@@ -308,7 +313,7 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     p.ldo = ldo;
     int64_t total = p.n_off[n_proj];
     int64_t blocks = (total + CU_FG_WARPS - 1) / CU_FG_WARPS;
-    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * 4; /* the prologue is per block */
+    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * CU_FG_BLOCKS_PER_SM;
     if (blocks > cap) blocks = cap;
     if (blocks < 1) blocks = 1;
     size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
