@@ -124,4 +124,38 @@ __device__ __forceinline__ float cu_block_reduce(float x, bool is_max, float *sc
     return is_max ? cu_warp_max(y) : cu_warp_sum(y);
 }
 
+/* One 16-byte chunk c of a weight row (4 f32 or 8 f16/bf16 weights) against M activation rows:
+ * acc[m] += rows[m][c*per .. c*per + per) . w, with rows 16-byte aligned. Shared by the GEMV
+ * kernels (rows in global memory) and the fused decode kernels (rows in shared memory). */
+template <int DT>
+__device__ __forceinline__ void cu_chunk_fma(uint4 q, const float *const *rows, int64_t M,
+                                             int64_t c, float *acc) {
+    const int per = DT == QVL_F32 ? 4 : 8;
+    uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    float wv[8];
+    if (DT == QVL_F32) {
+        for (int t = 0; t < 4; t++) wv[t] = __uint_as_float(words[t]);
+    } else {
+        for (int t = 0; t < 4; t++) {
+            uint16_t lo = (uint16_t)(words[t] & 0xffffu);
+            uint16_t hi = (uint16_t)(words[t] >> 16);
+            wv[2 * t] = DT == QVL_F16 ? cu_f16_to_f32(lo) : cu_bf16_to_f32(lo);
+            wv[2 * t + 1] = DT == QVL_F16 ? cu_f16_to_f32(hi) : cu_bf16_to_f32(hi);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+        if (m >= M) break;
+        const float4 *xr = (const float4 *)(rows[m] + c * per);
+        float4 x0 = xr[0];
+        float y = acc[m];
+        y += x0.x * wv[0] + x0.y * wv[1] + x0.z * wv[2] + x0.w * wv[3];
+        if (DT != QVL_F32) {
+            float4 x1 = xr[1];
+            y += x1.x * wv[4] + x1.y * wv[5] + x1.z * wv[6] + x1.w * wv[7];
+        }
+        acc[m] = y;
+    }
+}
+
 #endif

@@ -97,6 +97,26 @@ __device__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red)
     __syncthreads();
 }
 
+/* The epilogue: warp sums, plus the projection's bias and, for MLP_RESIDUAL, the residual;
+ * output column o (projection pj's row n) of every row. */
+__device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, int64_t n,
+                                               int64_t o, const float *acc, int lane) {
+    const cu_view &bias = p.bias[pj];
+    float b = bias.data ? cu_view_load(bias, n * bias.stride[0]) : 0.0f;
+#pragma unroll
+    for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+        if (m >= p.M) break;
+        float y = cu_warp_sum(acc[m]);
+        if (lane == 0) {
+            y += b;
+            if (p.res.data)
+                y = cu_view_load(p.res, cu_row_offset(p.res, m) + n * p.res.stride[p.res.ndim - 1]) +
+                    y;
+            p.out[m * p.ldo + o] = y;
+        }
+    }
+}
+
 template <int DT>
 __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused(cu_fused_args p) {
     extern __shared__ float4 xs4[]; /* [M, K] floats, 16-byte aligned */
@@ -115,8 +135,12 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused(cu_fused_ar
         const uint4 *wrow =
             (const uint4 *)((const char *)p.w[pj] + n * p.w_row_stride[pj] * esize);
         float acc[CU_GEMV_MAX_ROWS];
+        const float *rows[CU_GEMV_MAX_ROWS];
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) acc[m] = 0.0f;
+        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+            acc[m] = 0.0f;
+            rows[m] = xs + (m < p.M ? m * p.K : 0);
+        }
         for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_FG_UNROLL) {
             uint4 q[CU_FG_UNROLL];
 #pragma unroll
@@ -128,48 +152,10 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused(cu_fused_ar
             for (int u = 0; u < CU_FG_UNROLL; u++) {
                 int64_t c = c0 + CU_WARP * u;
                 if (c >= chunks) break;
-                uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-                float wv[8];
-                if (DT == QVL_F32) {
-                    for (int t = 0; t < 4; t++) wv[t] = __uint_as_float(words[t]);
-                } else {
-                    for (int t = 0; t < 4; t++) {
-                        uint16_t lo = (uint16_t)(words[t] & 0xffffu);
-                        uint16_t hi = (uint16_t)(words[t] >> 16);
-                        wv[2 * t] = DT == QVL_F16 ? cu_f16_to_f32(lo) : cu_bf16_to_f32(lo);
-                        wv[2 * t + 1] = DT == QVL_F16 ? cu_f16_to_f32(hi) : cu_bf16_to_f32(hi);
-                    }
-                }
-#pragma unroll
-                for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
-                    if (m >= p.M) break;
-                    const float4 *xr = (const float4 *)(xs + m * p.K + c * per);
-                    float4 x0 = xr[0];
-                    float y = acc[m];
-                    y += x0.x * wv[0] + x0.y * wv[1] + x0.z * wv[2] + x0.w * wv[3];
-                    if (DT != QVL_F32) {
-                        float4 x1 = xr[1];
-                        y += x1.x * wv[4] + x1.y * wv[5] + x1.z * wv[6] + x1.w * wv[7];
-                    }
-                    acc[m] = y;
-                }
+                cu_chunk_fma<DT>(q[u], rows, p.M, c, acc);
             }
         }
-        const cu_view &bias = p.bias[pj];
-        float b = bias.data ? cu_view_load(bias, n * bias.stride[0]) : 0.0f;
-#pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
-            if (m >= p.M) break;
-            float y = cu_warp_sum(acc[m]);
-            if (lane == 0) {
-                y += b;
-                if (p.res.data)
-                    y = cu_view_load(p.res, cu_row_offset(p.res, m) +
-                                                n * p.res.stride[p.res.ndim - 1]) +
-                        y;
-                p.out[m * p.ldo + o] = y;
-            }
-        }
+        cu_fused_store(p, pj, n, o, acc, lane);
     }
 }
 
@@ -237,21 +223,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused_q8(cu_fused
                 }
             }
         }
-        const cu_view &bias = p.bias[pj];
-        float b = bias.data ? cu_view_load(bias, n * bias.stride[0]) : 0.0f;
-#pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
-            if (m >= p.M) break;
-            float y = cu_warp_sum(acc[m]);
-            if (lane == 0) {
-                y += b;
-                if (p.res.data)
-                    y = cu_view_load(p.res, cu_row_offset(p.res, m) +
-                                                n * p.res.stride[p.res.ndim - 1]) +
-                        y;
-                p.out[m * p.ldo + o] = y;
-            }
-        }
+        cu_fused_store(p, pj, n, o, acc, lane);
     }
 }
 

@@ -130,31 +130,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
             for (int u = 0; u < CU_GEMV_UNROLL; u++) {
                 int64_t c = c0 + CU_WARP * u;
                 if (c >= chunks) break;
-                uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-                float wv[8];
-                if (DT == QVL_F32) {
-                    for (int t = 0; t < 4; t++) wv[t] = __uint_as_float(words[t]);
-                } else {
-                    for (int t = 0; t < 4; t++) {
-                        uint16_t lo = (uint16_t)(words[t] & 0xffffu);
-                        uint16_t hi = (uint16_t)(words[t] >> 16);
-                        wv[2 * t] = DT == QVL_F16 ? cu_f16_to_f32(lo) : cu_bf16_to_f32(lo);
-                        wv[2 * t + 1] = DT == QVL_F16 ? cu_f16_to_f32(hi) : cu_bf16_to_f32(hi);
-                    }
-                }
-#pragma unroll
-                for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
-                    if (m >= p.M) break;
-                    const float4 *ar = (const float4 *)(arow[m] + c * per);
-                    float4 x0 = ar[0];
-                    float y = acc[m];
-                    y += x0.x * wv[0] + x0.y * wv[1] + x0.z * wv[2] + x0.w * wv[3];
-                    if (DT != QVL_F32) {
-                        float4 x1 = ar[1];
-                        y += x1.x * wv[4] + x1.y * wv[5] + x1.z * wv[6] + x1.w * wv[7];
-                    }
-                    acc[m] = y;
-                }
+                cu_chunk_fma<DT>(q[u], arow, p.M, c, acc);
             }
         }
 #pragma unroll
