@@ -795,6 +795,32 @@ static void test_attention(void **state) {
         tt *out = mk(QVL_F32, 3, SHAPE(N, Hq, D));
         check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, seg), TOL_DOT);
     }
+    /* 64+ queries with heads of at most 64: the tiled kernel (partial query blocks and key
+     * tiles, causal after a cache, two images with an empty segment between them) */
+    struct {
+        int64_t N, L, Hq, Hkv, D;
+        int mask;
+        int64_t n_past;
+        qvl_dtype kv;
+    } tiled[] = {
+        {130, 130, 3, 3, 64, QVL_MASK_NONE, 0, QVL_F32},
+        {100, 300, 4, 2, 40, QVL_MASK_CAUSAL, 200, QVL_F16},
+        {150, 150, 2, 2, 64, QVL_MASK_SEGMENTS, 0, QVL_BF16},
+    };
+    for (size_t c = 0; c < sizeof tiled / sizeof *tiled; c++) {
+        int64_t N = tiled[c].N, L = tiled[c].L, Hq = tiled[c].Hq, Hkv = tiled[c].Hkv;
+        int64_t D = tiled[c].D;
+        qvl_params p = {.attention = {.scale = 1.0f / sqrtf((float)D), .mask = tiled[c].mask,
+                                      .n_past = tiled[c].n_past}};
+        tt *q = rnd(QVL_F32, 3, SHAPE(N, Hq, D), -2, 2);
+        tt *k = rnd(tiled[c].kv, 3, SHAPE(L, Hkv, D), -2, 2);
+        tt *v = rnd(tiled[c].kv, 3, SHAPE(L, Hkv, D), -2, 2);
+        tt *seg = tiled[c].mask == QVL_MASK_SEGMENTS
+                      ? i32_of(4, (const int32_t[]){0, 70, 70, 150})
+                      : NULL;
+        tt *out = mk(QVL_F32, 3, SHAPE(N, Hq, D));
+        check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, seg), TOL_DOT);
+    }
     /* refused alike: kv heads that do not group, bad segments */
     qvl_params p = {.attention = {.scale = 0.5f, .mask = QVL_MASK_SEGMENTS}};
     tt *q = rnd(QVL_F32, 3, SHAPE(4, 2, 8), -1, 1);
@@ -1005,6 +1031,7 @@ static void test_attention_at(void **state) {
         {1, 4096, 2, 1, 128, 3000, QVL_F32}, /* long cache: split-KV, most splits busy */
         {1, 4096, 16, 8, 128, 100, QVL_F16}, /* long cache, short context: most splits idle */
         {2, 2048, 8, 2, 64, 1500, QVL_BF16}, /* two queries, split-KV */
+        {80, 400, 4, 2, 64, 250, QVL_F16},   /* a long prefill chunk: the tiled kernel */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t N = cases[c].N, L = cases[c].L, Hq = cases[c].Hq, Hkv = cases[c].Hkv;

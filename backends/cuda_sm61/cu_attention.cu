@@ -166,6 +166,114 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     }
 }
 
+/* Many queries, head size <= 64 (the vision tower, long prompts of small-head models): a
+ * block takes CU_AT_Q queries of one head, a thread per query with its q row and output
+ * accumulator in registers. Keys go by in tiles of CU_AT_K: the block loads a tile of k and v
+ * rows into shared memory once, and every thread reads them as broadcasts (all threads the
+ * same address), 16 bytes at a time. Scores are taken CU_AT_S keys at a time so the running
+ * max and the rescale of the accumulator happen once per CU_AT_S keys, not per key. Each
+ * thread skips the keys its mask hides; the tiles cover the union of the block's ranges. */
+#define CU_AT_Q 64
+#define CU_AT_K 64
+#define CU_AT_S 16
+#define CU_AT_D 64
+
+__global__ void __launch_bounds__(CU_AT_Q) k_attention_tiled(cu_attn_args p) {
+    __shared__ float4 ks4[CU_AT_K][CU_AT_D / 4], vs4[CU_AT_K][CU_AT_D / 4];
+    __shared__ int range_s[2];
+    const cu_view &q = p.q, &k = p.k, &v = p.v;
+    int64_t N = q.shape[0], Hq = q.shape[1], D = q.shape[2], L = k.shape[0], Hkv = k.shape[1];
+    int64_t h = blockIdx.y, g = h / (Hq / Hkv), i = (int64_t)blockIdx.x * CU_AT_Q + threadIdx.x;
+    bool live = i < N;
+
+    int64_t j0 = 0, j1 = L; /* this query's visible keys (see k_attention) */
+    if (!live) {
+        j0 = L;
+        j1 = 0;
+    } else if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
+        int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
+        j1 = n_past + i + 1 < L ? n_past + i + 1 : L;
+        if (j1 < 0) j1 = 0;
+    } else if (p.mask == QVL_MASK_SEGMENTS) {
+        int64_t sg = cu_attn_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
+        j0 = p.seg[sg * p.seg_stride];
+        j1 = p.seg[(sg + 1) * p.seg_stride];
+    }
+    if (j1 < j0) j1 = j0;
+    if (threadIdx.x == 0) {
+        range_s[0] = (int)L;
+        range_s[1] = 0;
+    }
+    __syncthreads();
+    if (j1 > j0) {
+        atomicMin(&range_s[0], (int)j0);
+        atomicMax(&range_s[1], (int)j1);
+    }
+    __syncthreads();
+    const int64_t lo = range_s[0], hi = range_s[1];
+
+    float qr[CU_AT_D], acc[CU_AT_D];
+    int64_t q_base = live ? i * q.stride[0] + h * q.stride[1] : 0;
+#pragma unroll
+    for (int d = 0; d < CU_AT_D; d++) {
+        qr[d] = live && d < D ? cu_view_load(q, q_base + d * q.stride[2]) * p.scale : 0.0f;
+        acc[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    float *ks = (float *)ks4, *vs = (float *)vs4;
+    for (int64_t t0 = lo; t0 < hi; t0 += CU_AT_K) {
+        for (int e = threadIdx.x; e < CU_AT_K * CU_AT_D; e += CU_AT_Q) {
+            int jj = e / CU_AT_D, d = e % CU_AT_D;
+            int64_t j = t0 + jj;
+            bool in = j < hi && d < D;
+            ks[e] = in ? cu_view_load(k, j * k.stride[0] + g * k.stride[1] + d * k.stride[2]) : 0.0f;
+            vs[e] = in ? cu_view_load(v, j * v.stride[0] + g * v.stride[1] + d * v.stride[2]) : 0.0f;
+        }
+        __syncthreads();
+        for (int s0 = 0; s0 < CU_AT_K; s0 += CU_AT_S) {
+            float sc[CU_AT_S], bmax = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < CU_AT_S; u++) {
+                int64_t j = t0 + s0 + u;
+                float dot = 0.0f;
+#pragma unroll
+                for (int d4 = 0; d4 < CU_AT_D / 4; d4++) {
+                    float4 kv = ks4[s0 + u][d4];
+                    dot += qr[4 * d4] * kv.x + qr[4 * d4 + 1] * kv.y + qr[4 * d4 + 2] * kv.z +
+                           qr[4 * d4 + 3] * kv.w;
+                }
+                sc[u] = j >= j0 && j < j1 ? dot : -INFINITY;
+                bmax = fmaxf(bmax, sc[u]);
+            }
+            if (bmax == -INFINITY) continue; /* nothing visible to this query here */
+            float m_new = fmaxf(m, bmax);
+            float corr = expf(m - m_new); /* 0 while m is -inf */
+            l *= corr;
+#pragma unroll
+            for (int d = 0; d < CU_AT_D; d++) acc[d] *= corr;
+#pragma unroll
+            for (int u = 0; u < CU_AT_S; u++) {
+                float pr = expf(sc[u] - m_new); /* exp(-inf) = 0 for hidden keys */
+                l += pr;
+#pragma unroll
+                for (int d4 = 0; d4 < CU_AT_D / 4; d4++) {
+                    float4 vv = vs4[s0 + u][d4];
+                    acc[4 * d4] += pr * vv.x;
+                    acc[4 * d4 + 1] += pr * vv.y;
+                    acc[4 * d4 + 2] += pr * vv.z;
+                    acc[4 * d4 + 3] += pr * vv.w;
+                }
+            }
+            m = m_new;
+        }
+        __syncthreads();
+    }
+    if (!live) return;
+    float *o = p.out + (i * Hq + h) * D;
+    for (int d = 0; d < CU_AT_D; d++)
+        if (d < D) o[d] = l > 0.0f ? acc[d] / l : 0.0f;
+}
+
 /* Merge the splits of each row: the same rescaling as the warps' merge above. */
 __global__ void k_attention_combine(const float *part, int splits, int64_t D, float *out) {
     int64_t row = blockIdx.x;
@@ -223,6 +331,13 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     p.out = out;
     p.part = part;
     p.splits = splits;
+    int64_t N = q.shape[0], Hq = q.shape[1];
+    if (splits == 1 && N >= CU_AT_Q && D <= CU_AT_D && k.shape[0] < 0x7fffffff &&
+        Hq <= 65535) { /* many queries: the tiled kernel */
+        dim3 tgrid((unsigned)((N + CU_AT_Q - 1) / CU_AT_Q), (unsigned)Hq);
+        k_attention_tiled<<<tgrid, CU_AT_Q, 0, s>>>(p);
+        return (int)cudaGetLastError();
+    }
     dim3 grid((unsigned)rows, (unsigned)splits);
     if (D <= 4 * CU_WARP) k_attention<4, 4><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
     else k_attention<CU_ATTN_REGS, 1><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);

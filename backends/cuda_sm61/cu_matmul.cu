@@ -253,11 +253,15 @@ extern "C" int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t
  * each thread 4 x 4 outputs (rows ty + 16 i, columns tx + 16 j), walking K in steps of
  * CU_BK through shared memory. Tiles are stored k-major (a_s[k][m], w_s[k][n]) so the inner
  * loop reads a row of each; out-of-range elements load as 0 and are never stored. */
-#define CU_BM 64
-#define CU_BN 64
-#define CU_BK 16
-#define CU_GEMM_THREADS 256
+#ifndef CU_RB
 #define CU_RB 4 /* outputs per thread along each dim: CU_BM = 16 * CU_RB */
+#endif
+#ifndef CU_BK
+#define CU_BK 16
+#endif
+#define CU_BM (16 * CU_RB)
+#define CU_BN (16 * CU_RB)
+#define CU_GEMM_THREADS 256
 
 __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
     __shared__ float a_s[CU_BK][CU_BM + 4];
