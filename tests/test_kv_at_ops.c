@@ -173,9 +173,9 @@ static void check_mask(const qvl_test_backend *tb) {
  * ATTENTION with CAUSAL and n_past = at over the first at + N rows. */
 static void check_attention(const qvl_test_backend *tb, qvl_dtype kv_dt) {
     /* Query counts on both sides of the CPU backend's switch to its blocked path (8) and of its
-     * 32-query blocks; a capacity past its 256-key chunks. */
+     * 256-query blocks; a capacity past its 256-key chunks. */
     const int64_t R = 300, Hq = 6, Hkv = 2, D = 9;
-    const int64_t counts[] = {1, 4, 9, 40};
+    const int64_t counts[] = {1, 4, 9, 40, 300};
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         const int64_t N = counts[c];
         for (int64_t at = 0; at + N <= R; at += 53) {

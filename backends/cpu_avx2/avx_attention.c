@@ -5,10 +5,11 @@
  * Two paths:
  *  - few queries (decode): per (head, query) a single pass over the visible keys in blocks of
  *    64 (scores, block max, rescale of the running sum and output, exp, accumulate v);
- *  - many queries (prefill, the vision tower): per (head, block of QB queries) the keys go by
- *    in chunks of KC; each chunk is transposed once into a [D, KC] panel, scores for 4 queries
- *    x 8 keys at a time are register-blocked FMAs over D, then the chunk's probabilities weight
- *    its value rows with the output rows held in registers. The panel is shared by QB queries,
+ *  - many queries (prefill, the vision tower): per (head, block of up to 256 queries) the keys
+ *    go by in chunks of KC; each chunk is transposed once into a [D, KC] panel, shared by all
+ *    the block's queries; scores for 4 queries x 8 keys at a time are register-blocked FMAs
+ *    over D, then those 4 queries' probabilities weight the chunk's value rows with the
+ *    output rows held in registers. The panel is shared by QB queries,
  *    which is what makes this path fast (the per-query path re-reads every key per query and
  *    sums each dot product horizontally).
  *
@@ -149,7 +150,7 @@ static void attn_item(void *ctx, int64_t item, float *scratch) {
 
 /* ---- the blocked path (many queries) ---- */
 
-#define QB 32        /* queries per work item (a multiple of 4) */
+#define QB 256       /* queries per work item (a multiple of 4): they share each key panel */
 #define KC 256       /* keys per chunk (a multiple of 8) */
 #define KT_STRIDE (KC + 4) /* panel row stride in doubles: not a multiple of 4 KiB (cache sets) */
 #define DCH 64       /* output columns held in registers at once (8 vectors) */
@@ -176,7 +177,7 @@ static int64_t block_scratch(int64_t D) {
     int64_t Dp = round_up(D, DCH);
     return 2 * D * KT_STRIDE   /* kt: [D][KC] doubles, rows KT_STRIDE apart */
            + KC * Dp           /* v chunk as f32 rows, padded to whole DCH column groups */
-           + QB * KC           /* scores / probabilities */
+           + 4 * KC            /* scores / probabilities of one group of 4 queries */
            + QB * Dp           /* output accumulators */
            + 2 * QB            /* running max and sum */
            + 2 * QB * D        /* q rows as doubles */
@@ -221,6 +222,51 @@ static void weigh_values(const float *p, const float *v, int64_t kc, int64_t Dp,
     }
 }
 
+/* One query's scores s[0, kc8) for keys [j0, j0 + kc) of the chunk: hide what its mask
+ * hides, fold them into its running max *mx and sum *sum, rescale and add its output row. */
+static void softmax_weigh(const attn_job *jb, int64_t i, int64_t j0, int64_t kc, int64_t kc8,
+                          float *s, const float *vbuf, int64_t Dp, float *mx, float *sum,
+                          float *o) {
+    int64_t lo, hi;
+    visible(jb, i, &lo, &hi);
+    lo -= j0;
+    hi -= j0;
+    float bmax = -INFINITY;
+    if (lo <= 0 && hi >= kc) { /* the whole chunk is visible (vision, most of a prefill) */
+        for (int64_t j = kc; j < kc8; j++) s[j] = -INFINITY;
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < kc8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+        float m8[8];
+        _mm256_storeu_ps(m8, vmax);
+        for (int t = 0; t < 8; t++) bmax = m8[t] > bmax ? m8[t] : bmax;
+    } else {
+        for (int64_t j = 0; j < kc8; j++) {
+            if (j < lo || j >= hi || j >= kc) s[j] = -INFINITY;
+            else if (s[j] > bmax) bmax = s[j];
+        }
+    }
+    if (bmax == -INFINITY) return; /* nothing visible to this query in this chunk */
+    float new_m = bmax > *mx ? bmax : *mx;
+    float corr = *mx == -INFINITY ? 0.0f : _mm256_cvtss_f32(avx_exp(_mm256_set1_ps(*mx - new_m)));
+    __m256 vm = _mm256_set1_ps(new_m), vs = _mm256_setzero_ps();
+    for (int64_t j = 0; j < kc8; j += 8) {
+        __m256 e = avx_exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        _mm256_storeu_ps(s + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vs), _mm256_extractf128_ps(vs, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    float bsum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1)));
+    *sum = *sum * corr + bsum;
+    *mx = new_m;
+    if (corr != 1.0f) {
+        __m256 vc = _mm256_set1_ps(corr);
+        for (int64_t c = 0; c < Dp; c += 8)
+            _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_loadu_ps(o + c), vc));
+    }
+    weigh_values(s, vbuf, kc8, Dp, o);
+}
+
 /* One item: head h, queries [q0, q0 + QB) (fewer at the end). */
 static void attn_block_item(void *ctx, int64_t item, float *scratch) {
     attn_job *jb = ctx;
@@ -233,7 +279,7 @@ static void attn_block_item(void *ctx, int64_t item, float *scratch) {
 
     double *kt = (double *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);
     float *vbuf = (float *)(kt + D * KT_STRIDE);
-    float *sc = vbuf + KC * Dp, *o = sc + QB * KC, *mx = o + QB * Dp, *sum = mx + QB;
+    float *sc = vbuf + KC * Dp, *o = sc + 4 * KC, *mx = o + QB * Dp, *sum = mx + QB;
     double *qd = (double *)(sum + QB);
 
     /* The queries as doubles (rows past nq are zero), outputs and running sums cleared. */
@@ -272,42 +318,11 @@ static void attn_block_item(void *ctx, int64_t item, float *scratch) {
             if (vv != vr) memcpy(vr, vv, (size_t)D * sizeof *vr);
             memset(vr + D, 0, (size_t)(Dp - D) * sizeof *vr);
         }
-        for (int64_t r = 0; r < nq4; r += 4) scores_4rows(qd + r * D, D, kt, kc8, scale, sc + r * KC);
-        for (int64_t r = 0; r < nq; r++) {
-            float *s = sc + r * KC;
-            int64_t lo, hi;
-            visible(jb, q0 + r, &lo, &hi);
-            lo -= j0;
-            hi -= j0;
-            float bmax = -INFINITY;
-            for (int64_t j = 0; j < kc8; j++) {
-                if (j < lo || j >= hi || j >= kc) s[j] = -INFINITY;
-                else if (s[j] > bmax) bmax = s[j];
-            }
-            if (bmax == -INFINITY) { /* nothing visible to this query in this chunk */
-                memset(s, 0, (size_t)kc8 * sizeof *s);
-                continue;
-            }
-            float new_m = bmax > mx[r] ? bmax : mx[r];
-            float corr = mx[r] == -INFINITY ? 0.0f
-                                            : _mm256_cvtss_f32(avx_exp(_mm256_set1_ps(mx[r] - new_m)));
-            __m256 vm = _mm256_set1_ps(new_m), vs = _mm256_setzero_ps();
-            for (int64_t j = 0; j < kc8; j += 8) {
-                __m256 e = avx_exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-                _mm256_storeu_ps(s + j, e);
-                vs = _mm256_add_ps(vs, e);
-            }
-            __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vs), _mm256_extractf128_ps(vs, 1));
-            s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-            float bsum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1)));
-            sum[r] = sum[r] * corr + bsum;
-            mx[r] = new_m;
-            if (corr != 1.0f) {
-                __m256 vc = _mm256_set1_ps(corr);
-                for (int64_t c = 0; c < Dp; c += 8)
-                    _mm256_storeu_ps(o + r * Dp + c, _mm256_mul_ps(_mm256_loadu_ps(o + r * Dp + c), vc));
-            }
-            weigh_values(s, vbuf, kc8, Dp, o + r * Dp);
+        for (int64_t r4 = 0; r4 < nq4; r4 += 4) {
+            scores_4rows(qd + r4 * D, D, kt, kc8, scale, sc);
+            for (int64_t r = r4; r < r4 + 4 && r < nq; r++)
+                softmax_weigh(jb, q0 + r, j0, kc, kc8, sc + (r - r4) * KC, vbuf, Dp, &mx[r],
+                              &sum[r], o + r * Dp);
         }
     }
 

@@ -1,7 +1,9 @@
 /* The normalizer, pre_tokenizer and decoder sections of tokenizer.json. Only what byte-level
  * BPE tokenizers use is accepted; anything else is refused with the section and type named,
  * rather than silently tokenizing differently from `tokenizers`. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -84,8 +86,12 @@ static qvl_status add_stage(qvl_tokenizer *tok, const char *pattern, bool litera
     }
     tok_split_stage *s = &tok->stages[tok->n_stages++];
     s->code = re;
-    /* JIT is an optimisation: without it (or when its stack runs out) the interpreter runs */
-    s->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    /* JIT is an optimisation: without it (or when its stack runs out) the interpreter runs.
+     * QVL_PCRE2_JIT=0 turns it off: valgrind cannot follow JIT-generated code and reports
+     * its word-wide reads near the end of the subject as uninitialised (scripts/valgrind.sh). */
+    const char *jit_env = getenv("QVL_PCRE2_JIT");
+    bool jit_off = jit_env && strcmp(jit_env, "0") == 0;
+    s->jit = !jit_off && pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
     return QVL_OK;
 }
 
