@@ -289,17 +289,33 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
         w_off[r] = (b / p.per_w) * p.w.batch_stride + (w_in[r] ? n0 + row : 0) * p.w.row_stride;
     }
 
+    /* The next step's elements are loaded into registers while this step's tile is being
+     * multiplied, so the global-memory latency hides behind the FMAs (no second shared
+     * buffer needed: registers hold the next tile until the barrier). */
+    float a_nx[n_ld], w_nx[n_ld];
+    for (int r = 0; r < n_ld; r++) {
+        int64_t k = kk_ld;
+        a_nx[r] = a_in[r] && k < p.K ? cu_view_load(p.a, a_off[r] + k * a_step) : 0.0f;
+        w_nx[r] = w_in[r] && k < p.K ? cu_load(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
+                                     : 0.0f;
+    }
     for (int64_t k0 = 0; k0 < p.K; k0 += CU_BK) {
-        int64_t k = k0 + kk_ld;
         for (int r = 0; r < n_ld; r++) {
             int row = (threadIdx.x + r * CU_GEMM_THREADS) / CU_BK;
-            a_s[kk_ld][row] =
-                a_in[r] && k < p.K ? cu_view_load(p.a, a_off[r] + k * a_step) : 0.0f;
-            w_s[kk_ld][row] = w_in[r] && k < p.K
-                                  ? cu_load(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
-                                  : 0.0f;
+            a_s[kk_ld][row] = a_nx[r];
+            w_s[kk_ld][row] = w_nx[r];
         }
         __syncthreads();
+        if (k0 + CU_BK < p.K) {
+            int64_t k = k0 + CU_BK + kk_ld;
+            for (int r = 0; r < n_ld; r++) {
+                a_nx[r] = a_in[r] && k < p.K ? cu_view_load(p.a, a_off[r] + k * a_step) : 0.0f;
+                w_nx[r] = w_in[r] && k < p.K
+                              ? cu_load(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
+                              : 0.0f;
+            }
+        }
+#pragma unroll
         for (int kk = 0; kk < CU_BK; kk++) {
             float av[CU_RB], wv[CU_RB];
             for (int i = 0; i < CU_RB; i++) av[i] = a_s[kk][ty + 16 * i];
