@@ -43,5 +43,11 @@ if(TARGET qvl-cpu_avx2)
       set_tests_properties(cpu_avx2_crosscheck_${kind} PROPERTIES
         TIMEOUT 600 PASS_REGULAR_EXPRESSION "cross-check: OK")
     endforeach()
+    # The decode graph unfused: store_rows_at and mask_causal_at as primitives.
+    add_test(NAME cpu_avx2_crosscheck_text-decode-nofuse
+      COMMAND qvl-graph-tool --config ${QVL_AVX2_XCHECK_CONFIG} --graph text-decode --kv 50
+              --no-fuse --plugins ${QVL_AVX2_XCHECK_PLUGINS} --cross-check reference,cpu_avx2)
+    set_tests_properties(cpu_avx2_crosscheck_text-decode-nofuse PROPERTIES
+      TIMEOUT 600 PASS_REGULAR_EXPRESSION "cross-check: OK")
   endif()
 endif()

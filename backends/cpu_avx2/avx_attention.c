@@ -91,6 +91,21 @@ static const float *kv_row(const qvl_tensor *t, int64_t j, int64_t g, int64_t D,
     return buf;
 }
 
+/* Visible key range [*lo, *hi) of query i: causal [0, n_past + i + 1), segments the query's
+ * own segment, none [0, L); empty when hi <= lo. */
+static void visible(const attn_job *jb, int64_t i, int64_t *lo, int64_t *hi) {
+    const qvl_attention_params *p = &jb->n->params.attention;
+    *lo = 0;
+    *hi = jb->L;
+    if (p->mask == QVL_MASK_CAUSAL || p->mask == QVL_MASK_CAUSAL_AT) {
+        int64_t last = jb->n_past + i + 1;
+        *hi = last < *hi ? (last < 0 ? 0 : last) : *hi;
+    } else if (p->mask == QVL_MASK_SEGMENTS) {
+        *lo = jb->seg_lo[i];
+        *hi = jb->seg_hi[i];
+    }
+}
+
 /* scratch: q [D], k [D], v [D], acc [D], scores [KEY_BLOCK] */
 static void attn_item(void *ctx, int64_t item, float *scratch) {
     attn_job *jb = ctx;
@@ -102,15 +117,8 @@ static void attn_item(void *ctx, int64_t item, float *scratch) {
     float *sc = scratch + 4 * D;
     float *o = (float *)n->dst->data + (i * jb->Hq + h) * D;
 
-    int64_t lo = 0, hi = jb->L;
-    if (p->mask == QVL_MASK_CAUSAL || p->mask == QVL_MASK_CAUSAL_AT) {
-        int64_t last = jb->n_past + i; /* keys j <= n_past + i are visible */
-        hi = last + 1 < hi ? last + 1 : hi;
-        if (hi < 0) hi = 0;
-    } else if (p->mask == QVL_MASK_SEGMENTS) {
-        lo = jb->seg_lo[i];
-        hi = jb->seg_hi[i];
-    }
+    int64_t lo, hi;
+    visible(jb, i, &lo, &hi);
     if (hi <= lo) { /* nothing visible: the row of probabilities is all 0 */
         memset(o, 0, (size_t)D * sizeof *o);
         return;
@@ -157,20 +165,6 @@ static void attn_item(void *ctx, int64_t item, float *scratch) {
 #define MANY_QUERIES 8
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-/* Visible key range [*lo, *hi) of query i (see attn_item). */
-static void visible(const attn_job *jb, int64_t i, int64_t *lo, int64_t *hi) {
-    const qvl_attention_params *p = &jb->n->params.attention;
-    *lo = 0;
-    *hi = jb->L;
-    if (p->mask == QVL_MASK_CAUSAL || p->mask == QVL_MASK_CAUSAL_AT) {
-        int64_t last = jb->n_past + i + 1;
-        *hi = last < *hi ? (last < 0 ? 0 : last) : *hi;
-    } else if (p->mask == QVL_MASK_SEGMENTS) {
-        *lo = jb->seg_lo[i];
-        *hi = jb->seg_hi[i];
-    }
-}
 
 /* Floats of scratch one blocked item needs (see attn_block_item for the layout). */
 static int64_t block_scratch(int64_t D) {

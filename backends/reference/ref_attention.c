@@ -121,14 +121,6 @@ qvl_status ref_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 /* The row count in an "at" input [1] i32 (validated by ref_check_at). */
 static int64_t at_value(const qvl_node *n, uint32_t slot) { return ref_get_i32(n->src[slot], 0); }
 
-static qvl_status ref_check_at(const qvl_node *n, uint32_t slot, qvl_error *err) {
-    qvl_status s = ref_need(n, slot, "at", REF_INDEX, 1, 1, err);
-    if (s == QVL_OK && n->src[slot]->desc.shape[0] != 1)
-        return ref_fail(n, err, QVL_E_SHAPE, "at must hold one row count, has %lld values",
-                        (long long)n->src[slot]->desc.shape[0]);
-    return s;
-}
-
 qvl_status ref_check_mask_causal_at(const qvl_node *n, qvl_error *err) {
     qvl_status s = ref_check_mask_causal(n, err);
     return s == QVL_OK ? ref_check_at(n, 1, err) : s;

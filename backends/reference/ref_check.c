@@ -79,6 +79,14 @@ qvl_status ref_maybe(const qvl_node *n, uint32_t slot, const char *what, unsigne
     return t ? ref_check_tensor(n, t, what, dtypes, min_ndim, max_ndim, err) : QVL_OK;
 }
 
+qvl_status ref_check_at(const qvl_node *n, uint32_t slot, qvl_error *err) {
+    qvl_status s = ref_need(n, slot, "at", REF_INDEX, 1, 1, err);
+    if (s == QVL_OK && n->src[slot]->desc.shape[0] != 1)
+        return ref_fail(n, err, QVL_E_SHAPE, "at must hold one row count, has %lld values",
+                        (long long)n->src[slot]->desc.shape[0]);
+    return s;
+}
+
 qvl_status ref_absent(const qvl_node *n, uint32_t slot, const char *what, qvl_error *err) {
     if (ref_src(n, slot))
         return ref_fail(n, err, QVL_E_INVALID, "input %s (slot %u) must be empty here", what,

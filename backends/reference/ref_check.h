@@ -40,6 +40,8 @@ qvl_status ref_need(const qvl_node *n, uint32_t slot, const char *what, unsigned
 /* An optional input: the same checks when present, OK when absent. */
 qvl_status ref_maybe(const qvl_node *n, uint32_t slot, const char *what, unsigned dtypes,
                      int min_ndim, int max_ndim, qvl_error *err);
+/* The "at" input of the ops that read a KV length from data: one i32 row count, shape [1]. */
+qvl_status ref_check_at(const qvl_node *n, uint32_t slot, qvl_error *err);
 /* An input that must be absent (e.g. a bias of an unused projection). */
 qvl_status ref_absent(const qvl_node *n, uint32_t slot, const char *what, qvl_error *err);
 

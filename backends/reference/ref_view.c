@@ -156,11 +156,8 @@ qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 
 qvl_status ref_check_store_rows_at(const qvl_node *n, qvl_error *err) {
     qvl_status s = check_store(n, err);
-    if (s == QVL_OK) s = ref_need(n, 2, "at", REF_INDEX, 1, 1, err);
+    if (s == QVL_OK) s = ref_check_at(n, 2, err);
     if (s != QVL_OK) return s;
-    if (n->src[2]->desc.shape[0] != 1)
-        return ref_fail(n, err, QVL_E_SHAPE, "at must hold one row count, has %lld values",
-                        (long long)n->src[2]->desc.shape[0]);
     const qvl_tensor_desc *dst = &n->src[0]->desc;
     return ref_output(n, REF_DT(dst->dtype), dst->ndim, dst->shape, err);
 }

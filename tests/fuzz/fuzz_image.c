@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fuzz_check.h"
+#include "fuzz_file.h"
 #include "qvl/image.h"
 #include "qvl/image_preprocess.h"
 
@@ -39,24 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static int memfd = -1;
-static char memfd_path[64];
-
-static int write_input(const uint8_t *data, size_t size) {
-    if (memfd < 0) {
-        memfd = memfd_create("qvl-fuzz-preprocess-config", MFD_CLOEXEC);
-        if (memfd < 0) return -1;
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-    }
-    if (ftruncate(memfd, 0) != 0) return -1;
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = pwrite(memfd, data + done, size - done, (off_t)done);
-        if (w <= 0) return -1;
-        done += (size_t)w;
-    }
-    return 0;
-}
+static fuzz_file input_file = FUZZ_FILE_INIT;
 
 /* Preprocess img with pc and check what comes out. */
 static void check_preprocess(const qvl_image *img, const qvl_preprocess_config *pc) {
@@ -106,13 +90,14 @@ static void check_preprocess(const qvl_image *img, const qvl_preprocess_config *
 
 /* A preprocessor_config.json: load it; what loads preprocesses a 37x23 gradient. */
 static void fuzz_config(const uint8_t *data, size_t size) {
-    if (write_input(data, size) != 0) {
+    const char *path = fuzz_as_file(&input_file, "qvl-fuzz-preprocess-config", data, size);
+    if (!path) {
         perror("fuzz_image: memfd");
         abort(); /* the harness itself failed: not a finding */
     }
     qvl_preprocess_config pc;
     qvl_error err = {0};
-    qvl_status s = qvl_preprocess_config_load(memfd_path, NULL, &pc, &err);
+    qvl_status s = qvl_preprocess_config_load(path, NULL, &pc, &err);
     if (s != QVL_OK) {
         fuzz_check_error(s, &err);
         return;

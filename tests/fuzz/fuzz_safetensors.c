@@ -10,35 +10,20 @@
 #include <unistd.h>
 
 #include "fuzz_check.h"
+#include "fuzz_file.h"
 #include "qvl/safetensors.h"
 
-static int memfd = -1;
-static char memfd_path[64];
-
-static int write_input(const uint8_t *data, size_t size) {
-    if (memfd < 0) {
-        memfd = memfd_create("qvl-fuzz-safetensors", MFD_CLOEXEC);
-        if (memfd < 0) return -1;
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-    }
-    if (ftruncate(memfd, 0) != 0) return -1;
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = pwrite(memfd, data + done, size - done, (off_t)done);
-        if (w <= 0) return -1;
-        done += (size_t)w;
-    }
-    return 0;
-}
+static fuzz_file input_file = FUZZ_FILE_INIT;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (write_input(data, size) != 0) {
+    const char *path = fuzz_as_file(&input_file, "qvl-fuzz-safetensors", data, size);
+    if (!path) {
         perror("fuzz_safetensors: memfd");
         abort(); /* the harness itself failed: not a finding in the reader */
     }
     qvl_safetensors *st = NULL;
     qvl_error err = {0};
-    qvl_status s = qvl_safetensors_open(memfd_path, &st, &err);
+    qvl_status s = qvl_safetensors_open(path, &st, &err);
     if (s != QVL_OK) {
         fuzz_check_error(s, &err);
         FUZZ_CHECK(st == NULL);
