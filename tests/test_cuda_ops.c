@@ -861,9 +861,11 @@ static void test_norm_linear(void **state) {
             }
 }
 
-/* Decode-sized NORM_LINEAR / MLP_RESIDUAL, where the norm or activation and all projections
- * run as one kernel (rows in shared memory; q8_0: quantised there for __dp4a), every weight
- * dtype, and with 8 rows of 2048, which do not fit there and take the unfused path. */
+/* Decode-sized NORM_LINEAR / MLP_RESIDUAL / MATMUL, where the norm or activation and all
+ * projections run as one kernel (rows in shared memory; q8_0: quantised there for __dp4a),
+ * every weight dtype, gamma stored as f32 or bf16 (as published), input rows read as float4
+ * or, through a misaligned strided view, one by one; and with 8 rows of 2048, which do not
+ * fit there and take the unfused path. */
 static void test_fused_decode_sizes(void **state) {
     (void)state;
     const int64_t Ms[] = {1, 3, 8};
@@ -874,7 +876,7 @@ static void test_fused_decode_sizes(void **state) {
         int norm = (int)k % 2;
         qvl_params p = {.norm_linear = {.norm = norm, .eps = 1e-6f, .n_proj = 3}};
         tt *x = rnd(QVL_F32, 2, SHAPE(M, D), -2, 3);
-        tt *g = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+        tt *g = rnd(k % 4 < 2 ? QVL_BF16 : QVL_F32, 1, SHAPE(D), 0.5, 1.5);
         tt *beta = norm ? rnd(QVL_F16, 1, SHAPE(D), -1, 1) : NULL;
         tt *src[QVL_MAX_SRC] = {x, g, beta};
         for (int i = 0; i < 3; i++) {
@@ -883,6 +885,13 @@ static void test_fused_decode_sizes(void **state) {
         }
         tt *out = mk(QVL_F32, 2, SHAPE(M, 384));
         check_op(QVL_OP_NORM_LINEAR, &p, out, src, tol_dot(wd, M));
+
+        tt *xwide = rnd(QVL_F32, 2, SHAPE(M, D + 4), -2, 2);
+        tt *xm = view(xwide, 2, SHAPE(M, D), SHAPE(D + 4, 1), k % 2); /* k odd: misaligned */
+        tt *wm = rnd(wd, 2, SHAPE(200, D), -0.05f, 0.05f);
+        tt *bm = k % 3 ? rnd(QVL_BF16, 1, SHAPE(200), -1, 1) : NULL;
+        tt *om = mk(QVL_F32, 2, SHAPE(M, 200));
+        check_op(QVL_OP_MATMUL, NULL, om, SRC(xm, wm, bm), tol_dot(wd, M));
 
         int64_t F = 6144 / (M > 1 ? 4 : 1), Dm = 96;
         for (int act = 0; act < 3; act++) {

@@ -127,7 +127,7 @@ __device__ __forceinline__ float cu_block_reduce(float x, bool is_max, float *sc
 /* One 16-byte chunk c of a weight row (4 f32 or 8 f16/bf16 weights) against M activation rows:
  * acc[m] += rows[m][c*per .. c*per + per) . w, with rows 16-byte aligned. Shared by the GEMV
  * kernels (rows in global memory) and the fused decode kernels (rows in shared memory). */
-template <int DT>
+template <int DT, int MR = CU_GEMV_MAX_ROWS>
 __device__ __forceinline__ void cu_chunk_fma(uint4 q, const float *const *rows, int64_t M,
                                              int64_t c, float *acc) {
     const int per = DT == QVL_F32 ? 4 : 8;
@@ -144,7 +144,7 @@ __device__ __forceinline__ void cu_chunk_fma(uint4 q, const float *const *rows, 
         }
     }
 #pragma unroll
-    for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+    for (int m = 0; m < MR; m++) {
         if (m >= M) break;
         const float4 *xr = (const float4 *)(rows[m] + c * per);
         float4 x0 = xr[0];

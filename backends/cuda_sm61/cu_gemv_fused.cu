@@ -1,37 +1,44 @@
-/* NORM_LINEAR and MLP_RESIDUAL for decode (a few rows) in one kernel each, instead of a
- * norm/activation kernel, a trip through scratch and one GEMV per projection.
+/* Decode GEMVs (a few rows) in one kernel each: NORM_LINEAR, MLP_RESIDUAL and plain MATMUL,
+ * instead of a norm/activation kernel, a trip through scratch and one GEMV per projection.
  *
  * Every block first builds the M activation rows in shared memory (the prologue): the
- * normalised rows of x (RMS or layer norm, as cu_norm.cu computes them) or the MLP's
- * activation (silu(a) * up, gelu_tanh(a), gelu_erf(a), as cu_elementwise.cu does). The rows
- * are small (M * K floats, at most 47 KiB), so recomputing them per block costs little next
- * to the weights. Then a warp per output column walks the weight row with 16-byte loads
- * (CU_FG_UNROLL in flight per lane) against the shared rows, for all M rows at once; the
- * columns of up to three projections are numbered one after the other, as the output
- * concatenates them. The epilogue adds the bias and, for MLP_RESIDUAL, the residual. With
- * q8_0 weights the rows are quantised to int8 blocks in shared memory and the dot products
- * run on __dp4a (k_gemv_fused_q8). */
+ * normalised rows of x (RMS or layer norm, as cu_norm.cu computes them), the MLP's activation
+ * (silu(a) * up, gelu_tanh(a), gelu_erf(a), as cu_elementwise.cu does) or x as it is. The
+ * rows are small (M * K floats, at most 47 KiB), so building them per block costs little next
+ * to the weights, provided it is cheap: row offsets come from the host, and f32 rows with
+ * unit stride are read as float4. Then a warp per output column walks the weight row with
+ * 16-byte loads against the shared rows, for all M rows at once; the columns of up to three
+ * projections are numbered one after the other, as the output concatenates them. The
+ * epilogue adds the bias and the residual (when given).
+ *
+ * Latency is what these kernels fight: each warp loads the first weights of its first row
+ * before the prologue, and always has the next batch of loads in flight while it multiplies
+ * the current one (the last batch of a row prefetches the next row's first). The grid is one
+ * wave of resident blocks (occupancy asked of the runtime), so no block waits to start and
+ * redo the prologue. With q8_0 weights the rows are quantised to int8 blocks in shared memory
+ * and the dot products run on __dp4a (k_gemv_fused_q8). */
 #include <string.h>
 
 #include "cu_device.cuh"
 
 #define CU_FG_WARPS 8
-#ifndef CU_FG_UNROLL /* 16-byte weight loads in flight per lane */
-#define CU_FG_UNROLL 4
-#endif
-#ifndef CU_FG_BLOCKS_PER_SM /* resident blocks asked for per SM (the prologue runs per block) */
-#define CU_FG_BLOCKS_PER_SM 4
+#define CU_FG_UNROLL 4    /* 16-byte weight loads per lane per batch (two batches in flight) */
+#define CU_FG_Q8_UNROLL 8 /* q8_0 blocks per 8-lane group per batch */
+#ifndef CU_FG_MIN_BLOCKS /* resident blocks per SM the register budget must allow */
+#define CU_FG_MIN_BLOCKS 3
 #endif
 #define CU_SQRT_2_OVER_PI_F 0.79788456080286535588f
 #define CU_SQRT_HALF_F 0.70710678118654752440f
 
 struct cu_fused_args {
-    int prologue; /* CU_FUSED_NORM or CU_FUSED_ACT */
+    int prologue; /* CU_FUSED_NORM, CU_FUSED_ACT or CU_FUSED_COPY */
     int layer, act;
+    int vec; /* float4 loads: x and up f32 with aligned unit-stride rows, gamma/beta aligned, K % 4 == 0 */
     float eps;
-    cu_view x, gamma, beta; /* norm */
-    cu_view a, up;          /* act (up.data NULL when absent) */
-    cu_view res;            /* act: the residual; data NULL for norm */
+    cu_view x;           /* the rows: norm input, activation input a, or the matmul's input */
+    cu_view aux, beta;   /* norm: gamma, beta; act: up (data NULL when absent) */
+    cu_view res;         /* data NULL when there is no residual */
+    int64_t x_row[CU_GEMV_MAX_ROWS], aux_row[CU_GEMV_MAX_ROWS], res_row[CU_GEMV_MAX_ROWS];
     int64_t M, K;
     int n_proj;
     const void *w[3];
@@ -42,137 +49,308 @@ struct cu_fused_args {
     int64_t ldo;
 };
 
+__device__ __forceinline__ float cu_fused_act(int act, bool gated, float x, float u) {
+    if (gated) return x / (1.0f + expf(-x)) * u;
+    if (act == QVL_ACT_GELU_TANH)
+        return 0.5f * x * (1.0f + tanhf(CU_SQRT_2_OVER_PI_F * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + erff(x * CU_SQRT_HALF_F));
+}
+
+/* The prologue's float4 loops issue CU_PRO_BATCH loads per thread before using any: these
+ * loads are latency, not bandwidth, and the kernel's weights wait for them. Thread t owns
+ * float4s t, t + blockDim.x, ... in every loop, so the passes need no barrier between them. */
+#ifndef CU_PRO_BATCH
+#define CU_PRO_BATCH 2
+#endif
+#define CU_PRO_FOR(i0, n4) \
+    for (int64_t i0 = threadIdx.x; i0 < (n4); i0 += CU_PRO_BATCH * (int64_t)blockDim.x)
+#define CU_PRO_AT(i0, u) ((i0) + (int64_t)(u) * blockDim.x)
+
+__device__ __forceinline__ float4 cu_act4(int act, bool gated, float4 a, float4 u) {
+    return make_float4(cu_fused_act(act, gated, a.x, u.x), cu_fused_act(act, gated, a.y, u.y),
+                       cu_fused_act(act, gated, a.z, u.z), cu_fused_act(act, gated, a.w, u.w));
+}
+
+/* Row m of the MLP activation into xr. */
+__device__ void cu_prologue_act(const cu_fused_args &p, int m, float *xr) {
+    bool gated = p.aux.data != NULL;
+    if (p.vec) {
+        const float4 *a4 = (const float4 *)((const float *)p.x.data + p.x_row[m]);
+        const float4 *u4 = (const float4 *)((const float *)p.aux.data + p.aux_row[m]);
+        int64_t n4 = p.K / 4;
+        CU_PRO_FOR(i0, n4) {
+            float4 a[CU_PRO_BATCH], u[CU_PRO_BATCH];
+#pragma unroll
+            for (int j = 0; j < CU_PRO_BATCH; j++) {
+                int64_t i = CU_PRO_AT(i0, j);
+                a[j] = i < n4 ? a4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                u[j] = gated && i < n4 ? u4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int j = 0; j < CU_PRO_BATCH; j++)
+                if (CU_PRO_AT(i0, j) < n4)
+                    ((float4 *)xr)[CU_PRO_AT(i0, j)] = cu_act4(p.act, gated, a[j], u[j]);
+        }
+        return;
+    }
+    int64_t sa = p.x.stride[p.x.ndim - 1], su = gated ? p.aux.stride[p.aux.ndim - 1] : 0;
+    for (int64_t i = threadIdx.x; i < p.K; i += blockDim.x) {
+        float u = gated ? cu_view_load(p.aux, p.aux_row[m] + i * su) : 0.0f;
+        xr[i] = cu_fused_act(p.act, gated, cu_view_load(p.x, p.x_row[m] + i * sa), u);
+    }
+}
+
+/* Row m of x into xr as it is; returns this thread's sum of its elements (sq: of squares). */
+__device__ float cu_prologue_load(const cu_fused_args &p, int m, float *xr, bool sq) {
+    float sum = 0.0f;
+    if (p.vec) {
+        const float4 *x4 = (const float4 *)((const float *)p.x.data + p.x_row[m]);
+        int64_t n4 = p.K / 4;
+        CU_PRO_FOR(i0, n4) {
+            float4 v[CU_PRO_BATCH];
+#pragma unroll
+            for (int j = 0; j < CU_PRO_BATCH; j++) {
+                int64_t i = CU_PRO_AT(i0, j);
+                v[j] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int j = 0; j < CU_PRO_BATCH; j++) {
+                if (CU_PRO_AT(i0, j) < n4) ((float4 *)xr)[CU_PRO_AT(i0, j)] = v[j];
+                float4 w = v[j]; /* zero past the end */
+                sum += sq ? w.x * w.x + w.y * w.y + w.z * w.z + w.w * w.w : w.x + w.y + w.z + w.w;
+            }
+        }
+        return sum;
+    }
+    int64_t step = p.x.stride[p.x.ndim - 1];
+    for (int64_t i = threadIdx.x; i < p.K; i += blockDim.x) {
+        float v = cu_view_load(p.x, p.x_row[m] + i * step);
+        xr[i] = v;
+        sum += sq ? v * v : v;
+    }
+    return sum;
+}
+
+/* float4 i of a unit-stride f32, f16 or bf16 vector (16- or 8-byte aligned). */
+__device__ __forceinline__ float4 cu_vec4_load(const cu_view &v, int64_t i) {
+    if (v.dtype == QVL_F32) return ((const float4 *)v.data)[i];
+    uint2 h = ((const uint2 *)v.data)[i];
+    uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
+                     (uint16_t)(h.y >> 16)};
+    float f[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) f[j] = v.dtype == QVL_F16 ? cu_f16_to_f32(e[j]) : cu_bf16_to_f32(e[j]);
+    return make_float4(f[0], f[1], f[2], f[3]);
+}
+
+__device__ __forceinline__ float cu_norm_one(const cu_fused_args &p, float v, float mean,
+                                             float inv, float g, float b) {
+    return p.layer ? (v - mean) * inv * g + b : (v * inv) * g;
+}
+
+/* Row m of x normalised into xr (RMS: x * inv * g; layer: (x - mean) * inv * g + b). Each
+ * thread only ever touches the elements it loaded, so only the reductions synchronise. */
+__device__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr, float *red) {
+    int64_t K = p.K;
+    float mean = 0.0f, inv;
+    if (p.layer) {
+        mean = cu_block_reduce(cu_prologue_load(p, m, xr, false), false, red) / (float)K;
+        float ss = 0.0f;
+        int64_t per = p.vec ? 4 : 1; /* the elements cu_prologue_load gave this thread */
+        for (int64_t i = threadIdx.x; i < K / per; i += blockDim.x)
+            for (int64_t j = 0; j < per; j++) {
+                float d = xr[i * per + j] - mean;
+                ss += d * d;
+            }
+        inv = 1.0f / sqrtf(cu_block_reduce(ss, false, red) / (float)K + p.eps);
+    } else {
+        inv = 1.0f / sqrtf(cu_block_reduce(cu_prologue_load(p, m, xr, true), false, red) /
+                               (float)K +
+                           p.eps);
+    }
+    if (p.vec) { /* gamma and beta are unit-stride f32, f16 or bf16 vectors here */
+        bool has_b = p.beta.data != NULL;
+        int64_t n4 = K / 4;
+        CU_PRO_FOR(i0, n4) {
+            float4 g[CU_PRO_BATCH], b[CU_PRO_BATCH];
+#pragma unroll
+            for (int j = 0; j < CU_PRO_BATCH; j++) {
+                int64_t i = CU_PRO_AT(i0, j);
+                g[j] = i < n4 ? cu_vec4_load(p.aux, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                b[j] = has_b && i < n4 ? cu_vec4_load(p.beta, i)
+                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int j = 0; j < CU_PRO_BATCH; j++) {
+                int64_t i = CU_PRO_AT(i0, j);
+                if (i >= n4) break;
+                float4 v = ((float4 *)xr)[i];
+                ((float4 *)xr)[i] = make_float4(cu_norm_one(p, v.x, mean, inv, g[j].x, b[j].x),
+                                                cu_norm_one(p, v.y, mean, inv, g[j].y, b[j].y),
+                                                cu_norm_one(p, v.z, mean, inv, g[j].z, b[j].z),
+                                                cu_norm_one(p, v.w, mean, inv, g[j].w, b[j].w));
+            }
+        }
+        return;
+    }
+    int64_t sg = p.aux.stride[0], sb = p.beta.data ? p.beta.stride[0] : 0;
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+        float b = p.beta.data ? cu_view_load(p.beta, k * sb) : 0.0f;
+        xr[k] = cu_norm_one(p, xr[k], mean, inv, cu_view_load(p.aux, k * sg), b);
+    }
+}
+
 /* The prologue: rows [M, K] of activations into xs. */
 __device__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red) {
-    int64_t K = p.K;
-    if (p.prologue == CU_FUSED_NORM) {
-        const cu_view &x = p.x;
-        int64_t step = x.stride[x.ndim - 1];
-        for (int64_t m = 0; m < p.M; m++) {
-            int64_t base = cu_row_offset(x, m);
-            float mean = 0.0f;
-            if (p.layer) {
-                float sum = 0.0f;
-                for (int64_t i = threadIdx.x; i < K; i += blockDim.x)
-                    sum += cu_view_load(x, base + i * step);
-                mean = cu_block_reduce(sum, false, red) / (float)K;
-            }
-            float sum_sq = 0.0f;
-            for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
-                float v = cu_view_load(x, base + i * step) - mean;
-                xs[m * K + i] = v + mean; /* the row itself, read back by this thread only */
-                sum_sq += v * v;
-            }
-            float inv = 1.0f / sqrtf(cu_block_reduce(sum_sq, false, red) / (float)K + p.eps);
-            for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
-                float v = xs[m * K + i];
-                float g = cu_view_load(p.gamma, i * p.gamma.stride[0]);
-                float y;
-                if (p.layer) {
-                    y = (v - mean) * inv * g;
-                    if (p.beta.data) y += cu_view_load(p.beta, i * p.beta.stride[0]);
-                } else {
-                    y = (v * inv) * g;
-                }
-                xs[m * K + i] = y;
-            }
-        }
-    } else {
-        const cu_view &a = p.a, &up = p.up;
-        for (int64_t e = threadIdx.x; e < p.M * K; e += blockDim.x) {
-            int64_t m = e / K, f = e % K;
-            float x = cu_view_load(a, cu_row_offset(a, m) + f * a.stride[a.ndim - 1]);
-            float v;
-            if (up.data) {
-                float u = cu_view_load(up, cu_row_offset(up, m) + f * up.stride[up.ndim - 1]);
-                v = x / (1.0f + expf(-x)) * u;
-            } else if (p.act == QVL_ACT_GELU_TANH) {
-                v = 0.5f * x * (1.0f + tanhf(CU_SQRT_2_OVER_PI_F * (x + 0.044715f * x * x * x)));
-            } else {
-                v = 0.5f * x * (1.0f + erff(x * CU_SQRT_HALF_F));
-            }
-            xs[e] = v;
-        }
+    for (int m = 0; m < p.M; m++) {
+        float *xr = xs + m * p.K;
+        if (p.prologue == CU_FUSED_ACT) cu_prologue_act(p, m, xr);
+        else if (p.prologue == CU_FUSED_COPY) cu_prologue_load(p, m, xr, false);
+        else cu_prologue_norm(p, m, xr, red);
     }
     __syncthreads();
 }
 
-/* The epilogue: warp sums, plus the projection's bias and, for MLP_RESIDUAL, the residual;
- * output column o (projection pj's row n) of every row. */
+/* The epilogue: warp sums, plus the projection's bias and the residual; output column o
+ * (projection pj's row n) of every row. */
+template <int MR>
 __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, int64_t n,
                                                int64_t o, const float *acc, int lane) {
     const cu_view &bias = p.bias[pj];
     float b = bias.data ? cu_view_load(bias, n * bias.stride[0]) : 0.0f;
 #pragma unroll
-    for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+    for (int m = 0; m < MR; m++) {
         if (m >= p.M) break;
         float y = cu_warp_sum(acc[m]);
         if (lane == 0) {
             y += b;
             if (p.res.data)
-                y = cu_view_load(p.res, cu_row_offset(p.res, m) + n * p.res.stride[p.res.ndim - 1]) +
-                    y;
+                y = cu_view_load(p.res, p.res_row[m] + n * p.res.stride[p.res.ndim - 1]) + y;
             p.out[m * p.ldo + o] = y;
         }
     }
 }
 
-template <int DT>
-__global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused(cu_fused_args p) {
-    extern __shared__ float4 xs4[]; /* [M, K] floats, 16-byte aligned */
-    __shared__ float red[32];
-    float *xs = (float *)xs4;
-    cu_fused_prologue(p, xs, red);
+/* Which projection output column o belongs to, and its row n there. */
+__device__ __forceinline__ int cu_fused_proj(const cu_fused_args &p, int64_t o, int64_t *n) {
+    int pj = (p.n_proj > 1 && o >= p.n_off[1]) + (p.n_proj > 2 && o >= p.n_off[2]);
+    *n = o - p.n_off[pj];
+    return pj;
+}
 
-    const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
+/* Batch b of output column o's weight row: CU_FG_UNROLL 16-byte chunks per lane, zero past
+ * the row's end or past the last column. */
+template <int DT>
+__device__ __forceinline__ void cu_fused_load(const cu_fused_args &p, int64_t o, int64_t total,
+                                              int64_t b, int64_t chunks, int lane, uint4 *q) {
     const int esize = DT == QVL_F32 ? 4 : 2;
-    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    int64_t chunks = p.K / per, total = p.n_off[p.n_proj];
-    for (int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp; o < total;
-         o += (int64_t)gridDim.x * CU_FG_WARPS) { /* warp-uniform loop */
-        int pj = (p.n_proj > 1 && o >= p.n_off[1]) + (p.n_proj > 2 && o >= p.n_off[2]);
-        int64_t n = o - p.n_off[pj];
-        const uint4 *wrow =
-            (const uint4 *)((const char *)p.w[pj] + n * p.w_row_stride[pj] * esize);
-        float acc[CU_GEMV_MAX_ROWS];
-        const float *rows[CU_GEMV_MAX_ROWS];
+    const uint4 *wrow = NULL;
+    if (o < total) {
+        int64_t n;
+        int pj = cu_fused_proj(p, o, &n);
+        wrow = (const uint4 *)((const char *)p.w[pj] + n * p.w_row_stride[pj] * esize);
+    }
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
-            acc[m] = 0.0f;
-            rows[m] = xs + (m < p.M ? m * p.K : 0);
-        }
-        for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_FG_UNROLL) {
-            uint4 q[CU_FG_UNROLL];
-#pragma unroll
-            for (int u = 0; u < CU_FG_UNROLL; u++) {
-                int64_t c = c0 + CU_WARP * u;
-                q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
-            }
-#pragma unroll
-            for (int u = 0; u < CU_FG_UNROLL; u++) {
-                int64_t c = c0 + CU_WARP * u;
-                if (c >= chunks) break;
-                cu_chunk_fma<DT>(q[u], rows, p.M, c, acc);
-            }
-        }
-        cu_fused_store(p, pj, n, o, acc, lane);
+    for (int u = 0; u < CU_FG_UNROLL; u++) {
+        int64_t c = (b * CU_FG_UNROLL + u) * CU_WARP + lane;
+        q[u] = wrow && c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
     }
 }
 
-/* q8_0 weights: after the prologue the rows are quantised in shared memory to int8 blocks
- * of 32 with one f32 scale each, exactly as k_quantize_rows (cu_matmul.cu) does, and the
- * dot products run on __dp4a as in k_gemv_q8: groups of 8 lanes per 34-byte weight block,
- * CU_FG_UNROLL blocks per group in flight. */
-__global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused_q8(cu_fused_args p) {
+template <int DT, int MR>
+__global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv_fused(cu_fused_args p) {
+    extern __shared__ float4 xs4[]; /* [M, K] floats, 16-byte aligned */
+    __shared__ float red[32];
+    float *xs = (float *)xs4;
+    const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
+    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
+    int64_t chunks = p.K / per, total = p.n_off[p.n_proj];
+    int64_t n_batch = (chunks + CU_FG_UNROLL * CU_WARP - 1) / (CU_FG_UNROLL * CU_WARP);
+    int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
+    int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
+
+    uint4 next[CU_FG_UNROLL];
+    cu_fused_load<DT>(p, o, total, 0, chunks, lane, next); /* in flight during the prologue */
+    cu_fused_prologue(p, xs, red);
+
+    const float *rows[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) rows[m] = xs + (m < p.M ? m * p.K : 0);
+    for (; o < total; o += step) { /* warp-uniform loop */
+        float acc[MR];
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+        for (int64_t b = 0; b < n_batch; b++) {
+            uint4 cur[CU_FG_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CU_FG_UNROLL; u++) cur[u] = next[u];
+            if (b + 1 < n_batch) cu_fused_load<DT>(p, o, total, b + 1, chunks, lane, next);
+            else cu_fused_load<DT>(p, o + step, total, 0, chunks, lane, next);
+#pragma unroll
+            for (int u = 0; u < CU_FG_UNROLL; u++) {
+                int64_t c = (b * CU_FG_UNROLL + u) * CU_WARP + lane;
+                if (c < chunks) cu_chunk_fma<DT, MR>(cur[u], rows, p.M, c, acc);
+            }
+        }
+        int64_t n;
+        int pj = cu_fused_proj(p, o, &n);
+        cu_fused_store<MR>(p, pj, n, o, acc, lane);
+    }
+}
+
+/* q8_0: a batch is CU_FG_Q8_UNROLL weight blocks per group of 8 lanes (a warp's 4 groups
+ * take neighbouring blocks): each lane's 4 quants as one int and the block's f16 scale. */
+struct cu_q8_batch {
+    int wq[CU_FG_Q8_UNROLL];
+    float dw[CU_FG_Q8_UNROLL];
+};
+
+__device__ __forceinline__ void cu_fused_load_q8(const cu_fused_args &p, int64_t o,
+                                                 int64_t total, int64_t b, int64_t nb, int sub,
+                                                 int part, cu_q8_batch *q) {
+    const unsigned char *wrow = NULL;
+    if (o < total) {
+        int64_t n;
+        int pj = cu_fused_proj(p, o, &n);
+        wrow = (const unsigned char *)p.w[pj] +
+               (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+    }
+#pragma unroll
+    for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
+        int64_t c = (b * CU_FG_Q8_UNROLL + u) * 4 + sub;
+        q->wq[u] = 0;
+        q->dw[u] = 0.0f;
+        if (wrow && c < nb) {
+            const uint16_t *h = (const uint16_t *)(wrow + c * (int64_t)sizeof(qvl_block_q8_0));
+            q->wq[u] = (int)((uint32_t)__ldg(&h[1 + 2 * part]) |
+                             ((uint32_t)__ldg(&h[2 + 2 * part]) << 16));
+            q->dw[u] = cu_f16_to_f32(__ldg(&h[0]));
+        }
+    }
+}
+
+/* After the prologue the rows are quantised in shared memory to int8 blocks of 32 with one
+ * f32 scale each, exactly as k_quantize_rows (cu_matmul.cu) does; the dot products then run
+ * on __dp4a as in k_gemv_q8. */
+template <int MR>
+__global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv_fused_q8(cu_fused_args p) {
     extern __shared__ float4 xs4[]; /* [M, K] floats, then [M, K] int8, then [M, K/32] f32 */
     __shared__ float red[32];
     float *xs = (float *)xs4;
+    int64_t K = p.K, nb = K / QVL_Q8_0_BLOCK;
+    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
+    int sub = lane / 8, part = lane % 8;
+    int64_t total = p.n_off[p.n_proj];
+    int64_t n_batch = (nb + CU_FG_Q8_UNROLL * 4 - 1) / (CU_FG_Q8_UNROLL * 4);
+    int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
+    int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
+
+    cu_q8_batch next;
+    cu_fused_load_q8(p, o, total, 0, nb, sub, part, &next);
     cu_fused_prologue(p, xs, red);
 
-    int64_t K = p.K, nb = K / QVL_Q8_0_BLOCK;
     int8_t *qs = (int8_t *)(xs + p.M * K);
     float *ds = (float *)(qs + p.M * K); /* M * K is a multiple of 32: aligned */
-    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
     for (int64_t blk = warp; blk < p.M * nb; blk += CU_FG_WARPS) {
         float v = xs[blk * QVL_Q8_0_BLOCK + lane];
         float amax = cu_warp_max(fabsf(v));
@@ -183,47 +361,31 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP) k_gemv_fused_q8(cu_fused
     }
     __syncthreads();
 
-    int sub = lane / 8, part = lane % 8;
-    int64_t total = p.n_off[p.n_proj];
-    for (int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp; o < total;
-         o += (int64_t)gridDim.x * CU_FG_WARPS) { /* warp-uniform loop */
-        int pj = (p.n_proj > 1 && o >= p.n_off[1]) + (p.n_proj > 2 && o >= p.n_off[2]);
-        int64_t n = o - p.n_off[pj];
-        const unsigned char *wrow = (const unsigned char *)p.w[pj] +
-                                    (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) *
-                                        (int64_t)sizeof(qvl_block_q8_0);
-        float acc[CU_GEMV_MAX_ROWS];
+    for (; o < total; o += step) { /* warp-uniform loop */
+        float acc[MR];
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) acc[m] = 0.0f;
-        for (int64_t c0 = sub; c0 < nb; c0 += 4 * CU_FG_UNROLL) {
-            int wq[CU_FG_UNROLL];
-            float dw[CU_FG_UNROLL];
+        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+        for (int64_t b = 0; b < n_batch; b++) {
+            cu_q8_batch cur = next;
+            if (b + 1 < n_batch) cu_fused_load_q8(p, o, total, b + 1, nb, sub, part, &next);
+            else cu_fused_load_q8(p, o + step, total, 0, nb, sub, part, &next);
 #pragma unroll
-            for (int u = 0; u < CU_FG_UNROLL; u++) {
-                int64_t c = c0 + 4 * u;
-                wq[u] = 0;
-                dw[u] = 0.0f;
-                if (c < nb) {
-                    const uint16_t *h =
-                        (const uint16_t *)(wrow + c * (int64_t)sizeof(qvl_block_q8_0));
-                    wq[u] = (int)((uint32_t)h[1 + 2 * part] | ((uint32_t)h[2 + 2 * part] << 16));
-                    dw[u] = cu_f16_to_f32(h[0]);
-                }
-            }
-#pragma unroll
-            for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+            for (int m = 0; m < MR; m++) {
                 if (m >= p.M) break;
                 const int *arow = (const int *)(qs + m * K);
                 const float *drow = ds + m * nb;
 #pragma unroll
-                for (int u = 0; u < CU_FG_UNROLL; u++) {
-                    int64_t c = c0 + 4 * u;
+                for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
+                    int64_t c = (b * CU_FG_Q8_UNROLL + u) * 4 + sub;
                     if (c < nb)
-                        acc[m] += (float)__dp4a(wq[u], arow[c * 8 + part], 0) * (dw[u] * drow[c]);
+                        acc[m] += (float)__dp4a(cur.wq[u], arow[c * 8 + part], 0) *
+                                  (cur.dw[u] * drow[c]);
                 }
             }
         }
-        cu_fused_store(p, pj, n, o, acc, lane);
+        int64_t n;
+        int pj = cu_fused_proj(p, o, &n);
+        cu_fused_store<MR>(p, pj, n, o, acc, lane);
     }
 }
 
@@ -244,34 +406,95 @@ extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M) {
     unsigned align = dt == QVL_Q8_0 ? 2u : 16u;
     for (int i = 0; i < n_proj; i++)
         if (w[i].dtype != dt || w[i].cols != K || w[i].col_stride != 1 || w[i].cols % per != 0 ||
-            w[i].row_stride % per != 0 || ((uintptr_t)w[i].data % align) != 0)
+            w[i].row_stride % per != 0 || w[i].batch_stride != 0 ||
+            ((uintptr_t)w[i].data % align) != 0)
             return 0;
     return 1;
 }
 
+/* Element offset of row r of v (rows run along the innermost dim), on the host. */
+static int64_t cu_host_row_offset(const cu_view &v, int64_t r) {
+    int64_t off = 0;
+    for (int d = v.ndim - 2; d >= 0; d--) {
+        off += (r % v.shape[d]) * v.stride[d];
+        r /= v.shape[d];
+    }
+    return off;
+}
+
+/* Can the prologue read v's rows as float4 (f32, unit stride, 16-byte aligned rows)? */
+static bool cu_fused_vec_ok(const cu_view &v, const int64_t *row, int64_t rows) {
+    if (!v.data) return true;
+    if (v.dtype != QVL_F32 || v.stride[v.ndim - 1] != 1 || ((uintptr_t)v.data % 16) != 0)
+        return false;
+    for (int64_t m = 0; m < rows; m++)
+        if (row[m] % 4 != 0) return false;
+    return true;
+}
+
+/* Can cu_vec4_load read the norm's gamma or beta (f32, f16, bf16; the stored dtype)? */
+static bool cu_fused_vec4_ok(const cu_view &v) {
+    if (!v.data) return true;
+    int64_t esize = v.dtype == QVL_F32 ? 4 : v.dtype == QVL_F16 || v.dtype == QVL_BF16 ? 2 : 0;
+    return esize && v.stride[0] == 1 && ((uintptr_t)v.data % (4 * esize)) == 0;
+}
+
+template <typename Kernel>
+static unsigned cu_fused_grid(Kernel k, size_t smem, int64_t total, int sm_count) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CU_FG_WARPS * CU_WARP, smem) !=
+            cudaSuccess ||
+        per_sm < 1)
+        per_sm = 1;
+    int64_t blocks = (total + CU_FG_WARPS - 1) / CU_FG_WARPS;
+    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * per_sm;
+    if (blocks > cap) blocks = cap;
+    return (unsigned)(blocks < 1 ? 1 : blocks);
+}
+
+template <typename Kernel>
+static void cu_fused_run(Kernel k, const cu_fused_args &p, size_t smem, int sm_count,
+                         cu_stream s) {
+    unsigned threads = CU_FG_WARPS * CU_WARP;
+    k<<<cu_fused_grid(k, smem, p.n_off[p.n_proj], sm_count), threads, smem, s>>>(p);
+}
+
+template <int MR> static void cu_fused_dispatch(const cu_fused_args &p, int32_t dt, size_t smem,
+                                                int sm_count, cu_stream s) {
+    if (dt == QVL_Q8_0) cu_fused_run(k_gemv_fused_q8<MR>, p, smem, sm_count, s);
+    else if (dt == QVL_F16) cu_fused_run(k_gemv_fused<QVL_F16, MR>, p, smem, sm_count, s);
+    else if (dt == QVL_BF16) cu_fused_run(k_gemv_fused<QVL_BF16, MR>, p, smem, sm_count, s);
+    else cu_fused_run(k_gemv_fused<QVL_F32, MR>, p, smem, sm_count, s);
+}
+
 extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act, float eps,
-                                    cu_view x_or_a, cu_view gamma_or_up, cu_view beta,
-                                    cu_view res, int64_t M, const cu_mat *w,
-                                    const cu_view *bias, int n_proj, float *out, int64_t ldo,
-                                    int sm_count) {
+                                    cu_view x, cu_view aux, cu_view beta, cu_view res,
+                                    int64_t M, const cu_mat *w, const cu_view *bias, int n_proj,
+                                    float *out, int64_t ldo, int sm_count) {
     if (!cu_gemv_fused_fits(w, n_proj, M)) return (int)cudaErrorInvalidConfiguration;
     cu_fused_args p;
     memset(&p, 0, sizeof p);
     p.prologue = prologue;
-    if (prologue == CU_FUSED_NORM) {
-        p.layer = layer_or_act;
-        p.x = x_or_a;
-        p.gamma = gamma_or_up;
-        p.beta = beta;
-    } else {
-        p.act = layer_or_act;
-        p.a = x_or_a;
-        p.up = gamma_or_up;
-        p.res = res;
-    }
+    if (prologue == CU_FUSED_NORM) p.layer = layer_or_act;
+    else if (prologue == CU_FUSED_ACT) p.act = layer_or_act;
     p.eps = eps;
+    p.x = x;
+    p.aux = aux;
+    p.beta = beta;
+    p.res = res;
     p.M = M;
     p.K = w[0].cols;
+    for (int64_t m = 0; m < M; m++) {
+        p.x_row[m] = cu_host_row_offset(x, m);
+        if (prologue == CU_FUSED_ACT && aux.data) p.aux_row[m] = cu_host_row_offset(aux, m);
+        if (res.data) p.res_row[m] = cu_host_row_offset(res, m);
+    }
+    /* float4 rows: x always, up like x; gamma and beta as stored (bf16 in the published model). */
+    p.vec = p.K % 4 == 0 && cu_fused_vec_ok(x, p.x_row, M);
+    if (prologue == CU_FUSED_NORM)
+        p.vec = p.vec && cu_fused_vec4_ok(aux) && cu_fused_vec4_ok(beta);
+    else if (prologue == CU_FUSED_ACT)
+        p.vec = p.vec && cu_fused_vec_ok(aux, p.aux_row, M);
     p.n_proj = n_proj;
     p.n_off[0] = 0;
     for (int i = 0; i < n_proj; i++) {
@@ -283,20 +506,8 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     for (int i = n_proj; i < 3; i++) p.n_off[i + 1] = p.n_off[i];
     p.out = out;
     p.ldo = ldo;
-    int64_t total = p.n_off[n_proj];
-    int64_t blocks = (total + CU_FG_WARPS - 1) / CU_FG_WARPS;
-    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * CU_FG_BLOCKS_PER_SM;
-    if (blocks > cap) blocks = cap;
-    if (blocks < 1) blocks = 1;
     size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
-    unsigned threads = CU_FG_WARPS * CU_WARP;
-    if (w[0].dtype == QVL_Q8_0)
-        k_gemv_fused_q8<<<(unsigned)blocks, threads, smem, s>>>(p);
-    else if (w[0].dtype == QVL_F16)
-        k_gemv_fused<QVL_F16><<<(unsigned)blocks, threads, smem, s>>>(p);
-    else if (w[0].dtype == QVL_BF16)
-        k_gemv_fused<QVL_BF16><<<(unsigned)blocks, threads, smem, s>>>(p);
-    else
-        k_gemv_fused<QVL_F32><<<(unsigned)blocks, threads, smem, s>>>(p);
+    if (M == 1) cu_fused_dispatch<1>(p, w[0].dtype, smem, sm_count, s);
+    else cu_fused_dispatch<CU_GEMV_MAX_ROWS>(p, w[0].dtype, smem, sm_count, s);
     return (int)cudaGetLastError();
 }

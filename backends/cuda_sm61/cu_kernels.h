@@ -94,23 +94,25 @@ int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M);
 #define CU_GEMV_MAX_ROWS 8 /* at most this many rows per batch run on the GEMV kernels */
 
 /* ---- cu_gemv_fused.cu ---- */
-/* NORM_LINEAR / MLP_RESIDUAL for a few rows in one launch: the norm or activation rows are
- * built in shared memory by every block, then up to n_proj GEMVs write the concatenated
- * output out [M, ldo] (+ bias[p], + res for MLP_RESIDUAL; res.data NULL otherwise). */
-enum { CU_FUSED_NORM = 0, CU_FUSED_ACT = 1 };
+/* NORM_LINEAR / MLP_RESIDUAL / MATMUL for a few rows in one launch: the norm or activation
+ * rows (or the input rows as they are) are built in shared memory by every block, then up
+ * to n_proj GEMVs write the concatenated output out [M, ldo] (+ bias[p], + res when res.data
+ * is not NULL). */
+enum { CU_FUSED_NORM = 0, CU_FUSED_ACT = 1, CU_FUSED_COPY = 2 };
 /* Bytes of activation rows a block holds (dynamic shared memory). A block may use 48 KiB of
  * shared memory in all without opting in, and the kernels' own static arrays count too. */
 #define CU_FUSED_MAX_SMEM (47 * 1024)
-/* Can these weights run fused over M rows (all f32, f16, bf16 with 16-byte rows, or all q8_0;
- * the rows fit in shared memory)? */
+/* Can these 2-D weights run fused over M rows (all f32, f16, bf16 with 16-byte rows, or all
+ * q8_0; the rows fit in shared memory)? */
 int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M);
-/* prologue CU_FUSED_NORM: layer_or_act = layer (0 RMS, 1 layer norm), x_or_a = x,
- * gamma_or_up = gamma, beta (data NULL when absent). CU_FUSED_ACT: layer_or_act = qvl_act,
- * x_or_a = a, gamma_or_up = up (data NULL when absent). sm_count sizes the grid. */
-int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act, float eps, cu_view x_or_a,
-                         cu_view gamma_or_up, cu_view beta, cu_view res, int64_t M,
-                         const cu_mat *w, const cu_view *bias, int n_proj, float *out,
-                         int64_t ldo, int sm_count);
+/* prologue CU_FUSED_NORM: layer_or_act = layer (0 RMS, 1 layer norm), x = the rows,
+ * aux = gamma, beta (data NULL when absent). CU_FUSED_ACT: layer_or_act = qvl_act, x = a,
+ * aux = up (data NULL when absent). CU_FUSED_COPY: x = the rows (aux, beta unused).
+ * sm_count sizes the grid. */
+int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act, float eps, cu_view x,
+                         cu_view aux, cu_view beta, cu_view res, int64_t M, const cu_mat *w,
+                         const cu_view *bias, int n_proj, float *out, int64_t ldo,
+                         int sm_count);
 
 /* ---- cu_copy.cu ---- */
 /* out [N, D] f32 = table rows ids[n] (ids validated on the host). */

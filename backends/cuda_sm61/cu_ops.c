@@ -264,6 +264,14 @@ qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     int64_t rows = ref_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
     int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
     int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
+    cu_mat wm = mat_of(w);
+    cu_view bias = view_of(ref_src(n, 2));
+    if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows)) /* decode: one launch */
+        return launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_COPY, 0, 0.0f, view_of(a),
+                                                view_of(NULL), view_of(NULL), view_of(NULL),
+                                                rows, &wm, &bias, 1, n->dst->data, N,
+                                                be->sm_count),
+                        err);
     void *q8 = NULL;
     if ((s = q8_scratch(be, n, w, batches, rows / batches, &q8, err)) != QVL_OK) return s;
     return launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
