@@ -13,3 +13,13 @@ add_dependencies(test_kv_at_ops qvl-reference)
 if(TARGET qvl-cpu_avx2)
   add_dependencies(test_kv_at_ops qvl-cpu_avx2)
 endif()
+
+# NORM_ROPE (the fused q/k norm + rotation) against RMS_NORM then ROPE, on the same backends.
+qvl_add_test(test_norm_rope
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_norm_rope.c
+  LIBS qvl-test-support m
+  DEFS QVL_REFERENCE_SO="$<TARGET_FILE:qvl-reference>" QVL_CPU_AVX2_SO="${_kv_at_avx2}")
+add_dependencies(test_norm_rope qvl-reference)
+if(TARGET qvl-cpu_avx2)
+  add_dependencies(test_norm_rope qvl-cpu_avx2)
+endif()

@@ -694,6 +694,26 @@ static void test_rope(void **state) {
     check_refused(QVL_OP_ROPE, &p, out, SRC(x, pos)); /* 6 does not split into quarters */
 }
 
+/* NORM_ROPE: every head normalised then rotated; heads of 128 (Qwen3) and of 40, gamma as
+ * bf16 and f32, x a slice of a q/k/v row. */
+static void test_norm_rope(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 3; mode++)
+        for (int big = 0; big < 2; big++) {
+            int64_t N = big ? 3 : 13, H = big ? 16 : 3, D = big ? 128 : 40;
+            int64_t C = mode == QVL_ROPE_MROPE_INTERLEAVED ? 3 : mode == QVL_ROPE_VISION_2D ? 2 : 1;
+            qvl_params p = {.norm_rope = {.mode = mode, .theta = mode == 1 ? 1e4f : 5e6f,
+                                          .sections = {6, 5, 5}, .eps = 1e-6f}};
+            tt *qkv = rnd(QVL_F32, 2, SHAPE(N, 3 * H * D), -2, 2);
+            tt *x = view(qkv, 3, SHAPE(N, H, D), SHAPE(3 * H * D, D, 1), H * D);
+            tt *pos = mk(QVL_I32, 2, SHAPE(C, N));
+            for (int64_t i = 0; i < C * N; i++) ((int32_t *)pos->h.data)[i] = irand(0, 4000);
+            tt *g = rnd(big ? QVL_BF16 : QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+            tt *out = mk(QVL_F32, 3, SHAPE(N, H, D));
+            check_op(QVL_OP_NORM_ROPE, &p, out, SRC(x, pos, g), TOL_NORM);
+        }
+}
+
 static void test_softmax_masks(void **state) {
     (void)state;
     const int64_t Ls[] = {1, 5, 33, 257, 1000};
@@ -1291,6 +1311,7 @@ int main(void) {
         T(test_cont),
         T(test_store_rows),
         T(test_attention),
+        T(test_norm_rope),
         T(test_norm_linear),
         T(test_mlp_residual),
         T(test_fused_decode_sizes),

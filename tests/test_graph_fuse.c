@@ -92,29 +92,30 @@ static void text_stack(void **state) {
     size_t before = qvl_graph_n_nodes(g);
 
     qvl_fusion_report r = fuse(g);
-    assert_int_equal(r.n_rules, 3);
+    assert_int_equal(r.n_rules, 4);
     assert_int_equal(fired(&r, "norm+linear"), 2 * L + 1);
     assert_int_equal(fired(&r, "attention+softmax"), L);
     assert_int_equal(fired(&r, "mlp+residual"), L);
+    assert_int_equal(fired(&r, "norm+rope"), 2 * L);
     assert_int_equal(r.nodes_before, before);
     assert_int_equal(r.nodes_after, qvl_graph_n_nodes(g));
     assert_true(r.nodes_after < r.nodes_before);
 
-    /* Each layer: NORM_LINEAR x2 (q/k/v and gate/up), ATTENTION, MLP_RESIDUAL. */
+    /* Each layer: NORM_LINEAR x2 (q/k/v and gate/up), NORM_ROPE x2 (q and k), ATTENTION,
+     * MLP_RESIDUAL. */
     assert_int_equal(tg_count(g, QVL_OP_NORM_LINEAR), 2 * L + 1);
     assert_int_equal(count_n_proj(g, 3), L);
     assert_int_equal(count_n_proj(g, 2), L);
     assert_int_equal(count_n_proj(g, 1), 1); /* final norm + lm_head */
     assert_int_equal(tg_count(g, QVL_OP_ATTENTION), L);
     assert_int_equal(tg_count(g, QVL_OP_MLP_RESIDUAL), L);
-    /* What stays primitive: q/k norms (they feed rope), o_proj, its residual add. */
-    assert_int_equal(tg_count(g, QVL_OP_RMS_NORM), 2 * L);
+    assert_int_equal(tg_count(g, QVL_OP_NORM_ROPE), 2 * L);
+    /* What stays primitive: o_proj, its residual add, the cache writes. */
     assert_int_equal(tg_count(g, QVL_OP_MATMUL), L);
     assert_int_equal(tg_count(g, QVL_OP_ADD), L);
-    assert_int_equal(tg_count(g, QVL_OP_ROPE), 2 * L);
     assert_int_equal(tg_count(g, QVL_OP_STORE_ROWS), 2 * L);
     const qvl_op gone[] = {QVL_OP_SOFTMAX, QVL_OP_SCALE, QVL_OP_MASK_CAUSAL, QVL_OP_SILU,
-                           QVL_OP_MUL, QVL_OP_CONT};
+                           QVL_OP_MUL, QVL_OP_CONT, QVL_OP_RMS_NORM, QVL_OP_ROPE};
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
         assert_int_equal(tg_count(g, gone[i]), 0);
 
@@ -257,6 +258,40 @@ static void norm_with_other_readers(void **state) {
     qvl_graph_free(g);
 }
 
+/* norm+rope: the fused node carries the rope's parameters and the norm's eps; a norm that
+ * something else also reads stays as it is (the fused op would compute it twice). */
+static void norm_rope_rule(void **state) {
+    (void)state;
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(3, 2, 16));
+    qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, SHAPE(3, 3));
+    qvl_rope_params rp = {.mode = QVL_ROPE_MROPE_INTERLEAVED, .theta = 1e4f, .sections = {3, 2, 2, 0}};
+    qvl_tid gq = qvl_g_weight(g, "gq", QVL_BF16, SHAPE(16)), gk = qvl_g_weight(g, "gk", QVL_F32, SHAPE(16));
+    qvl_tid q = qvl_g_rope(g, qvl_g_rms_norm(g, x, gq, 1e-6f), pos, &rp);
+    qvl_tid kn = qvl_g_rms_norm(g, x, gk, 1e-5f);
+    qvl_tid k = qvl_g_rope(g, kn, pos, &rp);
+    qvl_g_output(g, q, "q");
+    qvl_g_output(g, qvl_g_add(g, k, kn), "k_plus_norm"); /* kn has a second reader */
+    assert_int_equal(qvl_graph_error(g, NULL), QVL_OK);
+    qvl_fusion_report r = fuse(g);
+    assert_int_equal(fired(&r, "norm+rope"), 1);
+    qvl_tid fq = qvl_graph_output(g, 0, NULL);
+    assert_int_equal(qvl_graph_op(g, fq), QVL_OP_NORM_ROPE);
+    const qvl_params *p = qvl_graph_params(g, fq);
+    assert_int_equal(p->norm_rope.mode, QVL_ROPE_MROPE_INTERLEAVED);
+    assert_true(p->norm_rope.theta == 1e4f && p->norm_rope.eps == 1e-6f);
+    assert_int_equal(p->norm_rope.sections[0], 3);
+    assert_int_equal(p->norm_rope.sections[1], 2);
+    assert_int_equal(p->norm_rope.sections[2], 2);
+    const qvl_tid *src = qvl_graph_srcs(g, fq);
+    assert_int_equal(src[0], x);
+    assert_int_equal(src[1], pos);
+    assert_int_equal(src[2], gq);
+    assert_int_equal(tg_count(g, QVL_OP_RMS_NORM), 1);
+    assert_int_equal(tg_count(g, QVL_OP_ROPE), 1);
+    qvl_graph_free(g);
+}
+
 /* q [4,4,16] reshaped (not permuted) to [4,4,16] has the permute's shape but other strides:
  * the attention rule must look at strides, not just at the op. */
 static qvl_graph *build_fake_permute_attention(void) {
@@ -381,6 +416,7 @@ int main(void) {
         cmocka_unit_test(norm_with_other_readers),
         cmocka_unit_test(attention_near_misses),
         cmocka_unit_test(mlp_near_misses),
+        cmocka_unit_test(norm_rope_rule),
         cmocka_unit_test(fuse_reports_builder_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

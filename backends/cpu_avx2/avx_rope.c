@@ -1,6 +1,6 @@
 /* ROPE: the angles exactly as the reference computes them (f32 powf, cosf, sinf: the values
  * are bit-identical), the rotation of every head vectorised. Tokens are split across
- * threads. */
+ * threads. NORM_ROPE: each head RMS-normalised (avx_rms_norm_row) before its rotation. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +19,8 @@ typedef struct rope_job {
     const qvl_node *n;
     const float *freq;
     const int *pos_row;
+    const float *gamma; /* NORM_ROPE: gamma as f32; NULL for ROPE */
+    float eps;
 } rope_job;
 
 /* scratch: cos [half], sin [half], one head [D] */
@@ -40,6 +42,10 @@ static void rope_token(void *ctx, int64_t t, float *scratch) {
         if (x->desc.dtype == QVL_F32 && x->desc.stride[2] == 1 && !aliased)
             in = (const float *)x->data + off;
         else avx_gather(x, off, x->desc.stride[2], D, row);
+        if (j->gamma) {
+            avx_rms_norm_row(row, in, j->gamma, D, j->eps);
+            in = row;
+        }
         float *o = (float *)j->n->dst->data + (t * H + h) * D;
         int64_t k = 0;
         for (; k + 8 <= half; k += 8) {
@@ -58,14 +64,14 @@ static void rope_token(void *ctx, int64_t t, float *scratch) {
     }
 }
 
-qvl_status avx_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_rope, err);
-    if (s != QVL_OK) return s;
-    const qvl_rope_params *p = &n->params.rope;
+static qvl_status run_rope(qvl_backend *be, const qvl_node *n, const qvl_rope_params *p,
+                           const qvl_tensor *gamma, float eps, qvl_error *err) {
+    qvl_status s;
     int64_t D = n->src[0]->desc.shape[2], half = D / 2;
-    float *freq = avx_scratch(half);
+    float *freq = avx_scratch(half), *g32 = gamma ? avx_scratch(D) : NULL;
     int *pos_row = malloc((size_t)(half > 0 ? half : 1) * sizeof *pos_row);
-    if (freq && pos_row) {
+    if (freq && pos_row && (!gamma || g32)) {
+        if (gamma) avx_gather(gamma, 0, gamma->desc.stride[0], D, g32);
         for (int64_t k = 0; k < half; k++) {
             if (p->mode == QVL_ROPE_VISION_2D) {
                 int64_t Q = D / 4;
@@ -76,13 +82,26 @@ qvl_status avx_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
                 pos_row[k] = p->mode == QVL_ROPE_MROPE_INTERLEAVED ? mrope_owner(k, p->sections) : 0;
             }
         }
-        rope_job j = {n, freq, pos_row};
+        rope_job j = {n, freq, pos_row, g32, eps};
         s = avx_for_rows(be, n->src[0]->desc.shape[0], 2 * half + D, rope_token, &j);
     } else {
         s = QVL_E_NOMEM;
     }
     free(freq);
+    free(g32);
     free(pos_row);
     if (s != QVL_OK) return avx_fail(n, err, s, "out of memory for head size %lld", (long long)D);
     return QVL_OK;
+}
+
+qvl_status avx_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = avx_begin(n, ref_check_rope, err);
+    return s != QVL_OK ? s : run_rope(be, n, &n->params.rope, NULL, 0.0f, err);
+}
+
+qvl_status avx_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = avx_begin(n, ref_check_norm_rope, err);
+    if (s != QVL_OK) return s;
+    qvl_rope_params rope = qvl_norm_rope_rope(&n->params.norm_rope);
+    return run_rope(be, n, &rope, n->src[2], n->params.norm_rope.eps, err);
 }

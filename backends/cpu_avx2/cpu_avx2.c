@@ -164,6 +164,7 @@ static const qvl_kernel_fn avx_kernels[QVL_OP_COUNT] = {
     [QVL_OP_ADD_ROWS] = avx_add_rows,
     [QVL_OP_STORE_ROWS_AT] = avx_store_rows_at,
     [QVL_OP_MASK_CAUSAL_AT] = avx_mask_causal_at,
+    [QVL_OP_NORM_ROPE] = avx_norm_rope,
 };
 
 static bool avx_supports(qvl_backend *be, const qvl_node *node) {

@@ -255,6 +255,7 @@ static const qvl_kernel_fn cu_kernels[QVL_OP_COUNT] = {
     [QVL_OP_ADD_ROWS] = cu_op_add_rows,
     [QVL_OP_STORE_ROWS_AT] = cu_op_store_rows_at,
     [QVL_OP_MASK_CAUSAL_AT] = cu_op_mask_causal_at,
+    [QVL_OP_NORM_ROPE] = cu_op_norm_rope,
 };
 
 qvl_kernel_fn cu_kernel_for(qvl_op op) {
@@ -265,6 +266,7 @@ qvl_kernel_fn cu_kernel_for(qvl_op op) {
 static ref_check_fn cu_check_for(const qvl_node *node) {
     if (node && node->op == QVL_OP_MATMUL) return cu_check_matmul;
     if (node && node->op == QVL_OP_ATTENTION) return cu_check_attention;
+    if (node && node->op == QVL_OP_NORM_ROPE) return cu_check_norm_rope;
     return ref_check_for(node);
 }
 

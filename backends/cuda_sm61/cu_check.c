@@ -52,3 +52,13 @@ qvl_status cu_check_attention(const qvl_node *n, qvl_error *err) {
                        (long long)D, CU_ATTN_MAX_D);
     return QVL_OK;
 }
+
+qvl_status cu_check_norm_rope(const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_check_norm_rope(n, err);
+    if (s != QVL_OK) return s;
+    int64_t D = n->src[0]->desc.shape[2];
+    if (D > CU_NORM_ROPE_MAX_D)
+        return cu_fail(n, err, QVL_E_UNSUPPORTED, "head size %lld is above this kernel's %d",
+                       (long long)D, CU_NORM_ROPE_MAX_D);
+    return QVL_OK;
+}

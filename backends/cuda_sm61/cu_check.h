@@ -1,11 +1,11 @@
 /* The node checks of the cuda_sm61 backend: the reference backend's own checks (ref_check.h,
  * ref_ops.h; compiled into this plugin), so both accept the same nodes with the same rules,
- * plus the few limits of these kernels (attention head size, grid dimensions).
+ * plus the few limits of these kernels (head sizes, grid dimensions).
  *
- * An op without such a limit is checked by ref_check_<op> itself; matmul and attention by
- * cu_check_<op>, which runs ref_check_<op> and then this backend's limits. supports() calls
- * the check with err == NULL; the kernel calls it again (through cu_begin) before touching
- * memory. Failures name this backend: "cuda_sm61: <op> '<name>': <what>". */
+ * An op without such a limit is checked by ref_check_<op> itself; matmul, attention and
+ * norm_rope by cu_check_<op>, which runs ref_check_<op> and then this backend's limits.
+ * supports() calls the check with err == NULL; the kernel calls it again (through cu_begin)
+ * before touching memory. Failures name this backend: "cuda_sm61: <op> '<name>': <what>". */
 #ifndef QVL_CU_CHECK_H
 #define QVL_CU_CHECK_H
 
@@ -32,5 +32,6 @@ qvl_status cu_begin(const qvl_node *n, ref_check_fn check, qvl_error *err);
 /* The reference's check plus this backend's limits. */
 qvl_status cu_check_matmul(const qvl_node *n, qvl_error *err);
 qvl_status cu_check_attention(const qvl_node *n, qvl_error *err);
+qvl_status cu_check_norm_rope(const qvl_node *n, qvl_error *err);
 
 #endif

@@ -55,6 +55,12 @@ int cu_launch_norm(cu_stream s, int layer, float eps, cu_view x, cu_view gamma, 
 int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4], cu_view x,
                    cu_view pos, float *out);
 
+/* RMS norm of every head of x [N, H, D] (gamma [D]), then the rotation as cu_launch_rope;
+ * D <= CU_NORM_ROPE_MAX_D (the heads sit in shared memory). */
+#define CU_NORM_ROPE_MAX_D 2048
+int cu_launch_norm_rope(cu_stream s, int mode, float theta, const int32_t sections[3], float eps,
+                        cu_view x, cu_view pos, cu_view gamma, float *out);
+
 /* ---- cu_softmax.cu ---- */
 int cu_launch_softmax(cu_stream s, cu_view x, float *out);
 /* Copy s to out with -inf where hidden: causal (seg == NULL; n_past read from device memory

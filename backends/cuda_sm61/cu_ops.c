@@ -177,6 +177,16 @@ qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
                     err);
 }
 
+qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(n, cu_check_norm_rope, err);
+    if (s != QVL_OK) return s;
+    const qvl_norm_rope_params *p = &n->params.norm_rope;
+    return launched(n, cu_launch_norm_rope(be->stream, p->mode, p->theta, p->sections, p->eps,
+                                           view_of(n->src[0]), view_of(n->src[1]),
+                                           view_of(n->src[2]), n->dst->data),
+                    err);
+}
+
 /* ---- softmax, masks, attention ---- */
 
 qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {

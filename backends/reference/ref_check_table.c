@@ -28,6 +28,7 @@ static const ref_check_fn checks[QVL_OP_COUNT] = {
     [QVL_OP_ADD_ROWS] = ref_check_add_rows,
     [QVL_OP_STORE_ROWS_AT] = ref_check_store_rows_at,
     [QVL_OP_MASK_CAUSAL_AT] = ref_check_mask_causal_at,
+    [QVL_OP_NORM_ROPE] = ref_check_norm_rope,
 };
 
 ref_check_fn ref_check_for(const qvl_node *node) {

@@ -31,6 +31,8 @@ qvl_status ref_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err);
 /* ref_rope.c */
 qvl_status ref_check_rope(const qvl_node *n, qvl_error *err);
 qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_check_norm_rope(const qvl_node *n, qvl_error *err);
+qvl_status ref_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 /* ref_attention.c */
 qvl_status ref_check_softmax(const qvl_node *n, qvl_error *err);
 qvl_status ref_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err);

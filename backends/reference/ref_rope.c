@@ -1,5 +1,6 @@
 /* ROPE: rotary position embedding, rotate-half pairing (j, j + D/2), three ways of choosing
- * each pair's angle (see qvl_rope_params in ops.h).
+ * each pair's angle (see qvl_rope_params in ops.h). NORM_ROPE: each head RMS-normalised
+ * exactly as RMS_NORM does (ref_rms_norm_row), then rotated as ROPE does.
  *
  * Angles are computed in f32 the way Hugging Face does: inv_freq = 1 / theta^(exponent) with
  * the exponent and the power in f32, angle = (float)position * inv_freq, then cosf/sinf. */
@@ -42,12 +43,11 @@ static void pair_frequency(const qvl_rope_params *p, int64_t D, int64_t k, float
 }
 
 /* Inputs: 0 x [N, H, D], 1 pos [C, N] i32. */
-qvl_status ref_check_rope(const qvl_node *n, qvl_error *err) {
+static qvl_status check_rope_with(const qvl_node *n, const qvl_rope_params *p, qvl_error *err) {
     qvl_status s;
     if ((s = ref_need(n, 0, "x", REF_READABLE, 3, 3, err)) ||
         (s = ref_need(n, 1, "pos", REF_INDEX, 2, 2, err)))
         return s;
-    const qvl_rope_params *p = &n->params.rope;
     const qvl_tensor_desc *x = &n->src[0]->desc, *pos = &n->src[1]->desc;
     int64_t C = rope_pos_rows(p->mode), D = x->shape[2];
     if (C == 0) return ref_fail(n, err, QVL_E_INVALID, "unknown rope mode %d", (int)p->mode);
@@ -66,20 +66,38 @@ qvl_status ref_check_rope(const qvl_node *n, qvl_error *err) {
     return ref_output(n, REF_DT(QVL_F32), 3, x->shape, err);
 }
 
-qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_rope, err);
+qvl_status ref_check_rope(const qvl_node *n, qvl_error *err) {
+    return check_rope_with(n, &n->params.rope, err);
+}
+
+/* Inputs: 0 x, 1 pos as ROPE's, 2 gamma [D]. */
+qvl_status ref_check_norm_rope(const qvl_node *n, qvl_error *err) {
+    qvl_rope_params rope = qvl_norm_rope_rope(&n->params.norm_rope);
+    qvl_status s = check_rope_with(n, &rope, err);
     if (s != QVL_OK) return s;
-    const qvl_rope_params *p = &n->params.rope;
+    if ((s = ref_need(n, 2, "gamma", REF_READABLE, 1, 1, err)) ||
+        (s = ref_vector_len(n, 2, "gamma", n->src[0]->desc.shape[2], err)))
+        return s;
+    float eps = n->params.norm_rope.eps;
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return ref_fail(n, err, QVL_E_INVALID, "eps %g is not a finite number >= 0", eps);
+    return QVL_OK;
+}
+
+/* Rotates every head of x (RMS-normalised first with gamma32 when it is not NULL). */
+static qvl_status run_rope(const qvl_node *n, const qvl_rope_params *p, const qvl_tensor *gamma,
+                           float eps, qvl_error *err) {
     const qvl_tensor *x = n->src[0], *pos = n->src[1];
     int64_t N = x->desc.shape[0], H = x->desc.shape[1], D = x->desc.shape[2], half = D / 2;
     float *freq = ref_scratch(half), *cos_a = ref_scratch(half), *sin_a = ref_scratch(half);
-    float *row = ref_scratch(D);
+    float *row = ref_scratch(D), *g32 = gamma ? ref_scratch(D) : NULL;
     int *pos_row = malloc((size_t)half * sizeof *pos_row);
-    if (!freq || !cos_a || !sin_a || !row || !pos_row) {
+    qvl_status s = QVL_OK;
+    if (!freq || !cos_a || !sin_a || !row || !pos_row || (gamma && !g32)) {
         s = ref_fail(n, err, QVL_E_NOMEM, "out of memory for head size %lld", (long long)D);
         goto done;
     }
+    if (gamma) ref_read_row(gamma, 0, g32);
     for (int64_t k = 0; k < half; k++) pair_frequency(p, D, k, &freq[k], &pos_row[k]);
 
     float *out = n->dst->data;
@@ -93,6 +111,7 @@ qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         }
         for (int64_t h = 0; h < H; h++) {
             ref_gather(x, t * x->desc.stride[0] + h * x->desc.stride[1], x->desc.stride[2], D, row);
+            if (gamma) ref_rms_norm_row(row, row, g32, D, eps);
             float *o = out + (t * H + h) * D;
             for (int64_t k = 0; k < half; k++) {
                 o[k] = row[k] * cos_a[k] - row[k + half] * sin_a[k];
@@ -105,6 +124,21 @@ done:
     free(cos_a);
     free(sin_a);
     free(row);
+    free(g32);
     free(pos_row);
     return s;
+}
+
+qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_rope, err);
+    return s != QVL_OK ? s : run_rope(n, &n->params.rope, NULL, 0.0f, err);
+}
+
+qvl_status ref_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    qvl_status s = ref_begin(n, ref_check_norm_rope, err);
+    if (s != QVL_OK) return s;
+    qvl_rope_params rope = qvl_norm_rope_rope(&n->params.norm_rope);
+    return run_rope(n, &rope, n->src[2], n->params.norm_rope.eps, err);
 }

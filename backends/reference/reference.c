@@ -140,6 +140,7 @@ static const qvl_kernel_fn ref_kernels[QVL_OP_COUNT] = {
     [QVL_OP_ADD_ROWS] = ref_add_rows,
     [QVL_OP_STORE_ROWS_AT] = ref_store_rows_at,
     [QVL_OP_MASK_CAUSAL_AT] = ref_mask_causal_at,
+    [QVL_OP_NORM_ROPE] = ref_norm_rope,
 };
 
 static bool ref_supports(qvl_backend *be, const qvl_node *node) {

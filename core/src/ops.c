@@ -82,6 +82,7 @@ static const char *const slot_names[QVL_OP_COUNT][QVL_MAX_SRC] = {
     [QVL_OP_ADD_ROWS] = {"x", "idx", "src"},
     [QVL_OP_STORE_ROWS_AT] = {"dst", "src", "at"},
     [QVL_OP_MASK_CAUSAL_AT] = {"s", "at"},
+    [QVL_OP_NORM_ROPE] = {"x", "pos", "gamma"},
 };
 
 /* ---- helpers for messages ---------------------------------------------------------------- */
@@ -329,8 +330,8 @@ static qvl_status infer_norm(const infer_ctx *c, qvl_tensor_desc *out) {
     return out_like(c, out, x);
 }
 
-static qvl_status infer_rope(const infer_ctx *c, qvl_tensor_desc *out) {
-    const qvl_rope_params *p = &c->params->rope;
+static qvl_status infer_rope_with(const infer_ctx *c, const qvl_rope_params *p,
+                                  qvl_tensor_desc *out) {
     const qvl_tensor_desc *x, *pos;
     TRY(need(c, 0, &x));
     TRY(need(c, 1, &pos));
@@ -369,6 +370,20 @@ static qvl_status infer_rope(const infer_ctx *c, qvl_tensor_desc *out) {
         return fail(c, QVL_E_SHAPE, "%s is %s, expected [%lld, %lld] for mode %d and %s %s", in(c, 1).s,
                     dt(pos).s, (long long)channels, (long long)n, (int)p->mode, in(c, 0).s, dt(x).s);
     return out_like(c, out, x);
+}
+
+static qvl_status infer_rope(const infer_ctx *c, qvl_tensor_desc *out) {
+    return infer_rope_with(c, &c->params->rope, out);
+}
+
+/* NORM_ROPE (x, pos, gamma): ROPE's checks on slots 0 and 1, the norm's on gamma and eps. */
+static qvl_status infer_norm_rope(const infer_ctx *c, qvl_tensor_desc *out) {
+    qvl_rope_params rope = qvl_norm_rope_rope(&c->params->norm_rope);
+    TRY(infer_rope_with(c, &rope, out));
+    const qvl_tensor_desc *gamma;
+    TRY(need(c, 2, &gamma));
+    TRY(want_vector(c, 2, dim(slot(c, 0), 0), "the inner dim of input 0 (x)"));
+    return check_eps(c, c->params->norm_rope.eps);
 }
 
 static qvl_status infer_mask_causal(const infer_ctx *c, qvl_tensor_desc *out) {
@@ -743,6 +758,7 @@ qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
     case QVL_OP_ADD_ROWS: return infer_scatter_rows(&c, out);
     case QVL_OP_STORE_ROWS_AT: return infer_store_rows_at(&c, out);
     case QVL_OP_MASK_CAUSAL_AT: return infer_mask_causal_at(&c, out);
+    case QVL_OP_NORM_ROPE: return infer_norm_rope(&c, out);
     case QVL_OP_COUNT: break;
     }
     return fail(&c, QVL_E_UNSUPPORTED, "no shape rule for this op");

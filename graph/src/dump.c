@@ -26,6 +26,12 @@ static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
                  (double)p->rope.theta, (int)p->rope.sections[0], (int)p->rope.sections[1],
                  (int)p->rope.sections[2], (int)p->rope.sections[3]);
         break;
+    case QVL_OP_NORM_ROPE:
+        snprintf(buf, size, " {eps=%g mode=%d theta=%g sections=%d,%d,%d}",
+                 (double)p->norm_rope.eps, (int)p->norm_rope.mode, (double)p->norm_rope.theta,
+                 (int)p->norm_rope.sections[0], (int)p->norm_rope.sections[1],
+                 (int)p->norm_rope.sections[2]);
+        break;
     case QVL_OP_MASK_CAUSAL: snprintf(buf, size, " {n_past=%lld}", (long long)p->mask.n_past); break;
     case QVL_OP_VIEW: snprintf(buf, size, " {offset=%lld}", (long long)p->view.offset); break;
     case QVL_OP_STORE_ROWS: snprintf(buf, size, " {offset=%lld}", (long long)p->store.offset); break;

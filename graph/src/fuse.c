@@ -10,6 +10,7 @@ static const qvl_fuse_rule *const rules[] = {
     &qvl_fuse_norm_linear,
     &qvl_fuse_attention,
     &qvl_fuse_mlp,
+    &qvl_fuse_norm_rope,
 };
 #define N_RULES (sizeof rules / sizeof rules[0])
 _Static_assert(N_RULES <= QVL_FUSION_MAX_RULES, "too many fusion rules for the report");

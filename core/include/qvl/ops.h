@@ -64,6 +64,12 @@
  *     a backend that cannot (a GPU kernel) writes nothing then.
  *  MASK_CAUSAL_AT(s [...,N,L], at [1] i32) -> MASK_CAUSAL with n_past = at[0]: -inf where
  *     j > at[0] + i.
+ *
+ * Fused ops, written by the fusion pass (a backend may leave them out; the graph then needs
+ * --no-fuse), besides NORM_LINEAR, ATTENTION and MLP_RESIDUAL above:
+ *  NORM_ROPE(x [N,H,D], pos [C,N] i32, gamma [D]) -> ROPE(RMS_NORM(x, gamma), pos): every
+ *     head normalised, then rotated (Qwen3's q_norm / k_norm before RoPE). Parameters as
+ *     ROPE's plus the norm's eps (qvl_norm_rope_params); slots 0 and 1 are ROPE's.
  */
 #ifndef QVL_OPS_H
 #define QVL_OPS_H
@@ -143,6 +149,21 @@ typedef enum qvl_act {
 
 typedef struct qvl_mlp_params { int32_t act; } qvl_mlp_params;
 
+/* NORM_ROPE: ROPE's parameters, with the RMS norm's eps in the place of the fourth section,
+ * which no rope mode reads (so qvl_params, and with it the backend ABI, keeps its layout). */
+typedef struct qvl_norm_rope_params {
+    int32_t mode; /* qvl_rope_mode */
+    float theta;
+    int32_t sections[3];
+    float eps;
+} qvl_norm_rope_params;
+
+/* The ROPE half of NORM_ROPE's parameters. */
+static inline qvl_rope_params qvl_norm_rope_rope(const qvl_norm_rope_params *p) {
+    qvl_rope_params r = {p->mode, p->theta, {p->sections[0], p->sections[1], p->sections[2], 0}};
+    return r;
+}
+
 typedef struct qvl_params_none { int32_t unused; } qvl_params_none;
 
 typedef union qvl_params {
@@ -156,7 +177,12 @@ typedef union qvl_params {
     qvl_norm_linear_params norm_linear;
     qvl_attention_params attention;
     qvl_mlp_params mlp;
+    qvl_norm_rope_params norm_rope;
 } qvl_params;
+#ifndef __cplusplus
+_Static_assert(sizeof(qvl_norm_rope_params) <= sizeof(qvl_rope_params),
+               "NORM_ROPE's parameters must not grow qvl_params (backend ABI)");
+#endif
 
 /* One op applied to its inputs, as the executor hands it to a backend kernel. src[i] is NULL
  * for absent optional inputs; n_src is the op's number of slots. dst->data is where the

@@ -106,7 +106,7 @@ qvl_status qvl_graph_validate(const qvl_graph *g, qvl_error *err);
 #define QVL_FUSION_MAX_RULES 16
 typedef struct qvl_fusion_report {
     size_t n_rules;
-    const char *rule[QVL_FUSION_MAX_RULES]; /* "norm+linear", "attention+softmax", "mlp+residual" */
+    const char *rule[QVL_FUSION_MAX_RULES]; /* "norm+linear", "attention+softmax", ... */
     size_t fired[QVL_FUSION_MAX_RULES];
     size_t nodes_before, nodes_after;
 } qvl_fusion_report;
