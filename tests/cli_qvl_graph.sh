@@ -92,10 +92,10 @@ if run 0 --config "$TINY" --graph text-prefill --tokens 4; then
     expect_out "tiny prefill" "planned peak activation memory"
 fi
 if run 0 --config "$WORK/tiny" --graph text-decode --kv 16 --stats; then
-    expect_out "tiny decode stats" "decoder layers: 2, each with norm_linear x2, attention x1, mlp_residual x1"
+    expect_out "tiny decode stats" "decoder layers: 2, each with norm_linear x2, attention x1, mlp_residual x2, norm_rope x2"
 fi
 if run 0 --config "$TINY" --graph vision --grid 4x4 --grid 4x6 --stats; then
-    expect_out "tiny vision stats" "vision blocks: 3, each with norm_linear x2, attention x1, mlp_residual x1"
+    expect_out "tiny vision stats" "vision blocks: 3, each with norm_linear x2, attention x1, mlp_residual x2"
     expect_out "tiny vision stats" "deepstack taps after blocks 0, 2"
 fi
 if run 0 --config "$TINY" --graph text-decode --kv 16 --no-fuse --stats; then
@@ -131,13 +131,13 @@ fi
 # ---- the shared 2B config ----------------------------------------------------------------
 if [ -r "$CFG2B" ]; then
     if run 0 --config "$CFG2B" --graph text-prefill --tokens 32 --stats; then
-        expect_out "2B prefill" "decoder layers: 28, each with norm_linear x2, attention x1, mlp_residual x1"
+        expect_out "2B prefill" "decoder layers: 28, each with norm_linear x2, attention x1, mlp_residual x2, norm_rope x2"
     fi
     if run 0 --config "$CFG2B" --graph text-decode --stats; then
-        expect_out "2B decode" "decoder layers: 28, each with norm_linear x2, attention x1, mlp_residual x1"
+        expect_out "2B decode" "decoder layers: 28, each with norm_linear x2, attention x1, mlp_residual x2, norm_rope x2"
     fi
     if run 0 --config "$CFG2B" --graph vision --grid 32x32 --stats; then
-        expect_out "2B vision" "vision blocks: 24, each with norm_linear x2, attention x1, mlp_residual x1"
+        expect_out "2B vision" "vision blocks: 24, each with norm_linear x2, attention x1, mlp_residual x2"
         expect_out "2B vision" "deepstack taps after blocks 5, 11, 17"
     fi
     # The real graphs render too (each input/weight is drawn beside its reader, so the layout

@@ -322,6 +322,7 @@ static void q8_allow(const double *x, int64_t M, int64_t K, const qvl_tensor *w,
 
 static double silu_d(double v) { return v / (1.0 + exp(-v)); }
 static double gelu_d(double v, int act) {
+    if (act == QVL_ACT_NONE) return v;
     if (act == QVL_ACT_GELU_ERF) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     return 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
 }
@@ -914,7 +915,7 @@ static void test_fused_decode_sizes(void **state) {
         check_op(QVL_OP_MATMUL, NULL, om, SRC(xm, wm, bm), tol_dot(wd, M));
 
         int64_t F = 6144 / (M > 1 ? 4 : 1), Dm = 96;
-        for (int act = 0; act < 3; act++) {
+        for (int act = 0; act < 4; act++) { /* 3: none, o_proj + residual */
             qvl_params pm = {.mlp = {.act = act}};
             tt *res = rnd(QVL_F32, 2, SHAPE(M, Dm), -2, 2);
             tt *gu = rnd(QVL_F32, 2, SHAPE(M, 2 * F), -3, 3);
@@ -931,7 +932,7 @@ static void test_fused_decode_sizes(void **state) {
 static void test_mlp_residual(void **state) {
     (void)state;
     const int64_t Ms[] = {1, 7, 20};
-    for (int act = 0; act < 3; act++)
+    for (int act = 0; act < 4; act++)
         for (size_t mi = 0; mi < 3; mi++) {
             int64_t M = Ms[mi], D = 40, F = 96;
             qvl_params p = {.mlp = {.act = act}};

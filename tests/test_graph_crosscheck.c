@@ -70,9 +70,9 @@ static void i32_inputs_need_a_callback(void **state) {
 }
 
 /* ADD that computes the right thing and then nudges one element by 1e-2 of the row's scale. */
-static qvl_kernel_fn real_add;
-static qvl_status nudged_add(qvl_backend *be, const qvl_node *node, qvl_error *err) {
-    qvl_status s = real_add(be, node, err);
+static qvl_kernel_fn real_mlp;
+static qvl_status nudged_mlp(qvl_backend *be, const qvl_node *node, qvl_error *err) {
+    qvl_status s = real_mlp(be, node, err);
     if (s == QVL_OK) {
         float *out = node->dst->data; /* the reference backend's memory is host memory */
         out[1] += 0.01f * (1.0f + fabsf(out[1]));
@@ -84,8 +84,8 @@ static void mismatch_names_first_bad_node(void **state) {
     if (!*state) skip();
     static qvl_kernel_fn kernels[QVL_OP_COUNT];
     memcpy(kernels, tb.iface->kernels, tb.iface->n_kernels * sizeof kernels[0]);
-    real_add = kernels[QVL_OP_ADD];
-    kernels[QVL_OP_ADD] = nudged_add;
+    real_mlp = kernels[QVL_OP_MLP_RESIDUAL];
+    kernels[QVL_OP_MLP_RESIDUAL] = nudged_mlp;
     qvl_backend_iface nudged = *tb.iface;
     nudged.kernels = kernels;
     nudged.name = "nudged";
@@ -98,8 +98,8 @@ static void mismatch_names_first_bad_node(void **state) {
     qvl_status s = qvl_graph_crosscheck(g, tb.iface, tb.be, &nudged, tb.be, 7, tg_fill_i32, NULL,
                                         &res, &err);
     assert_int_equal(s, QVL_E_MISMATCH);
-    /* The first ADD left after fusion is layer 0's attention residual. */
-    assert_int_equal(qvl_graph_op(g, res.first_bad), QVL_OP_ADD);
+    /* The first MLP_RESIDUAL after fusion is layer 0's o_proj with its residual add. */
+    assert_int_equal(qvl_graph_op(g, res.first_bad), QVL_OP_MLP_RESIDUAL);
     assert_string_equal(qvl_graph_tensor_name(g, res.first_bad), "blk.0.attn_res");
     assert_non_null(strstr(err.msg, "blk.0.attn_res"));
     assert_non_null(strstr(err.msg, "nudged"));

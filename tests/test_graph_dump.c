@@ -66,7 +66,7 @@ static void text_listing(void **state) {
     char want[64];
     snprintf(want, sizeof want, "%zu live nodes", qvl_graph_n_nodes(g));
     assert_non_null(strstr(s, want));
-    assert_non_null(strstr(s, "mlp_residual 1"));
+    assert_non_null(strstr(s, "mlp_residual 2")); /* the MLP, and o_proj + residual */
     free(s);
     qvl_graph_free(g);
 

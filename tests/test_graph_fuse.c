@@ -95,27 +95,33 @@ static void text_stack(void **state) {
     assert_int_equal(r.n_rules, 4);
     assert_int_equal(fired(&r, "norm+linear"), 2 * L + 1);
     assert_int_equal(fired(&r, "attention+softmax"), L);
-    assert_int_equal(fired(&r, "mlp+residual"), L);
+    assert_int_equal(fired(&r, "mlp+residual"), 2 * L); /* the MLP, and o_proj + its residual */
     assert_int_equal(fired(&r, "norm+rope"), 2 * L);
     assert_int_equal(r.nodes_before, before);
     assert_int_equal(r.nodes_after, qvl_graph_n_nodes(g));
     assert_true(r.nodes_after < r.nodes_before);
 
     /* Each layer: NORM_LINEAR x2 (q/k/v and gate/up), NORM_ROPE x2 (q and k), ATTENTION,
-     * MLP_RESIDUAL. */
+     * MLP_RESIDUAL x2 (o_proj + residual with act none, the MLP). */
     assert_int_equal(tg_count(g, QVL_OP_NORM_LINEAR), 2 * L + 1);
     assert_int_equal(count_n_proj(g, 3), L);
     assert_int_equal(count_n_proj(g, 2), L);
     assert_int_equal(count_n_proj(g, 1), 1); /* final norm + lm_head */
     assert_int_equal(tg_count(g, QVL_OP_ATTENTION), L);
-    assert_int_equal(tg_count(g, QVL_OP_MLP_RESIDUAL), L);
+    assert_int_equal(tg_count(g, QVL_OP_MLP_RESIDUAL), 2 * L);
+    size_t n_none = 0;
+    for (size_t t = 0; t < qvl_graph_n_tensors(g); t++)
+        if (qvl_graph_kind(g, (qvl_tid)t) == QVL_TENSOR_NODE && qvl_graph_is_live(g, (qvl_tid)t) &&
+            qvl_graph_op(g, (qvl_tid)t) == QVL_OP_MLP_RESIDUAL &&
+            qvl_graph_params(g, (qvl_tid)t)->mlp.act == QVL_ACT_NONE)
+            n_none++;
+    assert_int_equal(n_none, L);
     assert_int_equal(tg_count(g, QVL_OP_NORM_ROPE), 2 * L);
-    /* What stays primitive: o_proj, its residual add, the cache writes. */
-    assert_int_equal(tg_count(g, QVL_OP_MATMUL), L);
-    assert_int_equal(tg_count(g, QVL_OP_ADD), L);
+    /* What stays primitive: the cache writes. */
     assert_int_equal(tg_count(g, QVL_OP_STORE_ROWS), 2 * L);
     const qvl_op gone[] = {QVL_OP_SOFTMAX, QVL_OP_SCALE, QVL_OP_MASK_CAUSAL, QVL_OP_SILU,
-                           QVL_OP_MUL, QVL_OP_CONT, QVL_OP_RMS_NORM, QVL_OP_ROPE};
+                           QVL_OP_MUL, QVL_OP_CONT, QVL_OP_RMS_NORM, QVL_OP_ROPE,
+                           QVL_OP_MATMUL, QVL_OP_ADD};
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
         assert_int_equal(tg_count(g, gone[i]), 0);
 
@@ -151,7 +157,7 @@ static void text_decode_step(void **state) {
     qvl_fusion_report r = fuse(g);
     assert_int_equal(fired(&r, "norm+linear"), 2);
     assert_int_equal(fired(&r, "attention+softmax"), 1);
-    assert_int_equal(fired(&r, "mlp+residual"), 1);
+    assert_int_equal(fired(&r, "mlp+residual"), 2);
     assert_int_equal(qvl_graph_op(g, qvl_graph_find(g, "out")), QVL_OP_MLP_RESIDUAL);
     qvl_graph *plain = tg_build_text(&d);
     expect_same_results(plain, g, NULL);
@@ -168,11 +174,11 @@ static void vision_block(void **state) {
     qvl_fusion_report r = fuse(g);
     assert_int_equal(fired(&r, "norm+linear"), 2);
     assert_int_equal(fired(&r, "attention+softmax"), 1);
-    assert_int_equal(fired(&r, "mlp+residual"), 1);
+    assert_int_equal(fired(&r, "mlp+residual"), 2); /* the MLP, and proj + its residual */
     assert_int_equal(tg_count(g, QVL_OP_LAYER_NORM), 0);
     assert_int_equal(count_n_proj(g, 1), 2);
-    assert_int_equal(tg_count(g, QVL_OP_MATMUL), 1); /* proj */
-    assert_int_equal(tg_count(g, QVL_OP_ADD), 1);
+    assert_int_equal(tg_count(g, QVL_OP_MATMUL), 0);
+    assert_int_equal(tg_count(g, QVL_OP_ADD), 0);
     assert_int_equal(tg_count(g, QVL_OP_GELU_TANH), 0);
     qvl_tid att = find_op(g, QVL_OP_ATTENTION);
     assert_int_equal(qvl_graph_params(g, att)->attention.mask, QVL_MASK_SEGMENTS);
@@ -254,7 +260,9 @@ static void norm_with_other_readers(void **state) {
     qvl_fusion_report r = fuse(g);
     assert_int_equal(fired(&r, "norm+linear"), 0);
     assert_int_equal(tg_count(g, QVL_OP_RMS_NORM), 4);
-    assert_int_equal(qvl_graph_n_nodes(g), nodes);
+    /* only y = h . w + h changed: a linear layer and its residual (mlp+residual, act none) */
+    assert_int_equal(fired(&r, "mlp+residual"), 1);
+    assert_int_equal(qvl_graph_n_nodes(g), nodes - 1);
     qvl_graph_free(g);
 }
 
@@ -368,10 +376,21 @@ static void mlp_near_misses(void **state) {
     qvl_tid d = qvl_g_matmul(g, qvl_g_unary(g, QVL_OP_GELU_ERF, a), w, -1);
     qvl_g_output(g, qvl_g_add(g, d, r1), "y2");
     /* A plain (non-activation) product. */
-    qvl_g_output(g, qvl_g_add(g, res, qvl_g_matmul(g, qvl_g_mul(g, a, up), w, -1)), "y3");
+    qvl_tid prod = qvl_g_mul(g, a, up);
+    qvl_tid y3 = qvl_g_add(g, res, qvl_g_matmul(g, prod, w, -1));
+    qvl_g_output(g, y3, "y3");
     assert_int_equal(qvl_graph_error(g, NULL), QVL_OK);
     qvl_fusion_report r = fuse(g);
-    assert_int_equal(fired(&r, "mlp+residual"), 0);
+    /* No activation is folded in: y1 and y3 become linear + residual (act none) of the
+     * product, which stays; the broadcasting y2 stays an ADD. */
+    assert_int_equal(fired(&r, "mlp+residual"), 2);
+    assert_int_equal(tg_count(g, QVL_OP_ADD), 1);
+    assert_int_equal(tg_count(g, QVL_OP_SILU), 1);
+    assert_int_equal(tg_count(g, QVL_OP_MUL), 2);
+    assert_int_equal(qvl_graph_op(g, y3), QVL_OP_MLP_RESIDUAL);
+    assert_int_equal(qvl_graph_params(g, y3)->mlp.act, QVL_ACT_NONE);
+    assert_int_equal(qvl_graph_srcs(g, y3)[1], prod);
+    assert_int_equal(qvl_graph_srcs(g, y3)[3], -1);
 
     /* The gated form with the SiLU on the right fuses. */
     qvl_graph *g2 = qvl_graph_new();

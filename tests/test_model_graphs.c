@@ -176,11 +176,11 @@ static void test_text_structure(void **state) {
     qvl_fusion_report rep;
     fuse(g, &rep);
     assert_int_equal(fired(&rep, "attention"), L);
-    assert_int_equal(fired(&rep, "mlp"), L);
+    assert_int_equal(fired(&rep, "mlp"), 2 * L); /* the MLP, and o_proj + residual */
     /* q/k/v and gate/up per layer, plus the final norm with the output projection. */
     assert_int_equal(fired(&rep, "norm"), 2 * L + 1);
     assert_int_equal(qvl_graph_count_op(g, QVL_OP_ATTENTION), L);
-    assert_int_equal(qvl_graph_count_op(g, QVL_OP_MLP_RESIDUAL), L);
+    assert_int_equal(qvl_graph_count_op(g, QVL_OP_MLP_RESIDUAL), 2 * L);
     assert_int_equal(qvl_graph_count_op(g, QVL_OP_NORM_LINEAR), 2 * L + 1);
     assert_int_equal(qvl_graph_count_op(g, QVL_OP_SOFTMAX), 0);
     assert_int_equal(qvl_graph_count_op(g, QVL_OP_MASK_CAUSAL), 0);
@@ -194,7 +194,7 @@ static void test_text_structure(void **state) {
     g = build_text(&c, &o);
     fuse(g, &rep);
     assert_int_equal(fired(&rep, "attention"), L);
-    assert_int_equal(fired(&rep, "mlp"), L);
+    assert_int_equal(fired(&rep, "mlp"), 2 * L);
     qvl_graph_free(g);
     o = text_opts(3, 0, 3, true);
     g = build_text(&c, &o);
@@ -286,7 +286,9 @@ static void test_vision_structure(void **state) {
     qvl_fusion_report rep;
     fuse(g, &rep);
     assert_int_equal(fired(&rep, "attention"), depth);
-    assert_int_equal(fired(&rep, "mlp"), depth);
+    /* per block the MLP and the attention's projection + residual; the patch embedding plus
+     * the position embeddings */
+    assert_int_equal(fired(&rep, "mlp"), 2 * depth + 1);
     assert_true(fired(&rep, "norm") >= (size_t)(2 * depth + nds));
     assert_int_equal(qvl_graph_count_op(g, QVL_OP_ATTENTION), depth);
     assert_int_equal(qvl_graph_count_op(g, QVL_OP_SOFTMAX), 0);

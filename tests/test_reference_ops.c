@@ -960,9 +960,9 @@ static void check_mlp(int act, bool gated, bool with_bias, qvl_dtype w_dt, int64
     qvl_tensor *y = mk(QVL_F32, 2, SHAPE(M, D)), *prim = mk(QVL_F32, 2, SHAPE(M, D));
     qvl_op act_op = act == QVL_ACT_SILU ? QVL_OP_SILU
                   : act == QVL_ACT_GELU_TANH ? QVL_OP_GELU_TANH : QVL_OP_GELU_ERF;
-    run_ok(act_op, NULL, h, SRC(a));
+    if (act != QVL_ACT_NONE) run_ok(act_op, NULL, h, SRC(a));
     if (gated) run_ok(QVL_OP_MUL, NULL, hu, SRC(h, up));
-    run_ok(QVL_OP_MATMUL, NULL, y, SRC(gated ? hu : h, w, bias));
+    run_ok(QVL_OP_MATMUL, NULL, y, SRC(gated ? hu : act == QVL_ACT_NONE ? a : h, w, bias));
     run_ok(QVL_OP_ADD, NULL, prim, SRC(res, y));
     expect_same(fused, prim);
 }
@@ -974,6 +974,8 @@ static void test_mlp_residual(void **state) {
     check_mlp(QVL_ACT_GELU_TANH, false, true, QVL_F32, 20); /* vision block MLP */
     check_mlp(QVL_ACT_GELU_ERF, false, true, QVL_F16, 20);  /* merger */
     check_mlp(QVL_ACT_GELU_ERF, false, false, QVL_Q8_0, 32);
+    check_mlp(QVL_ACT_NONE, false, true, QVL_BF16, 24); /* o_proj + residual */
+    check_mlp(QVL_ACT_NONE, false, false, QVL_Q8_0, 64);
 
     /* up given with a gelu activation: refused. */
     qvl_tensor *res = rnd(QVL_F32, 2, SHAPE(1, 4), -1, 1), *a = rnd(QVL_F32, 2, SHAPE(1, 6), -1, 1);
@@ -981,6 +983,12 @@ static void test_mlp_residual(void **state) {
     qvl_params p = {.mlp = {.act = QVL_ACT_GELU_TANH}};
     run_fails(QVL_OP_MLP_RESIDUAL, &p, mk(QVL_F32, 2, SHAPE(1, 4)), SRC(res, a, w, a),
               QVL_E_INVALID, "silu");
+    p.mlp.act = QVL_ACT_NONE; /* and with no activation at all */
+    run_fails(QVL_OP_MLP_RESIDUAL, &p, mk(QVL_F32, 2, SHAPE(1, 4)), SRC(res, a, w, a),
+              QVL_E_INVALID, "silu");
+    p.mlp.act = 4; /* no such activation */
+    run_fails(QVL_OP_MLP_RESIDUAL, &p, mk(QVL_F32, 2, SHAPE(1, 4)), SRC(res, a, w),
+              QVL_E_INVALID, "gelu_tanh");
 }
 
 /* ---- what is refused, and how ------------------------------------------------------------- */

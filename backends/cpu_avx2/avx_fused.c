@@ -135,9 +135,9 @@ static void mlp_act_row(void *ctx, int64_t r, float *scratch) {
         for (; i < j->F; i++) h[i] *= u[i];
     } else if (j->act == QVL_ACT_GELU_TANH) {
         avx_gelu_tanh_row(h, j->F);
-    } else {
+    } else if (j->act == QVL_ACT_GELU_ERF) {
         avx_gelu_erf_row(h, j->F);
-    }
+    } /* QVL_ACT_NONE: a as it is */
 }
 
 qvl_status avx_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {

@@ -343,19 +343,28 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
 }
 
 /* A few rows with f32/f16/bf16 weights: one fused launch (cu_gemv_fused.cu). Else the
- * activation into scratch h [M, F], then h . w_down^T + b_down + res straight into out. */
+ * activation into scratch h [M, F] (none: a itself), then h . w_down^T + b_down + res
+ * straight into out. */
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(n, ref_check_mlp_residual, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *res = n->src[0], *a = n->src[1];
-    int64_t M = ref_n_rows(&res->desc), F = ref_row_len(&a->desc);
+    int64_t M = ref_n_rows(&res->desc), F = ref_row_len(&a->desc), D = ref_row_len(&res->desc);
+    int act = n->params.mlp.act;
     cu_mat wd = mat_of(n->src[2]);
     cu_view bd = view_of(ref_src(n, 4));
     if (cu_gemv_fused_fits(&wd, 1, M))
-        return launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_ACT, n->params.mlp.act, 0.0f,
-                                                view_of(a), view_of(ref_src(n, 3)), view_of(NULL),
-                                                view_of(res), M, &wd, &bd, 1, n->dst->data,
-                                                ref_row_len(&res->desc), be->sm_count),
+        return launched(n, cu_launch_gemv_fused(be->stream, act == QVL_ACT_NONE ? CU_FUSED_COPY
+                                                                                : CU_FUSED_ACT,
+                                                act, 0.0f, view_of(a), view_of(ref_src(n, 3)),
+                                                view_of(NULL), view_of(res), M, &wd, &bd, 1,
+                                                n->dst->data, D, be->sm_count),
+                        err);
+    void *q8 = NULL;
+    if ((s = q8_scratch(be, n, n->src[2], 1, M, &q8, err)) != QVL_OK) return s;
+    if (act == QVL_ACT_NONE)
+        return launched(n, cu_launch_matmul(be->stream, view_of(a), 1, M, wd, 1, bd, view_of(res),
+                                            n->dst->data, D, 0, q8),
                         err);
     float *h = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
@@ -363,9 +372,6 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
                                       view_of(ref_src(n, 3)), h),
                  err);
     if (s != QVL_OK) return s;
-    int64_t D = ref_row_len(&res->desc);
-    void *q8 = NULL;
-    if ((s = q8_scratch(be, n, n->src[2], 1, M, &q8, err)) != QVL_OK) return s;
     return launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
                                         mat_of(n->src[2]), 1, view_of(ref_src(n, 4)),
                                         view_of(res), n->dst->data, D, 0, q8),

@@ -136,9 +136,10 @@ qvl_status ref_check_mlp_residual(const qvl_node *n, qvl_error *err) {
     if (up && act != QVL_ACT_SILU)
         return ref_fail(n, err, QVL_E_INVALID, "a gated mlp (with up) needs act silu, not %d",
                         (int)act);
-    if (!up && act != QVL_ACT_GELU_TANH && act != QVL_ACT_GELU_ERF)
+    if (!up && act != QVL_ACT_GELU_TANH && act != QVL_ACT_GELU_ERF && act != QVL_ACT_NONE)
         return ref_fail(n, err, QVL_E_INVALID,
-                        "an mlp without up needs act gelu_tanh or gelu_erf, not %d", (int)act);
+                        "an mlp without up needs act gelu_tanh, gelu_erf or none, not %d",
+                        (int)act);
     return ref_output(n, REF_DT(QVL_F32), res->ndim, res->shape, err);
 }
 
@@ -157,7 +158,8 @@ qvl_status ref_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) 
                      (long long)F);
         goto done;
     }
-    /* 1. h = silu(a) * up, gelu_tanh(a) or gelu_erf(a) (the SILU, MUL, GELU kernels' math) */
+    /* 1. h = silu(a) * up, gelu_tanh(a), gelu_erf(a) (the SILU, MUL, GELU kernels' math) or
+     *    a itself (act none) */
     ref_read_rows(a, h);
     if (up) ref_read_rows(up, u);
     for (int64_t i = 0; i < M * F; i++) {
@@ -165,7 +167,7 @@ qvl_status ref_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) 
             h[i] = ref_act_silu(h[i]) * u[i];
         else if (n->params.mlp.act == QVL_ACT_GELU_TANH)
             h[i] = ref_act_gelu_tanh(h[i]);
-        else
+        else if (n->params.mlp.act == QVL_ACT_GELU_ERF)
             h[i] = ref_act_gelu_erf(h[i]);
     }
     /* 2. y = h . w_down^T + b_down (MATMUL) */

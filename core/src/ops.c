@@ -689,9 +689,11 @@ static qvl_status infer_mlp_residual(const infer_ctx *c, qvl_tensor_desc *out) {
         if (act != QVL_ACT_SILU)
             return fail(c, QVL_E_INVALID, "act %d with %s present: a gated MLP needs act silu (%d)", (int)act,
                         in(c, 3).s, (int)QVL_ACT_SILU);
-    } else if (act != QVL_ACT_GELU_TANH && act != QVL_ACT_GELU_ERF) {
-        return fail(c, QVL_E_INVALID, "act %d without %s: an ungated MLP needs gelu_tanh (%d) or gelu_erf (%d)",
-                    (int)act, in(c, 3).s, (int)QVL_ACT_GELU_TANH, (int)QVL_ACT_GELU_ERF);
+    } else if (act != QVL_ACT_GELU_TANH && act != QVL_ACT_GELU_ERF && act != QVL_ACT_NONE) {
+        return fail(c, QVL_E_INVALID,
+                    "act %d without %s: an ungated MLP needs gelu_tanh (%d), gelu_erf (%d) or none (%d)",
+                    (int)act, in(c, 3).s, (int)QVL_ACT_GELU_TANH, (int)QVL_ACT_GELU_ERF,
+                    (int)QVL_ACT_NONE);
     }
     if (slot(c, 4)) TRY(want_vector(c, 4, dm, "the inner dim of input 0 (res)"));
     return out_like(c, out, res);

@@ -52,9 +52,9 @@ static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
         break;
     }
     case QVL_OP_MLP_RESIDUAL: {
-        static const char *const acts[] = {"silu", "gelu_tanh", "gelu_erf"};
+        static const char *const acts[] = {"silu", "gelu_tanh", "gelu_erf", "none"};
         int a = p->mlp.act;
-        snprintf(buf, size, " {act=%s}", a >= 0 && a < 3 ? acts[a] : "?");
+        snprintf(buf, size, " {act=%s}", a >= 0 && a < 4 ? acts[a] : "?");
         break;
     }
     default: break;

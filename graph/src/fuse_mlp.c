@@ -3,10 +3,13 @@
  *   ADD(res, MATMUL(h, w_down [D,F], b_down?))       (either operand order)
  *   h = MUL(SILU(a), up) | MUL(up, SILU(a))          gated SiLU (Qwen3 text)
  *     | GELU_TANH(a) | GELU_ERF(a)                    plain MLP (the vision blocks)
+ *     | anything else                                 a linear layer (attention's o_proj):
+ *                                                     act none, a = h
  *
  * becomes MLP_RESIDUAL(res, a, w_down, up?, b_down?) in the place of the ADD. The matmul, the
  * product and the activation must each be read only by the next step and not be outputs; res
- * and the matmul output must have the same shape (no broadcasting in the fused op). */
+ * and the matmul output must have the same shape (no broadcasting in the fused op). With act
+ * none, h itself stays as it is (others may read it). */
 #include <string.h>
 
 #include "graph_internal.h"
@@ -17,12 +20,14 @@ static bool is_op(const qvl_graph *g, qvl_tid t, qvl_op op) {
     return qvl_gi_is_node(g, t) && g->t[t].op == op;
 }
 
-/* Matches h = activation part; fills R_ACT, R_A, R_UP and the act kind. */
+/* Matches h = activation part (h read only by the matmul); fills R_H, R_ACT, R_A, R_UP and the
+ * act kind. */
 static bool match_activation(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid h,
                              qvl_fuse_match *m) {
     m->role[R_H] = h;
     m->role[R_UP] = -1;
     m->role[R_ACT] = -1;
+    if (!qvl_gi_single_use(g, u, h)) return false;
     if (is_op(g, h, QVL_OP_GELU_TANH) || is_op(g, h, QVL_OP_GELU_ERF)) {
         m->params.mlp.act = g->t[h].op == QVL_OP_GELU_TANH ? QVL_ACT_GELU_TANH : QVL_ACT_GELU_ERF;
         m->role[R_A] = g->t[h].src[0];
@@ -60,10 +65,15 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
             !qvl_desc_same_shape(&g->t[res].desc, &g->t[d].desc))
             continue;
         qvl_tid h = g->t[d].src[0], w = g->t[d].src[1];
-        if (!qvl_gi_valid_tid(g, w) || g->t[w].desc.ndim != 2 || !qvl_gi_single_use(g, u, h))
-            continue;
+        if (!qvl_gi_valid_tid(g, w) || g->t[w].desc.ndim != 2) continue;
         memset(&m->params, 0, sizeof m->params);
-        if (!match_activation(g, u, h, m)) continue;
+        if (!match_activation(g, u, h, m)) { /* a plain linear layer: h is the input */
+            m->params.mlp.act = QVL_ACT_NONE;
+            m->role[R_H] = -1;
+            m->role[R_ACT] = -1;
+            m->role[R_UP] = -1;
+            m->role[R_A] = h;
+        }
         m->role[R_ADD] = t;
         m->role[R_RES] = res;
         m->role[R_DOWN] = d;
@@ -88,7 +98,7 @@ static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_mat
     if (!qvl_gi_infer(g, QVL_OP_MLP_RESIDUAL, &m->params, src, &out))
         return qvl_fail(err, QVL_E_INVALID, "fusion mlp+residual: the match no longer infers");
     g->t[m->role[R_DOWN]].live = false;
-    g->t[m->role[R_H]].live = false;
+    if (m->role[R_H] >= 0) g->t[m->role[R_H]].live = false;
     if (m->role[R_ACT] >= 0) g->t[m->role[R_ACT]].live = false;
     qvl_gi_replace(g, m->role[R_ADD], QVL_OP_MLP_RESIDUAL, &m->params, src, QVL_MAX_SRC, &out);
     return QVL_OK;

@@ -48,7 +48,8 @@
  *     that cannot (a GPU kernel) must still never read past L.
  *  MLP_RESIDUAL(res [...,D], a [...,F], w_down [D,F], up [...,F]?, b_down [D]?) ->
  *     res + act(a) . w_down^T + b_down, where act(a) = silu(a) * up when up is present
- *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a) or gelu_erf(a).
+ *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a), gelu_erf(a) or, with
+ *     QVL_ACT_NONE, a itself: a linear layer and its residual add (attention's o_proj).
  *  SET_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x in which row idx[k] is
  *     replaced by src[k] for every k (image features into token embeddings). Indices are data:
  *     one outside [0, N) is a run-time error; with repeated indices the last k wins.
@@ -144,7 +145,8 @@ typedef struct qvl_attention_params {
 typedef enum qvl_act {
     QVL_ACT_SILU = 0,
     QVL_ACT_GELU_TANH = 1,
-    QVL_ACT_GELU_ERF = 2
+    QVL_ACT_GELU_ERF = 2,
+    QVL_ACT_NONE = 3 /* MLP_RESIDUAL without an activation: res + a . w^T + b */
 } qvl_act;
 
 typedef struct qvl_mlp_params { int32_t act; } qvl_mlp_params;
