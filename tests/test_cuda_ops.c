@@ -20,6 +20,7 @@
  * The reference also checks the nodes the same way (same statuses for bad nodes).
  *
  * Without a usable CUDA device (CI) the whole test skips with one line saying why. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -587,6 +588,68 @@ static void test_matmul_3d(void **state) {
     }
 }
 
+/* Prefill-sized matmuls on the register-tiled GEMM (cu_gemm.cu): every weight dtype on every
+ * tile shape (forced through QVL_CUDA_GEMM_TILE, then chosen by the backend), partial tiles
+ * at both edges, K not a multiple of the 16-wide step (q8_0: whole blocks) and K of about
+ * 1000 (few tiles, long K: split across blocks and summed), weights as every other row of a
+ * bigger matrix, bias; a as padded rows, as a 3-D view (the fast path), shifted by one
+ * element (misaligned: the generic kernel); MLP_RESIDUAL (residual in the epilogue) and
+ * NORM_LINEAR (projections into column ranges) on many rows, also with K split. */
+static void test_matmul_gemm(void **state) {
+    (void)state;
+    static const char *tiles[] = {"128x128", "128x64", "64x64", NULL};
+    const char *env = getenv("QVL_CUDA_GEMM_TILE");
+    char saved[32] = "";
+    if (env) snprintf(saved, sizeof saved, "%s", env);
+    for (size_t ti = 0; ti < 4; ti++) {
+        if (tiles[ti]) assert_int_equal(setenv("QVL_CUDA_GEMM_TILE", tiles[ti], 1), 0);
+        else unsetenv("QVL_CUDA_GEMM_TILE");
+        for (size_t wi = 0; wi < 4; wi++) {
+            qvl_dtype wd = w_dtypes[wi];
+            int64_t M = 150 + 7 * (int64_t)ti, N = 133 + (int64_t)wi;
+            int64_t K = wd == QVL_Q8_0 ? 96 : 40, K2 = wd == QVL_Q8_0 ? 1024 : 1000;
+            tt *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1);
+            tt *wbig = rnd(wd, 2, SHAPE(2 * N, K), -1, 1);
+            tt *w = view(wbig, 2, SHAPE(N, K), SHAPE(2 * K, 1), K); /* odd rows */
+            tt *bias = rnd(wi % 2 ? QVL_BF16 : QVL_F32, 1, SHAPE(N), -1, 1);
+            tt *out = mk(QVL_F32, 2, SHAPE(M, N));
+            check_op(QVL_OP_MATMUL, NULL, out, SRC(a, w, bias), TOL_DOT);
+
+            tt *abig = rnd(QVL_F32, 2, SHAPE(M, K2 + 4), -1, 1);
+            tt *w2 = rnd(wd, 2, SHAPE(N, K2), -1, 1);
+            tt *pad = view(abig, 2, SHAPE(M, K2), SHAPE(K2 + 4, 1), 0);
+            tt *out2 = mk(QVL_F32, 2, SHAPE(M, N));
+            check_op(QVL_OP_MATMUL, NULL, out2, SRC(pad, w2, NULL), TOL_DOT);
+            int64_t M2 = M / 2;
+            tt *a3 = view(abig, 3, SHAPE(2, M2, K2), SHAPE(M2 * (K2 + 4), K2 + 4, 1), 4);
+            tt *out3 = mk(QVL_F32, 3, SHAPE(2, M2, N));
+            check_op(QVL_OP_MATMUL, NULL, out3, SRC(a3, w2, bias), TOL_DOT);
+            tt *odd = view(abig, 2, SHAPE(M, K2), SHAPE(K2 + 4, 1), 1);
+            tt *out4 = mk(QVL_F32, 2, SHAPE(M, N));
+            check_op(QVL_OP_MATMUL, NULL, out4, SRC(odd, w2, NULL), TOL_DOT);
+        }
+        int64_t M = 140, F = 1024, Dm = 136, D = 512, Ns[3] = {72, 40, 40};
+        qvl_params pm = {.mlp = {.act = QVL_ACT_SILU}};
+        tt *res = rnd(QVL_F32, 2, SHAPE(M, Dm), -2, 2);
+        tt *ga = rnd(QVL_F32, 2, SHAPE(M, F), -3, 3), *up = rnd(QVL_F32, 2, SHAPE(M, F), -1, 1);
+        tt *wdown = rnd(w_dtypes[ti], 2, SHAPE(Dm, F), -0.1f, 0.1f);
+        tt *bd = rnd(QVL_F32, 1, SHAPE(Dm), -1, 1), *o = mk(QVL_F32, 2, SHAPE(M, Dm));
+        check_op(QVL_OP_MLP_RESIDUAL, &pm, o, SRC(res, ga, wdown, up, bd), TOL_DOT);
+        qvl_params pn = {.norm_linear = {.norm = QVL_NORM_RMS, .eps = 1e-6f, .n_proj = 3}};
+        tt *x = rnd(QVL_F32, 2, SHAPE(M, D), -2, 3);
+        tt *g = rnd(QVL_BF16, 1, SHAPE(D), 0.5, 1.5);
+        tt *src[QVL_MAX_SRC] = {x, g, NULL};
+        for (int i = 0; i < 3; i++) {
+            src[3 + 2 * i] = rnd(w_dtypes[(ti + (size_t)i) % 4], 2, SHAPE(Ns[i], D), -1, 1);
+            src[4 + 2 * i] = i == 1 ? rnd(QVL_F32, 1, SHAPE(Ns[i]), -1, 1) : NULL;
+        }
+        tt *on = mk(QVL_F32, 2, SHAPE(M, 152));
+        check_op(QVL_OP_NORM_LINEAR, &pn, on, src, TOL_DOT);
+    }
+    if (env) setenv("QVL_CUDA_GEMM_TILE", saved, 1);
+    else unsetenv("QVL_CUDA_GEMM_TILE");
+}
+
 static void test_get_rows(void **state) {
     (void)state;
     for (size_t wi = 0; wi < 4; wi++) {
@@ -909,7 +972,10 @@ static void test_fused_decode_sizes(void **state) {
 
         tt *xwide = rnd(QVL_F32, 2, SHAPE(M, D + 4), -2, 2);
         tt *xm = view(xwide, 2, SHAPE(M, D), SHAPE(D + 4, 1), k % 2); /* k odd: misaligned */
-        tt *wm = rnd(wd, 2, SHAPE(200, D), -0.05f, 0.05f);
+        /* weight rows every D + pad elements (q8_0: 16-byte rows for pad 256, not for 32) */
+        int64_t pad = k % 2 ? 32 : 256;
+        tt *wmbig = rnd(wd, 2, SHAPE(200, D + pad), -0.05f, 0.05f);
+        tt *wm = view(wmbig, 2, SHAPE(200, D), SHAPE(D + pad, 1), 0);
         tt *bm = k % 3 ? rnd(QVL_BF16, 1, SHAPE(200), -1, 1) : NULL;
         tt *om = mk(QVL_F32, 2, SHAPE(M, 200));
         check_op(QVL_OP_MATMUL, NULL, om, SRC(xm, wm, bm), tol_dot(wd, M));
@@ -1135,7 +1201,7 @@ static size_t graphs_held(void) {
     return g;
 }
 
-#define SEQ 5
+#define SEQ 8
 typedef struct seq {
     qvl_node h[SEQ], d[SEQ];
     const qvl_node *dp[SEQ];
@@ -1158,11 +1224,11 @@ static void seq_add(seq *q, qvl_op op, const qvl_params *p, tt *dst, tt *const *
     q->dp[k] = &q->d[k];
 }
 
-/* A decode step as the model builds it (embedding lookup, qkv projection, two KV-cache
- * writes at `at`, attention over the cache up to `at`), run for several tokens with only the
- * data of ids and at changing: the first run goes node by node, the second is captured, the
- * rest replay; a different output address is a new signature and is captured anew. Every
- * step matches the reference. */
+/* A decode step as the model builds it (embedding lookup, qkv projection, q and k normalised
+ * and rotated, two KV-cache writes at `at`, attention over the cache up to `at`), run for
+ * several tokens with only the data of ids, pos and at changing: the first run goes node by
+ * node, the second is captured, the rest replay; a different output address is a new
+ * signature and is captured anew. Every step matches the reference. */
 static void test_graph_replay(void **state) {
     (void)state;
     int64_t V = 40, Dm = 48, H = 4, Hkv = 2, D = 16, R = 24, QKV = (H + 2 * Hkv) * D;
@@ -1182,17 +1248,27 @@ static void test_graph_replay(void **state) {
     tt *at = i32_of(1, (const int32_t[]){0});
     tt *outs[2] = {mk(QVL_F32, 3, SHAPE(1, H, D)), mk(QVL_F32, 3, SHAPE(1, H, D))};
     qvl_params pa = {.attention = {.scale = 0.25f, .mask = QVL_MASK_CAUSAL_AT}};
+    /* q and k normalised and rotated (NORM_ROPE), as the fused text graph does: the two
+     * NORM_ROPE nodes and the two cache writes are neighbours, which run_graph launches as
+     * pairs. */
+    tt *pos = mk(QVL_I32, 2, SHAPE(3, 1));
+    tt *gq = rnd(QVL_BF16, 1, SHAPE(D), 0.5, 1.5), *gk = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+    tt *qr = mk(QVL_F32, 3, SHAPE(1, H, D)), *kr = mk(QVL_F32, 3, SHAPE(1, Hkv, D));
+    qvl_params pr = {.norm_rope = {.mode = QVL_ROPE_MROPE_INTERLEAVED, .theta = 1e4f,
+                                   .sections = {2, 3, 3}, .eps = 1e-6f}};
 
-    const tt *all[] = {table, ids, x, w, qkv, ck, cv, at, outs[0], outs[1]};
+    const tt *all[] = {table, ids, x, w, qkv, ck, cv, at, outs[0], outs[1], pos, gq, gk, qr, kr};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) to_device(all[i]->store);
     static seq seqs[2];
     for (int v = 0; v < 2; v++) {
         memset(&seqs[v], 0, sizeof seqs[v]);
         seq_add(&seqs[v], QVL_OP_GET_ROWS, NULL, x, SRC(table, ids));
         seq_add(&seqs[v], QVL_OP_MATMUL, NULL, qkv, SRC(x, w));
-        seq_add(&seqs[v], QVL_OP_STORE_ROWS_AT, NULL, ck_all, SRC(ck, kn, at));
+        seq_add(&seqs[v], QVL_OP_NORM_ROPE, &pr, qr, SRC(q, pos, gq));
+        seq_add(&seqs[v], QVL_OP_NORM_ROPE, &pr, kr, SRC(kn, pos, gk));
+        seq_add(&seqs[v], QVL_OP_STORE_ROWS_AT, NULL, ck_all, SRC(ck, kr, at));
         seq_add(&seqs[v], QVL_OP_STORE_ROWS_AT, NULL, cv_all, SRC(cv, vn, at));
-        seq_add(&seqs[v], QVL_OP_ATTENTION, &pa, outs[v], SRC(q, ck_all, cv_all, at));
+        seq_add(&seqs[v], QVL_OP_ATTENTION, &pa, outs[v], SRC(qr, ck_all, cv_all, at));
     }
 
     const char *env = getenv("QVL_CUDA_GRAPHS");
@@ -1203,8 +1279,10 @@ static void test_graph_replay(void **state) {
         seq *sq = &seqs[v];
         ((int32_t *)ids->h.data)[0] = irand(0, (int)V - 1);
         ((int32_t *)at->h.data)[0] = step;
+        for (int c = 0; c < 3; c++) ((int32_t *)pos->h.data)[c] = step + 3 * c;
         to_device(ids->store);
         to_device(at->store);
+        to_device(pos->store);
         qvl_error err = {0};
         for (int k = 0; k < sq->n; k++)
             if (qvl_backend_kernel(ref.iface, sq->h[k].op)(ref.be, &sq->h[k], &err) != QVL_OK)
@@ -1222,6 +1300,41 @@ static void test_graph_replay(void **state) {
         compare_store(what, cv->store, &cv->h, TOL_DOT);
         if (graphs_on && step == 2) assert_int_equal(graphs_held(), held0 + 1);
         if (graphs_on && step == 7) assert_int_equal(graphs_held(), held0 + 2);
+    }
+}
+
+/* Neighbouring NORM_ROPE / STORE_ROWS_AT nodes share a launch in run_graph only when neither
+ * touches what the other writes: here the second rotation reads the first's output and the
+ * two cache writes hit the same rows (the second must win), so nothing may be paired. */
+static void test_graph_pairs_dependent(void **state) {
+    (void)state;
+    int64_t H = 2, D = 16, R = 6;
+    tt *x = rnd(QVL_F32, 3, SHAPE(1, H, D), -2, 2), *pos = mk(QVL_I32, 2, SHAPE(1, 1));
+    tt *g = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+    tt *y1 = mk(QVL_F32, 3, SHAPE(1, H, D)), *y2 = mk(QVL_F32, 3, SHAPE(1, H, D));
+    tt *c = mk(QVL_F32, 3, SHAPE(R, H, D)), *at = i32_of(1, (const int32_t[]){0});
+    tt *c_all = view(c, 3, SHAPE(R, H, D), SHAPE(H * D, D, 1), 0);
+    qvl_params pr = {.norm_rope = {.mode = QVL_ROPE_NEOX, .theta = 1e4f, .eps = 1e-6f}};
+    const tt *all[] = {x, pos, g, y1, y2, c, at};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) to_device(all[i]->store);
+    static seq sq;
+    memset(&sq, 0, sizeof sq);
+    seq_add(&sq, QVL_OP_NORM_ROPE, &pr, y1, SRC(x, pos, g));
+    seq_add(&sq, QVL_OP_NORM_ROPE, &pr, y2, SRC(y1, pos, g));
+    seq_add(&sq, QVL_OP_STORE_ROWS_AT, NULL, c_all, SRC(c, y1, at));
+    seq_add(&sq, QVL_OP_STORE_ROWS_AT, NULL, c_all, SRC(c, y2, at));
+    for (int step = 0; step < 4; step++) { /* plain, captured, replayed twice */
+        ((int32_t *)at->h.data)[0] = step;
+        ((int32_t *)pos->h.data)[0] = 5 + 7 * step;
+        to_device(at->store);
+        to_device(pos->store);
+        qvl_error err = {0};
+        for (int k = 0; k < sq.n; k++)
+            if (qvl_backend_kernel(ref.iface, sq.h[k].op)(ref.be, &sq.h[k], &err) != QVL_OK)
+                fail_msg("reference %s: %s", qvl_op_name(sq.h[k].op), err.msg);
+        run_seq(sq.dp, (size_t)sq.n);
+        compare_store("dependent rotations", y2->store, &y2->h, TOL_NORM);
+        compare_store("cache rows written twice", c->store, &c->h, TOL_NORM);
     }
 }
 
@@ -1303,6 +1416,7 @@ int main(void) {
         T(test_matmul_q8_dp4a),
         T(test_matmul_big_tiles),
         T(test_matmul_3d),
+        T(test_matmul_gemm),
         T(test_get_rows),
         T(test_add_mul),
         T(test_unary),
@@ -1321,6 +1435,7 @@ int main(void) {
         T(test_mask_causal_at),
         T(test_attention_at),
         T(test_graph_replay),
+        T(test_graph_pairs_dependent),
         T(test_graph_option),
     };
     return cmocka_run_group_tests(tests, open_backends, close_backends);

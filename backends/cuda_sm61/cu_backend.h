@@ -57,6 +57,10 @@ qvl_status cu_op_rms_norm(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
+/* Two nodes of the same small op (NORM_ROPE, STORE_ROWS_AT) that do not touch each other's
+ * outputs, as one launch (run_graph pairs the q/k rotations and the K/V cache writes). */
+bool cu_pairable(const qvl_node *a, const qvl_node *b);
+qvl_status cu_run_pair(qvl_backend *be, const qvl_node *a, const qvl_node *b, qvl_error *err);
 qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_silu(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err);

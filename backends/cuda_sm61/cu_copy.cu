@@ -1,9 +1,11 @@
 /* Data movement: GET_ROWS (table lookup), CONT (contiguous copy in the same dtype),
  * STORE_ROWS (the KV-cache write, converting to the cache's dtype) and STORE_ROWS_AT (the
  * same write at a row read from device memory, so one launch serves every decode step). */
+#include <string.h>
+
 #include "cu_device.cuh"
 
-static int64_t cu_nelem(const cu_view &v) {
+__host__ __device__ static int64_t cu_nelem(const cu_view &v) {
     int64_t n = 1;
     for (int d = 0; d < v.ndim; d++) n *= v.shape[d];
     return n;
@@ -77,22 +79,40 @@ extern "C" int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t
 
 /* The first row comes from device memory (at[0]): every thread reads it, so the host never
  * waits for it. A row outside [0, dst_rows - src_rows] writes nothing (the host cannot check
- * it without a sync; ops.h allows a GPU backend to skip the write). */
-__global__ void k_store_rows_at(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
-                                int64_t dst_rows, const int32_t *at) {
-    int64_t first = at[0], rows = src.shape[0];
-    if (first < 0 || first > dst_rows - rows) return;
-    int64_t row_size = rows > 0 ? n / rows : 0;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-         e += (int64_t)gridDim.x * blockDim.x)
-        cu_store(dst, dst_dtype, first * row_size + e,
-                 cu_view_load(src, cu_flat_offset(src, e)));
+ * it without a sync; ops.h allows a GPU backend to skip the write). Up to two independent
+ * jobs per launch (the K and V cache writes of a decode step): the first blocks0 blocks serve
+ * job 0. The source element is loaded before `at` is looked at, so the two loads overlap. */
+struct cu_sra_args {
+    cu_store_at_job job[2];
+    int n_jobs;
+    int64_t blocks[2]; /* per job; job 1's blocks follow job 0's */
+};
+
+__global__ void k_store_rows_at(cu_sra_args a) {
+    int j = a.n_jobs > 1 && blockIdx.x >= a.blocks[0];
+    const cu_store_at_job &p = a.job[j];
+    int64_t n = cu_nelem(p.src), rows = p.src.shape[0], row_size = rows > 0 ? n / rows : 0;
+    int64_t blk = (int64_t)blockIdx.x - (j ? a.blocks[0] : 0);
+    for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += a.blocks[j] * blockDim.x) {
+        float v = cu_view_load(p.src, cu_flat_offset(p.src, e));
+        int64_t first = p.at[0];
+        if (first < 0 || first > p.dst_rows - rows) return;
+        cu_store(p.dst, p.dst_dtype, first * row_size + e, v);
+    }
 }
 
-extern "C" int cu_launch_store_rows_at(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
-                                       int64_t dst_rows, const int32_t *at) {
-    int64_t n = cu_nelem(src);
-    k_store_rows_at<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(src, n, dst, dst_dtype, dst_rows,
-                                                            at);
+extern "C" int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs, int n_jobs) {
+    if (n_jobs < 1 || n_jobs > 2) return (int)cudaErrorInvalidConfiguration;
+    cu_sra_args a;
+    memset(&a, 0, sizeof a);
+    a.n_jobs = n_jobs;
+    unsigned blocks = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        a.job[j] = jobs[j];
+        a.blocks[j] = cu_blocks_for(cu_nelem(jobs[j].src)) / n_jobs; /* 2 x 65535 fits a grid */
+        if (a.blocks[j] < 1) a.blocks[j] = 1;
+        blocks += (unsigned)a.blocks[j];
+    }
+    k_store_rows_at<<<blocks, CU_THREADS, 0, s>>>(a);
     return (int)cudaGetLastError();
 }

@@ -22,7 +22,10 @@
 #include "cu_device.cuh"
 
 #define CU_FG_WARPS 8
-#define CU_FG_UNROLL 4    /* 16-byte weight loads per lane per batch (two batches in flight) */
+#define CU_FG_UNROLL 4 /* 16-byte weight loads per lane per batch (two batches in flight) */
+#ifndef CU_FG_UNROLL_M1 /* the same for one row (decode), where registers are to spare */
+#define CU_FG_UNROLL_M1 4
+#endif
 #define CU_FG_Q8_UNROLL 8 /* q8_0 blocks per 8-lane group per batch */
 #ifndef CU_FG_MIN_BLOCKS /* resident blocks per SM the register budget must allow */
 #define CU_FG_MIN_BLOCKS 3
@@ -238,9 +241,9 @@ __device__ __forceinline__ int cu_fused_proj(const cu_fused_args &p, int64_t o, 
     return pj;
 }
 
-/* Batch b of output column o's weight row: CU_FG_UNROLL 16-byte chunks per lane, zero past
- * the row's end or past the last column. */
-template <int DT>
+/* Batch b of output column o's weight row: U 16-byte chunks per lane, zero past the row's end
+ * or past the last column. */
+template <int DT, int U>
 __device__ __forceinline__ void cu_fused_load(const cu_fused_args &p, int64_t o, int64_t total,
                                               int64_t b, int64_t chunks, int lane, uint4 *q) {
     const int esize = DT == QVL_F32 ? 4 : 2;
@@ -251,26 +254,29 @@ __device__ __forceinline__ void cu_fused_load(const cu_fused_args &p, int64_t o,
         wrow = (const uint4 *)((const char *)p.w[pj] + n * p.w_row_stride[pj] * esize);
     }
 #pragma unroll
-    for (int u = 0; u < CU_FG_UNROLL; u++) {
-        int64_t c = (b * CU_FG_UNROLL + u) * CU_WARP + lane;
+    for (int u = 0; u < U; u++) {
+        int64_t c = (b * U + u) * CU_WARP + lane;
         q[u] = wrow && c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
     }
 }
 
-template <int DT, int MR>
-__global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv_fused(cu_fused_args p) {
+/* U: loads per lane per batch; more in flight per warp pays when there are few warps per row
+ * of bytes (one row, long rows), and costs registers (so fewer resident blocks). */
+template <int DT, int MR, int U>
+__global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BLOCKS)
+    k_gemv_fused(cu_fused_args p) {
     extern __shared__ float4 xs4[]; /* [M, K] floats, 16-byte aligned */
     __shared__ float red[32];
     float *xs = (float *)xs4;
     const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
     int64_t chunks = p.K / per, total = p.n_off[p.n_proj];
-    int64_t n_batch = (chunks + CU_FG_UNROLL * CU_WARP - 1) / (CU_FG_UNROLL * CU_WARP);
+    int64_t n_batch = (chunks + U * CU_WARP - 1) / (U * CU_WARP);
     int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
     int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
 
-    uint4 next[CU_FG_UNROLL];
-    cu_fused_load<DT>(p, o, total, 0, chunks, lane, next); /* in flight during the prologue */
+    uint4 next[U];
+    cu_fused_load<DT, U>(p, o, total, 0, chunks, lane, next); /* in flight during the prologue */
     cu_fused_prologue(p, xs, red);
 
     const float *rows[MR];
@@ -281,14 +287,14 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[m] = 0.0f;
         for (int64_t b = 0; b < n_batch; b++) {
-            uint4 cur[CU_FG_UNROLL];
+            uint4 cur[U];
 #pragma unroll
-            for (int u = 0; u < CU_FG_UNROLL; u++) cur[u] = next[u];
-            if (b + 1 < n_batch) cu_fused_load<DT>(p, o, total, b + 1, chunks, lane, next);
-            else cu_fused_load<DT>(p, o + step, total, 0, chunks, lane, next);
+            for (int u = 0; u < U; u++) cur[u] = next[u];
+            if (b + 1 < n_batch) cu_fused_load<DT, U>(p, o, total, b + 1, chunks, lane, next);
+            else cu_fused_load<DT, U>(p, o + step, total, 0, chunks, lane, next);
 #pragma unroll
-            for (int u = 0; u < CU_FG_UNROLL; u++) {
-                int64_t c = (b * CU_FG_UNROLL + u) * CU_WARP + lane;
+            for (int u = 0; u < U; u++) {
+                int64_t c = (b * U + u) * CU_WARP + lane;
                 if (c < chunks) cu_chunk_fma<DT, MR>(cur[u], rows, p.M, c, acc);
             }
         }
@@ -329,13 +335,66 @@ __device__ __forceinline__ void cu_fused_load_q8(const cu_fused_args &p, int64_t
     }
 }
 
+/* The staged q8_0 path, for weight rows that start on 16-byte boundaries and are a whole
+ * number of 16-byte pieces long (K a multiple of 256): a batch (32 blocks, 1088 bytes) is
+ * loaded by the whole warp as 68 pieces of 16 bytes, three per lane, instead of three 2-byte
+ * loads per lane and block; the pieces go through a per-warp stage in shared memory, from
+ * which each lane takes its quants and scales as the unstaged path loads them. */
+#define CU_Q8_BATCH_BYTES (CU_FG_Q8_UNROLL * 4 * (int)sizeof(qvl_block_q8_0)) /* 1088 */
+#define CU_Q8_PIECES (CU_Q8_BATCH_BYTES / 16)                                /* 68 */
+#define CU_Q8_STAGE_BYTES (CU_FG_WARPS * CU_Q8_BATCH_BYTES)
+struct cu_q8_raw {
+    uint4 v[(CU_Q8_PIECES + CU_WARP - 1) / CU_WARP];
+};
+
+__device__ __forceinline__ void cu_fused_load_q8_raw(const cu_fused_args &p, int64_t o,
+                                                     int64_t total, int64_t b, int64_t nb,
+                                                     int lane, cu_q8_raw *q) {
+    const uint4 *base = NULL;
+    int64_t pieces = 0;
+    if (o < total) {
+        int64_t n;
+        int pj = cu_fused_proj(p, o, &n);
+        const unsigned char *wrow =
+            (const unsigned char *)p.w[pj] +
+            (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+        base = (const uint4 *)(wrow + b * CU_Q8_BATCH_BYTES);
+        pieces = (nb * (int64_t)sizeof(qvl_block_q8_0) - b * CU_Q8_BATCH_BYTES) / 16;
+    }
+#pragma unroll
+    for (int j = 0; j < (CU_Q8_PIECES + CU_WARP - 1) / CU_WARP; j++) {
+        int idx = lane + CU_WARP * j;
+        q->v[j] = base && idx < CU_Q8_PIECES && idx < pieces ? __ldg(&base[idx])
+                                                               : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* The warp's raw batch through its stage into each lane's quants and scales. */
+__device__ __forceinline__ void cu_q8_unstage(const cu_q8_raw &raw, uint4 *stage, int lane,
+                                              int sub, int part, cu_q8_batch *q) {
+    __syncwarp(); /* every lane has read the previous batch */
+#pragma unroll
+    for (int j = 0; j < (CU_Q8_PIECES + CU_WARP - 1) / CU_WARP; j++)
+        if (lane + CU_WARP * j < CU_Q8_PIECES) stage[lane + CU_WARP * j] = raw.v[j];
+    __syncwarp();
+    const unsigned char *sb = (const unsigned char *)stage;
+#pragma unroll
+    for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
+        const uint16_t *h = (const uint16_t *)(sb + (u * 4 + sub) * (int)sizeof(qvl_block_q8_0));
+        q->wq[u] = (int)((uint32_t)h[1 + 2 * part] | ((uint32_t)h[2 + 2 * part] << 16));
+        q->dw[u] = cu_f16_to_f32(h[0]);
+    }
+}
+
 /* After the prologue the rows are quantised in shared memory to int8 blocks of 32 with one
  * f32 scale each, exactly as k_quantize_rows (cu_matmul.cu) does; the dot products then run
- * on __dp4a as in k_gemv_q8. */
-template <int MR>
+ * on __dp4a as in k_gemv_q8. STAGED: weights loaded as 16-byte pieces (above). Past the end
+ * of a row the pieces and quants are zero, and blocks past nb are skipped. */
+template <int MR, bool STAGED>
 __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv_fused_q8(cu_fused_args p) {
     extern __shared__ float4 xs4[]; /* [M, K] floats, then [M, K] int8, then [M, K/32] f32 */
     __shared__ float red[32];
+    __shared__ uint4 stages[STAGED ? CU_FG_WARPS * CU_Q8_PIECES : 1];
     float *xs = (float *)xs4;
     int64_t K = p.K, nb = K / QVL_Q8_0_BLOCK;
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
@@ -344,9 +403,12 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     int64_t n_batch = (nb + CU_FG_Q8_UNROLL * 4 - 1) / (CU_FG_Q8_UNROLL * 4);
     int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
     int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
+    uint4 *stage = stages + (STAGED ? warp * CU_Q8_PIECES : 0);
 
     cu_q8_batch next;
-    cu_fused_load_q8(p, o, total, 0, nb, sub, part, &next);
+    cu_q8_raw next_raw;
+    if (STAGED) cu_fused_load_q8_raw(p, o, total, 0, nb, lane, &next_raw);
+    else cu_fused_load_q8(p, o, total, 0, nb, sub, part, &next);
     cu_fused_prologue(p, xs, red);
 
     int8_t *qs = (int8_t *)(xs + p.M * K);
@@ -366,9 +428,17 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[m] = 0.0f;
         for (int64_t b = 0; b < n_batch; b++) {
-            cu_q8_batch cur = next;
-            if (b + 1 < n_batch) cu_fused_load_q8(p, o, total, b + 1, nb, sub, part, &next);
-            else cu_fused_load_q8(p, o + step, total, 0, nb, sub, part, &next);
+            cu_q8_batch cur;
+            if (STAGED) {
+                cu_q8_raw raw = next_raw;
+                if (b + 1 < n_batch) cu_fused_load_q8_raw(p, o, total, b + 1, nb, lane, &next_raw);
+                else cu_fused_load_q8_raw(p, o + step, total, 0, nb, lane, &next_raw);
+                cu_q8_unstage(raw, stage, lane, sub, part, &cur);
+            } else {
+                cur = next;
+                if (b + 1 < n_batch) cu_fused_load_q8(p, o, total, b + 1, nb, sub, part, &next);
+                else cu_fused_load_q8(p, o + step, total, 0, nb, sub, part, &next);
+            }
 #pragma unroll
             for (int m = 0; m < MR; m++) {
                 if (m >= p.M) break;
@@ -402,7 +472,8 @@ extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M) {
     int32_t dt = w[0].dtype;
     int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : 8, K = w[0].cols;
     int64_t smem = cu_fused_smem(dt, M, K);
-    if (smem <= 0 || smem > CU_FUSED_MAX_SMEM) return 0;
+    int64_t room = CU_FUSED_MAX_SMEM - (dt == QVL_Q8_0 ? CU_Q8_STAGE_BYTES : 0);
+    if (smem <= 0 || smem > room) return 0;
     unsigned align = dt == QVL_Q8_0 ? 2u : 16u;
     for (int i = 0; i < n_proj; i++)
         if (w[i].dtype != dt || w[i].cols != K || w[i].col_stride != 1 || w[i].cols % per != 0 ||
@@ -459,12 +530,24 @@ static void cu_fused_run(Kernel k, const cu_fused_args &p, size_t smem, int sm_c
     k<<<cu_fused_grid(k, smem, p.n_off[p.n_proj], sm_count), threads, smem, s>>>(p);
 }
 
-template <int MR> static void cu_fused_dispatch(const cu_fused_args &p, int32_t dt, size_t smem,
-                                                int sm_count, cu_stream s) {
-    if (dt == QVL_Q8_0) cu_fused_run(k_gemv_fused_q8<MR>, p, smem, sm_count, s);
-    else if (dt == QVL_F16) cu_fused_run(k_gemv_fused<QVL_F16, MR>, p, smem, sm_count, s);
-    else if (dt == QVL_BF16) cu_fused_run(k_gemv_fused<QVL_BF16, MR>, p, smem, sm_count, s);
-    else cu_fused_run(k_gemv_fused<QVL_F32, MR>, p, smem, sm_count, s);
+/* Do every projection's q8_0 rows start on 16-byte boundaries, whole 16-byte pieces long? */
+static bool cu_q8_rows_staged(const cu_mat *w, int n_proj) {
+    for (int i = 0; i < n_proj; i++) {
+        int64_t row_bytes = (w[i].row_stride / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+        int64_t len = (w[i].cols / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+        if ((uintptr_t)w[i].data % 16 != 0 || row_bytes % 16 != 0 || len % 16 != 0) return false;
+    }
+    return true;
+}
+
+template <int MR, int U>
+static void cu_fused_dispatch(const cu_fused_args &p, int32_t dt, bool staged, size_t smem,
+                              int sm_count, cu_stream s) {
+    if (dt == QVL_Q8_0 && staged) cu_fused_run(k_gemv_fused_q8<MR, true>, p, smem, sm_count, s);
+    else if (dt == QVL_Q8_0) cu_fused_run(k_gemv_fused_q8<MR, false>, p, smem, sm_count, s);
+    else if (dt == QVL_F16) cu_fused_run(k_gemv_fused<QVL_F16, MR, U>, p, smem, sm_count, s);
+    else if (dt == QVL_BF16) cu_fused_run(k_gemv_fused<QVL_BF16, MR, U>, p, smem, sm_count, s);
+    else cu_fused_run(k_gemv_fused<QVL_F32, MR, U>, p, smem, sm_count, s);
 }
 
 extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act, float eps,
@@ -507,7 +590,8 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     p.out = out;
     p.ldo = ldo;
     size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
-    if (M == 1) cu_fused_dispatch<1>(p, w[0].dtype, smem, sm_count, s);
-    else cu_fused_dispatch<CU_GEMV_MAX_ROWS>(p, w[0].dtype, smem, sm_count, s);
+    bool staged = w[0].dtype == QVL_Q8_0 && cu_q8_rows_staged(w, n_proj);
+    if (M == 1) cu_fused_dispatch<1, CU_FG_UNROLL_M1>(p, w[0].dtype, staged, smem, sm_count, s);
+    else cu_fused_dispatch<CU_GEMV_MAX_ROWS, CU_FG_UNROLL>(p, w[0].dtype, staged, smem, sm_count, s);
     return (int)cudaGetLastError();
 }

@@ -148,9 +148,17 @@ size_t cu_graph_count(const qvl_backend *be) {
     return n;
 }
 
+/* Node by node, except that two neighbouring independent small nodes of one op share a
+ * launch (cu_run_pair): a decode step has two such pairs per layer. */
 static qvl_status run_plain(qvl_backend *be, const qvl_node *const *nodes, size_t begin,
                             size_t end, qvl_error *err) {
     for (size_t k = begin; k < end; k++) {
+        if (k + 1 < end && cu_pairable(nodes[k], nodes[k + 1])) {
+            qvl_status s = cu_run_pair(be, nodes[k], nodes[k + 1], err);
+            if (s != QVL_OK) return s;
+            k++;
+            continue;
+        }
         qvl_kernel_fn fn = cu_kernel_for(nodes[k]->op);
         if (!fn)
             return qvl_fail(err, QVL_E_UNSUPPORTED, "cuda_sm61: no kernel for %s",

@@ -55,11 +55,17 @@ int cu_launch_norm(cu_stream s, int layer, float eps, cu_view x, cu_view gamma, 
 int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4], cu_view x,
                    cu_view pos, float *out);
 
-/* RMS norm of every head of x [N, H, D] (gamma [D]), then the rotation as cu_launch_rope;
- * D <= CU_NORM_ROPE_MAX_D (the heads sit in shared memory). */
-#define CU_NORM_ROPE_MAX_D 2048
-int cu_launch_norm_rope(cu_stream s, int mode, float theta, const int32_t sections[3], float eps,
-                        cu_view x, cu_view pos, cu_view gamma, float *out);
+/* NORM_ROPE: RMS norm of every head of x [N, H, D] (gamma [D]), then the rotation as
+ * cu_launch_rope; D <= CU_NORM_ROPE_MAX_D (the heads sit in shared memory). One or two
+ * independent jobs per launch. */
+#define CU_NORM_ROPE_MAX_D 512
+typedef struct cu_norm_rope_job {
+    cu_view x, pos, gamma;
+    float *out;
+    int32_t mode, sections[3];
+    float theta, eps;
+} cu_norm_rope_job;
+int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs);
 
 /* ---- cu_softmax.cu ---- */
 int cu_launch_softmax(cu_stream s, cu_view x, float *out);
@@ -92,9 +98,10 @@ int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scal
 int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                      int64_t per_w, cu_view bias, cu_view res, float *out, int64_t ldo,
                      int64_t col0, void *q8_scratch);
-/* Device scratch bytes cu_launch_matmul needs as q8_scratch to run these shapes on the int8
- * path (q8_0 weights, few rows: activations quantised to int8 blocks, __dp4a); 0 when that
- * path does not apply (q8_scratch may then be NULL; with NULL the f32 path runs). */
+/* Device scratch bytes cu_launch_matmul needs as q8_scratch for these shapes: for the int8
+ * decode path (q8_0 weights, few rows: activations quantised to int8 blocks, __dp4a), or for
+ * the partial sums of a prefill GEMM whose K is split across blocks (more rows; at most
+ * 64 MiB); 0 when neither applies (q8_scratch may then be NULL: the f32 path, no split). */
 int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M);
 
 #define CU_GEMV_MAX_ROWS 8 /* at most this many rows per batch run on the GEMV kernels */
@@ -129,9 +136,15 @@ int cu_launch_cont(cu_stream s, cu_view x, void *out);
 int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
                          int64_t first_elem);
 /* The same from row at[0] (device memory) of dst [dst_rows, ...]; writes nothing when
- * at[0] is outside [0, dst_rows - src rows]. */
-int cu_launch_store_rows_at(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
-                            int64_t dst_rows, const int32_t *at);
+ * at[0] is outside [0, dst_rows - src rows]. One or two independent jobs per launch. */
+typedef struct cu_store_at_job {
+    cu_view src;
+    void *dst;
+    int32_t dst_dtype;
+    int64_t dst_rows;
+    const int32_t *at;
+} cu_store_at_job;
+int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs, int n_jobs);
 
 /* ---- cu_scatter.cu ---- */
 /* out [N, D] = x with src rows set into (add = 0) or added to (add = 1) rows idx[k], k in

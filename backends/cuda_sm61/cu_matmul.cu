@@ -7,32 +7,13 @@
  *    activations are quantised to int8 blocks of 32 first and the dot products run on
  *    __dp4a, k_gemv_q8 — the one kernel whose result is not the f32 dot product: each
  *    activation is rounded to 1/254 of its block's largest magnitude);
- *  - more rows (prefill, vision): 64 x 64 output tiles, 4 x 4 outputs per thread, K walked
- *    in steps of 16 through shared memory (k_gemm_tiled). */
-#include "cu_device.cuh"
+ *  - more rows (prefill, vision): with plainly laid out operands (f32 rows contiguous and
+ *    16-byte aligned, weight rows in 16-byte chunks or whole q8_0 blocks) the register-tiled
+ *    k_gemm_reg of cu_gemm.cu; any other views 64 x 64 output tiles, 4 x 4 outputs per
+ *    thread, K walked in steps of 16 through shared memory (k_gemm_tiled). */
+#include "cu_matmul.cuh"
 
 #define CU_GEMV_WARPS 8
-
-struct cu_mm_args {
-    cu_view a;
-    int64_t batches, M, K, N;
-    cu_mat w;
-    int64_t per_w;
-    cu_view bias, res;
-    float *out;
-    int64_t ldo, col0;
-};
-
-/* The epilogue shared by both kernels: bias, residual, store. */
-__device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int64_t m, int64_t n,
-                                            float acc) {
-    int64_t row = b * p.M + m;
-    float y = acc;
-    if (p.bias.data) y += cu_view_load(p.bias, n * p.bias.stride[0]);
-    if (p.res.data)
-        y = cu_view_load(p.res, cu_row_offset(p.res, row) + n * p.res.stride[p.res.ndim - 1]) + y;
-    p.out[row * p.ldo + p.col0 + n] = y;
-}
 
 __global__ void k_gemv(cu_mm_args p) {
     int lane = threadIdx.x % CU_WARP;
@@ -142,15 +123,6 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
     }
 }
 
-/* Are the activation rows of a f32, contiguous and 16-byte aligned (k_gemv_rows)? */
-static bool cu_rows_f32_aligned(const cu_view &a) {
-    if (a.dtype != QVL_F32 || a.stride[a.ndim - 1] != 1 || ((uintptr_t)a.data % 16) != 0)
-        return false;
-    for (int d = 0; d < a.ndim - 1; d++)
-        if (a.shape[d] > 1 && a.stride[d] % 4 != 0) return false;
-    return true;
-}
-
 /* Can k_gemv_vec read w: f32/f16/bf16, rows contiguous, every row (and batch) starting on a
  * 16-byte boundary, K a whole number of 16-byte chunks? */
 static bool cu_gemv_vec_ok(const cu_mat &w) {
@@ -244,7 +216,10 @@ static bool cu_gemv_q8_ok(const cu_mat &w, int64_t batches, int64_t M) {
            ((uintptr_t)w.data % 2) == 0;
 }
 
+/* The scratch of a matmul: int8 activations for k_gemv_q8 (few rows), or the partial sums
+ * of a GEMM whose K is split across blocks (cu_gemm.cu). */
 extern "C" int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M) {
+    if (M > CU_GEMV_MAX_ROWS) return cu_gemm_scratch_bytes(batches, M, w);
     if (!cu_gemv_q8_ok(w, batches, M)) return 0;
     return M * w.cols + M * (w.cols / QVL_Q8_0_BLOCK) * (int64_t)sizeof(float);
 }
@@ -384,7 +359,7 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
         if (gx > 0x7fffffff || gy > 65535 || batches > 65535)
             return (int)cudaErrorInvalidConfiguration;
         dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)batches);
-        k_gemm_tiled<<<grid, CU_GEMM_THREADS, 0, s>>>(p);
+        if (!cu_gemm_fast(s, p, q8_scratch)) k_gemm_tiled<<<grid, CU_GEMM_THREADS, 0, s>>>(p);
     }
     return (int)cudaGetLastError();
 }

@@ -177,14 +177,21 @@ qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
                     err);
 }
 
-qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+static qvl_status norm_rope_job(const qvl_node *n, cu_norm_rope_job *j, qvl_error *err) {
     qvl_status s = cu_begin(n, cu_check_norm_rope, err);
     if (s != QVL_OK) return s;
     const qvl_norm_rope_params *p = &n->params.norm_rope;
-    return launched(n, cu_launch_norm_rope(be->stream, p->mode, p->theta, p->sections, p->eps,
-                                           view_of(n->src[0]), view_of(n->src[1]),
-                                           view_of(n->src[2]), n->dst->data),
-                    err);
+    *j = (cu_norm_rope_job){.x = view_of(n->src[0]), .pos = view_of(n->src[1]),
+                            .gamma = view_of(n->src[2]), .out = n->dst->data, .mode = p->mode,
+                            .sections = {p->sections[0], p->sections[1], p->sections[2]},
+                            .theta = p->theta, .eps = p->eps};
+    return QVL_OK;
+}
+
+qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    cu_norm_rope_job j;
+    qvl_status s = norm_rope_job(n, &j, err);
+    return s != QVL_OK ? s : launched(n, cu_launch_norm_rope(be->stream, &j, 1), err);
 }
 
 /* ---- softmax, masks, attention ---- */
@@ -417,15 +424,79 @@ qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) 
 
 /* The row comes from `at` on the device; an out-of-range row writes nothing (the kernel
  * checks it, the host cannot without waiting). */
-qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+static qvl_status store_at_job(const qvl_node *n, cu_store_at_job *j, qvl_error *err) {
     qvl_status s = cu_begin(n, ref_check_store_rows_at, err);
     if (s != QVL_OK) return s;
     if (n->dst->data != n->src[0]->data)
         return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
-    return launched(n, cu_launch_store_rows_at(be->stream, view_of(n->src[1]), n->dst->data,
-                                               (int32_t)n->dst->desc.dtype,
-                                               n->src[0]->desc.shape[0], n->src[2]->data),
-                    err);
+    *j = (cu_store_at_job){.src = view_of(n->src[1]), .dst = n->dst->data,
+                           .dst_dtype = (int32_t)n->dst->desc.dtype,
+                           .dst_rows = n->src[0]->desc.shape[0], .at = n->src[2]->data};
+    return QVL_OK;
+}
+
+qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    cu_store_at_job j;
+    qvl_status s = store_at_job(n, &j, err);
+    return s != QVL_OK ? s : launched(n, cu_launch_store_rows_at(be->stream, &j, 1), err);
+}
+
+/* ---- two independent small nodes in one launch (run_graph) ---- */
+
+/* Bytes [lo, hi) that tensor t's elements may occupy (non-negative strides; false if not). */
+static bool byte_span(const qvl_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    const qvl_tensor_desc *d = &t->desc;
+    size_t esize = qvl_dtype_block_bytes(d->dtype);
+    if (!t->data || esize == 0 || qvl_dtype_block_elems(d->dtype) != 1) return false;
+    int64_t last = 0;
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->shape[i] <= 0) return false;
+        if (d->stride[i] < 0) return false;
+        last += (d->shape[i] - 1) * d->stride[i];
+    }
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)(last + 1) * esize;
+    return true;
+}
+
+/* Does b neither read nor write what a writes, nor write what a reads? Then running them at
+ * once gives what running a, then b gives. */
+static bool independent(const qvl_node *a, const qvl_node *b) {
+    uintptr_t alo, ahi, lo, hi;
+    if (!byte_span(a->dst, &alo, &ahi)) return false;
+    for (uint32_t i = 0; i < b->n_src; i++) {
+        if (!b->src[i]) continue;
+        if (!byte_span(b->src[i], &lo, &hi)) return false;
+        if (lo < ahi && alo < hi) return false;
+    }
+    uintptr_t blo, bhi;
+    if (!byte_span(b->dst, &blo, &bhi) || (blo < ahi && alo < bhi)) return false;
+    for (uint32_t i = 0; i < a->n_src; i++) {
+        if (!a->src[i]) continue;
+        if (!byte_span(a->src[i], &lo, &hi)) return false;
+        if (lo < bhi && blo < hi) return false;
+    }
+    return true;
+}
+
+bool cu_pairable(const qvl_node *a, const qvl_node *b) {
+    if (a->op != b->op || (a->op != QVL_OP_NORM_ROPE && a->op != QVL_OP_STORE_ROWS_AT))
+        return false;
+    return independent(a, b);
+}
+
+qvl_status cu_run_pair(qvl_backend *be, const qvl_node *a, const qvl_node *b, qvl_error *err) {
+    qvl_status s;
+    if (a->op == QVL_OP_NORM_ROPE) {
+        cu_norm_rope_job j[2];
+        if ((s = norm_rope_job(a, &j[0], err)) != QVL_OK || (s = norm_rope_job(b, &j[1], err)))
+            return s;
+        return launched(a, cu_launch_norm_rope(be->stream, j, 2), err);
+    }
+    cu_store_at_job j[2];
+    if ((s = store_at_job(a, &j[0], err)) != QVL_OK || (s = store_at_job(b, &j[1], err)))
+        return s;
+    return launched(a, cu_launch_store_rows_at(be->stream, j, 2), err);
 }
 
 /* ---- SET_ROWS / ADD_ROWS ---- */

@@ -1,7 +1,10 @@
 /* ROPE, all three modes (see qvl_rope_params): one thread per (token, head, pair), rotating
  * the rotate-half pair (k, k + D/2). NORM_ROPE: a warp per (token, head) normalises the head
- * into shared memory (RMS, as cu_norm.cu), then rotates it as ROPE does. Frequencies and angles are computed in f32 as the
- * reference does: freq = 1 / theta^e, angle = (float)pos * freq, then cosf/sinf. */
+ * in shared memory (RMS, as cu_norm.cu), then rotates it as ROPE does. Frequencies and
+ * angles are computed in f32 as the reference does: freq = 1 / theta^e,
+ * angle = (float)pos * freq, then cosf/sinf. */
+#include <string.h>
+
 #include "cu_device.cuh"
 
 struct cu_sections {
@@ -32,16 +35,20 @@ __device__ __forceinline__ void cu_pair_frequency(int mode, float theta, const c
     }
 }
 
-/* Pair k (values a, b) of a head of token t, rotated into o[k] and o[k + D/2]. */
-__device__ __forceinline__ void cu_rotate_pair(int mode, float theta, const cu_sections &sec,
+/* The angle of pair k of a head of token t. */
+__device__ __forceinline__ float cu_pair_angle(int mode, float theta, const cu_sections &sec,
                                                int64_t D, int64_t k, const cu_view &pos,
-                                               int64_t t, float a, float b, float *o) {
+                                               int64_t t) {
     float freq;
     int prow;
     cu_pair_frequency(mode, theta, sec, D, k, &freq, &prow);
     int32_t p = ((const int32_t *)pos.data)[prow * pos.stride[0] + t * pos.stride[1]];
-    float angle = (float)p * freq;
-    float c = cosf(angle), sn = sinf(angle);
+    return (float)p * freq;
+}
+
+/* Pair k (values a, b) rotated by (c, sn) into o[k] and o[k + D/2]. */
+__device__ __forceinline__ void cu_rotate(float a, float b, float c, float sn, int64_t D,
+                                          int64_t k, float *o) {
     o[k] = a * c - b * sn;
     o[k + D / 2] = b * c + a * sn;
 }
@@ -55,48 +62,77 @@ __global__ void k_rope(int mode, float theta, cu_sections sec, cu_view x, cu_vie
         int64_t base = t * x.stride[0] + h * x.stride[1];
         float a = cu_view_load(x, base + k * x.stride[2]);
         float b = cu_view_load(x, base + (k + half) * x.stride[2]);
-        cu_rotate_pair(mode, theta, sec, D, k, pos, t, a, b, out + (t * H + h) * D);
+        float angle = cu_pair_angle(mode, theta, sec, D, k, pos, t);
+        cu_rotate(a, b, cosf(angle), sinf(angle), D, k, out + (t * H + h) * D);
     }
 }
 
 #define CU_NR_WARPS 4
 
-__global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP)
-    k_norm_rope(int mode, float theta, cu_sections sec, float eps, cu_view x, cu_view pos,
-                cu_view gamma, int64_t N, int64_t H, int64_t D, float *out) {
-    extern __shared__ float heads[]; /* [CU_NR_WARPS, D] */
+/* Up to two NORM_ROPE nodes in one launch (q and k of a decode step: one launch less): the
+ * first blocks0 blocks serve job 0, the rest job 1. */
+struct cu_nr_args {
+    cu_norm_rope_job job[2];
+    int n_jobs;
+    int64_t blocks0, d_max;
+};
+
+/* Shared memory per warp: the head, gamma, then cos and sin of its pairs (3 D floats). The
+ * angles come first: they depend on the positions only, so the heavy math of the angles is
+ * done while the head and gamma loads that follow are still on their way. */
+__global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP) k_norm_rope(cu_nr_args a) {
+    extern __shared__ float heads[]; /* [CU_NR_WARPS, 3 * D_max] */
+    int j = a.n_jobs > 1 && blockIdx.x >= a.blocks0;
+    const cu_norm_rope_job &p = a.job[j];
+    const cu_view &x = p.x;
+    int64_t H = x.shape[1], D = x.shape[2], half = D / 2;
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    int64_t r = (int64_t)blockIdx.x * CU_NR_WARPS + warp; /* head h of token t: r = t*H + h */
-    if (r >= N * H) return; /* warp-uniform, and no block-wide barrier follows */
+    int64_t blk = (int64_t)blockIdx.x - (j ? a.blocks0 : 0);
+    int64_t r = blk * CU_NR_WARPS + warp; /* head h of token t: r = t*H + h */
+    if (r >= x.shape[0] * H) return; /* warp-uniform, and no block-wide barrier follows */
     int64_t t = r / H, h = r % H;
-    float *row = heads + warp * D;
+    float *row = heads + warp * 3 * a.d_max, *g = row + D, *cs = g + D, *sn = cs + half;
+    cu_sections sec = {{p.sections[0], p.sections[1], p.sections[2], 0}};
+    for (int64_t k = lane; k < half; k += CU_WARP) {
+        float angle = cu_pair_angle(p.mode, p.theta, sec, D, k, p.pos, t);
+        cs[k] = cosf(angle);
+        sn[k] = sinf(angle);
+    }
     int64_t base = t * x.stride[0] + h * x.stride[1];
     float ss = 0.0f;
     for (int64_t k = lane; k < D; k += CU_WARP) {
         float v = cu_view_load(x, base + k * x.stride[2]);
+        g[k] = cu_view_load(p.gamma, k * p.gamma.stride[0]);
         row[k] = v;
         ss += v * v;
     }
-    float inv = 1.0f / sqrtf(cu_warp_sum(ss) / (float)D + eps);
-    for (int64_t k = lane; k < D; k += CU_WARP)
-        row[k] = (row[k] * inv) * cu_view_load(gamma, k * gamma.stride[0]);
+    float inv = 1.0f / sqrtf(cu_warp_sum(ss) / (float)D + p.eps);
+    for (int64_t k = lane; k < D; k += CU_WARP) row[k] = (row[k] * inv) * g[k];
     __syncwarp();
-    for (int64_t k = lane; k < D / 2; k += CU_WARP)
-        cu_rotate_pair(mode, theta, sec, D, k, pos, t, row[k], row[k + D / 2], out + r * D);
+    for (int64_t k = lane; k < half; k += CU_WARP)
+        cu_rotate(row[k], row[k + half], cs[k], sn[k], D, k, p.out + r * D);
 }
 
-extern "C" int cu_launch_norm_rope(cu_stream s, int mode, float theta, const int32_t sections[3],
-                                   float eps, cu_view x, cu_view pos, cu_view gamma,
-                                   float *out) {
-    cu_sections sec = {{sections[0], sections[1], sections[2], 0}};
-    int64_t N = x.shape[0], H = x.shape[1], D = x.shape[2];
-    if (D > CU_NORM_ROPE_MAX_D) return (int)cudaErrorInvalidConfiguration;
-    int64_t blocks = (N * H + CU_NR_WARPS - 1) / CU_NR_WARPS;
+extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs) {
+    if (n_jobs < 1 || n_jobs > 2) return (int)cudaErrorInvalidConfiguration;
+    cu_nr_args a;
+    memset(&a, 0, sizeof a);
+    a.n_jobs = n_jobs;
+    int64_t blocks = 0, D_max = 1;
+    for (int j = 0; j < n_jobs; j++) {
+        const cu_view &x = jobs[j].x;
+        int64_t D = x.shape[2], nb = (x.shape[0] * x.shape[1] + CU_NR_WARPS - 1) / CU_NR_WARPS;
+        if (D > CU_NORM_ROPE_MAX_D) return (int)cudaErrorInvalidConfiguration;
+        a.job[j] = jobs[j];
+        if (j == 0) a.blocks0 = nb;
+        blocks += nb;
+        if (D > D_max) D_max = D;
+    }
     if (blocks > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
     if (blocks < 1) blocks = 1;
-    size_t smem = (size_t)(CU_NR_WARPS * D) * sizeof(float);
-    k_norm_rope<<<(unsigned)blocks, CU_NR_WARPS * CU_WARP, smem, s>>>(mode, theta, sec, eps, x, pos,
-                                                                    gamma, N, H, D, out);
+    a.d_max = D_max;
+    size_t smem = (size_t)(CU_NR_WARPS * 3 * D_max) * sizeof(float);
+    k_norm_rope<<<(unsigned)blocks, CU_NR_WARPS * CU_WARP, smem, s>>>(a);
     return (int)cudaGetLastError();
 }
 

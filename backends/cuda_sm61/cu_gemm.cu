@@ -1,0 +1,375 @@
+/* The prefill / vision GEMM for operands laid out plainly: activation rows f32, contiguous
+ * and 16-byte aligned; weight rows contiguous with 16-byte chunks (f32, f16, bf16) or whole
+ * q8_0 blocks. Other views take k_gemm_tiled (cu_matmul.cu).
+ *
+ * A block of 256 threads computes a BM x BN output tile (128 x 128, 128 x 64 or 64 x 64),
+ * each thread a TM x TN micro-tile (8 x 8 down to 4 x 4) in registers. K is walked in steps
+ * of BK (8 or 16) through two shared-memory buffers: while the tile of one step is multiplied
+ * out of one buffer, the next step's elements come from global memory into registers
+ * (16-byte loads) and are then stored, converted to f32, into the other, so one barrier per
+ * step suffices. Tiles are stored k-major (x_s[k][row]) so that each thread reads its 4 or 8
+ * rows and columns of a k as float4s; a warp covers 4 x 8 threads, so its float4 reads of
+ * one k touch 4 and 8 neighbouring chunks (no bank conflicts, broadcast within the warp).
+ * When the tiles are too few to fill the GPU, K is also split across blocks (partial sums in
+ * the matmul's scratch, added in a fixed order by k_gemm_split_sum).
+ *
+ * The tile shape and split follow from the shapes and the SM count (cu_gemm_plan_for); the
+ * environment variable QVL_CUDA_GEMM_TILE=128x128|128x64|64x64 forces the tile shape,
+ * =generic the generic k_gemm_tiled for every layout (A/B runs, tests).
+ *
+ * Only compute capability 6.1 features: f32 FMAs, 16-byte global loads, static shared
+ * memory below 48 KiB, f16 -> f32 through cvt. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_matmul.cuh"
+
+#define CU_GTHREADS 256   /* 16 x 16 threads */
+
+/* One 16-byte chunk of weights from global memory, kept raw until it is stored to shared
+ * memory: 4 f32 or 8 f16/bf16, or for q8_0 8 quants (x, y) and the block scale (z). */
+template <int DT>
+__device__ __forceinline__ uint4 cu_gemm_load_w(const unsigned char *row, int64_t k) {
+    if (DT == QVL_Q8_0) {
+        const unsigned char *blk = row + (k / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+        const uint16_t *h = (const uint16_t *)blk; /* blocks are 2-byte aligned */
+        int q = (int)(k % QVL_Q8_0_BLOCK) / 2;      /* 16-bit word of the quants */
+        uint4 r;
+        r.x = (uint32_t)__ldg(&h[1 + q]) | ((uint32_t)__ldg(&h[2 + q]) << 16);
+        r.y = (uint32_t)__ldg(&h[3 + q]) | ((uint32_t)__ldg(&h[4 + q]) << 16);
+        r.z = __ldg(&h[0]);
+        r.w = 0;
+        return r;
+    }
+    return __ldg((const uint4 *)(row + k * (DT == QVL_F32 ? 4 : 2)));
+}
+
+/* Weight element t (0..7; 0..3 for f32) of a raw chunk, as f32. */
+template <int DT>
+__device__ __forceinline__ float cu_gemm_w_elem(const uint4 &c, int t) {
+    uint32_t words[4] = {c.x, c.y, c.z, c.w};
+    if (DT == QVL_F32) return __uint_as_float(words[t]);
+    if (DT == QVL_Q8_0) {
+        int8_t q = (int8_t)((words[t / 4] >> (8 * (t % 4))) & 0xffu);
+        return cu_f16_to_f32((uint16_t)c.z) * (float)q;
+    }
+    uint16_t h = (uint16_t)(words[t / 2] >> (16 * (t % 2)));
+    return DT == QVL_F16 ? cu_f16_to_f32(h) : cu_bf16_to_f32(h);
+}
+
+template <int DT, int BM, int BN, int BK, int MINB>
+__global__ void __launch_bounds__(CU_GTHREADS, MINB)
+    k_gemm_reg(cu_mm_args p, int splits, int ks, float *part) {
+    const int TM = BM / 16, TN = BN / 16;
+    const int WPER = DT == QVL_F32 ? 4 : 8;                  /* weights per chunk */
+    const int ACH = BM * BK / 4;                              /* a chunks (float4) per step */
+    const int NA = (ACH + CU_GTHREADS - 1) / CU_GTHREADS;     /* ... per thread */
+    const int WCH = BN * BK / WPER;                           /* weight chunks per step */
+    const int NW = (WCH + CU_GTHREADS - 1) / CU_GTHREADS;     /* ... per thread */
+    __shared__ __align__(16) float a_s[2][BK][BM + 4];
+    __shared__ __align__(16) float w_s[2][BK][BN + 4];
+
+    int tid = threadIdx.x, lane = tid % CU_WARP, warp = tid / CU_WARP;
+    int tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
+    int split = (int)(blockIdx.z % splits); /* K range [kbeg, kend) of this block */
+    int64_t b = blockIdx.z / splits;
+    const int kbeg = split * ks, kend = min((int)p.K, kbeg + ks); /* K fits an int */
+    int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+
+    /* The rows each thread loads never change: their addresses are worked out once. */
+    const float *a_row[NA];
+    int a_k[NA];
+    bool a_in[NA];
+#pragma unroll
+    for (int r = 0; r < NA; r++) {
+        int c = tid + r * CU_GTHREADS, row = c / (BK / 4);
+        a_k[r] = (c % (BK / 4)) * 4;
+        a_in[r] = c < ACH && m0 + row < p.M;
+        a_row[r] = (const float *)p.a.data +
+                   (a_in[r] ? cu_row_offset(p.a, b * p.M + m0 + row) : 0);
+    }
+    const int esz = DT == QVL_F32 ? 4 : 2;
+    const unsigned char *w_row[NW];
+    int w_k[NW];
+    bool w_in[NW];
+#pragma unroll
+    for (int r = 0; r < NW; r++) {
+        int c = tid + r * CU_GTHREADS, row = c / (BK / WPER);
+        w_k[r] = (c % (BK / WPER)) * WPER;
+        w_in[r] = c < WCH && n0 + row < p.N;
+        int64_t off = (b / p.per_w) * p.w.batch_stride + (w_in[r] ? n0 + row : 0) * p.w.row_stride;
+        w_row[r] = (const unsigned char *)p.w.data +
+                   (DT == QVL_Q8_0 ? (off / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0)
+                                   : off * esz);
+    }
+
+    float4 a_nx[NA];
+    uint4 w_nx[NW];
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int r = 0; r < NA; r++) {
+            int k = k0 + a_k[r];
+            a_nx[r] = a_in[r] && k < kend ? __ldg((const float4 *)(a_row[r] + k))
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int r = 0; r < NW; r++) {
+            int k = k0 + w_k[r];
+            w_nx[r] = w_in[r] && k < kend ? cu_gemm_load_w<DT>(w_row[r], k) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int r = 0; r < NA; r++) {
+            int c = tid + r * CU_GTHREADS, row = c / (BK / 4);
+            if (c < ACH) {
+                a_s[buf][a_k[r] + 0][row] = a_nx[r].x;
+                a_s[buf][a_k[r] + 1][row] = a_nx[r].y;
+                a_s[buf][a_k[r] + 2][row] = a_nx[r].z;
+                a_s[buf][a_k[r] + 3][row] = a_nx[r].w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < NW; r++) {
+            int c = tid + r * CU_GTHREADS, row = c / (BK / WPER);
+            if (c < WCH) {
+#pragma unroll
+                for (int t = 0; t < WPER; t++)
+                    w_s[buf][w_k[r] + t][row] = cu_gemm_w_elem<DT>(w_nx[r], t);
+            }
+        }
+    };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+
+    fetch(kbeg);
+    stash(0);
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = kbeg; k0 < kend; k0 += BK) {
+        /* The next step's loads are issued here, in flight while this step is multiplied.
+         * Unconditionally (past kend they load zeros): loads under a branch would be sunk by
+         * the compiler to their use in stash, after the FMAs. */
+        fetch(k0 + BK);
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float av[TM], wv[TN];
+#pragma unroll
+            for (int h = 0; h < TM / 4; h++) {
+                float4 x = *(const float4 *)&a_s[buf][kk][h * 64 + ty * 4];
+                av[4 * h + 0] = x.x;
+                av[4 * h + 1] = x.y;
+                av[4 * h + 2] = x.z;
+                av[4 * h + 3] = x.w;
+            }
+#pragma unroll
+            for (int h = 0; h < TN / 4; h++) {
+                float4 x = *(const float4 *)&w_s[buf][kk][h * 64 + tx * 4];
+                wv[4 * h + 0] = x.x;
+                wv[4 * h + 1] = x.y;
+                wv[4 * h + 2] = x.z;
+                wv[4 * h + 3] = x.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = fmaf(av[i], wv[j], acc[i][j]);
+        }
+        stash(buf ^ 1); /* that buffer was last read before the previous barrier */
+        __syncthreads();
+        buf ^= 1;
+    }
+
+    if (splits > 1) { /* partial sums, added up by k_gemm_split_sum */
+        float *mine = part + ((int64_t)split * p.batches + b) * p.M * p.N;
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            int64_t m = m0 + (i / 4) * 64 + ty * 4 + i % 4;
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                int64_t n = n0 + (j / 4) * 64 + tx * 4 + j % 4;
+                if (m < p.M && n < p.N) mine[m * p.N + n] = acc[i][j];
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int64_t m = m0 + (i / 4) * 64 + ty * 4 + i % 4;
+        if (m >= p.M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            int64_t n = n0 + (j / 4) * 64 + tx * 4 + j % 4;
+            if (n < p.N) cu_mm_store(p, b, m, n, acc[i][j]);
+        }
+    }
+}
+
+/* Split K: the partial sums part[split][row][n] of the blocks, added in split order (the
+ * same result every run), then the epilogue. */
+__global__ void k_gemm_split_sum(cu_mm_args p, int splits, const float *part) {
+    int64_t rows = p.batches * p.M, total = rows * p.N;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < splits; s++) acc += part[s * total + e];
+        int64_t row = e / p.N, n = e % p.N;
+        cu_mm_store(p, row / p.M, row % p.M, n, acc);
+    }
+}
+
+/* Can k_gemm_reg read weights w (K = w.cols) in chunks: rows contiguous, 16-byte chunks
+ * (f32, f16, bf16) or whole q8_0 blocks, every row and batch starting on a chunk? */
+static bool cu_gemm_w_ok(const cu_mat &w, int64_t K) {
+    if (K % 4 != 0 || K > INT_MAX - 64 || w.col_stride != 1) return false;
+    switch (w.dtype) {
+    case QVL_F32:
+        return w.row_stride % 4 == 0 && w.batch_stride % 4 == 0 && (uintptr_t)w.data % 16 == 0;
+    case QVL_F16:
+    case QVL_BF16:
+        return K % 8 == 0 && w.row_stride % 8 == 0 && w.batch_stride % 8 == 0 &&
+               (uintptr_t)w.data % 16 == 0;
+    case QVL_Q8_0:
+        return K % QVL_Q8_0_BLOCK == 0 && w.row_stride % QVL_Q8_0_BLOCK == 0 &&
+               w.batch_stride % QVL_Q8_0_BLOCK == 0 && (uintptr_t)w.data % 2 == 0;
+    default: return false;
+    }
+}
+
+/* ... and the activation rows as float4s? */
+static bool cu_gemm_fast_ok(const cu_mm_args &p) {
+    return cu_rows_f32_aligned(p.a) && cu_gemm_w_ok(p.w, p.K);
+}
+
+/* Tile shape. The tiles are dealt to the SMs, each holding up to `resident` blocks at once;
+ * an SM full of blocks computes at `speed` (relative outputs per unit of time), one holding
+ * k < resident blocks at `speed * fill[k - 1]`. The cost of a shape is the time of the
+ * busiest SM, which gets ceil(tiles / SMs) blocks, as many at a time as fit: big tiles are
+ * fastest per output, but few of them leave SMs idle or under-filled (M = 512 prefill
+ * against N = 2048 columns gives 64 tiles of 128 x 128 for 132 SMs). The figures are what
+ * the tiles reached on an H200 (full: 70%, 60%, 48% of the FMA peak) and fit its timings of
+ * the prefill and vision shapes. */
+enum { CU_T128x128 = 0, CU_T128x64, CU_T64x64, CU_N_TILES };
+#define CU_MAX_RESIDENT 4
+static const int cu_tile_m[CU_N_TILES] = {128, 128, 64};
+static const int cu_tile_n[CU_N_TILES] = {128, 64, 64};
+static const int cu_tile_resident[CU_N_TILES] = {2, 2, 4};
+static const double cu_tile_speed[CU_N_TILES] = {0.70, 0.60, 0.48};
+static const double cu_tile_fill[CU_N_TILES][CU_MAX_RESIDENT] = {
+    {0.65, 1.0, 1.0, 1.0}, {0.55, 1.0, 1.0, 1.0}, {0.45, 0.75, 0.95, 1.0}};
+
+/* Split K: when the tiles alone leave SMs idle (prefill's M = 512), each tile's K range is cut
+ * into `splits` parts of ks (a multiple of 16, at least CU_MIN_KS) computed by separate
+ * blocks into scratch, then added up by k_gemm_split_sum. That costs the partial sums'
+ * round trip through memory (counted at 16 bytes per SM per cycle) and a launch. */
+#define CU_MIN_KS 256
+#define CU_MAX_SPLIT_BYTES ((int64_t)64 << 20)
+static const int cu_split_choices[] = {1, 2, 3, 4, 6, 8};
+
+struct cu_gemm_plan {
+    int tile, splits, ks;
+};
+
+/* Estimated cycles of tile t with K cut into ks-long parts (splits of them). */
+static double cu_gemm_cost(int t, int64_t batches, int64_t M, int64_t N, int splits, int ks,
+                           int sms) {
+    int64_t blocks = batches * ((M + cu_tile_m[t] - 1) / cu_tile_m[t]) *
+                     ((N + cu_tile_n[t] - 1) / cu_tile_n[t]) * splits;
+    int64_t left = (blocks + sms - 1) / sms, r = cu_tile_resident[t];
+    int64_t full = left / r * r, rest = left - full; /* full rounds, then the rest */
+    double rounds = (double)full + (rest ? (double)rest / cu_tile_fill[t][rest - 1] : 0.0);
+    double cycles = rounds * cu_tile_m[t] * cu_tile_n[t] * ks / (128.0 * cu_tile_speed[t]);
+    if (splits > 1) cycles += (2.0 * splits + 1.0) * batches * M * N * 4.0 / (16.0 * sms) + 1e4;
+    return cycles;
+}
+
+/* The tile shape and K split for these shapes (can_split: scratch is available).
+ * QVL_CUDA_GEMM_TILE=128x128|128x64|64x64 forces the tile shape. */
+static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int64_t K,
+                                     bool can_split) {
+    int dev = 0, sms = 1;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        sms = 1;
+    const char *force = getenv("QVL_CUDA_GEMM_TILE");
+    int only = -1; /* the forced tile shape */
+    for (int t = 0; force && t < CU_N_TILES; t++) {
+        char name[16];
+        snprintf(name, sizeof name, "%dx%d", cu_tile_m[t], cu_tile_n[t]);
+        if (strcmp(force, name) == 0) only = t;
+    }
+    cu_gemm_plan best = {CU_T128x128, 1, (int)K};
+    double best_cost = -1.0;
+    for (int t = 0; t < CU_N_TILES; t++) {
+        if (only >= 0 && t != only) continue;
+        for (size_t i = 0; i < sizeof cu_split_choices / sizeof *cu_split_choices; i++) {
+            int want = cu_split_choices[i];
+            int64_t ks = want == 1 ? K : ((K + want - 1) / want + 15) / 16 * 16;
+            int splits = want == 1 ? 1 : (int)((K + ks - 1) / ks); /* no empty part */
+            if (splits > 1 && (!can_split || ks < CU_MIN_KS || splits * batches > 65535 ||
+                               splits * batches * M * N * 4 > CU_MAX_SPLIT_BYTES))
+                continue;
+            if (splits != want) continue;
+            double cost = cu_gemm_cost(t, batches, M, N, splits, (int)ks, sms);
+            if (best_cost < 0.0 || cost < best_cost) {
+                best = {t, splits, (int)ks};
+                best_cost = cost;
+            }
+        }
+    }
+    return best;
+}
+
+/* The variants: BK 8 for 128 x 128 (two blocks per SM fit in the registers without spills);
+ * the others BK 16, as many resident blocks as cu_tile_resident says. */
+template <int DT, int BM, int BN, int BK, int MINB>
+static void cu_gemm_launch(cu_stream s, const cu_mm_args &p, const cu_gemm_plan &plan,
+                           float *part) {
+    dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM),
+              (unsigned)(p.batches * plan.splits));
+    k_gemm_reg<DT, BM, BN, BK, MINB><<<grid, CU_GTHREADS, 0, s>>>(p, plan.splits, plan.ks, part);
+}
+
+template <int DT>
+static void cu_gemm_launch_tile(cu_stream s, const cu_mm_args &p, const cu_gemm_plan &plan,
+                                float *part) {
+    if (plan.tile == CU_T128x128) cu_gemm_launch<DT, 128, 128, 8, 2>(s, p, plan, part);
+    else if (plan.tile == CU_T128x64) cu_gemm_launch<DT, 128, 64, 16, 2>(s, p, plan, part);
+    else cu_gemm_launch<DT, 64, 64, 16, 4>(s, p, plan, part);
+}
+
+static bool cu_gemm_env_generic(void) {
+    const char *force = getenv("QVL_CUDA_GEMM_TILE"); /* A/B runs: the generic kernel */
+    return force && strcmp(force, "generic") == 0;
+}
+
+int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w) {
+    if (!cu_gemm_w_ok(w, w.cols) || cu_gemm_env_generic()) return 0;
+    cu_gemm_plan plan = cu_gemm_plan_for(batches, M, w.rows, w.cols, true);
+    return plan.splits > 1 ? plan.splits * batches * M * w.rows * (int64_t)sizeof(float) : 0;
+}
+
+bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch) {
+    if (!cu_gemm_fast_ok(p) || cu_gemm_env_generic()) return false;
+    if ((p.N + 63) / 64 > 0x7fffffff || (p.M + 63) / 64 > 65535 || p.batches > 65535) return false;
+    cu_gemm_plan plan = cu_gemm_plan_for(p.batches, p.M, p.N, p.K, scratch != NULL);
+    float *part = (float *)scratch;
+    switch (p.w.dtype) {
+    case QVL_F32: cu_gemm_launch_tile<QVL_F32>(s, p, plan, part); break;
+    case QVL_F16: cu_gemm_launch_tile<QVL_F16>(s, p, plan, part); break;
+    case QVL_BF16: cu_gemm_launch_tile<QVL_BF16>(s, p, plan, part); break;
+    default: cu_gemm_launch_tile<QVL_Q8_0>(s, p, plan, part); break;
+    }
+    if (plan.splits > 1) {
+        int64_t blocks = (p.batches * p.M * p.N + 255) / 256;
+        k_gemm_split_sum<<<(unsigned)(blocks > 65535 ? 65535 : blocks), 256, 0, s>>>(p, plan.splits,
+                                                                                   part);
+    }
+    return true;
+}

@@ -1,0 +1,45 @@
+/* What the matmul kernels of cu_matmul.cu and cu_gemm.cu share: the launch arguments and the
+ * epilogue (bias, residual, store). */
+#ifndef QVL_CU_MATMUL_CUH
+#define QVL_CU_MATMUL_CUH
+
+#include "cu_device.cuh"
+
+/* out[b*M + m][col0 + n] (row length ldo) = a_b[m] . w_{b / per_w}[n] (+ bias, + res). */
+struct cu_mm_args {
+    cu_view a;
+    int64_t batches, M, K, N;
+    cu_mat w;
+    int64_t per_w;
+    cu_view bias, res;
+    float *out;
+    int64_t ldo, col0;
+};
+
+__device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int64_t m, int64_t n,
+                                            float acc) {
+    int64_t row = b * p.M + m;
+    float y = acc;
+    if (p.bias.data) y += cu_view_load(p.bias, n * p.bias.stride[0]);
+    if (p.res.data)
+        y = cu_view_load(p.res, cu_row_offset(p.res, row) + n * p.res.stride[p.res.ndim - 1]) + y;
+    p.out[row * p.ldo + p.col0 + n] = y;
+}
+
+/* Are the activation rows of a f32, contiguous and 16-byte aligned (float4 reads)? */
+static inline bool cu_rows_f32_aligned(const cu_view &a) {
+    if (a.dtype != QVL_F32 || a.stride[a.ndim - 1] != 1 || ((uintptr_t)a.data % 16) != 0)
+        return false;
+    for (int d = 0; d < a.ndim - 1; d++)
+        if (a.shape[d] > 1 && a.stride[d] % 4 != 0) return false;
+    return true;
+}
+
+/* The register-tiled GEMM of cu_gemm.cu for contiguous, 16-byte aligned operands: queues it
+ * and returns true, or returns false (nothing queued) when the layouts do not allow it.
+ * scratch (NULL: none) holds cu_gemm_scratch_bytes(p.batches, p.M, p.w) bytes, for the
+ * partial sums when K is split across blocks. */
+bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch);
+int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w);
+
+#endif
