@@ -70,9 +70,14 @@ __global__ void k_rope(int mode, float theta, cu_sections sec, cu_view x, cu_vie
 #define CU_NR_WARPS 4
 
 /* Up to two NORM_ROPE nodes in one launch (q and k of a decode step: one launch less): the
- * first blocks0 blocks serve job 0, the rest job 1. */
+ * first blocks0 blocks serve job 0, the rest job 1. Each pair's frequency and position row
+ * come from the host (powf there is the reference's own, so the values are the reference's;
+ * and no kernel spends its time on the power). */
+#define CU_NR_MAX_PAIRS (CU_NORM_ROPE_MAX_D / 2)
 struct cu_nr_args {
     cu_norm_rope_job job[2];
+    float freq[2][CU_NR_MAX_PAIRS];
+    unsigned char prow[2][CU_NR_MAX_PAIRS];
     int n_jobs;
     int64_t blocks0, d_max;
 };
@@ -92,9 +97,10 @@ __global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP) k_norm_rope(cu_nr_args a
     if (r >= x.shape[0] * H) return; /* warp-uniform, and no block-wide barrier follows */
     int64_t t = r / H, h = r % H;
     float *row = heads + warp * 3 * a.d_max, *g = row + D, *cs = g + D, *sn = cs + half;
-    cu_sections sec = {{p.sections[0], p.sections[1], p.sections[2], 0}};
+    const int32_t *pos = (const int32_t *)p.pos.data;
     for (int64_t k = lane; k < half; k += CU_WARP) {
-        float angle = cu_pair_angle(p.mode, p.theta, sec, D, k, p.pos, t);
+        int32_t at = pos[a.prow[j][k] * p.pos.stride[0] + t * p.pos.stride[1]];
+        float angle = (float)at * a.freq[j][k];
         cs[k] = cosf(angle);
         sn[k] = sinf(angle);
     }
@@ -124,6 +130,23 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
         int64_t D = x.shape[2], nb = (x.shape[0] * x.shape[1] + CU_NR_WARPS - 1) / CU_NR_WARPS;
         if (D > CU_NORM_ROPE_MAX_D) return (int)cudaErrorInvalidConfiguration;
         a.job[j] = jobs[j];
+        const cu_norm_rope_job &jb = jobs[j];
+        for (int64_t k = 0; k < D / 2; k++) { /* as ref_rope.c's pair_frequency */
+            int row = 0;
+            if (jb.mode == QVL_ROPE_VISION_2D) {
+                int64_t Q = D / 4;
+                a.freq[j][k] = 1.0f / powf(jb.theta, (float)(k % Q) / (float)Q);
+                row = k < Q ? 0 : 1;
+            } else {
+                a.freq[j][k] = 1.0f / powf(jb.theta, (float)(2 * k) / (float)D);
+                if (jb.mode == QVL_ROPE_MROPE_INTERLEAVED && k % 3 == 1 && k < 3 * (int64_t)jb.sections[1])
+                    row = 1;
+                else if (jb.mode == QVL_ROPE_MROPE_INTERLEAVED && k % 3 == 2 &&
+                         k < 3 * (int64_t)jb.sections[2])
+                    row = 2;
+            }
+            a.prow[j][k] = (unsigned char)row;
+        }
         if (j == 0) a.blocks0 = nb;
         blocks += nb;
         if (D > D_max) D_max = D;
