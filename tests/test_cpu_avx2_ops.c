@@ -21,7 +21,7 @@
  *  - exp-based ops (SOFTMAX, SILU, GELU_TANH, ATTENTION): the vector exp is good to 1.2e-7
  *    relative (avx_math.h); SILU and GELU_TANH are checked per element to 1e-6 relative
  *    against a double-precision formula, SOFTMAX and ATTENTION to 1e-5 of the row scale
- *    (a few roundings of the exp plus f32 sums over up to 100 keys).
+ *    (a few roundings of the exp plus f32 sums over up to 1100 keys).
  *  - norms: statistics in f32 instead of double: 1e-6 relative. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -310,6 +310,18 @@ static void test_matmul_blocked(void **state) {
         }
 }
 
+/* Decode-size products (M < 4) over more weight rows than one thread's chunk (64 rows, 256 for
+ * q8_0): several chunks, a partial last one, and for q8_0 the rows of a chunk read as side-by-
+ * side streams (avx_linear.c, q8_range) with rows left over after the streams. */
+static void test_matmul_gemv_chunks(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int64_t shapes[][3] = {{1, 64, 300}, {2, 96, 301}, {3, 32, 519}, {1, 2048, 1030}};
+    for (size_t d = 0; d < 4; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            matmul_case(wdtypes[d], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 1, false);
+}
+
 /* Weights that cannot be read in place: q8_0 rows of 37 (a partial last block) in rows of 64,
  * a permuted (transposed) f16 weight, activations that are bf16, rows in reverse order. */
 static void test_matmul_odd_layouts(void **state) {
@@ -501,6 +513,24 @@ static void test_attention(void **state) {
      * scores are double dot products like the reference's, so the result still agrees */
     attention_case_r(QVL_MASK_SEGMENTS, 80, 80, 0, 4, 2, 64, seg, 5, QVL_F32, 20.0f);
     attention_case_r(QVL_MASK_CAUSAL, 9, 40, 31, 4, 4, 64, NULL, 0, QVL_F32, 20.0f);
+}
+
+/* The blocked path (8 or more queries) past one of its blocks: several key chunks of 256 (the
+ * online softmax rescaled between them), more queries than one item holds (65536 / D), query
+ * tiles of 6 that end part-way, tiles whose queries see different key ranges (causal, and a
+ * segment boundary inside a chunk), grouped heads, and head sizes that are not a multiple of
+ * 16. */
+static void test_attention_blocked(void **state) {
+    (void)state;
+    skip_without_avx2();
+    attention_case(QVL_MASK_CAUSAL, 301, 600, 299, 4, 2, 40, NULL, 0, QVL_F32);
+    attention_case(QVL_MASK_CAUSAL, 100, 90, -20, 2, 1, 16, NULL, 0, QVL_F32);
+    static const int32_t seg[] = {0, 300, 301, 1100};
+    attention_case(QVL_MASK_SEGMENTS, 1100, 1100, 0, 1, 1, 64, seg, 4, QVL_F32);
+    attention_case(QVL_MASK_NONE, 13, 700, 0, 2, 2, 24, NULL, 0, QVL_BF16);
+    /* large scores across chunks: the running maximum moves between chunks */
+    attention_case_r(QVL_MASK_NONE, 20, 700, 0, 2, 2, 64, NULL, 0, QVL_F32, 20.0f);
+    attention_case_r(QVL_MASK_CAUSAL, 40, 600, 560, 2, 1, 128, NULL, 0, QVL_F32, 20.0f);
 }
 
 /* ---- ROPE, norms, softmax, activations ------------------------------------------------------ */
@@ -869,11 +899,13 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_matmul_2d, free_all),
         cmocka_unit_test_teardown(test_matmul_blocked, free_all),
+        cmocka_unit_test_teardown(test_matmul_gemv_chunks, free_all),
         cmocka_unit_test_teardown(test_matmul_odd_layouts, free_all),
         cmocka_unit_test_teardown(test_matmul_batched, free_all),
         cmocka_unit_test_teardown(test_norm_linear, free_all),
         cmocka_unit_test_teardown(test_mlp_residual, free_all),
         cmocka_unit_test_teardown(test_attention, free_all),
+        cmocka_unit_test_teardown(test_attention_blocked, free_all),
         cmocka_unit_test_teardown(test_rope, free_all),
         cmocka_unit_test_teardown(test_norms, free_all),
         cmocka_unit_test_teardown(test_softmax, free_all),

@@ -217,6 +217,9 @@ static void quantize_row(const float *x, int64_t K, int8_t *q, float *d) {
     }
 }
 
+#define Q8_STREAMS 4      /* weight rows of a tile, each from its own stream (see q8_range) */
+#define Q8_PF_AHEAD 4096  /* bytes prefetched ahead on each stream */
+
 AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
     __m256i ax = _mm256_sign_epi8(wq, wq);           /* |w| as unsigned bytes */
     __m256i sy = _mm256_sign_epi8(aq, wq);           /* a with w's sign */
@@ -225,13 +228,13 @@ AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
     return _mm256_cvtepi32_ps(p32);
 }
 
-AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_t j0) {
+/* Weight rows j0 + r * js (r < NR) against MR activation rows. */
+AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_t j0, int64_t js) {
     const int64_t K = jb->K, nb = K / QVL_Q8_0_BLOCK;
-    const int64_t ahead = (int64_t)row_bytes_of(QVL_Q8_0, jb->w->row_stride) * NR; /* see gemv_tile */
     const unsigned char *wr[4];
     __m256 acc[4][4];
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) wr[r] = w_row(jb->w, j0 + r);
+    for (int r = 0; r < NR; r++) wr[r] = w_row(jb->w, j0 + r * js);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
@@ -242,7 +245,7 @@ AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * (int64_t)sizeof(qvl_block_q8_0);
-            prefetch_ahead(blk, ahead);
+            prefetch_ahead(blk, Q8_PF_AHEAD);
             memcpy(&h[r], blk, 2);
             wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         }
@@ -264,20 +267,27 @@ AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_
 #pragma GCC unroll 4
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) finish(jb, m0 + m, j0 + r, avx_hsum(acc[m][r]));
+        for (int r = 0; r < NR; r++) finish(jb, m0 + m, j0 + r * js, avx_hsum(acc[m][r]));
 }
 
+/* Rows [j_lo, j_hi) as Q8_STREAMS sequential streams read side by side: tile t takes row t
+ * of each stream (rows j_lo + t + r * len, len = (j_hi - j_lo) / Q8_STREAMS), then the rows
+ * left over one by one. Why: the L2 streamer follows one forward stream per 4 KiB page, and
+ * a core needs several streams in flight to read at full speed. Four consecutive rows of a
+ * q8_0 matrix at K = 2048 (2176 bytes each) share pages, so a tile of them is about one
+ * stream; rows a quarter of the range apart are four. Each stream is prefetched
+ * Q8_PF_AHEAD bytes ahead (its next rows) for the page crossings, where the streamer starts
+ * over. */
 static void q8_range(const linear_job *jb, int64_t j_lo, int64_t j_hi) {
+    const int64_t len = (j_hi - j_lo) / Q8_STREAMS, rest = j_lo + len * Q8_STREAMS;
     int64_t m0 = 0;
     for (; m0 + 3 <= jb->M; m0 += 3) {
-        int64_t j = j_lo;
-        for (; j + 4 <= j_hi; j += 4) q8_tile(jb, 3, 4, m0, j);
-        for (; j < j_hi; j++) q8_tile(jb, 3, 1, m0, j);
+        for (int64_t t = 0; t < len; t++) q8_tile(jb, 3, Q8_STREAMS, m0, j_lo + t, len);
+        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, 3, 1, m0, j, 1);
     }
     for (; m0 < jb->M; m0++) {
-        int64_t j = j_lo;
-        for (; j + 4 <= j_hi; j += 4) q8_tile(jb, 1, 4, m0, j);
-        for (; j < j_hi; j++) q8_tile(jb, 1, 1, m0, j);
+        for (int64_t t = 0; t < len; t++) q8_tile(jb, 1, Q8_STREAMS, m0, j_lo + t, len);
+        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, 1, 1, m0, j, 1);
     }
 }
 
@@ -287,13 +297,15 @@ static void q8_range(const linear_job *jb, int64_t j_lo, int64_t j_hi) {
  * cache lines), big enough that the prefetchers stay ahead within one. */
 #define GEMV_CHUNK (4 * COL_ALIGN) /* weight rows: 256 KB of bf16 at K = 2048 */
 #define GEMM_CHUNK (8 * COL_ALIGN) /* output columns: eight 16-column panels */
+#define Q8_CHUNK (16 * COL_ALIGN)  /* q8_0 weight rows: 4 streams of 64 rows, 544 KB at K = 2048 */
 
 static void linear_worker(void *ctx, int tid, int nth) {
     linear_job *jb = ctx;
     (void)tid;
     (void)nth;
     const bool gemm = jb->M >= 4;
-    const int64_t chunk = gemm ? GEMM_CHUNK : GEMV_CHUNK, N = jb->w->rows;
+    const int64_t chunk = gemm ? GEMM_CHUNK : jb->w->dt == QVL_Q8_0 ? Q8_CHUNK : GEMV_CHUNK;
+    const int64_t N = jb->w->rows;
     float *bpack = NULL;
     if (gemm && !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, chunk) * sizeof(float)))) {
         atomic_store(&jb->failed, 1);
