@@ -43,16 +43,7 @@ static float frand(void) {
 
 static qvl_status run(const qvl_test_backend *tb, qvl_op op, const qvl_params *p,
                       qvl_tensor *const *src, uint32_t n_src, qvl_tensor *dst, qvl_error *err) {
-    qvl_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    if (p) n.params = *p;
-    n.n_src = qvl_op_max_inputs(op);
-    for (uint32_t i = 0; i < n_src; i++) n.src[i] = src[i];
-    n.dst = dst;
-    n.name = qvl_op_name(op);
-    if (!tb->iface->supports(tb->be, &n)) return QVL_E_UNSUPPORTED;
-    return tb->iface->kernels[op](tb->be, &n, err);
+    return qvl_test_run_node(tb, op, p, src, n_src, dst, err);
 }
 
 static void test_infer(void **state) {
@@ -225,25 +216,19 @@ static void check_attention(const qvl_test_backend *tb, qvl_dtype kv_dt) {
     }
 }
 
+static void check_all(const qvl_test_backend *tb) {
+    check_store(tb, QVL_F32);
+    check_store(tb, QVL_F16);
+    check_store(tb, QVL_BF16);
+    check_mask(tb);
+    check_attention(tb, QVL_F32);
+    check_attention(tb, QVL_F16);
+}
+
 static void test_backends(void **state) {
     (void)state;
-    int ran = 0;
-    for (size_t b = 0; b < sizeof so_paths / sizeof so_paths[0]; b++) {
-        qvl_test_backend tb;
-        if (qvl_test_backend_open(so_paths[b], NULL, &tb) != 0) {
-            if (b == 0) fail_msg("the reference backend does not load");
-            printf("skipping %s (does not initialise here)\n", so_paths[b]);
-            continue;
-        }
-        check_store(&tb, QVL_F32);
-        check_store(&tb, QVL_F16);
-        check_store(&tb, QVL_BF16);
-        check_mask(&tb);
-        check_attention(&tb, QVL_F32);
-        check_attention(&tb, QVL_F16);
-        qvl_test_backend_close(&tb);
-        ran++;
-    }
+    int ran = qvl_test_each_backend(so_paths, sizeof so_paths / sizeof so_paths[0], check_all);
+    if (ran < 0) fail_msg("the reference backend does not load");
     assert_true(ran >= 1);
 }
 

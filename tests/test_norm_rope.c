@@ -39,17 +39,8 @@ static qvl_tensor mk(qvl_dtype dt, int ndim, const int64_t *shape, void *data) {
 
 static qvl_status run(const qvl_test_backend *tb, qvl_op op, const qvl_params *p,
                       qvl_tensor *const *src, qvl_tensor *dst) {
-    qvl_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.params = *p;
-    n.n_src = qvl_op_max_inputs(op);
-    for (uint32_t i = 0; i < n.n_src && src[i]; i++) n.src[i] = src[i];
-    n.dst = dst;
-    n.name = qvl_op_name(op);
-    if (!tb->iface->supports(tb->be, &n)) return QVL_E_UNSUPPORTED;
     qvl_error err = {0};
-    qvl_status s = tb->iface->kernels[op](tb->be, &n, &err);
+    qvl_status s = qvl_test_run_node(tb, op, p, src, 3, dst, &err);
     if (s != QVL_OK) print_message("%s: %s\n", qvl_op_name(op), err.msg);
     return s;
 }
@@ -138,23 +129,17 @@ static void check_mode(const qvl_test_backend *tb, int mode, qvl_dtype gdt) {
     free(fused);
 }
 
+static void check_all(const qvl_test_backend *tb) {
+    for (int mode = 0; mode < 3; mode++) {
+        check_mode(tb, mode, QVL_F32);
+        check_mode(tb, mode, QVL_BF16);
+    }
+}
+
 static void test_backends(void **state) {
     (void)state;
-    int ran = 0;
-    for (size_t b = 0; b < sizeof so_paths / sizeof so_paths[0]; b++) {
-        qvl_test_backend tb;
-        if (qvl_test_backend_open(so_paths[b], NULL, &tb) != 0) {
-            if (b == 0) fail_msg("the reference backend does not load");
-            printf("skipping %s (does not initialise here)\n", so_paths[b]);
-            continue;
-        }
-        for (int mode = 0; mode < 3; mode++) {
-            check_mode(&tb, mode, QVL_F32);
-            check_mode(&tb, mode, QVL_BF16);
-        }
-        qvl_test_backend_close(&tb);
-        ran++;
-    }
+    int ran = qvl_test_each_backend(so_paths, sizeof so_paths / sizeof so_paths[0], check_all);
+    if (ran < 0) fail_msg("the reference backend does not load");
     assert_true(ran >= 1);
 }
 

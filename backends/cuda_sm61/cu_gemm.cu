@@ -28,6 +28,15 @@
 
 #define CU_GTHREADS 256   /* 16 x 16 threads */
 
+/* Four floats of shared memory (16-byte aligned) into registers with one float4 read. */
+__device__ __forceinline__ void cu_unpack4(const float *src, float *dst) {
+    float4 x = *(const float4 *)src;
+    dst[0] = x.x;
+    dst[1] = x.y;
+    dst[2] = x.z;
+    dst[3] = x.w;
+}
+
 /* One 16-byte chunk of weights from global memory, kept raw until it is stored to shared
  * memory: 4 f32 or 8 f16/bf16, or for q8_0 8 quants (x, y) and the block scale (z). */
 template <int DT>
@@ -161,21 +170,9 @@ __global__ void __launch_bounds__(CU_GTHREADS, MINB)
         for (int kk = 0; kk < BK; kk++) {
             float av[TM], wv[TN];
 #pragma unroll
-            for (int h = 0; h < TM / 4; h++) {
-                float4 x = *(const float4 *)&a_s[buf][kk][h * 64 + ty * 4];
-                av[4 * h + 0] = x.x;
-                av[4 * h + 1] = x.y;
-                av[4 * h + 2] = x.z;
-                av[4 * h + 3] = x.w;
-            }
+            for (int h = 0; h < TM / 4; h++) cu_unpack4(&a_s[buf][kk][h * 64 + ty * 4], av + 4 * h);
 #pragma unroll
-            for (int h = 0; h < TN / 4; h++) {
-                float4 x = *(const float4 *)&w_s[buf][kk][h * 64 + tx * 4];
-                wv[4 * h + 0] = x.x;
-                wv[4 * h + 1] = x.y;
-                wv[4 * h + 2] = x.z;
-                wv[4 * h + 3] = x.w;
-            }
+            for (int h = 0; h < TN / 4; h++) cu_unpack4(&w_s[buf][kk][h * 64 + tx * 4], wv + 4 * h);
 #pragma unroll
             for (int i = 0; i < TM; i++)
 #pragma unroll

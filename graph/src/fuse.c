@@ -52,6 +52,28 @@ void qvl_gi_replace(qvl_graph *g, qvl_tid t, qvl_op op, const qvl_params *params
     qvl_gi_invalidate_plan(g);
 }
 
+bool qvl_gi_infers_as(const qvl_graph *g, qvl_op op, const qvl_params *params,
+                      const qvl_tid *src, qvl_tid anchor) {
+    qvl_tensor_desc out;
+    return qvl_gi_infer(g, op, params, src, &out) &&
+           qvl_desc_same_shape(&out, &g->t[anchor].desc);
+}
+
+qvl_status qvl_gi_fuse_into(qvl_graph *g, const qvl_fuse_match *m, int anchor_role, qvl_op op,
+                            const qvl_tid *src, const int *dead_roles, size_t n_dead,
+                            const char *rule, qvl_error *err) {
+    qvl_tensor_desc out;
+    if (!qvl_gi_infer(g, op, &m->params, src, &out))
+        return qvl_fail(err, QVL_E_INVALID, "fusion %s: the match no longer infers", rule);
+    qvl_tid anchor = m->role[anchor_role];
+    for (size_t i = 0; i < n_dead; i++) {
+        qvl_tid d = m->role[dead_roles[i]];
+        if (d >= 0 && d != anchor) g->t[d].live = false;
+    }
+    qvl_gi_replace(g, anchor, op, &m->params, src, QVL_MAX_SRC, &out);
+    return QVL_OK;
+}
+
 qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *err) {
     if (!g) return qvl_fail(err, QVL_E_INVALID, "graph: no graph");
     if (g->err.status != QVL_OK) return qvl_graph_error(g, err);

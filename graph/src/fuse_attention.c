@@ -109,9 +109,7 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
 
     qvl_tid src[QVL_MAX_SRC];
     fused_inputs(m, src);
-    qvl_tensor_desc out;
-    if (!qvl_gi_infer(g, QVL_OP_ATTENTION, &m->params, src, &out)) return false;
-    return qvl_desc_same_shape(&out, &g->t[final].desc);
+    return qvl_gi_infers_as(g, QVL_OP_ATTENTION, &m->params, src, final);
 }
 
 static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_match *m,
@@ -119,16 +117,9 @@ static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_mat
     (void)u;
     qvl_tid src[QVL_MAX_SRC];
     fused_inputs(m, src);
-    qvl_tensor_desc out;
-    if (!qvl_gi_infer(g, QVL_OP_ATTENTION, &m->params, src, &out))
-        return qvl_fail(err, QVL_E_INVALID, "fusion attention+softmax: the match no longer infers");
     static const int dead[] = {R_SOFTMAX, R_MASK, R_SCALE, R_QK, R_QP, R_KP, R_VT, R_PV, R_OB};
-    for (size_t i = 0; i < sizeof dead / sizeof dead[0]; i++) {
-        qvl_tid d = m->role[dead[i]];
-        if (d >= 0 && d != m->role[R_FINAL]) g->t[d].live = false;
-    }
-    qvl_gi_replace(g, m->role[R_FINAL], QVL_OP_ATTENTION, &m->params, src, QVL_MAX_SRC, &out);
-    return QVL_OK;
+    return qvl_gi_fuse_into(g, m, R_FINAL, QVL_OP_ATTENTION, src, dead,
+                            sizeof dead / sizeof dead[0], "attention+softmax", err);
 }
 
 const qvl_fuse_rule qvl_fuse_attention = {"attention+softmax", match, rewrite};

@@ -81,10 +81,7 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
         m->role[R_B] = g->t[d].src[2];
         qvl_tid src[QVL_MAX_SRC];
         fused_inputs(m, src);
-        qvl_tensor_desc out;
-        if (qvl_gi_infer(g, QVL_OP_MLP_RESIDUAL, &m->params, src, &out) &&
-            qvl_desc_same_shape(&out, &add->desc))
-            return true;
+        if (qvl_gi_infers_as(g, QVL_OP_MLP_RESIDUAL, &m->params, src, t)) return true;
     }
     return false;
 }
@@ -94,14 +91,8 @@ static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_mat
     (void)u;
     qvl_tid src[QVL_MAX_SRC];
     fused_inputs(m, src);
-    qvl_tensor_desc out;
-    if (!qvl_gi_infer(g, QVL_OP_MLP_RESIDUAL, &m->params, src, &out))
-        return qvl_fail(err, QVL_E_INVALID, "fusion mlp+residual: the match no longer infers");
-    g->t[m->role[R_DOWN]].live = false;
-    if (m->role[R_H] >= 0) g->t[m->role[R_H]].live = false;
-    if (m->role[R_ACT] >= 0) g->t[m->role[R_ACT]].live = false;
-    qvl_gi_replace(g, m->role[R_ADD], QVL_OP_MLP_RESIDUAL, &m->params, src, QVL_MAX_SRC, &out);
-    return QVL_OK;
+    static const int dead[] = {R_DOWN, R_H, R_ACT}; /* R_H, R_ACT are -1 with act none */
+    return qvl_gi_fuse_into(g, m, R_ADD, QVL_OP_MLP_RESIDUAL, src, dead, 3, "mlp+residual", err);
 }
 
 const qvl_fuse_rule qvl_fuse_mlp = {"mlp+residual", match, rewrite};

@@ -38,9 +38,7 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
     m->role[R_GAMMA] = norm->src[1];
     qvl_tid src[QVL_MAX_SRC];
     fused_inputs(m, src);
-    qvl_tensor_desc out;
-    return qvl_gi_infer(g, QVL_OP_NORM_ROPE, &m->params, src, &out) &&
-           qvl_desc_same_shape(&out, &rope->desc);
+    return qvl_gi_infers_as(g, QVL_OP_NORM_ROPE, &m->params, src, t);
 }
 
 static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_match *m,
@@ -48,12 +46,8 @@ static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_mat
     (void)u;
     qvl_tid src[QVL_MAX_SRC];
     fused_inputs(m, src);
-    qvl_tensor_desc out;
-    if (!qvl_gi_infer(g, QVL_OP_NORM_ROPE, &m->params, src, &out))
-        return qvl_fail(err, QVL_E_INVALID, "fusion norm+rope: the match no longer infers");
-    g->t[m->role[R_NORM]].live = false;
-    qvl_gi_replace(g, m->role[R_ROPE], QVL_OP_NORM_ROPE, &m->params, src, QVL_MAX_SRC, &out);
-    return QVL_OK;
+    static const int dead[] = {R_NORM};
+    return qvl_gi_fuse_into(g, m, R_ROPE, QVL_OP_NORM_ROPE, src, dead, 1, "norm+rope", err);
 }
 
 const qvl_fuse_rule qvl_fuse_norm_rope = {"norm+rope", match, rewrite};

@@ -132,6 +132,15 @@ extern const qvl_fuse_rule qvl_fuse_norm_rope;
 /* Helpers for rules: is v a VIEW that permutes its 3-D source x by perm (checked on shapes,
  * strides, dtype and offset, not just the op)? */
 bool qvl_gi_is_permute(const qvl_graph *g, qvl_tid v, const int perm[3]);
+/* The common end of a matcher: does op(src) infer, with the shape of the node it replaces? */
+bool qvl_gi_infers_as(const qvl_graph *g, qvl_op op, const qvl_params *params,
+                      const qvl_tid *src, qvl_tid anchor);
+/* The common end of a rewrite: op's output descriptor from src (an error naming rule if it no
+ * longer infers), the nodes of dead_roles (roles of m; absent ones and the anchor skipped)
+ * marked dead, and the node of anchor_role replaced in place by op(src). */
+qvl_status qvl_gi_fuse_into(qvl_graph *g, const qvl_fuse_match *m, int anchor_role, qvl_op op,
+                            const qvl_tid *src, const int *dead_roles, size_t n_dead,
+                            const char *rule, qvl_error *err);
 /* Replaces node t in place with op(src) (unused slots -1), keeping its index and name, so its
  * readers need no rewiring. */
 void qvl_gi_replace(qvl_graph *g, qvl_tid t, qvl_op op, const qvl_params *params,

@@ -30,6 +30,38 @@ int qvl_test_backend_open(const char *path, const qvl_options *opts, qvl_test_ba
     return 0;
 }
 
+int qvl_test_each_backend(const char *const *paths, size_t n,
+                          void (*check)(const qvl_test_backend *tb)) {
+    int ran = 0;
+    for (size_t b = 0; b < n; b++) {
+        qvl_test_backend tb;
+        if (qvl_test_backend_open(paths[b], NULL, &tb) != 0) {
+            if (b == 0) return -1;
+            printf("skipping %s (does not initialise here)\n", paths[b]);
+            continue;
+        }
+        check(&tb);
+        qvl_test_backend_close(&tb);
+        ran++;
+    }
+    return ran;
+}
+
+qvl_status qvl_test_run_node(const qvl_test_backend *tb, qvl_op op, const qvl_params *p,
+                             qvl_tensor *const *src, uint32_t n_src, qvl_tensor *dst,
+                             qvl_error *err) {
+    qvl_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    if (p) n.params = *p;
+    n.n_src = qvl_op_max_inputs(op);
+    for (uint32_t i = 0; i < n_src && i < QVL_MAX_SRC; i++) n.src[i] = src[i];
+    n.dst = dst;
+    n.name = qvl_op_name(op);
+    if (!tb->iface->supports(tb->be, &n)) return QVL_E_UNSUPPORTED;
+    return tb->iface->kernels[op](tb->be, &n, err);
+}
+
 void qvl_test_backend_close(qvl_test_backend *tb) {
     if (tb->iface && tb->be) tb->iface->release(tb->be);
     if (tb->dl) dlclose(tb->dl);

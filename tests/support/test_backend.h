@@ -15,4 +15,15 @@ typedef struct qvl_test_backend {
 int qvl_test_backend_open(const char *path, const qvl_options *opts, qvl_test_backend *out);
 void qvl_test_backend_close(qvl_test_backend *tb);
 
+/* Runs check on every backend of paths[0..n) that loads here, printing a line for each one
+ * that does not. Returns how many ran, or -1 when paths[0] (the reference) does not load. */
+int qvl_test_each_backend(const char *const *paths, size_t n,
+                          void (*check)(const qvl_test_backend *tb));
+
+/* One node through tb's kernel for op (src: n_src slots): QVL_E_UNSUPPORTED when tb's
+ * supports() refuses it, else what the kernel returns. */
+qvl_status qvl_test_run_node(const qvl_test_backend *tb, qvl_op op, const qvl_params *p,
+                             qvl_tensor *const *src, uint32_t n_src, qvl_tensor *dst,
+                             qvl_error *err);
+
 #endif
