@@ -447,7 +447,9 @@ static void mlp_case(qvl_dtype wdt, int act, bool gated, int64_t M, int64_t D, i
             for (int64_t f = 0; f < F; f++) {
                 double x = get(gu, m * 2 * F + f);
                 h[m * F + f] = gated ? silu_d(x) * get(gu, m * 2 * F + F + f)
-                             : act == QVL_ACT_GELU_TANH ? gelu_tanh_d(x) : gelu_erf_d(x);
+                             : act == QVL_ACT_GELU_TANH ? gelu_tanh_d(x)
+                             : act == QVL_ACT_NONE      ? x
+                                                        : gelu_erf_d(x);
             }
         extra = q8_bound(h, M, F, w, D, 0);
     }
@@ -463,10 +465,12 @@ static void test_mlp_residual(void **state) {
         mlp_case(wdtypes[d], QVL_ACT_SILU, true, 17, 29, F);
         mlp_case(wdtypes[d], QVL_ACT_GELU_TANH, false, 3, 13, F);
         mlp_case(wdtypes[d], QVL_ACT_GELU_ERF, false, 5, 8, F);
+        mlp_case(wdtypes[d], QVL_ACT_NONE, false, 2, 11, F); /* o_proj + residual */
     }
     /* the GEMM path with more than one K block, a bias and the residual added at the end */
     mlp_case(QVL_BF16, QVL_ACT_SILU, true, 150, 150, 520);
     mlp_case(QVL_F16, QVL_ACT_GELU_TANH, false, 20, 40, 300);
+    mlp_case(QVL_BF16, QVL_ACT_NONE, false, 40, 64, 300);
 }
 
 /* ---- ATTENTION ---------------------------------------------------------------------------- */
