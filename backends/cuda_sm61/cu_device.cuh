@@ -124,15 +124,10 @@ __device__ __forceinline__ float cu_block_reduce(float x, bool is_max, float *sc
     return is_max ? cu_warp_max(y) : cu_warp_sum(y);
 }
 
-/* One 16-byte chunk c of a weight row (4 f32 or 8 f16/bf16 weights) against M activation rows:
- * acc[m] += rows[m][c*per .. c*per + per) . w, with rows 16-byte aligned. Shared by the GEMV
- * kernels (rows in global memory) and the fused decode kernels (rows in shared memory). */
-template <int DT, int MR = CU_GEMV_MAX_ROWS>
-__device__ __forceinline__ void cu_chunk_fma(uint4 q, const float *const *rows, int64_t M,
-                                             int64_t c, float *acc) {
-    const int per = DT == QVL_F32 ? 4 : 8;
+/* A 16-byte chunk of weights as f32: 4 f32 or 8 f16/bf16 values into wv. */
+template <int DT>
+__device__ __forceinline__ void cu_chunk_unpack(uint4 q, float *wv) {
     uint32_t words[4] = {q.x, q.y, q.z, q.w};
-    float wv[8];
     if (DT == QVL_F32) {
         for (int t = 0; t < 4; t++) wv[t] = __uint_as_float(words[t]);
     } else {
@@ -143,6 +138,17 @@ __device__ __forceinline__ void cu_chunk_fma(uint4 q, const float *const *rows, 
             wv[2 * t + 1] = DT == QVL_F16 ? cu_f16_to_f32(hi) : cu_bf16_to_f32(hi);
         }
     }
+}
+
+/* One 16-byte chunk c of a weight row (4 f32 or 8 f16/bf16 weights) against M activation rows:
+ * acc[m] += rows[m][c*per .. c*per + per) . w, with rows 16-byte aligned. Shared by the GEMV
+ * kernels (rows in global memory) and the fused decode kernels (rows in shared memory). */
+template <int DT, int MR = CU_GEMV_MAX_ROWS>
+__device__ __forceinline__ void cu_chunk_fma(uint4 q, const float *const *rows, int64_t M,
+                                             int64_t c, float *acc) {
+    const int per = DT == QVL_F32 ? 4 : 8;
+    float wv[8];
+    cu_chunk_unpack<DT>(q, wv);
 #pragma unroll
     for (int m = 0; m < MR; m++) {
         if (m >= M) break;

@@ -53,18 +53,8 @@ __global__ void k_gemv_vec(cu_mm_args p) {
                                             w_base * (DT == QVL_F32 ? 4 : 2));
         float acc = 0.0f;
         for (int64_t c = lane; c < chunks; c += CU_WARP) {
-            uint4 q = wrow[c];
-            uint32_t words[4] = {q.x, q.y, q.z, q.w};
             float wv[8];
-            if (DT == QVL_F32) {
-                for (int t = 0; t < 4; t++) wv[t] = __uint_as_float(words[t]);
-            } else {
-                for (int t = 0; t < 4; t++) {
-                    uint16_t lo = (uint16_t)(words[t] & 0xffffu), hi = (uint16_t)(words[t] >> 16);
-                    wv[2 * t] = DT == QVL_F16 ? cu_f16_to_f32(lo) : cu_bf16_to_f32(lo);
-                    wv[2 * t + 1] = DT == QVL_F16 ? cu_f16_to_f32(hi) : cu_bf16_to_f32(hi);
-                }
-            }
+            cu_chunk_unpack<DT>(wrow[c], wv);
             int64_t k0 = c * per;
             for (int t = 0; t < per; t++)
                 acc += cu_view_load(p.a, a_base + (k0 + t) * a_step) * wv[t];
