@@ -84,6 +84,14 @@ static void small_graph_results(void **state) {
     /* Views get their root's address plus the offset. */
     qvl_tid view = qvl_graph_srcs(g, y)[1];
     assert_ptr_equal(qvl_exec_addr(ex, view), (char *)qvl_exec_addr(ex, x2) + 4);
+    /* ... and follow it when the root is bound elsewhere; other tensors stay put. */
+    void *x_addr = qvl_exec_addr(ex, x);
+    qvl_buffer x2b;
+    assert_int_equal(tb->iface->buffer_alloc(tb->be, sizeof x2v, &x2b, &err), QVL_OK);
+    assert_int_equal(qvl_exec_bind(ex, x2, x2b.data, &err), QVL_OK);
+    assert_ptr_equal(qvl_exec_addr(ex, x2), x2b.data);
+    assert_ptr_equal(qvl_exec_addr(ex, view), (char *)x2b.data + 4);
+    assert_ptr_equal(qvl_exec_addr(ex, x), x_addr);
 
     /* Wrong sizes, wrong kinds, non-contiguous reads. */
     assert_int_equal(qvl_exec_set(ex, x, xv, sizeof xv - 4, &err), QVL_E_SHAPE);
@@ -97,6 +105,7 @@ static void small_graph_results(void **state) {
     qvl_exec_free(ex);
     tb->iface->buffer_free(tb->be, &wb);
     tb->iface->buffer_free(tb->be, &bb);
+    tb->iface->buffer_free(tb->be, &x2b);
     qvl_graph_free(g);
 }
 

@@ -32,6 +32,9 @@ struct qvl_exec {
     qvl_node *nodes;      /* kernel nodes (VIEWs excluded) in plan order */
     const qvl_node **node_ptrs;
     size_t n_nodes;
+    qvl_tid *root;        /* per tensor: the tensor that owns its storage (itself if none) */
+    int64_t *elem;        /* per tensor: its first element within root's storage */
+    size_t *by_root_first, *by_root; /* tensors grouped by root: by_root[first[r] .. first[r+1]) */
     bool profiling;          /* time each node (qvl_exec_set_profiling) */
     qvl_op_profile profile;  /* totals while profiling was on */
 };
@@ -42,14 +45,39 @@ static void *root_base(const qvl_exec *ex, qvl_tid root) {
     return (char *)ex->arena.data + ex->offsets[root];
 }
 
+static void set_address(qvl_exec *ex, size_t t) {
+    qvl_tid root = ex->root[t];
+    char *base = root_base(ex, root);
+    ex->tensors[t].data =
+        base ? base + qvl_dtype_offset_bytes(ex->g->t[root].desc.dtype, ex->elem[t]) : NULL;
+}
+
 static void compute_addresses(qvl_exec *ex) {
+    for (size_t t = 0; t < ex->n; t++) set_address(ex, t);
+}
+
+/* After binding root r: only the tensors in its storage move (a model binds hundreds of
+ * weights, so recomputing every address per bind would cost n * binds). */
+static void compute_addresses_of_root(qvl_exec *ex, qvl_tid r) {
+    for (size_t i = ex->by_root_first[r]; i < ex->by_root_first[r + 1]; i++)
+        set_address(ex, ex->by_root[i]);
+}
+
+/* Storage roots are fixed once the graph is planned: find them once, and group the tensors by
+ * root (a counting sort). */
+static void find_roots(qvl_exec *ex) {
     for (size_t t = 0; t < ex->n; t++) {
-        int64_t elem = 0;
-        qvl_tid root = qvl_gi_storage_root(ex->g, (qvl_tid)t, &elem);
-        char *base = root_base(ex, root);
-        ex->tensors[t].data =
-            base ? base + qvl_dtype_offset_bytes(ex->g->t[root].desc.dtype, elem) : NULL;
+        ex->elem[t] = 0;
+        qvl_tid r = qvl_gi_storage_root(ex->g, (qvl_tid)t, &ex->elem[t]);
+        /* the views of a validated graph always end at a tensor; keep a bad one harmless */
+        ex->root[t] = r >= 0 && (size_t)r < ex->n ? r : (qvl_tid)t;
+        ex->by_root_first[ex->root[t] + 1]++;
     }
+    for (size_t r = 0; r < ex->n; r++) ex->by_root_first[r + 1] += ex->by_root_first[r];
+    size_t *cursor = ex->by_root_first; /* advanced while filling, then shifted back */
+    for (size_t t = 0; t < ex->n; t++) ex->by_root[cursor[ex->root[t]]++] = t;
+    for (size_t r = ex->n; r > 0; r--) cursor[r] = cursor[r - 1];
+    cursor[0] = 0;
 }
 
 static const char *node_label(const qvl_exec *ex, qvl_tid t, char *buf, size_t size) {
@@ -89,8 +117,12 @@ qvl_status qvl_exec_create(qvl_graph *g, const qvl_backend_iface *iface, qvl_bac
     ex->offsets = malloc(nn * sizeof *ex->offsets);
     ex->nodes = calloc(g->n_order ? g->n_order : 1, sizeof *ex->nodes);
     ex->node_ptrs = calloc(g->n_order ? g->n_order : 1, sizeof *ex->node_ptrs);
+    ex->root = malloc(nn * sizeof *ex->root);
+    ex->elem = malloc(nn * sizeof *ex->elem);
+    ex->by_root_first = calloc(nn + 1, sizeof *ex->by_root_first);
+    ex->by_root = malloc(nn * sizeof *ex->by_root);
     if (!ex->tensors || !ex->bound || !ex->ready || !ex->offsets || !ex->nodes ||
-        !ex->node_ptrs) {
+        !ex->node_ptrs || !ex->root || !ex->elem || !ex->by_root_first || !ex->by_root) {
         qvl_exec_free(ex);
         return qvl_fail(err, QVL_E_NOMEM, "exec: out of memory");
     }
@@ -117,6 +149,7 @@ qvl_status qvl_exec_create(qvl_graph *g, const qvl_backend_iface *iface, qvl_bac
         }
         ex->node_ptrs[ex->n_nodes++] = nd;
     }
+    find_roots(ex);
     compute_addresses(ex);
     *out = ex;
     return QVL_OK;
@@ -164,6 +197,10 @@ void qvl_exec_free(qvl_exec *ex) {
     free(ex->ready);
     free(ex->nodes);
     free(ex->node_ptrs);
+    free(ex->root);
+    free(ex->elem);
+    free(ex->by_root_first);
+    free(ex->by_root);
     free(ex);
 }
 
@@ -201,7 +238,7 @@ qvl_status qvl_exec_bind(qvl_exec *ex, qvl_tid t, void *backend_addr, qvl_error 
                         node_label(ex, t, lbl, sizeof lbl));
     ex->bound[t] = backend_addr;
     ex->ready[t] = true;
-    compute_addresses(ex);
+    compute_addresses_of_root(ex, t);
     return QVL_OK;
 }
 

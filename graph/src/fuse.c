@@ -44,6 +44,7 @@ bool qvl_gi_infer(const qvl_graph *g, qvl_op op, const qvl_params *params, const
 
 void qvl_gi_replace(qvl_graph *g, qvl_tid t, qvl_op op, const qvl_params *params,
                     const qvl_tid *src, uint32_t n_src, const qvl_tensor_desc *desc) {
+    qvl_gi_note_change(g, t);
     qvl_gtensor *r = &g->t[t];
     r->op = op;
     r->params = *params;
@@ -68,7 +69,7 @@ qvl_status qvl_gi_fuse_into(qvl_graph *g, const qvl_fuse_match *m, int anchor_ro
     qvl_tid anchor = m->role[anchor_role];
     for (size_t i = 0; i < n_dead; i++) {
         qvl_tid d = m->role[dead_roles[i]];
-        if (d >= 0 && d != anchor) g->t[d].live = false;
+        if (d >= 0 && d != anchor) qvl_gi_kill(g, d);
     }
     qvl_gi_replace(g, anchor, op, &m->params, src, QVL_MAX_SRC, &out);
     return QVL_OK;
@@ -87,6 +88,9 @@ qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *er
     if (s != QVL_OK) return qvl_error_prefix(err, "before fusion"), s;
 
     qvl_gi_uses u;
+    g->tracking = true;
+    g->track_lost = false;
+    g->n_changes = 0;
     s = qvl_gi_uses_build(g, &u, err);
     for (bool fired = true; s == QVL_OK && fired;) {
         fired = false;
@@ -101,12 +105,18 @@ qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *er
                 if (s != QVL_OK) break;
                 rep.fired[r]++;
                 fired = true;
-                qvl_gi_uses_free(&u);
-                s = qvl_gi_uses_build(g, &u, err);
+                s = qvl_gi_uses_update(g, &u, err);
+#ifndef NDEBUG
+                if (s == QVL_OK && !qvl_gi_uses_current(g, &u))
+                    s = qvl_fail(err, QVL_E_INVALID, "fusion %s: a rewrite bypassed the change "
+                                 "record (uses index out of date)", rules[r]->name);
+#endif
             }
         }
     }
     qvl_gi_uses_free(&u);
+    g->tracking = false;
+    g->n_changes = 0;
     if (s != QVL_OK) return s;
     rep.nodes_after = qvl_graph_n_nodes(g);
     if (report) *report = rep;

@@ -134,7 +134,7 @@ static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_mat
     qvl_tensor_desc f;
     if (!qvl_gi_infer(g, QVL_OP_NORM_LINEAR, &m->params, src, &f))
         return qvl_fail(err, QVL_E_INVALID, "fusion norm+linear: the match no longer infers");
-    g->t[norm].live = false;
+    qvl_gi_kill(g, norm);
 
     if (k == 1) {
         qvl_gi_replace(g, m->role[R_MM0], QVL_OP_NORM_LINEAR, &m->params, src, QVL_MAX_SRC, &f);

@@ -18,6 +18,7 @@ void qvl_graph_free(qvl_graph *g) {
     free(g->t);
     free(g->out);
     free(g->order);
+    free(g->changes);
     free(g);
 }
 
@@ -46,7 +47,32 @@ void qvl_gi_invalidate_plan(qvl_graph *g) {
     g->order = NULL;
     g->n_order = 0;
     memset(&g->stats, 0, sizeof g->stats);
-    for (size_t i = 0; i < g->n; i++) g->t[i].offset = QVL_GI_NO_OFFSET;
+    if (g->has_offsets) /* only once: building and fusing change the graph thousands of times */
+        for (size_t i = 0; i < g->n; i++) g->t[i].offset = QVL_GI_NO_OFFSET;
+    g->has_offsets = false;
+}
+
+void qvl_gi_note_change(qvl_graph *g, qvl_tid t) {
+    if (!g->tracking || g->track_lost) return;
+    if (g->n_changes == g->cap_changes) {
+        size_t cap = g->cap_changes ? 2 * g->cap_changes : 16;
+        qvl_gi_change *c = realloc(g->changes, cap * sizeof *c);
+        if (!c) {
+            g->track_lost = true; /* fusion rebuilds its index instead */
+            return;
+        }
+        g->changes = c;
+        g->cap_changes = cap;
+    }
+    qvl_gi_change *c = &g->changes[g->n_changes++];
+    c->t = t;
+    memcpy(c->src, g->t[t].src, sizeof c->src);
+}
+
+void qvl_gi_kill(qvl_graph *g, qvl_tid t) {
+    qvl_gi_note_change(g, t);
+    g->t[t].live = false;
+    qvl_gi_invalidate_plan(g);
 }
 
 static char *dup_str(const char *s) {
@@ -78,7 +104,9 @@ qvl_tid qvl_gi_append(qvl_graph *g, qvl_tensor_kind kind, const qvl_tensor_desc 
     r->offset = QVL_GI_NO_OFFSET;
     for (int i = 0; i < QVL_MAX_SRC; i++) r->src[i] = -1;
     qvl_gi_invalidate_plan(g);
-    return (qvl_tid)g->n++;
+    qvl_tid t = (qvl_tid)g->n++;
+    qvl_gi_note_change(g, t);
+    return t;
 }
 
 /* Is name already taken by an input, a weight or an output (other than tensor self)? */

@@ -31,6 +31,13 @@ typedef struct qvl_goutput {
     char *name;
 } qvl_goutput;
 
+/* A node about to change, recorded while g->tracking is on (see qvl_gi_note_change): its id and
+ * its sources before the change. */
+typedef struct qvl_gi_change {
+    qvl_tid t;
+    qvl_tid src[QVL_MAX_SRC];
+} qvl_gi_change;
+
 struct qvl_graph {
     qvl_gtensor *t;
     size_t n, cap;
@@ -38,8 +45,14 @@ struct qvl_graph {
     size_t n_out, cap_out;
     qvl_error err; /* first builder error (status QVL_OK while none) */
 
+    /* While fusion runs: the changes since its uses index was last brought up to date. */
+    bool tracking, track_lost; /* track_lost: a change could not be recorded (no memory) */
+    qvl_gi_change *changes;
+    size_t n_changes, cap_changes;
+
     /* Set by qvl_graph_plan, cleared by any change to the graph. */
     bool planned;
+    bool has_offsets; /* some tensor has a planned offset */
     bool plan_reuse;
     qvl_tid *order; /* live nodes in execution order */
     size_t n_order;
@@ -52,6 +65,12 @@ qvl_tid qvl_gi_append(qvl_graph *g, qvl_tensor_kind kind, const qvl_tensor_desc 
                       const char *name);
 /* Drops the plan after any change to the graph. */
 void qvl_gi_invalidate_plan(qvl_graph *g);
+/* Records node t (its current sources) as about to change, when g->tracking is on. Every
+ * change to a node's sources or liveness goes through here (qvl_gi_append, qvl_gi_replace,
+ * qvl_gi_kill), so fusion can update its uses index instead of rebuilding it. */
+void qvl_gi_note_change(qvl_graph *g, qvl_tid t);
+/* Marks node t dead (fused away). */
+void qvl_gi_kill(qvl_graph *g, qvl_tid t);
 
 /* ---- plan.c ---- */
 /* Lifetimes along order and arena placement of every buffer owner (inputs, unless
@@ -87,21 +106,29 @@ void qvl_gi_src_descs(const qvl_graph *g, qvl_tid t, const qvl_tensor_desc **out
 /* "[4, 64] f32, [64, 64] f32 -> [4, 64] f32" for messages. */
 void qvl_gi_shapes_str(const qvl_graph *g, qvl_tid t, char *buf, size_t size);
 
-/* Who reads what, for the fusion matchers: users[first[t] .. first[t+1]) are the live nodes
- * reading t (one entry per slot, ascending by node index). */
+/* ---- graph_uses.c ---- */
+/* Who reads what, for the fusion matchers: list[t].v[0 .. n) are the live nodes reading t
+ * (one entry per slot, ascending by node index). */
+typedef struct qvl_gi_user_list {
+    qvl_tid *v;
+    uint32_t n, cap;
+} qvl_gi_user_list;
 typedef struct qvl_gi_uses {
     size_t n;
-    uint32_t *first; /* n + 1 entries */
-    qvl_tid *users;
+    qvl_gi_user_list *list;
     bool *is_output;
 } qvl_gi_uses;
 qvl_status qvl_gi_uses_build(const qvl_graph *g, qvl_gi_uses *u, qvl_error *err);
+/* Brings u up to date with the changes g recorded since (and forgets them). */
+qvl_status qvl_gi_uses_update(qvl_graph *g, qvl_gi_uses *u, qvl_error *err);
+/* True when u lists exactly the uses of g (a check for debug builds). */
+bool qvl_gi_uses_current(const qvl_graph *g, const qvl_gi_uses *u);
 void qvl_gi_uses_free(qvl_gi_uses *u);
 static inline uint32_t qvl_gi_n_uses(const qvl_gi_uses *u, qvl_tid t) {
-    return u->first[t + 1] - u->first[t];
+    return u->list[t].n;
 }
 static inline qvl_tid qvl_gi_user(const qvl_gi_uses *u, qvl_tid t, uint32_t i) {
-    return u->users[u->first[t] + i];
+    return u->list[t].v[i];
 }
 /* Read by exactly one node, once, and not a graph output: what a fused-away intermediate
  * must be. */

@@ -1,5 +1,5 @@
 /* Inspecting graphs: the public accessors plus the helpers the other graph files share
- * (labels, storage roots, execution order, use lists). */
+ * (labels, storage roots, execution order). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,58 +132,6 @@ qvl_status qvl_gi_topo_order(const qvl_graph *g, qvl_tid **order_out, size_t *n_
     *order_out = order;
     *n_out = n_order;
     return QVL_OK;
-}
-
-qvl_status qvl_gi_uses_build(const qvl_graph *g, qvl_gi_uses *u, qvl_error *err) {
-    memset(u, 0, sizeof *u);
-    size_t n = g->n;
-    u->n = n;
-    u->first = calloc(n + 2, sizeof *u->first);
-    u->is_output = calloc(n ? n : 1, sizeof *u->is_output);
-    size_t total = 0;
-    for (size_t t = 0; t < n; t++) {
-        if (!qvl_gi_is_node(g, (qvl_tid)t)) continue;
-        uint32_t ns = qvl_gi_n_src(g, (qvl_tid)t);
-        for (uint32_t i = 0; i < ns; i++)
-            if (qvl_gi_valid_tid(g, g->t[t].src[i])) total++;
-    }
-    u->users = malloc((total ? total : 1) * sizeof *u->users);
-    if (!u->first || !u->is_output || !u->users) {
-        qvl_gi_uses_free(u);
-        return qvl_fail(err, QVL_E_NOMEM, "graph: out of memory listing uses");
-    }
-    /* Count into first[s + 2], prefix-sum, then fill using first[s + 1] as the cursor. */
-    for (size_t t = 0; t < n; t++) {
-        if (!qvl_gi_is_node(g, (qvl_tid)t)) continue;
-        uint32_t ns = qvl_gi_n_src(g, (qvl_tid)t);
-        for (uint32_t i = 0; i < ns; i++) {
-            qvl_tid s = g->t[t].src[i];
-            if (qvl_gi_valid_tid(g, s)) u->first[s + 2]++;
-        }
-    }
-    for (size_t i = 2; i < n + 2; i++) u->first[i] += u->first[i - 1];
-    for (size_t t = 0; t < n; t++) {
-        if (!qvl_gi_is_node(g, (qvl_tid)t)) continue;
-        uint32_t ns = qvl_gi_n_src(g, (qvl_tid)t);
-        for (uint32_t i = 0; i < ns; i++) {
-            qvl_tid s = g->t[t].src[i];
-            if (qvl_gi_valid_tid(g, s)) u->users[u->first[s + 1]++] = (qvl_tid)t;
-        }
-    }
-    for (size_t i = 0; i < g->n_out; i++)
-        if (qvl_gi_valid_tid(g, g->out[i].t)) u->is_output[g->out[i].t] = true;
-    return QVL_OK;
-}
-
-void qvl_gi_uses_free(qvl_gi_uses *u) {
-    free(u->first);
-    free(u->users);
-    free(u->is_output);
-    memset(u, 0, sizeof *u);
-}
-
-bool qvl_gi_single_use(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t) {
-    return qvl_gi_is_node(g, t) && !u->is_output[t] && qvl_gi_n_uses(u, t) == 1;
 }
 
 /* ---- public accessors ---- */

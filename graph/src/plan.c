@@ -142,6 +142,7 @@ qvl_status qvl_graph_plan(qvl_graph *g, bool reuse, qvl_plan_stats *stats, qvl_e
     else s = qvl_gi_place(g, order, n_order, reuse, NULL, offsets, &st, err);
     if (s == QVL_OK) {
         for (size_t t = 0; t < g->n; t++) g->t[t].offset = offsets[t];
+        g->has_offsets = true;
         g->order = order;
         g->n_order = n_order;
         g->stats = st;
