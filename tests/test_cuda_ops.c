@@ -879,8 +879,9 @@ static void test_attention(void **state) {
         tt *out = mk(QVL_F32, 3, SHAPE(N, Hq, D));
         check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, seg), TOL_DOT);
     }
-    /* 64+ queries with heads of at most 64: the tiled kernel (partial query blocks and key
-     * tiles, causal after a cache, two images with an empty segment between them) */
+    /* Many queries: the flash kernel (head size 64 or 128) and the tiled one (other heads of
+     * at most 64): partial query blocks and key tiles, causal after a cache, grouped kv heads,
+     * two images with an empty segment between them, queries that see no key */
     struct {
         int64_t N, L, Hq, Hkv, D;
         int mask;
@@ -890,6 +891,10 @@ static void test_attention(void **state) {
         {130, 130, 3, 3, 64, QVL_MASK_NONE, 0, QVL_F32},
         {100, 300, 4, 2, 40, QVL_MASK_CAUSAL, 200, QVL_F16},
         {150, 150, 2, 2, 64, QVL_MASK_SEGMENTS, 0, QVL_BF16},
+        {150, 150, 4, 2, 128, QVL_MASK_SEGMENTS, 0, QVL_F16},
+        {77, 200, 4, 2, 128, QVL_MASK_CAUSAL, 123, QVL_F32},
+        {40, 40, 2, 2, 64, QVL_MASK_CAUSAL, -5, QVL_F32},
+        {17, 17, 2, 1, 128, QVL_MASK_NONE, 0, QVL_BF16},
     };
     for (size_t c = 0; c < sizeof tiled / sizeof *tiled; c++) {
         int64_t N = tiled[c].N, L = tiled[c].L, Hq = tiled[c].Hq, Hkv = tiled[c].Hkv;
@@ -1127,7 +1132,8 @@ static void test_attention_at(void **state) {
         {1, 4096, 2, 1, 128, 3000, QVL_F32}, /* long cache: split-KV, most splits busy */
         {1, 4096, 16, 8, 128, 100, QVL_F16}, /* long cache, short context: most splits idle */
         {2, 2048, 8, 2, 64, 1500, QVL_BF16}, /* two queries, split-KV */
-        {80, 400, 4, 2, 64, 250, QVL_F16},   /* a long prefill chunk: the tiled kernel */
+        {80, 400, 4, 2, 64, 250, QVL_F16},   /* a long prefill chunk: the flash kernel */
+        {45, 300, 4, 1, 128, 190, QVL_BF16}, /* the same with head size 128 */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t N = cases[c].N, L = cases[c].L, Hq = cases[c].Hq, Hkv = cases[c].Hkv;

@@ -332,6 +332,11 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     p.part = part;
     p.splits = splits;
     int64_t N = q.shape[0], Hq = q.shape[1];
+    if (splits == 1) { /* head size 64 or 128 and many queries: the flash kernel */
+        int r = cu_launch_attention_flash(s, q, k, v, scale, mask, n_past, at, seg, seg_stride,
+                                          n_bounds, out);
+        if (r != -1) return r;
+    }
     if (splits == 1 && N >= CU_AT_Q && D <= CU_AT_D && k.shape[0] < 0x7fffffff &&
         Hq <= 65535) { /* many queries: the tiled kernel */
         dim3 tgrid((unsigned)((N + CU_AT_Q - 1) / CU_AT_Q), (unsigned)Hq);

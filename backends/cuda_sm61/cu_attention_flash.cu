@@ -1,0 +1,312 @@
+/* ATTENTION for many queries with head size 64 or 128 (prefill, the vision tower): a tiled
+ * kernel in the manner of FlashAttention-2, written for fp32 FMA units (no tensor cores).
+ *
+ * A block of 128 threads takes BQ = 4096 / D queries of one head and walks the keys its
+ * queries can see in tiles of 64. Per tile it does two small GEMMs out of shared memory:
+ *   S = (scale * Q) K^T   (BQ x 64; each thread a 4 x SK register tile, SK = BQ / 8)
+ *   O = O * corr + P V    (BQ x D;  each thread a 4 x 8 register tile)
+ * with the online softmax between them (running max m and sum l per query; corr rescales O
+ * when the max grows). Q is stored transposed so that one 16-byte load gives 4 queries; K is
+ * staged transposed 32 dimensions at a time and V 2048 / D keys at a time through one buffer,
+ * which keeps the block under Pascal's 48 KiB of shared memory. Rows of the staged tiles are
+ * padded by 4 floats: the transposing stores then hit 8 banks instead of 1.
+ *
+ * Masks as in k_attention (cu_attention.cu): each query sees one range of keys [j0, j1);
+ * hidden scores are -inf, so exp gives 0; a query that sees nothing gets 0. Keys past the
+ * block's union of ranges are neither read nor visited, so rows of a cache not yet written
+ * (NaN in the tests) never reach the sums. */
+#include "cu_device.cuh"
+
+#define CU_FA_THREADS 128
+#define CU_FA_BK 64 /* keys per tile */
+#define CU_FA_DC 32 /* dimensions of K staged at a time */
+#define CU_FA_PAD 4
+
+struct cu_fa_args {
+    cu_view q, k, v;
+    float scale;
+    int mask;
+    int64_t n_past;
+    const int32_t *at;
+    const int32_t *seg;
+    int64_t seg_stride, n_bounds;
+    float *out;
+};
+
+/* Segment of position i (the bounds are validated on the host). */
+__device__ __forceinline__ int64_t cu_fa_segment_of(const int32_t *seg, int64_t stride,
+                                                    int64_t n_bounds, int64_t i) {
+    int64_t lo = 1, hi = n_bounds;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (seg[mid * stride] <= i) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - 1;
+}
+
+/* Visible keys [*j0, *j1) of query i (empty when i >= N). */
+__device__ __forceinline__ void cu_fa_range(const cu_fa_args &p, int64_t i, int64_t N, int64_t L,
+                                            int64_t *j0, int64_t *j1) {
+    int64_t a = 0, b = L;
+    if (i >= N) {
+        a = 0;
+        b = 0;
+    } else if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
+        int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
+        b = n_past + i + 1 < L ? n_past + i + 1 : L;
+        if (b < 0) b = 0;
+    } else if (p.mask == QVL_MASK_SEGMENTS) {
+        int64_t sg = cu_fa_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
+        a = p.seg[sg * p.seg_stride];
+        b = p.seg[(sg + 1) * p.seg_stride];
+    }
+    if (b < a) b = a;
+    *j0 = a;
+    *j1 = b;
+}
+
+/* A staged chunk is 2048 values, 16 per thread: keys t0 + row0 + rstep * u (u < 16) at one
+ * column col of x (a K or V view, kv head g); keys at or past hi read as 0. */
+#define CU_FA_PER_THREAD (2048 / CU_FA_THREADS)
+__device__ __forceinline__ void cu_fa_fetch(const cu_view &x, int64_t g, int64_t t0, int row0,
+                                            int rstep, int64_t col, int64_t hi,
+                                            float r[CU_FA_PER_THREAD]) {
+    int64_t base = g * x.stride[1] + col * x.stride[2];
+#pragma unroll
+    for (int u = 0; u < CU_FA_PER_THREAD; u++) {
+        int64_t j = t0 + row0 + rstep * u;
+        r[u] = j < hi ? cu_view_load(x, j * x.stride[0] + base) : 0.0f;
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(CU_FA_THREADS) k_attention_flash(cu_fa_args p) {
+    constexpr int BQ = 4096 / D;           /* queries per block */
+    constexpr int QS = BQ + CU_FA_PAD;     /* row length of q_t and p_t */
+    constexpr int KS = CU_FA_BK + CU_FA_PAD; /* row length of the staged K^T */
+    constexpr int VC = 2048 / D;           /* keys of V staged at a time */
+    constexpr int NQG = BQ / 4;            /* query groups of 4 */
+    constexpr int SK = CU_FA_BK * NQG / CU_FA_THREADS; /* keys per thread in S */
+    constexpr int PARTS = CU_FA_THREADS / BQ; /* threads per query in the softmax */
+    constexpr int BUF = CU_FA_DC * KS > VC * D ? CU_FA_DC * KS : VC * D;
+    static_assert(SK % 4 == 0 && D % 32 == 0 && CU_FA_BK % PARTS == 0, "tile shape");
+
+    __shared__ __align__(16) float q_t[D * QS];        /* scale * Q, transposed */
+    __shared__ __align__(16) float p_t[CU_FA_BK * QS]; /* S, then P, transposed */
+    __shared__ __align__(16) float buf[BUF];           /* K^T chunk or V chunk */
+    __shared__ float m_s[BQ], l_s[BQ], corr_s[BQ], red_m[PARTS][BQ], red_l[PARTS][BQ];
+    __shared__ int j0_s[BQ], j1_s[BQ], range_s[2];
+
+    const cu_view &q = p.q, &k = p.k, &v = p.v;
+    const int64_t N = q.shape[0], Hq = q.shape[1], L = k.shape[0], Hkv = k.shape[1];
+    const int64_t h = blockIdx.y, g = h / (Hq / Hkv);
+    /* the last query blocks see the most keys under a causal mask: start them first */
+    const int64_t q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ;
+    const int tid = threadIdx.x;
+
+    if (tid == 0) {
+        range_s[0] = (int)L;
+        range_s[1] = 0;
+    }
+    __syncthreads();
+    if (tid < BQ) {
+        int64_t a, b;
+        cu_fa_range(p, q0 + tid, N, L, &a, &b);
+        j0_s[tid] = (int)a;
+        j1_s[tid] = (int)b;
+        m_s[tid] = -INFINITY;
+        l_s[tid] = 0.0f;
+        if (b > a) {
+            atomicMin(&range_s[0], (int)a);
+            atomicMax(&range_s[1], (int)b);
+        }
+    }
+    for (int e = tid; e < BQ * D; e += CU_FA_THREADS) {
+        int qi = e / D, d = e % D;
+        int64_t i = q0 + qi;
+        q_t[d * QS + qi] =
+            i < N ? cu_view_load(q, i * q.stride[0] + h * q.stride[1] + d * q.stride[2]) * p.scale
+                  : 0.0f;
+    }
+    __syncthreads();
+    const int64_t lo = range_s[0], hi = range_s[1];
+
+    /* S tile: query group sq of 4, keys SK * sk ...; O tile: query group sq, columns 8 * oc */
+    const int sq = tid % NQG, sk = tid / NQG, oc = tid / NQG;
+    int rj0[4], rj1[4];
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        rj0[a] = j0_s[4 * sq + a];
+        rj1[a] = j1_s[4 * sq + a];
+    }
+    float o[4][8];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) o[a][c] = 0.0f;
+
+    /* Chunks go K^T 0 .. NC-1, then V 0 .. NC-1, tile after tile; the next chunk's loads are
+     * issued before the current one is computed, so they are in flight meanwhile. K chunk c:
+     * thread tid holds keys tid / 32 + 4u at dimension 32c + tid % 32; V chunk c: keys
+     * VC c + tid / D + (128 / D) u at dimension tid % D. */
+    constexpr int NC = D / CU_FA_DC;
+    const int k_row = tid / CU_FA_DC, k_col = tid % CU_FA_DC;
+    const int v_row = tid / D, v_col = tid % D, v_step = CU_FA_THREADS / D;
+    float stage[CU_FA_PER_THREAD];
+    if (lo < hi) cu_fa_fetch(k, g, lo, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi, stage);
+
+    for (int64_t t0 = lo; t0 < hi; t0 += CU_FA_BK) {
+        /* ---- S = Q K^T over D, 32 dimensions at a time ---- */
+        float s[4][SK];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int b = 0; b < SK; b++) s[a][b] = 0.0f;
+        for (int c = 0; c < NC; c++) {
+            const int dc = c * CU_FA_DC;
+            __syncthreads(); /* buf is free */
+#pragma unroll
+            for (int u = 0; u < CU_FA_PER_THREAD; u++)
+                buf[k_col * KS + k_row + (CU_FA_THREADS / CU_FA_DC) * u] = stage[u];
+            __syncthreads();
+            if (c + 1 < NC)
+                cu_fa_fetch(k, g, t0, k_row, CU_FA_THREADS / CU_FA_DC, dc + CU_FA_DC + k_col, hi,
+                            stage);
+            else
+                cu_fa_fetch(v, g, t0, v_row, v_step, v_col, hi, stage);
+#pragma unroll 8
+            for (int d = 0; d < CU_FA_DC; d++) {
+                float4 qa = *(const float4 *)&q_t[(dc + d) * QS + 4 * sq];
+                float qv[4] = {qa.x, qa.y, qa.z, qa.w};
+#pragma unroll
+                for (int b4 = 0; b4 < SK / 4; b4++) {
+                    float4 kb = *(const float4 *)&buf[d * KS + SK * sk + 4 * b4];
+                    float kv[4] = {kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+                    for (int a = 0; a < 4; a++)
+#pragma unroll
+                        for (int b = 0; b < 4; b++) s[a][4 * b4 + b] += qv[a] * kv[b];
+                }
+            }
+        }
+        /* hidden scores -> -inf, then S into p_t */
+#pragma unroll
+        for (int b = 0; b < SK; b++) {
+            int jj = SK * sk + b;
+            int64_t j = t0 + jj;
+            float4 col;
+            col.x = j >= rj0[0] && j < rj1[0] ? s[0][b] : -INFINITY;
+            col.y = j >= rj0[1] && j < rj1[1] ? s[1][b] : -INFINITY;
+            col.z = j >= rj0[2] && j < rj1[2] ? s[2][b] : -INFINITY;
+            col.w = j >= rj0[3] && j < rj1[3] ? s[3][b] : -INFINITY;
+            *(float4 *)&p_t[jj * QS + 4 * sq] = col;
+        }
+        __syncthreads();
+
+        /* ---- online softmax: PARTS threads per query, CU_FA_BK / PARTS keys each ---- */
+        {
+            const int r = tid % BQ, part = tid / BQ;
+            const int jb = part * (CU_FA_BK / PARTS), je = jb + CU_FA_BK / PARTS;
+            float mx = -INFINITY;
+            for (int jj = jb; jj < je; jj++) mx = fmaxf(mx, p_t[jj * QS + r]);
+            red_m[part][r] = mx;
+            __syncthreads();
+            const float m_old = m_s[r];
+            float m_new = m_old;
+#pragma unroll
+            for (int w = 0; w < PARTS; w++) m_new = fmaxf(m_new, red_m[w][r]);
+            float sum = 0.0f;
+            for (int jj = jb; jj < je; jj++) {
+                float x = p_t[jj * QS + r];
+                float e = m_new == -INFINITY ? 0.0f : expf(x - m_new); /* exp(-inf) = 0 */
+                p_t[jj * QS + r] = e;
+                sum += e;
+            }
+            red_l[part][r] = sum;
+            __syncthreads();
+            if (part == 0) {
+                float corr = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+                float l = l_s[r] * corr;
+#pragma unroll
+                for (int w = 0; w < PARTS; w++) l += red_l[w][r];
+                l_s[r] = l;
+                m_s[r] = m_new;
+                corr_s[r] = corr;
+            }
+            __syncthreads();
+        }
+
+        /* ---- O = O * corr + P V, VC keys of V at a time ---- */
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            float c = corr_s[4 * sq + a];
+#pragma unroll
+            for (int cc = 0; cc < 8; cc++) o[a][cc] *= c;
+        }
+        for (int c = 0; c < NC; c++) {
+            const int vc = c * VC;
+            __syncthreads(); /* buf is free */
+#pragma unroll
+            for (int u = 0; u < CU_FA_PER_THREAD; u++)
+                buf[(v_row + v_step * u) * D + v_col] = stage[u];
+            __syncthreads();
+            if (c + 1 < NC)
+                cu_fa_fetch(v, g, t0 + vc + VC, v_row, v_step, v_col, hi, stage);
+            else if (t0 + CU_FA_BK < hi)
+                cu_fa_fetch(k, g, t0 + CU_FA_BK, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi,
+                            stage);
+#pragma unroll 4
+            for (int jj = 0; jj < VC; jj++) {
+                float4 pa = *(const float4 *)&p_t[(vc + jj) * QS + 4 * sq];
+                float pv[4] = {pa.x, pa.y, pa.z, pa.w};
+                float4 v0 = *(const float4 *)&buf[jj * D + 8 * oc];
+                float4 v1 = *(const float4 *)&buf[jj * D + 8 * oc + 4];
+                float vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+                for (int a = 0; a < 4; a++)
+#pragma unroll
+                    for (int cc = 0; cc < 8; cc++) o[a][cc] += pv[a] * vv[cc];
+            }
+        }
+    }
+
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        int64_t i = q0 + 4 * sq + a;
+        if (i >= N) continue;
+        float l = l_s[4 * sq + a];
+        float *row = p.out + (i * Hq + h) * D + 8 * oc;
+#pragma unroll
+        for (int cc = 0; cc < 8; cc++) row[cc] = l > 0.0f ? o[a][cc] / l : 0.0f;
+    }
+}
+
+/* Takes the launch when the shapes suit the kernel (head size 64 or 128, enough queries to
+ * fill its blocks); returns -1 otherwise, so the caller uses its general kernels. */
+extern "C" int cu_launch_attention_flash(cu_stream s, cu_view q, cu_view k, cu_view v,
+                                         float scale, int mask, int64_t n_past,
+                                         const int32_t *at, const int32_t *seg,
+                                         int64_t seg_stride, int64_t n_bounds, float *out) {
+    int64_t N = q.shape[0], Hq = q.shape[1], D = q.shape[2], L = k.shape[0];
+    if ((D != 64 && D != 128) || N < 4096 / D / 2 || L >= 0x7fffffff || Hq > 65535 ||
+        (N + 4096 / D - 1) / (4096 / D) > 0x7fffffff)
+        return -1;
+    cu_fa_args p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.scale = scale;
+    p.mask = mask;
+    p.n_past = n_past;
+    p.at = at;
+    p.seg = seg;
+    p.seg_stride = seg_stride;
+    p.n_bounds = n_bounds;
+    p.out = out;
+    int64_t bq = 4096 / D;
+    dim3 grid((unsigned)((N + bq - 1) / bq), (unsigned)Hq);
+    if (D == 64) k_attention_flash<64><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else k_attention_flash<128><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    return (int)cudaGetLastError();
+}
