@@ -30,7 +30,8 @@ struct cu_attn_args {
     const int32_t *seg;
     int64_t seg_stride, n_bounds;
     float *out;
-    float *part; /* splits > 1: [rows, splits, D + 2] partials */
+    float *part;     /* splits > 1: [rows, splits, D + 2] partials */
+    unsigned *count; /* splits > 1: per row, splits finished so far (0 between launches) */
     int splits;
 };
 
@@ -44,6 +45,37 @@ __device__ __forceinline__ int64_t cu_attn_segment_of(const int32_t *seg, int64_
         else hi = mid;
     }
     return lo - 1;
+}
+
+/* A load that skips L1, where another block's writes may not show (ld.global.cg, as __ldcg;
+ * spelled out because older clang CUDA headers lack __ldcg). */
+__device__ __forceinline__ float cu_load_cg(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+/* Merges the splits of one row, the same rescaling as the warps' merge in k_attention. The
+ * partials come from other blocks of the same launch: read past L1 (cu_load_cg). */
+__device__ void cu_attention_combine_row(const float *part, int splits, int64_t D, int64_t row,
+                                         float *out) {
+    const float *pr = part + row * splits * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, cu_load_cg(&pr[s * (D + 2) + D]));
+    float total = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        float ms = cu_load_cg(&pr[s * (D + 2) + D]);
+        if (ms != -INFINITY) total += cu_load_cg(&pr[s * (D + 2) + D + 1]) * expf(ms - M);
+    }
+    float *o = out + row * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float y = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            float ms = cu_load_cg(&pr[s * (D + 2) + D]);
+            if (ms != -INFINITY) y += cu_load_cg(&pr[s * (D + 2) + d]) * expf(ms - M);
+        }
+        o[d] = total > 0.0f ? y / total : 0.0f;
+    }
 }
 
 /* REGS: per-lane share of a head (D <= 32 * REGS); KU: keys a warp loads together (their k
@@ -156,6 +188,17 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
             part[D] = M;
             part[D + 1] = total;
         }
+        /* The last split of the row to finish merges them all (one launch instead of two);
+         * it resets the count, so a replayed graph finds it at 0 again. */
+        __shared__ bool last;
+        __threadfence(); /* this block's partial is visible before it is counted */
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(&p.count[row], 1u) == (unsigned)p.splits - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        cu_attention_combine_row(p.part, p.splits, D, row, p.out);
+        if (threadIdx.x == 0) p.count[row] = 0;
         return;
     }
     float *o = p.out + row * D;
@@ -274,34 +317,12 @@ __global__ void __launch_bounds__(CU_AT_Q) k_attention_tiled(cu_attn_args p) {
         if (d < D) o[d] = l > 0.0f ? acc[d] / l : 0.0f;
 }
 
-/* Merge the splits of each row: the same rescaling as the warps' merge above. */
-__global__ void k_attention_combine(const float *part, int splits, int64_t D, float *out) {
-    int64_t row = blockIdx.x;
-    const float *pr = part + row * splits * (D + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, pr[s * (D + 2) + D]);
-    float total = 0.0f;
-    for (int s = 0; s < splits; s++) {
-        float ms = pr[s * (D + 2) + D];
-        if (ms != -INFINITY) total += pr[s * (D + 2) + D + 1] * expf(ms - M);
-    }
-    float *o = out + row * D;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        float y = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            float ms = pr[s * (D + 2) + D];
-            if (ms != -INFINITY) y += pr[s * (D + 2) + d] * expf(ms - M);
-        }
-        o[d] = total > 0.0f ? y / total : 0.0f;
-    }
-}
-
 /* Few (query, head) rows and many keys (decode over a long cache): split the keys so that
  * the GPU gets enough blocks. Depends on the shapes only (L is the cache size, not the number
  * of keys written), so a captured launch stays valid at every step. */
 extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t L) {
     int64_t rows = N * Hq;
-    if (rows >= 128 || L < 2 * CU_ATTN_MIN_CHUNK) return 1;
+    if (rows >= CU_ATTN_COUNTERS || L < 2 * CU_ATTN_MIN_CHUNK) return 1;
     int64_t by_keys = (L + CU_ATTN_MIN_CHUNK - 1) / CU_ATTN_MIN_CHUNK;
     int64_t by_rows = (512 + rows - 1) / rows;
     int64_t s = by_keys < by_rows ? by_keys : by_rows;
@@ -315,7 +336,7 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
                                    int splits, float *part, float *out) {
     int64_t rows = q.shape[0] * q.shape[1], D = q.shape[2];
     if (D > CU_ATTN_MAX_D || rows > 0x7fffffff || splits < 1 || splits > CU_ATTN_MAX_SPLITS ||
-        (splits > 1 && !part))
+        (splits > 1 && (!part || rows > CU_ATTN_COUNTERS)))
         return (int)cudaErrorInvalidConfiguration;
     cu_attn_args p;
     p.q = q;
@@ -329,7 +350,8 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     p.seg_stride = seg_stride;
     p.n_bounds = n_bounds;
     p.out = out;
-    p.part = part;
+    p.count = (unsigned *)part;
+    p.part = part ? part + CU_ATTN_COUNTERS : NULL;
     p.splits = splits;
     int64_t N = q.shape[0], Hq = q.shape[1];
     if (splits == 1) { /* head size 64 or 128 and many queries: the flash kernel */
@@ -346,6 +368,5 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     dim3 grid((unsigned)rows, (unsigned)splits);
     if (D <= 4 * CU_WARP) k_attention<4, 4><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
     else k_attention<CU_ATTN_REGS, 1><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
-    if (splits > 1) k_attention_combine<<<(unsigned)rows, 128, 0, s>>>(part, splits, D, out);
     return (int)cudaGetLastError();
 }

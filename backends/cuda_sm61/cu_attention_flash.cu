@@ -21,6 +21,11 @@
 #define CU_FA_BK 64 /* keys per tile */
 #define CU_FA_DC 32 /* dimensions of K staged at a time */
 #define CU_FA_PAD 4
+/* Resident blocks per SM the registers must allow. H200, vision 1024x768: 3 gives 124-126 ms,
+ * 4 (which spills a little) 127-128, no bound 135 (the compiler then takes more registers). */
+#ifndef CU_FA_MIN_BLOCKS
+#define CU_FA_MIN_BLOCKS 3
+#endif
 
 struct cu_fa_args {
     cu_view q, k, v;
@@ -81,7 +86,7 @@ __device__ __forceinline__ void cu_fa_fetch(const cu_view &x, int64_t g, int64_t
 }
 
 template <int D>
-__global__ void __launch_bounds__(CU_FA_THREADS) k_attention_flash(cu_fa_args p) {
+__global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_flash(cu_fa_args p) {
     constexpr int BQ = 4096 / D;           /* queries per block */
     constexpr int QS = BQ + CU_FA_PAD;     /* row length of q_t and p_t */
     constexpr int KS = CU_FA_BK + CU_FA_PAD; /* row length of the staged K^T */

@@ -131,6 +131,9 @@ qvl_status cu_scratch(qvl_backend *be, int slot, size_t bytes, void **out, qvl_e
             return qvl_fail(err, QVL_E_NOMEM, "cuda_sm61: cannot allocate %zu bytes of scratch: %s",
                             bytes, cudaGetErrorString(e));
         }
+        /* zeroed once: split attention keeps its counters at the start (cu_kernels.h) */
+        if ((e = cudaMemsetAsync(be->scratch[slot], 0, bytes, be->stream)) != cudaSuccess)
+            return cu_cuda_fail(err, e, "clear new scratch");
         be->scratch_bytes[slot] = bytes;
     }
     *out = be->scratch[slot];

@@ -78,12 +78,15 @@ int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *at, co
 /* ---- cu_attention.cu ---- */
 /* mask: qvl_mask_kind; seg as for cu_launch_mask; at (device, CAUSAL_AT) holds n_past. Needs
  * D <= CU_ATTN_MAX_D. splits (from cu_attention_splits) > 1 needs part: device scratch of
- * cu_attention_part_floats floats. */
+ * cu_attention_part_floats floats whose first CU_ATTN_COUNTERS words are zero before the first
+ * launch (per-row counters the kernel leaves at zero again; the rest holds partials). Splits
+ * are only used for fewer than CU_ATTN_COUNTERS (query, head) rows. */
 #define CU_ATTN_MAX_D 512
 #define CU_ATTN_MAX_SPLITS 64
+#define CU_ATTN_COUNTERS 128
 int cu_attention_splits(int64_t N, int64_t Hq, int64_t L);
 static inline int64_t cu_attention_part_floats(int64_t N, int64_t Hq, int64_t D, int splits) {
-    return splits > 1 ? N * Hq * splits * (D + 2) : 0;
+    return splits > 1 ? CU_ATTN_COUNTERS + N * Hq * splits * (D + 2) : 0;
 }
 int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale, int mask,
                         int64_t n_past, const int32_t *at, const int32_t *seg,
