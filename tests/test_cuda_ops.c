@@ -1344,6 +1344,56 @@ static void test_graph_pairs_dependent(void **state) {
     }
 }
 
+/* A decode step's two rotations and two cache writes run as one launch in run_graph when the
+ * first write copies one rotation's output and the second touches nothing else; here (a) the
+ * first write copies the first rotation (not the second, as in the model), and (b) both writes
+ * hit the same rows of one cache (the second must win), which must not be grouped. */
+static void test_graph_rope_store_group(void **state) {
+    (void)state;
+    int64_t H = 2, D = 16, R = 6;
+    tt *x = rnd(QVL_F32, 3, SHAPE(1, H, D), -2, 2), *x2 = rnd(QVL_F32, 3, SHAPE(1, H, D), -2, 2);
+    tt *v = rnd(QVL_F32, 3, SHAPE(1, H, D), -2, 2), *pos = mk(QVL_I32, 2, SHAPE(1, 1));
+    tt *g = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+    tt *y1 = mk(QVL_F32, 3, SHAPE(1, H, D)), *y2 = mk(QVL_F32, 3, SHAPE(1, H, D));
+    tt *c1 = mk(QVL_F32, 3, SHAPE(R, H, D)), *c2 = mk(QVL_F32, 3, SHAPE(R, H, D));
+    tt *at = i32_of(1, (const int32_t[]){0});
+    tt *c1_all = view(c1, 3, SHAPE(R, H, D), SHAPE(H * D, D, 1), 0);
+    tt *c2_all = view(c2, 3, SHAPE(R, H, D), SHAPE(H * D, D, 1), 0);
+    qvl_params pr = {.norm_rope = {.mode = QVL_ROPE_NEOX, .theta = 1e4f, .eps = 1e-6f}};
+    const tt *all[] = {x, x2, v, pos, g, y1, y2, c1, c2, at};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) to_device(all[i]->store);
+    static seq sq[2];
+    for (int variant = 0; variant < 2; variant++) {
+        memset(&sq[variant], 0, sizeof sq[variant]);
+        seq_add(&sq[variant], QVL_OP_NORM_ROPE, &pr, y1, SRC(x, pos, g));
+        seq_add(&sq[variant], QVL_OP_NORM_ROPE, &pr, y2, SRC(x2, pos, g));
+        if (variant == 0) {
+            seq_add(&sq[variant], QVL_OP_STORE_ROWS_AT, NULL, c1_all, SRC(c1, y1, at));
+            seq_add(&sq[variant], QVL_OP_STORE_ROWS_AT, NULL, c2_all, SRC(c2, v, at));
+        } else {
+            seq_add(&sq[variant], QVL_OP_STORE_ROWS_AT, NULL, c1_all, SRC(c1, y2, at));
+            seq_add(&sq[variant], QVL_OP_STORE_ROWS_AT, NULL, c1_all, SRC(c1, v, at));
+        }
+    }
+    for (int variant = 0; variant < 2; variant++)
+        for (int step = 0; step < 4; step++) { /* plain, captured, replayed twice */
+            ((int32_t *)at->h.data)[0] = step + variant;
+            ((int32_t *)pos->h.data)[0] = 3 + 11 * step;
+            to_device(at->store);
+            to_device(pos->store);
+            qvl_error err = {0};
+            for (int k = 0; k < sq[variant].n; k++)
+                if (qvl_backend_kernel(ref.iface, sq[variant].h[k].op)(ref.be, &sq[variant].h[k],
+                                                                        &err) != QVL_OK)
+                    fail_msg("reference %s: %s", qvl_op_name(sq[variant].h[k].op), err.msg);
+            run_seq(sq[variant].dp, (size_t)sq[variant].n);
+            compare_store("rotation 1", y1->store, &y1->h, TOL_NORM);
+            compare_store("rotation 2", y2->store, &y2->h, TOL_NORM);
+            compare_store("cache 1", c1->store, &c1->h, TOL_NORM);
+            compare_store("cache 2", c2->store, &c2->h, TOL_NORM);
+        }
+}
+
 /* Option graphs: 0 turns capture off (run_graph declines, the executor launches node by
  * node); anything but 0 or 1 is refused at init. */
 static void test_graph_option(void **state) {
@@ -1442,6 +1492,7 @@ int main(void) {
         T(test_attention_at),
         T(test_graph_replay),
         T(test_graph_pairs_dependent),
+        T(test_graph_rope_store_group),
         T(test_graph_option),
     };
     return cmocka_run_group_tests(tests, open_backends, close_backends);

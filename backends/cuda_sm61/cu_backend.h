@@ -61,6 +61,10 @@ qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
  * outputs, as one launch (run_graph pairs the q/k rotations and the K/V cache writes). */
 bool cu_pairable(const qvl_node *a, const qvl_node *b);
 qvl_status cu_run_pair(qvl_backend *be, const qvl_node *a, const qvl_node *b, qvl_error *err);
+/* A decode step's [NORM_ROPE, NORM_ROPE, STORE_ROWS_AT of one's output, independent
+ * STORE_ROWS_AT] (n[0..3]): q and k rotated, K and V cached, in one launch. */
+bool cu_rope_store_group(const qvl_node *const *n);
+qvl_status cu_run_rope_store_group(qvl_backend *be, const qvl_node *const *n, qvl_error *err);
 qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_silu(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err);

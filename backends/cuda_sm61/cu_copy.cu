@@ -5,12 +5,6 @@
 
 #include "cu_device.cuh"
 
-__host__ __device__ static int64_t cu_nelem(const cu_view &v) {
-    int64_t n = 1;
-    for (int d = 0; d < v.ndim; d++) n *= v.shape[d];
-    return n;
-}
-
 __global__ void k_get_rows(cu_view table, cu_view ids, int64_t n, float *out) {
     int64_t D = table.shape[1];
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
@@ -90,15 +84,7 @@ struct cu_sra_args {
 
 __global__ void k_store_rows_at(cu_sra_args a) {
     int j = a.n_jobs > 1 && blockIdx.x >= a.blocks[0];
-    const cu_store_at_job &p = a.job[j];
-    int64_t n = cu_nelem(p.src), rows = p.src.shape[0], row_size = rows > 0 ? n / rows : 0;
-    int64_t blk = (int64_t)blockIdx.x - (j ? a.blocks[0] : 0);
-    for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += a.blocks[j] * blockDim.x) {
-        float v = cu_view_load(p.src, cu_flat_offset(p.src, e));
-        int64_t first = p.at[0];
-        if (first < 0 || first > p.dst_rows - rows) return;
-        cu_store(p.dst, p.dst_dtype, first * row_size + e, v);
-    }
+    cu_store_rows_at_part(a.job[j], (int64_t)blockIdx.x - (j ? a.blocks[0] : 0), a.blocks[j]);
 }
 
 extern "C" int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs, int n_jobs) {

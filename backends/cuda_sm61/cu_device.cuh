@@ -80,6 +80,12 @@ __device__ __forceinline__ float cu_view_load(const cu_view &v, int64_t off) {
     return cu_load(v.data, v.dtype, off);
 }
 
+__host__ __device__ __forceinline__ int64_t cu_nelem(const cu_view &v) {
+    int64_t n = 1;
+    for (int d = 0; d < v.ndim; d++) n *= v.shape[d];
+    return n;
+}
+
 /* Element offset of flat (row-major) index i of view v. */
 __device__ __forceinline__ int64_t cu_flat_offset(const cu_view &v, int64_t i) {
     int64_t off = 0;
@@ -98,6 +104,19 @@ __device__ __forceinline__ int64_t cu_row_offset(const cu_view &v, int64_t r) {
         r /= v.shape[d];
     }
     return off;
+}
+
+/* Block blk of nblk (grid-stride) of a STORE_ROWS_AT job; used by its own kernel and by
+ * launches that carry one along (k_norm_rope). */
+__device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, int64_t blk,
+                                                      int64_t nblk) {
+    int64_t n = cu_nelem(p.src), rows = p.src.shape[0], row_size = rows > 0 ? n / rows : 0;
+    for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += nblk * blockDim.x) {
+        float v = cu_view_load(p.src, cu_flat_offset(p.src, e));
+        int64_t first = p.at[0];
+        if (first < 0 || first > p.dst_rows - rows) return;
+        cu_store(p.dst, p.dst_dtype, first * row_size + e, v);
+    }
 }
 
 __device__ __forceinline__ float cu_warp_sum(float x) {

@@ -148,11 +148,18 @@ size_t cu_graph_count(const qvl_backend *be) {
     return n;
 }
 
-/* Node by node, except that two neighbouring independent small nodes of one op share a
- * launch (cu_run_pair): a decode step has two such pairs per layer. */
+/* Node by node, except that a decode step's q/k rotations and KV-cache writes share one
+ * launch (cu_run_rope_store_group), and otherwise two neighbouring independent small nodes of
+ * one op share a launch (cu_run_pair). */
 static qvl_status run_plain(qvl_backend *be, const qvl_node *const *nodes, size_t begin,
                             size_t end, qvl_error *err) {
     for (size_t k = begin; k < end; k++) {
+        if (k + 3 < end && cu_rope_store_group(nodes + k)) {
+            qvl_status s = cu_run_rope_store_group(be, nodes + k, err);
+            if (s != QVL_OK) return s;
+            k += 3;
+            continue;
+        }
         if (k + 1 < end && cu_pairable(nodes[k], nodes[k + 1])) {
             qvl_status s = cu_run_pair(be, nodes[k], nodes[k + 1], err);
             if (s != QVL_OK) return s;

@@ -55,17 +55,33 @@ int cu_launch_norm(cu_stream s, int layer, float eps, cu_view x, cu_view gamma, 
 int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4], cu_view x,
                    cu_view pos, float *out);
 
+/* STORE_ROWS_AT (launched by cu_copy.cu's cu_launch_store_rows_at, below): src rows into dst
+ * [dst_rows, ...] from row at[0] (device memory), converting to dst_dtype; writes nothing when
+ * at[0] is outside [0, dst_rows - src rows]. */
+typedef struct cu_store_at_job {
+    cu_view src;
+    void *dst;
+    int32_t dst_dtype;
+    int64_t dst_rows;
+    const int32_t *at;
+} cu_store_at_job;
+
 /* NORM_ROPE: RMS norm of every head of x [N, H, D] (gamma [D]), then the rotation as
  * cu_launch_rope; D <= CU_NORM_ROPE_MAX_D (the heads sit in shared memory). One or two
- * independent jobs per launch. */
+ * independent jobs per launch. A job whose store.dst is set also writes its output rows as a
+ * STORE_ROWS_AT from out would (store.src unused): the decode step's k rotation and K-cache
+ * write in one. extra (NULL: none) is an independent STORE_ROWS_AT run by blocks of the same
+ * launch (the V-cache write). */
 #define CU_NORM_ROPE_MAX_D 512
 typedef struct cu_norm_rope_job {
     cu_view x, pos, gamma;
     float *out;
     int32_t mode, sections[3];
     float theta, eps;
+    cu_store_at_job store;
 } cu_norm_rope_job;
-int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs);
+int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs,
+                        const cu_store_at_job *extra);
 
 /* ---- cu_softmax.cu ---- */
 int cu_launch_softmax(cu_stream s, cu_view x, float *out);
@@ -145,15 +161,7 @@ int cu_launch_cont(cu_stream s, cu_view x, void *out);
 /* dst (contiguous, dtype f32/f16/bf16) elements from first_elem on = src converted. */
 int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
                          int64_t first_elem);
-/* The same from row at[0] (device memory) of dst [dst_rows, ...]; writes nothing when
- * at[0] is outside [0, dst_rows - src rows]. One or two independent jobs per launch. */
-typedef struct cu_store_at_job {
-    cu_view src;
-    void *dst;
-    int32_t dst_dtype;
-    int64_t dst_rows;
-    const int32_t *at;
-} cu_store_at_job;
+/* STORE_ROWS_AT (cu_store_at_job above): one or two independent jobs per launch. */
 int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs, int n_jobs);
 
 /* ---- cu_scatter.cu ---- */

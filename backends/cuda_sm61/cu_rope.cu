@@ -78,15 +78,21 @@ struct cu_nr_args {
     cu_norm_rope_job job[2];
     float freq[2][CU_NR_MAX_PAIRS];
     unsigned char prow[2][CU_NR_MAX_PAIRS];
-    int n_jobs;
-    int64_t blocks0, d_max;
+    int n_jobs, has_extra;
+    int64_t blocks0, blocks_nr, blocks_extra, d_max;
+    cu_store_at_job extra; /* run by the blocks after the first blocks_nr */
 };
+static_assert(sizeof(cu_nr_args) <= 4096, "Pascal's kernel parameter limit");
 
 /* Shared memory per warp: the head, gamma, then cos and sin of its pairs (3 D floats). The
  * angles come first: they depend on the positions only, so the heavy math of the angles is
  * done while the head and gamma loads that follow are still on their way. */
 __global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP) k_norm_rope(cu_nr_args a) {
     extern __shared__ float heads[]; /* [CU_NR_WARPS, 3 * D_max] */
+    if (a.has_extra && blockIdx.x >= a.blocks_nr) {
+        cu_store_rows_at_part(a.extra, (int64_t)blockIdx.x - a.blocks_nr, a.blocks_extra);
+        return;
+    }
     int j = a.n_jobs > 1 && blockIdx.x >= a.blocks0;
     const cu_norm_rope_job &p = a.job[j];
     const cu_view &x = p.x;
@@ -115,11 +121,26 @@ __global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP) k_norm_rope(cu_nr_args a
     float inv = 1.0f / sqrtf(cu_warp_sum(ss) / (float)D + p.eps);
     for (int64_t k = lane; k < D; k += CU_WARP) row[k] = (row[k] * inv) * g[k];
     __syncwarp();
-    for (int64_t k = lane; k < half; k += CU_WARP)
-        cu_rotate(row[k], row[k + half], cs[k], sn[k], D, k, p.out + r * D);
+    /* With a store, the rotated head also goes to the cache as STORE_ROWS_AT from out would
+     * write it: element r * D + k of out to row at + t (nothing when at is out of range). */
+    int64_t first = p.store.dst ? p.store.at[0] : -1, rows = x.shape[0];
+    bool store = p.store.dst && first >= 0 && first <= p.store.dst_rows - rows;
+    float *o = p.out + r * D;
+    int64_t so = first * H * D + r * D;
+    for (int64_t k = lane; k < half; k += CU_WARP) {
+        float rot[2];
+        cu_rotate(row[k], row[k + half], cs[k], sn[k], 2, 0, rot);
+        o[k] = rot[0];
+        o[k + half] = rot[1];
+        if (store) {
+            cu_store(p.store.dst, p.store.dst_dtype, so + k, rot[0]);
+            cu_store(p.store.dst, p.store.dst_dtype, so + k + half, rot[1]);
+        }
+    }
 }
 
-extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs) {
+extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs,
+                                   const cu_store_at_job *extra) {
     if (n_jobs < 1 || n_jobs > 2) return (int)cudaErrorInvalidConfiguration;
     cu_nr_args a;
     memset(&a, 0, sizeof a);
@@ -151,8 +172,17 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
         blocks += nb;
         if (D > D_max) D_max = D;
     }
-    if (blocks > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
     if (blocks < 1) blocks = 1;
+    a.blocks_nr = blocks;
+    if (extra) {
+        a.has_extra = 1;
+        a.extra = *extra;
+        a.blocks_extra = (cu_nelem(extra->src) + CU_NR_WARPS * CU_WARP - 1) / (CU_NR_WARPS * CU_WARP);
+        if (a.blocks_extra < 1) a.blocks_extra = 1;
+        if (a.blocks_extra > 4096) a.blocks_extra = 4096; /* the loop strides over the rest */
+        blocks += a.blocks_extra;
+    }
+    if (blocks > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
     a.d_max = D_max;
     size_t smem = (size_t)(CU_NR_WARPS * 3 * D_max) * sizeof(float);
     k_norm_rope<<<(unsigned)blocks, CU_NR_WARPS * CU_WARP, smem, s>>>(a);
