@@ -203,6 +203,43 @@ __device__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr, float
     }
 }
 
+/* RMS norm with the scale left for the epilogue: W (x * inv * g) = inv * W (x * g), so row m
+ * of xs gets x * g at once (x and gamma loaded together) and no block-wide reduction waits
+ * between the loads and the dot products; each warp leaves its part of the sum of squares in
+ * ss[m * CU_FG_WARPS + warp] for cu_rms_scale after the prologue's barrier. Unit-stride f32
+ * rows only (p.vec). */
+__device__ void cu_prologue_rms_deferred(const cu_fused_args &p, int m, float *xr, float *ss) {
+    const float4 *x4 = (const float4 *)((const float *)p.x.data + p.x_row[m]);
+    int64_t n4 = p.K / 4;
+    float sum = 0.0f;
+    CU_PRO_FOR(i0, n4) {
+        float4 v[CU_PRO_BATCH], g[CU_PRO_BATCH];
+#pragma unroll
+        for (int j = 0; j < CU_PRO_BATCH; j++) {
+            int64_t i = CU_PRO_AT(i0, j);
+            v[j] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            g[j] = i < n4 ? cu_vec4_load(p.aux, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < CU_PRO_BATCH; j++) {
+            float4 w = v[j]; /* zero past the end */
+            sum += w.x * w.x + w.y * w.y + w.z * w.z + w.w * w.w;
+            if (CU_PRO_AT(i0, j) < n4)
+                ((float4 *)xr)[CU_PRO_AT(i0, j)] =
+                    make_float4(w.x * g[j].x, w.y * g[j].y, w.z * g[j].z, w.w * g[j].w);
+        }
+    }
+    sum = cu_warp_sum(sum);
+    if (threadIdx.x % CU_WARP == 0) ss[m * CU_FG_WARPS + threadIdx.x / CU_WARP] = sum;
+}
+
+/* Row m's 1 / rms from the warps' sums of squares (after the barrier). */
+__device__ __forceinline__ float cu_rms_scale(const cu_fused_args &p, int m, const float *ss) {
+    float sum = 0.0f;
+    for (int w = 0; w < CU_FG_WARPS; w++) sum += ss[m * CU_FG_WARPS + w];
+    return 1.0f / sqrtf(sum / (float)p.K + p.eps);
+}
+
 /* The prologue: rows [M, K] of activations into xs. */
 __device__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red) {
     for (int m = 0; m < p.M; m++) {
@@ -218,13 +255,15 @@ __device__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red)
  * (projection pj's row n) of every row. */
 template <int MR>
 __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, int64_t n,
-                                               int64_t o, const float *acc, int lane) {
+                                               int64_t o, const float *acc, int lane,
+                                               bool scaled = false, const float *scale = NULL) {
     const cu_view &bias = p.bias[pj];
     float b = bias.data ? cu_view_load(bias, n * bias.stride[0]) : 0.0f;
 #pragma unroll
     for (int m = 0; m < MR; m++) {
         if (m >= p.M) break;
         float y = cu_warp_sum(acc[m]);
+        if (scaled) y *= scale[m]; /* a deferred RMS norm */
         if (lane == 0) {
             y += b;
             if (p.res.data)
@@ -277,7 +316,18 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
 
     uint4 next[U];
     cu_fused_load<DT, U>(p, o, total, 0, chunks, lane, next); /* in flight during the prologue */
-    cu_fused_prologue(p, xs, red);
+    __shared__ float ss[CU_GEMV_MAX_ROWS * CU_FG_WARPS];
+    /* one row (decode) only: with MR rows the scales cost registers that spill */
+    const bool deferred = MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
+    float scale[MR];
+    if (deferred) {
+        for (int m = 0; m < p.M; m++) cu_prologue_rms_deferred(p, m, xs + m * p.K, ss);
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < MR; m++) scale[m] = m < p.M ? cu_rms_scale(p, m, ss) : 1.0f;
+    } else {
+        cu_fused_prologue(p, xs, red);
+    }
 
     const float *rows[MR];
 #pragma unroll
@@ -300,7 +350,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
         }
         int64_t n;
         int pj = cu_fused_proj(p, o, &n);
-        cu_fused_store<MR>(p, pj, n, o, acc, lane);
+        cu_fused_store<MR>(p, pj, n, o, acc, lane, deferred, scale);
     }
 }
 
