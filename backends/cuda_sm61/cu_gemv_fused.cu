@@ -459,17 +459,43 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     cu_q8_raw next_raw;
     if (STAGED) cu_fused_load_q8_raw(p, o, total, 0, nb, lane, &next_raw);
     else cu_fused_load_q8(p, o, total, 0, nb, sub, part, &next);
-    cu_fused_prologue(p, xs, red);
+    /* one row: the RMS scale waits for the epilogue (see k_gemv_fused); the quantisation
+     * below then rounds x * g, which the scale does not change block by block */
+    __shared__ float ss[CU_FG_WARPS];
+    const bool deferred = MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
+    float scale[1] = {1.0f};
+    if (deferred) {
+        cu_prologue_rms_deferred(p, 0, xs, ss);
+        __syncthreads();
+        scale[0] = cu_rms_scale(p, 0, ss);
+    } else {
+        cu_fused_prologue(p, xs, red);
+    }
 
+    /* Quantise the rows, 8 lanes to a block of 32 (4 values each); the same rounding as
+     * k_quantize_rows. Warp-uniform trip count: every lane takes part in the shuffles. */
     int8_t *qs = (int8_t *)(xs + p.M * K);
     float *ds = (float *)(qs + p.M * K); /* M * K is a multiple of 32: aligned */
-    for (int64_t blk = warp; blk < p.M * nb; blk += CU_FG_WARPS) {
-        float v = xs[blk * QVL_Q8_0_BLOCK + lane];
-        float amax = cu_warp_max(fabsf(v));
-        float d = amax / 127.0f;
-        int q = d > 0.0f ? __float2int_rn(v / d) : 0;
-        qs[blk * QVL_Q8_0_BLOCK + lane] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
-        if (lane == 0) ds[blk] = d;
+    for (int64_t b0 = (int64_t)warp * 4; b0 < p.M * nb; b0 += CU_FG_WARPS * 4) {
+        int64_t blk = b0 + sub;
+        bool in = blk < p.M * nb;
+        float4 v = in ? xs4[blk * 8 + part] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+        for (int off = 1; off < 8; off *= 2)
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        float d = amax / 127.0f, e[4] = {v.x, v.y, v.z, v.w};
+        uint32_t packed = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int q = d > 0.0f ? __float2int_rn(e[i] / d) : 0;
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            packed |= (uint32_t)(q & 0xff) << (8 * i);
+        }
+        if (in) {
+            ((uint32_t *)qs)[blk * 8 + part] = packed;
+            if (part == 0) ds[blk] = d;
+        }
     }
     __syncthreads();
 
@@ -505,7 +531,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
         }
         int64_t n;
         int pj = cu_fused_proj(p, o, &n);
-        cu_fused_store<MR>(p, pj, n, o, acc, lane);
+        cu_fused_store<MR>(p, pj, n, o, acc, lane, deferred, scale);
     }
 }
 
