@@ -20,6 +20,12 @@
 #define CU_ATTN_WARPS 4
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
 #define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
+/* Blocks split-KV aims at (the visible keys are shared among the splits, at least
+ * CU_ATTN_MIN_CHUNK each; splits left without keys still report to the merge). H200, f16
+ * tg128 after 512 tokens: 512 blocks 459-462 tok/s, 1024 418-423, 2048 372-377. */
+#ifndef CU_ATTN_TARGET_BLOCKS
+#define CU_ATTN_TARGET_BLOCKS 512
+#endif
 
 struct cu_attn_args {
     cu_view q, k, v;
@@ -324,7 +330,7 @@ extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t L) {
     int64_t rows = N * Hq;
     if (rows >= CU_ATTN_COUNTERS || L < 2 * CU_ATTN_MIN_CHUNK) return 1;
     int64_t by_keys = (L + CU_ATTN_MIN_CHUNK - 1) / CU_ATTN_MIN_CHUNK;
-    int64_t by_rows = (512 + rows - 1) / rows;
+    int64_t by_rows = (CU_ATTN_TARGET_BLOCKS + rows - 1) / rows;
     int64_t s = by_keys < by_rows ? by_keys : by_rows;
     if (s > CU_ATTN_MAX_SPLITS) s = CU_ATTN_MAX_SPLITS;
     return s < 1 ? 1 : (int)s;
