@@ -21,8 +21,9 @@
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
 #define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
 /* Blocks split-KV aims at (the visible keys are shared among the splits, at least
- * CU_ATTN_MIN_CHUNK each; splits left without keys still report to the merge). H200, f16
- * tg128 after 512 tokens: 512 blocks 459-462 tok/s, 1024 418-423, 2048 372-377. */
+ * CU_ATTN_MIN_CHUNK each; splits left without keys leave at once). H200, f16 tg128 after 512
+ * tokens, when those splits still reported to the merge: 512 blocks 459-462 tok/s, 1024
+ * 418-423, 2048 372-377. */
 #ifndef CU_ATTN_TARGET_BLOCKS
 #define CU_ATTN_TARGET_BLOCKS 512
 #endif
@@ -61,22 +62,23 @@ __device__ __forceinline__ float cu_load_cg(const float *p) {
     return v;
 }
 
-/* Merges the splits of one row, the same rescaling as the warps' merge in k_attention. The
- * partials come from other blocks of the same launch: read past L1 (cu_load_cg). */
-__device__ void cu_attention_combine_row(const float *part, int splits, int64_t D, int64_t row,
-                                         float *out) {
+/* Merges the first n splits of one row (partials laid out for `splits`), the same rescaling
+ * as the warps' merge in k_attention. The partials come from other blocks of the same launch:
+ * read past L1 (cu_load_cg). */
+__device__ void cu_attention_combine_row(const float *part, int splits, int n, int64_t D,
+                                         int64_t row, float *out) {
     const float *pr = part + row * splits * (D + 2);
     float M = -INFINITY;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, cu_load_cg(&pr[s * (D + 2) + D]));
+    for (int s = 0; s < n; s++) M = fmaxf(M, cu_load_cg(&pr[s * (D + 2) + D]));
     float total = 0.0f;
-    for (int s = 0; s < splits; s++) {
+    for (int s = 0; s < n; s++) {
         float ms = cu_load_cg(&pr[s * (D + 2) + D]);
         if (ms != -INFINITY) total += cu_load_cg(&pr[s * (D + 2) + D + 1]) * expf(ms - M);
     }
     float *o = out + row * D;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
         float y = 0.0f;
-        for (int s = 0; s < splits; s++) {
+        for (int s = 0; s < n; s++) {
             float ms = cu_load_cg(&pr[s * (D + 2) + D]);
             if (ms != -INFINITY) y += cu_load_cg(&pr[s * (D + 2) + d]) * expf(ms - M);
         }
@@ -107,9 +109,12 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
         j1 = p.seg[(sg + 1) * p.seg_stride];
     }
     if (j1 < j0) j1 = j0;
+    int busy = 1; /* splits of this row that have keys (at least one reports, for the zeros) */
     if (p.splits > 1) { /* this block's share of the visible keys */
         int64_t vis = j1 - j0, chunk = (vis + p.splits - 1) / p.splits;
         if (chunk < CU_ATTN_MIN_CHUNK) chunk = CU_ATTN_MIN_CHUNK;
+        busy = vis > 0 ? (int)((vis + chunk - 1) / chunk) : 1;
+        if ((int)blockIdx.y >= busy) return; /* no keys: nothing to write or merge */
         int64_t a = j0 + (int64_t)blockIdx.y * chunk;
         j0 = a < j1 ? a : j1;
         j1 = a + chunk < j1 ? a + chunk : j1;
@@ -199,11 +204,11 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
         __shared__ bool last;
         __threadfence(); /* this block's partial is visible before it is counted */
         __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(&p.count[row], 1u) == (unsigned)p.splits - 1;
+        if (threadIdx.x == 0) last = atomicAdd(&p.count[row], 1u) == (unsigned)busy - 1;
         __syncthreads();
         if (!last) return;
         __threadfence();
-        cu_attention_combine_row(p.part, p.splits, D, row, p.out);
+        cu_attention_combine_row(p.part, p.splits, busy, D, row, p.out);
         if (threadIdx.x == 0) p.count[row] = 0;
         return;
     }
