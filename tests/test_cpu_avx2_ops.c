@@ -310,9 +310,10 @@ static void test_matmul_blocked(void **state) {
         }
 }
 
-/* Decode-size products (M < 4) over more weight rows than one thread's chunk (64 rows, 256 for
- * q8_0): several chunks, a partial last one, and for q8_0 the rows of a chunk read as side-by-
- * side streams (avx_linear.c, q8_range) with rows left over after the streams. */
+/* Decode-size products (M < 4) over more weight rows than one thread's chunk (chunks shrink
+ * from 128 rows, 256 for q8_0, to 16 near the end): several chunks, a partial last one, and
+ * for M = 1 the rows of a chunk read as side-by-side streams (avx_linear.c: 8 streams for
+ * f32/f16/bf16, 4 for q8_0) with rows left over after the streams. */
 static void test_matmul_gemv_chunks(void **state) {
     (void)state;
     skip_without_avx2();
@@ -366,18 +367,21 @@ static void test_matmul_batched(void **state) {
 
 /* ---- NORM_LINEAR and MLP_RESIDUAL --------------------------------------------------------- */
 
-static void norm_linear_case(qvl_dtype wdt, int norm, int64_t M, int64_t D, int n_proj) {
-    char what[128];
-    snprintf(what, sizeof what, "norm_linear %s %s M=%lld D=%lld x%d", qvl_dtype_name(wdt),
-             norm == QVL_NORM_RMS ? "rms" : "layer", (long long)M, (long long)D, n_proj);
-    static const int64_t widths[3] = {13, 7, 29};
+/* NORM_LINEAR with projection i of dtype wdts[i] and widths[i] output columns. */
+static void norm_linear_parts_case(const qvl_dtype wdts[3], const int64_t widths[3], int norm,
+                                   int64_t M, int64_t D, int n_proj) {
+    char what[160];
+    snprintf(what, sizeof what, "norm_linear %s/%s/%s %s M=%lld D=%lld x%d widths %lld/%lld/%lld",
+             qvl_dtype_name(wdts[0]), qvl_dtype_name(wdts[1]), qvl_dtype_name(wdts[2]),
+             norm == QVL_NORM_RMS ? "rms" : "layer", (long long)M, (long long)D, n_proj,
+             (long long)widths[0], (long long)widths[1], (long long)widths[2]);
     qvl_tensor *x = rnd(QVL_F32, 2, SHAPE(M, D), -2, 2);
     qvl_tensor *g = rnd(QVL_BF16, 1, SHAPE(D), 0.5f, 1.5f);
     qvl_tensor *beta = norm == QVL_NORM_LAYER ? rnd(QVL_F32, 1, SHAPE(D), -1, 1) : NULL;
     qvl_tensor *w[3] = {0}, *b[3] = {0};
     int64_t total = 0;
     for (int i = 0; i < n_proj; i++) {
-        w[i] = rnd(wdt, 2, SHAPE(widths[i], D), -1, 1);
+        w[i] = rnd(wdts[i], 2, SHAPE(widths[i], D), -1, 1);
         b[i] = i == 1 ? NULL : rnd(QVL_F32, 1, SHAPE(widths[i]), -1, 1);
         total += widths[i];
     }
@@ -386,7 +390,9 @@ static void norm_linear_case(qvl_dtype wdt, int norm, int64_t M, int64_t D, int 
     run_both(QVL_OP_NORM_LINEAR, &p, QVL_F32, 2, SHAPE(M, total),
              SRC(x, g, beta, w[0], b[0], w[1], b[1], w[2], b[2]), &ro, &ao);
     double *extra = NULL;
-    if (wdt == QVL_Q8_0) { /* bound from the normalised rows, which the reference computes */
+    bool any_q8 = false;
+    for (int i = 0; i < n_proj; i++) any_q8 |= wdts[i] == QVL_Q8_0;
+    if (any_q8) { /* bound from the normalised rows, which the reference computes */
         qvl_tensor *xn = mk(QVL_F32, 2, SHAPE(M, D));
         qvl_params np = {.norm = {.eps = 1e-6f}};
         run_on(&ref, norm == QVL_NORM_RMS ? QVL_OP_RMS_NORM : QVL_OP_LAYER_NORM, &np, xn,
@@ -395,12 +401,20 @@ static void norm_linear_case(qvl_dtype wdt, int norm, int64_t M, int64_t D, int 
         extra = keep(calloc((size_t)(M * total), sizeof *extra));
         int64_t col = 0;
         for (int i = 0; i < n_proj; i++) {
-            double *bi = q8_bound(xd, M, D, w[i], total, col);
-            for (int64_t e = 0; e < M * total; e++) extra[e] += bi[e];
+            if (wdts[i] == QVL_Q8_0) {
+                double *bi = q8_bound(xd, M, D, w[i], total, col);
+                for (int64_t e = 0; e < M * total; e++) extra[e] += bi[e];
+            }
             col += widths[i];
         }
     }
     compare(what, ro, ao, 1e-5, f32_rtol(D) + 1e-6, extra);
+}
+
+static void norm_linear_case(qvl_dtype wdt, int norm, int64_t M, int64_t D, int n_proj) {
+    const qvl_dtype wdts[3] = {wdt, wdt, wdt};
+    static const int64_t widths[3] = {13, 7, 29};
+    norm_linear_parts_case(wdts, widths, norm, M, D, n_proj);
 }
 
 static void test_norm_linear(void **state) {
@@ -414,6 +428,27 @@ static void test_norm_linear(void **state) {
         norm_linear_case(wdtypes[d], QVL_NORM_LAYER, 3, wdtypes[d] == QVL_Q8_0 ? 96 : 45, 3);
     }
     norm_linear_case(QVL_BF16, QVL_NORM_RMS, 150, 300, 3); /* GEMM: 2 K blocks, 2 row blocks */
+}
+
+/* The projections of one NORM_LINEAR are handed to the threads as one range of rows
+ * (avx_linear_parts): wide enough for many chunks, with widths that are not multiples of 16
+ * so that chunks span the end of one projection and the start of the next, also with a
+ * different weight dtype per projection, on the GEMV (M = 1, 2, 3) and GEMM (M = 7) paths. */
+static void test_norm_linear_parts(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int64_t widths[3] = {301, 77, 530};
+    static const qvl_dtype mixed[3] = {QVL_BF16, QVL_Q8_0, QVL_F16};
+    static const qvl_dtype mixed2[3] = {QVL_F32, QVL_BF16, QVL_Q8_0};
+    static const int64_t Ms[] = {1, 2, 3, 7};
+    for (int mi = 0; mi < 4; mi++) {
+        norm_linear_parts_case(mixed, widths, QVL_NORM_RMS, Ms[mi], 96, 3);
+        norm_linear_parts_case(mixed2, widths, QVL_NORM_LAYER, Ms[mi], 64, 3);
+        for (size_t d = 0; d < 4; d++) {
+            const qvl_dtype same[3] = {wdtypes[d], wdtypes[d], wdtypes[d]};
+            norm_linear_parts_case(same, widths, QVL_NORM_RMS, Ms[mi], 160, 2);
+        }
+    }
 }
 
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
@@ -828,6 +863,13 @@ static void test_threads_same_results(void **state) {
     run_on(&one, QVL_OP_NORM_LINEAR, &np, n1, SRC(x, g, NULL, w1, NULL, w2));
     run_on(&avx, QVL_OP_NORM_LINEAR, &np, n2, SRC(x, g, NULL, w1, NULL, w2));
     compare_exact("norm_linear threads 1 vs 2", n1, n2);
+    /* and at decode size (one row), projections wide enough for several chunks each */
+    qvl_tensor *x1 = rnd(QVL_F32, 2, SHAPE(1, 64), -1, 1);
+    qvl_tensor *w3 = rnd(QVL_BF16, 2, SHAPE(333, 64), -1, 1), *w4 = rnd(QVL_Q8_0, 2, SHAPE(250, 64), -1, 1);
+    qvl_tensor *d1 = mk(QVL_F32, 2, SHAPE(1, 583)), *d3 = mk(QVL_F32, 2, SHAPE(1, 583));
+    run_on(&one, QVL_OP_NORM_LINEAR, &np, d1, SRC(x1, g, NULL, w3, NULL, w4));
+    run_on(&three, QVL_OP_NORM_LINEAR, &np, d3, SRC(x1, g, NULL, w3, NULL, w4));
+    compare_exact("norm_linear decode threads 1 vs 3", d1, d3);
     qvl_test_backend_close(&one);
     qvl_test_backend_close(&three);
 }
@@ -907,6 +949,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_matmul_odd_layouts, free_all),
         cmocka_unit_test_teardown(test_matmul_batched, free_all),
         cmocka_unit_test_teardown(test_norm_linear, free_all),
+        cmocka_unit_test_teardown(test_norm_linear_parts, free_all),
         cmocka_unit_test_teardown(test_mlp_residual, free_all),
         cmocka_unit_test_teardown(test_attention, free_all),
         cmocka_unit_test_teardown(test_attention_blocked, free_all),

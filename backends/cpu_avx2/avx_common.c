@@ -147,12 +147,14 @@ qvl_status avx_for_rows(qvl_backend *be, int64_t rows, int64_t scratch_len, avx_
     int nth = avx_pool_size(be->pool);
     float *bufs[64] = {0};
     if (nth > 64) nth = 64;
+    if (rows <= 1) nth = 1; /* one row (decode's norms): no hand-off to the other threads */
     qvl_status s = QVL_OK;
     for (int t = 0; t < nth; t++)
         if (!(bufs[t] = avx_scratch(scratch_len))) s = QVL_E_NOMEM;
     if (s == QVL_OK) {
         rows_job j = {rows, scratch_len, fn, ctx, bufs};
-        avx_pool_run(be->pool, rows_worker, &j);
+        if (nth == 1) rows_worker(&j, 0, 1);
+        else avx_pool_run(be->pool, rows_worker, &j);
     }
     for (int t = 0; t < nth; t++) free(bufs[t]);
     return s;

@@ -91,16 +91,23 @@ qvl_status avx_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     }
     nl_job j = {x, g32, b32, p->eps, p->norm == QVL_NORM_LAYER, xn, D};
     if ((s = avx_for_rows(be, M, D, nl_norm_row, &j)) != QVL_OK) goto done;
+    /* all projections in one pass over the threads */
+    avx_wmat wm[3];
+    float *w_owned[3] = {0}, *bias[3] = {0};
+    avx_linear_part parts[3];
     int64_t col = 0;
-    for (int i = 0; i < p->n_proj && s == QVL_OK; i++) {
-        avx_wmat wm;
-        float *w_owned = NULL, *bias = vector_f32(ref_src(n, 4 + 2 * (uint32_t)i), &ok);
+    int np = 0;
+    for (; np < p->n_proj && s == QVL_OK; np++) {
+        bias[np] = vector_f32(ref_src(n, 4 + 2 * (uint32_t)np), &ok);
         if (!ok) s = QVL_E_NOMEM;
-        else if ((s = avx_wmat_of(n->src[3 + 2 * i], 0, &wm, &w_owned)) == QVL_OK)
-            s = avx_linear(be, xn, M, &wm, bias, NULL, (float *)n->dst->data + col, total);
-        col += n->src[3 + 2 * i]->desc.shape[0];
-        free(w_owned);
-        free(bias);
+        else s = avx_wmat_of(n->src[3 + 2 * np], 0, &wm[np], &w_owned[np]);
+        parts[np] = (avx_linear_part){&wm[np], bias[np], col};
+        col += n->src[3 + 2 * np]->desc.shape[0];
+    }
+    if (s == QVL_OK) s = avx_linear_parts(be, xn, M, parts, np, NULL, (float *)n->dst->data, total);
+    for (int i = 0; i < np; i++) {
+        free(w_owned[i]);
+        free(bias[i]);
     }
 done:
     free(g32);

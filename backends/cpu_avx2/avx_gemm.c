@@ -132,62 +132,68 @@ static void pack_panel(const avx_wmat *w, int64_t j0, int64_t jn, int64_t k0, in
     }
 }
 
-/* ---- the 6 x 16 micro-kernel: c[6][16] (row stride ldc) += ap[kc][6] x bp[kc][16] ---- */
+/* ---- the MR x 16 micro-kernel: c[MR][16] (row stride ldc) += ap[kc][6] x bp[kc][16] ---- */
 
-static void kernel_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc) {
-    __m256 c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
-    __m256 c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
-    __m256 c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
-    __m256 c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
-    __m256 c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
-    __m256 c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+/* MR (1..6, a constant after inlining) rows of sums in 2*MR ymm registers for the whole K
+ * block: per k, two panel loads and MR broadcasts feed 2*MR FMAs. Tiles of fewer than 6 rows
+ * (the last of M) do only their own rows' work; the sums are the same whatever MR. */
+AVX_INLINE void kernel_mx16(int MR, int64_t kc, const float *ap, const float *bp, float *c,
+                            int64_t ldc) {
+    __m256 acc[GEMM_MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        acc[r][0] = _mm256_loadu_ps(c + r * ldc);
+        acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
+    }
     /* unrolled: measured 85% of the FMA probe on one thread against 75% without */
 #pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         /* a streams from L2 (tile after tile: see packed_off), the panel stays in L1 */
         _mm_prefetch((const char *)(ap + 16 * GEMM_MR), _MM_HINT_T0);
-        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8), av;
-        av = _mm256_broadcast_ss(ap);
-        c00 = _mm256_fmadd_ps(av, b0, c00);
-        c01 = _mm256_fmadd_ps(av, b1, c01);
-        av = _mm256_broadcast_ss(ap + 1);
-        c10 = _mm256_fmadd_ps(av, b0, c10);
-        c11 = _mm256_fmadd_ps(av, b1, c11);
-        av = _mm256_broadcast_ss(ap + 2);
-        c20 = _mm256_fmadd_ps(av, b0, c20);
-        c21 = _mm256_fmadd_ps(av, b1, c21);
-        av = _mm256_broadcast_ss(ap + 3);
-        c30 = _mm256_fmadd_ps(av, b0, c30);
-        c31 = _mm256_fmadd_ps(av, b1, c31);
-        av = _mm256_broadcast_ss(ap + 4);
-        c40 = _mm256_fmadd_ps(av, b0, c40);
-        c41 = _mm256_fmadd_ps(av, b1, c41);
-        av = _mm256_broadcast_ss(ap + 5);
-        c50 = _mm256_fmadd_ps(av, b0, c50);
-        c51 = _mm256_fmadd_ps(av, b1, c51);
+        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            __m256 av = _mm256_broadcast_ss(ap + r);
+            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+        }
         ap += GEMM_MR;
         bp += GEMM_NR;
     }
-    _mm256_storeu_ps(c, c00);
-    _mm256_storeu_ps(c + 8, c01);
-    _mm256_storeu_ps(c + ldc, c10);
-    _mm256_storeu_ps(c + ldc + 8, c11);
-    _mm256_storeu_ps(c + 2 * ldc, c20);
-    _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-    _mm256_storeu_ps(c + 3 * ldc, c30);
-    _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-    _mm256_storeu_ps(c + 4 * ldc, c40);
-    _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-    _mm256_storeu_ps(c + 5 * ldc, c50);
-    _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+        _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+    }
 }
 
-/* A tile at the edge (mr < 6 rows or nc < 16 columns): through a full-size copy. */
+static void kernel_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc) {
+    kernel_mx16(6, kc, ap, bp, c, ldc);
+}
+
+/* mr (1..6) rows of 16 columns. */
+static void kernel_rows(int64_t mr, int64_t kc, const float *ap, const float *bp, float *c,
+                        int64_t ldc) {
+    switch (mr) {
+    case 1: kernel_mx16(1, kc, ap, bp, c, ldc); break;
+    case 2: kernel_mx16(2, kc, ap, bp, c, ldc); break;
+    case 3: kernel_mx16(3, kc, ap, bp, c, ldc); break;
+    case 4: kernel_mx16(4, kc, ap, bp, c, ldc); break;
+    case 5: kernel_mx16(5, kc, ap, bp, c, ldc); break;
+    default: kernel_6x16(kc, ap, bp, c, ldc); break;
+    }
+}
+
+/* A tile at the edge: mr < 6 rows straight into c, fewer than 16 columns through a copy. */
 static void kernel_edge(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
                         int64_t mr, int64_t nc) {
+    if (nc == GEMM_NR) {
+        kernel_rows(mr, kc, ap, bp, c, ldc);
+        return;
+    }
     float tmp[GEMM_MR * GEMM_NR] = {0};
     for (int64_t r = 0; r < mr; r++) memcpy(tmp + r * GEMM_NR, c + r * ldc, (size_t)nc * sizeof(float));
-    kernel_6x16(kc, ap, bp, tmp, GEMM_NR);
+    kernel_rows(mr, kc, ap, bp, tmp, GEMM_NR);
     for (int64_t r = 0; r < mr; r++) memcpy(c + r * ldc, tmp + r * GEMM_NR, (size_t)nc * sizeof(float));
 }
 
@@ -208,6 +214,44 @@ int64_t avx_gemm_bpack_len(int64_t K, int64_t ncols) {
     return ((nc + GEMM_NR - 1) / GEMM_NR) * (kc > 0 ? kc : 1) * GEMM_NR;
 }
 
+/* Bytes of row storage that hold values [k0, k0 + kn) of a row (q8_0: whole blocks, k0 a
+ * multiple of 32), and the offset of the first. */
+static int64_t span_bytes(qvl_dtype dt, int64_t k0, int64_t kn, int64_t *off) {
+    if (dt == QVL_Q8_0) {
+        *off = k0 / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0);
+        return (kn + QVL_Q8_0_BLOCK - 1) / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0);
+    }
+    int64_t es = dt == QVL_F32 ? 4 : 2;
+    *off = k0 * es;
+    return kn * es;
+}
+
+/* Into L2: rows [r_lo, r_hi) of panel rows j0.. (at most jn of them), values [k0, k0 + kn).
+ * The next K block's weights, fetched while the current block's tiles compute, so that the
+ * packing finds them in cache instead of waiting on 16 short streams of a few hundred bytes
+ * each. */
+static void prefetch_rows(const avx_wmat *w, int64_t j0, int64_t jn, int r_lo, int r_hi,
+                          int64_t k0, int64_t kn) {
+    int64_t off, bytes = span_bytes(w->dt, k0, kn, &off);
+    for (int r = r_lo; r < r_hi && r < jn; r++) {
+        const unsigned char *p = row_ptr(w, j0 + r) + off;
+        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch((const char *)(p + b), _MM_HINT_T1);
+        _mm_prefetch((const char *)(p + bytes - 1), _MM_HINT_T1);
+    }
+}
+
+/* Into L1: the 6 x 16 output tile at c (rows ldc apart), which the micro-kernel loads first:
+ * fetched one tile ahead, it no longer waits on rows that the last K block left in L2. */
+AVX_INLINE void prefetch_tile(const float *c, int64_t ldc, int64_t mr) {
+    /* (addresses as integers: a partial last panel's may lie past the output's end, which a
+     * prefetch tolerates but pointer arithmetic does not) */
+    for (int64_t r = 0; r < mr; r++) {
+        uintptr_t row = (uintptr_t)c + (uintptr_t)(r * ldc) * sizeof(float);
+        _mm_prefetch((const char *)row, _MM_HINT_T0);
+        _mm_prefetch((const char *)(row + (GEMM_NR - 1) * sizeof(float)), _MM_HINT_T0);
+    }
+}
+
 void avx_gemm_cols(const float *packed_a, int64_t M, const avx_wmat *w, const float *bias,
                    const float *add, float *out, int64_t ldo, int64_t j_lo, int64_t j_hi,
                    float *bpack) {
@@ -218,12 +262,16 @@ void avx_gemm_cols(const float *packed_a, int64_t M, const avx_wmat *w, const fl
         int64_t panels = (nc + GEMM_NR - 1) / GEMM_NR;
         for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
             int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            int64_t k1 = k0 + kc, kc1 = K - k1 < GEMM_KC ? K - k1 : GEMM_KC; /* next block */
             for (int64_t p = 0; p < panels; p++) {
                 int64_t jn = nc - p * GEMM_NR < GEMM_NR ? nc - p * GEMM_NR : GEMM_NR;
                 pack_panel(w, jc + p * GEMM_NR, jn, k0, kc, bpack + p * kc * GEMM_NR);
             }
             for (int64_t m0 = 0; m0 < M; m0 += GEMM_MC) {
                 int64_t mc = M - m0 < GEMM_MC ? M - m0 : GEMM_MC;
+                int64_t tiles = (mc + GEMM_MR - 1) / GEMM_MR;
+                /* the next block's weight rows, spread over the last row block's tiles */
+                int rows_per_tile = kc1 > 0 && m0 + mc >= M ? (int)((GEMM_NR + tiles - 1) / tiles) : 0;
                 for (int64_t p = 0; p < panels; p++) {
                     int64_t jn = nc - p * GEMM_NR < GEMM_NR ? nc - p * GEMM_NR : GEMM_NR;
                     const float *bp = bpack + p * kc * GEMM_NR;
@@ -231,6 +279,16 @@ void avx_gemm_cols(const float *packed_a, int64_t M, const avx_wmat *w, const fl
                         const float *ap = packed_a + packed_off(M, m / GEMM_MR, k0, kc);
                         float *c = out + m * ldo + jc + p * GEMM_NR;
                         int64_t mr = M - m < GEMM_MR ? M - m : GEMM_MR;
+                        /* the tile after this one: next rows, or the next panel's first */
+                        int64_t mn = m + GEMM_MR < m0 + mc ? m + GEMM_MR : m0;
+                        if (mn != m0 || p + 1 < panels)
+                            prefetch_tile(out + mn * ldo + jc + (mn == m0 ? p + 1 : p) * GEMM_NR,
+                                          ldo, M - mn < GEMM_MR ? M - mn : GEMM_MR);
+                        if (rows_per_tile) {
+                            int t = (int)((m - m0) / GEMM_MR);
+                            prefetch_rows(w, jc + p * GEMM_NR, jn, t * rows_per_tile,
+                                          (t + 1) * rows_per_tile, k1, kc1);
+                        }
                         if (mr == GEMM_MR && jn == GEMM_NR) kernel_6x16(kc, ap, bp, c, ldo);
                         else kernel_edge(kc, ap, bp, c, ldo, mr, jn);
                     }

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,15 @@ static float w_scalar(qvl_dtype dt, const unsigned char *row, int64_t k) {
 
 /* ---- the job every thread runs ---- */
 
+/* One projection as the threads see it: output columns offset by its first column. */
+typedef struct lin_part {
+    const avx_wmat *w;
+    const float *bias; /* [w->rows] or NULL */
+    const float *add;  /* add + col or NULL */
+    float *out;        /* out + col */
+    int64_t start;     /* first row of this part in the job's row space */
+} lin_part;
+
 typedef struct linear_job {
     const float *a;       /* [M, K] */
     const float *a_eo;    /* bf16 GEMV: a with each 16-block as 8 even then 8 odd elements */
@@ -80,79 +90,76 @@ typedef struct linear_job {
     const float *qd;      /* q8_0: a block scales [M, K/32] */
     float *packed_a;      /* GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
     int64_t M, K;
-    const avx_wmat *w;
-    const float *bias, *add;
-    float *out;
+    lin_part parts[AVX_LINEAR_MAX_PARTS];
+    int n_parts;
+    int64_t rows;         /* weight rows of all parts together */
     int64_t ldo;
+    int nth;
     atomic_int failed;    /* a thread could not get its panel scratch */
-    atomic_llong next;    /* first output column not yet handed to a thread */
+    atomic_llong next;    /* first row (of all parts together) not yet handed to a thread */
 } linear_job;
 
-static void finish(const linear_job *jb, int64_t m, int64_t j, float v) {
-    if (jb->bias) v += jb->bias[j];
-    if (jb->add) v += jb->add[m * jb->ldo + j];
-    jb->out[m * jb->ldo + j] = v;
+static void finish(const linear_job *jb, const lin_part *pt, int64_t m, int64_t j, float v) {
+    if (pt->bias) v += pt->bias[j];
+    if (pt->add) v += pt->add[m * jb->ldo + j];
+    pt->out[m * jb->ldo + j] = v;
 }
 
 /* ---- GEMV: MR activation rows x NR weight rows, weights in their stored dtype ---- */
 
-AVX_INLINE void gemv_tile(const linear_job *jb, qvl_dtype dt, int MR, int NR, int64_t m0,
-                          int64_t j0) {
+/* Weight rows of a decode tile, each from its own stream (see GEMV_FOR). 8 against 4 (with
+ * two accumulators per row), alternating runs of a bf16 decode reading the weights in place
+ * from the file mapping: 5.4-6.0 against 5.2-5.6 tok/s. */
+#define GEMV_STREAMS 8
+#define PF_AHEAD 4096     /* bytes prefetched ahead on each stream */
+
+/* One 16-element step of weight row w (k..k+15) as two f32 vectors: bf16 as its even and odd
+ * elements (a_eo is permuted to match), f16 through F16C, f32 as it is. */
+AVX_INLINE void load16(qvl_dtype dt, const unsigned char *w, int64_t k, __m256 *w0, __m256 *w1) {
+    if (dt == QVL_BF16) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * k));
+        *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        *w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
+    } else {
+        *w0 = load8(dt, w, k);
+        *w1 = load8(dt, w, k + 8);
+    }
+}
+
+/* Weight rows j0 + r * js (r < NR) of part pt against activation rows m0 .. m0 + MR - 1.
+ * One prefetch per row and 64 bytes read: 32 elements of bf16/f16, 16 of f32. */
+AVX_INLINE void gemv_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt, int MR, int NR,
+                          int64_t m0, int64_t j0, int64_t js) {
     const int64_t K = jb->K, K16 = K / 16 * 16;
+    const int64_t step = dt == QVL_F32 ? 16 : 32; /* elements per 64 bytes */
     const unsigned char *wr[4];
     __m256 acc[3][4][2];
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) wr[r] = w_row(jb->w, j0 + r);
+    for (int r = 0; r < NR; r++) wr[r] = w_row(pt->w, j0 + r * js);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
     const float *a = dt == QVL_BF16 ? jb->a_eo : jb->a;
-    /* Prefetch the same spot of the next tile's rows: rows are short (a few KB), too short
-     * for the hardware prefetcher to ramp up on each one; this keeps a tile of reads in
-     * flight instead. Prefetches never fault, past the matrix end included. */
-    const int64_t ahead = (int64_t)row_bytes_of(dt, jb->w->row_stride) * NR;
-    if (dt == QVL_BF16) {
-        const __m256i hi_mask = _mm256_set1_epi32((int)0xFFFF0000u);
-        for (int64_t k = 0; k < K16; k += 16) {
-            __m256 we[4], wo[4];
+    const int64_t wbytes = dt == QVL_F32 ? 4 : 2;
+    for (int64_t k = 0; k < K16; k += 16) {
+        __m256 w0[4], w1[4];
 #pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) {
-                prefetch_ahead(wr[r] + 2 * k, ahead);
-                __m256i v = _mm256_loadu_si256((const __m256i *)(wr[r] + 2 * k));
-                we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-                wo[r] = _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask));
-            }
-#pragma GCC unroll 4
-            for (int m = 0; m < MR; m++) {
-                __m256 ae = _mm256_loadu_ps(a + (m0 + m) * K + k);
-                __m256 ao = _mm256_loadu_ps(a + (m0 + m) * K + k + 8);
-#pragma GCC unroll 4
-                for (int r = 0; r < NR; r++) {
-                    acc[m][r][0] = _mm256_fmadd_ps(ae, we[r], acc[m][r][0]);
-                    acc[m][r][1] = _mm256_fmadd_ps(ao, wo[r], acc[m][r][1]);
-                }
-            }
+        for (int r = 0; r < NR; r++) {
+            /* rows are a few KB, too short for the hardware prefetcher to ramp up on each:
+             * the next rows of each stream are fetched ahead (never faults, past the end
+             * of the matrix included) */
+            if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD);
+            load16(dt, wr[r], k, &w0[r], &w1[r]);
         }
-    } else {
-        for (int64_t k = 0; k < K16; k += 16) {
-            __m256 w0[4], w1[4];
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; m++) {
+            __m256 a0 = _mm256_loadu_ps(a + (m0 + m) * K + k);
+            __m256 a1 = _mm256_loadu_ps(a + (m0 + m) * K + k + 8);
 #pragma GCC unroll 4
             for (int r = 0; r < NR; r++) {
-                prefetch_ahead(wr[r] + (dt == QVL_F16 ? 2 : 4) * k, ahead);
-                if (dt == QVL_F32) prefetch_ahead(wr[r] + 4 * k + 32, ahead);
-                w0[r] = load8(dt, wr[r], k);
-                w1[r] = load8(dt, wr[r], k + 8);
-            }
-#pragma GCC unroll 4
-            for (int m = 0; m < MR; m++) {
-                __m256 a0 = _mm256_loadu_ps(a + (m0 + m) * K + k);
-                __m256 a1 = _mm256_loadu_ps(a + (m0 + m) * K + k + 8);
-#pragma GCC unroll 4
-                for (int r = 0; r < NR; r++) {
-                    acc[m][r][0] = _mm256_fmadd_ps(a0, w0[r], acc[m][r][0]);
-                    acc[m][r][1] = _mm256_fmadd_ps(a1, w1[r], acc[m][r][1]);
-                }
+                acc[m][r][0] = _mm256_fmadd_ps(a0, w0[r], acc[m][r][0]);
+                acc[m][r][1] = _mm256_fmadd_ps(a1, w1[r], acc[m][r][1]);
             }
         }
     }
@@ -163,27 +170,67 @@ AVX_INLINE void gemv_tile(const linear_job *jb, qvl_dtype dt, int MR, int NR, in
             float v = avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1]));
             /* the tail past the last 16-block is in natural order in a and a_eo alike */
             for (int64_t k = K16; k < K; k++) v += a[(m0 + m) * K + k] * w_scalar(dt, wr[r], k);
-            finish(jb, m0 + m, j0 + r, v);
+            finish(jb, pt, m0 + m, j0 + r * js, v);
         }
 }
 
-#define GEMV_FOR(DT)                                                                   \
-    static void gemv_##DT(const linear_job *jb, int64_t j_lo, int64_t j_hi) {          \
-        for (int64_t m0 = 0; m0 < jb->M;) {                                            \
-            int64_t mr = jb->M - m0;                                                   \
-            int64_t j = j_lo;                                                          \
-            if (mr == 1) {                                                             \
-                for (; j + 4 <= j_hi; j += 4) gemv_tile(jb, DT, 1, 4, m0, j);          \
-                for (; j < j_hi; j++) gemv_tile(jb, DT, 1, 1, m0, j);                  \
-            } else if (mr == 2) {                                                      \
-                for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, DT, 2, 2, m0, j);          \
-                for (; j < j_hi; j++) gemv_tile(jb, DT, 2, 1, m0, j);                  \
-            } else {                                                                   \
-                mr = 3;                                                                \
-                for (; j < j_hi; j++) gemv_tile(jb, DT, 3, 1, m0, j);                  \
-            }                                                                          \
-            m0 += mr;                                                                  \
-        }                                                                              \
+/* Decode (one activation row): weight rows j0 + r * js (r < NR, up to 8) with one
+ * accumulator per row: NR rows in flight keep the FMA latency hidden. */
+AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt, int NR,
+                              int64_t j0, int64_t js) {
+    const int64_t K = jb->K, K16 = K / 16 * 16;
+    const int64_t step = dt == QVL_F32 ? 16 : 32; /* elements per 64 bytes */
+    const int64_t wbytes = dt == QVL_F32 ? 4 : 2;
+    const unsigned char *wr[8];
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; r++) {
+        wr[r] = w_row(pt->w, j0 + r * js);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const float *a = dt == QVL_BF16 ? jb->a_eo : jb->a;
+    for (int64_t k = 0; k < K16; k += 16) {
+        __m256 a0 = _mm256_loadu_ps(a + k), a1 = _mm256_loadu_ps(a + k + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < NR; r++) {
+            if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD);
+            __m256 w0, w1;
+            load16(dt, wr[r], k, &w0, &w1);
+            acc[r] = _mm256_fmadd_ps(a0, w0, acc[r]);
+            acc[r] = _mm256_fmadd_ps(a1, w1, acc[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; r++) {
+        float v = avx_hsum(acc[r]);
+        for (int64_t k = K16; k < K; k++) v += a[k] * w_scalar(dt, wr[r], k);
+        finish(jb, pt, 0, j0 + r * js, v);
+    }
+}
+
+/* Rows [j_lo, j_hi) of part pt. One activation row (decode): GEMV_STREAMS sequential streams
+ * read side by side, as q8_range does (see there why); 2 or 3 rows: tiles of adjacent rows. */
+#define GEMV_FOR(DT)                                                                          \
+    static void gemv_##DT(const linear_job *jb, const lin_part *pt, int64_t j_lo,            \
+                          int64_t j_hi) {                                                     \
+        for (int64_t m0 = 0; m0 < jb->M;) {                                                   \
+            int64_t mr = jb->M - m0;                                                          \
+            int64_t j = j_lo;                                                                 \
+            if (mr == 1) {                                                                    \
+                const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;                             \
+                for (int64_t t = 0; t < len; t++)                                             \
+                    gemv_row_tile(jb, pt, DT, GEMV_STREAMS, j_lo + t, len);                   \
+                for (j = j_lo + len * GEMV_STREAMS; j < j_hi; j++)                            \
+                    gemv_row_tile(jb, pt, DT, 1, j, 1);                                       \
+            } else if (mr == 2) {                                                             \
+                for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, pt, DT, 2, 2, m0, j, 1);          \
+                for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 2, 1, m0, j, 1);                  \
+            } else {                                                                          \
+                mr = 3;                                                                       \
+                for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 3, 1, m0, j, 1);                  \
+            }                                                                                 \
+            m0 += mr;                                                                         \
+        }                                                                                     \
     }
 GEMV_FOR(QVL_F32)
 GEMV_FOR(QVL_F16)
@@ -217,8 +264,7 @@ static void quantize_row(const float *x, int64_t K, int8_t *q, float *d) {
     }
 }
 
-#define Q8_STREAMS 4      /* weight rows of a tile, each from its own stream (see q8_range) */
-#define Q8_PF_AHEAD 4096  /* bytes prefetched ahead on each stream */
+#define Q8_STREAMS 4
 
 AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
     __m256i ax = _mm256_sign_epi8(wq, wq);           /* |w| as unsigned bytes */
@@ -229,12 +275,13 @@ AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
 }
 
 /* Weight rows j0 + r * js (r < NR) against MR activation rows. */
-AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_t j0, int64_t js) {
+AVX_INLINE void q8_tile(const linear_job *jb, const lin_part *pt, int MR, int NR, int64_t m0,
+                        int64_t j0, int64_t js) {
     const int64_t K = jb->K, nb = K / QVL_Q8_0_BLOCK;
     const unsigned char *wr[4];
     __m256 acc[4][4];
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) wr[r] = w_row(jb->w, j0 + r * js);
+    for (int r = 0; r < NR; r++) wr[r] = w_row(pt->w, j0 + r * js);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
@@ -245,7 +292,7 @@ AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * (int64_t)sizeof(qvl_block_q8_0);
-            prefetch_ahead(blk, Q8_PF_AHEAD);
+            prefetch_ahead(blk, PF_AHEAD);
             memcpy(&h[r], blk, 2);
             wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         }
@@ -267,7 +314,7 @@ AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_
 #pragma GCC unroll 4
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) finish(jb, m0 + m, j0 + r * js, avx_hsum(acc[m][r]));
+        for (int r = 0; r < NR; r++) finish(jb, pt, m0 + m, j0 + r * js, avx_hsum(acc[m][r]));
 }
 
 /* Rows [j_lo, j_hi) as Q8_STREAMS sequential streams read side by side: tile t takes row t
@@ -276,55 +323,87 @@ AVX_INLINE void q8_tile(const linear_job *jb, int MR, int NR, int64_t m0, int64_
  * a core needs several streams in flight to read at full speed. Four consecutive rows of a
  * q8_0 matrix at K = 2048 (2176 bytes each) share pages, so a tile of them is about one
  * stream; rows a quarter of the range apart are four. Each stream is prefetched
- * Q8_PF_AHEAD bytes ahead (its next rows) for the page crossings, where the streamer starts
+ * PF_AHEAD bytes ahead (its next rows) for the page crossings, where the streamer starts
  * over. */
-static void q8_range(const linear_job *jb, int64_t j_lo, int64_t j_hi) {
+static void q8_range(const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {
     const int64_t len = (j_hi - j_lo) / Q8_STREAMS, rest = j_lo + len * Q8_STREAMS;
     int64_t m0 = 0;
     for (; m0 + 3 <= jb->M; m0 += 3) {
-        for (int64_t t = 0; t < len; t++) q8_tile(jb, 3, Q8_STREAMS, m0, j_lo + t, len);
-        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, 3, 1, m0, j, 1);
+        for (int64_t t = 0; t < len; t++) q8_tile(jb, pt, 3, Q8_STREAMS, m0, j_lo + t, len);
+        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, pt, 3, 1, m0, j, 1);
     }
     for (; m0 < jb->M; m0++) {
-        for (int64_t t = 0; t < len; t++) q8_tile(jb, 1, Q8_STREAMS, m0, j_lo + t, len);
-        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, 1, 1, m0, j, 1);
+        for (int64_t t = 0; t < len; t++) q8_tile(jb, pt, 1, Q8_STREAMS, m0, j_lo + t, len);
+        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, pt, 1, 1, m0, j, 1);
     }
 }
 
-/* Output columns are handed out in chunks from a shared counter rather than split evenly up
- * front: a thread the OS preempts (or that runs slower) then leaves its remaining chunks to
- * the others instead of holding up the op. Chunks are multiples of COL_ALIGN (no shared
- * cache lines), big enough that the prefetchers stay ahead within one. */
-#define GEMV_CHUNK (4 * COL_ALIGN) /* weight rows: 256 KB of bf16 at K = 2048 */
-#define GEMM_CHUNK (8 * COL_ALIGN) /* output columns: eight 16-column panels */
-#define Q8_CHUNK (16 * COL_ALIGN)  /* q8_0 weight rows: 4 streams of 64 rows, 544 KB at K = 2048 */
+/* Weight rows (output columns) are handed out in chunks from a shared counter rather than
+ * split evenly up front: a thread the OS preempts (or that runs slower) then leaves its
+ * remaining chunks to the others instead of holding up the op. GEMV chunks shrink as the op
+ * nears its end (a quarter of each thread's share of what is left, down to GEMV_MIN_CHUNK), so
+ * that the threads finish together; GEMM chunks are fixed (the panels want wide ranges). All
+ * are multiples of COL_ALIGN (no shared cache lines). */
+#define GEMV_MAX_CHUNK (8 * COL_ALIGN) /* weight rows: 512 KB of bf16 at K = 2048 */
+#define GEMV_MIN_CHUNK COL_ALIGN
+#define GEMM_CHUNK (8 * COL_ALIGN)     /* output columns: eight 16-column panels */
+#define Q8_MAX_CHUNK (16 * COL_ALIGN)  /* q8_0 weight rows: 544 KB at K = 2048 */
+
+static bool grab_chunk(linear_job *jb, bool gemm, int64_t *lo, int64_t *hi) {
+    const int64_t N = jb->rows;
+    const int64_t max = gemm ? GEMM_CHUNK : jb->qa ? Q8_MAX_CHUNK : GEMV_MAX_CHUNK;
+    long long cur = atomic_load_explicit(&jb->next, memory_order_relaxed);
+    for (;;) {
+        if (cur >= N) return false;
+        int64_t size = max;
+        if (!gemm) {
+            size = (N - cur) / (4 * jb->nth) / COL_ALIGN * COL_ALIGN;
+            size = size < GEMV_MIN_CHUNK ? GEMV_MIN_CHUNK : size > max ? max : size;
+        }
+        if (size > N - cur) size = N - cur;
+        if (atomic_compare_exchange_weak_explicit(&jb->next, &cur, cur + size,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            *lo = cur;
+            *hi = cur + size;
+            return true;
+        }
+    }
+}
+
+/* Rows [lo, hi) of part pt (part-local). */
+static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t lo, int64_t hi,
+                     float *bpack) {
+    if (gemm) {
+        avx_gemm_cols(jb->packed_a, jb->M, pt->w, pt->bias, pt->add, pt->out, jb->ldo, lo, hi,
+                      bpack);
+        return;
+    }
+    switch (pt->w->dt) {
+    case QVL_Q8_0: q8_range(jb, pt, lo, hi); break;
+    case QVL_BF16: gemv_QVL_BF16(jb, pt, lo, hi); break;
+    case QVL_F16: gemv_QVL_F16(jb, pt, lo, hi); break;
+    default: gemv_QVL_F32(jb, pt, lo, hi); break;
+    }
+}
 
 static void linear_worker(void *ctx, int tid, int nth) {
     linear_job *jb = ctx;
     (void)tid;
     (void)nth;
     const bool gemm = jb->M >= 4;
-    const int64_t chunk = gemm ? GEMM_CHUNK : jb->w->dt == QVL_Q8_0 ? Q8_CHUNK : GEMV_CHUNK;
-    const int64_t N = jb->w->rows;
     float *bpack = NULL;
-    if (gemm && !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, chunk) * sizeof(float)))) {
+    if (gemm && !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, GEMM_CHUNK) * sizeof(float)))) {
         atomic_store(&jb->failed, 1);
         return;
     }
-    for (;;) {
-        int64_t lo = atomic_fetch_add(&jb->next, chunk);
-        if (lo >= N) break;
-        int64_t hi = N - lo < chunk ? N : lo + chunk;
-        if (gemm) {
-            avx_gemm_cols(jb->packed_a, jb->M, jb->w, jb->bias, jb->add, jb->out, jb->ldo, lo,
-                          hi, bpack);
-        } else {
-            switch (jb->w->dt) {
-            case QVL_Q8_0: q8_range(jb, lo, hi); break;
-            case QVL_BF16: gemv_QVL_BF16(jb, lo, hi); break;
-            case QVL_F16: gemv_QVL_F16(jb, lo, hi); break;
-            default: gemv_QVL_F32(jb, lo, hi); break;
-            }
+    int64_t lo, hi;
+    while (grab_chunk(jb, gemm, &lo, &hi)) {
+        /* a chunk may span the end of one part and the start of the next */
+        for (int p = 0; p < jb->n_parts; p++) {
+            const lin_part *pt = &jb->parts[p];
+            int64_t b = lo > pt->start ? lo : pt->start;
+            int64_t e = hi < pt->start + pt->w->rows ? hi : pt->start + pt->w->rows;
+            if (b < e) run_rows(jb, pt, gemm, b - pt->start, e - pt->start, bpack);
         }
     }
     free(bpack);
@@ -337,11 +416,38 @@ static void pack_a_worker(void *ctx, int tid, int nth) {
     avx_gemm_pack_a(jb->a, jb->M, jb->K, lo, hi, jb->packed_a);
 }
 
-qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
-                      const float *bias, const float *add, float *out, int64_t ldo) {
-    const int64_t K = w->cols;
-    linear_job jb = {.a = a, .M = M, .K = K, .w = w, .bias = bias, .add = add, .out = out,
-                     .ldo = ldo};
+/* a with each 16-block as its 8 even then 8 odd elements (the bf16 GEMV's order). */
+static void permute_even_odd(const float *a, int64_t M, int64_t K, float *a_eo) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *src = a + m * K;
+        float *dst = a_eo + m * K;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16)
+            for (int i = 0; i < 8; i++) {
+                dst[k + i] = src[k + 2 * i];
+                dst[k + 8 + i] = src[k + 2 * i + 1];
+            }
+        for (; k < K; k++) dst[k] = src[k];
+    }
+}
+
+qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
+                            const avx_linear_part *parts, int n_parts, const float *add,
+                            float *out, int64_t ldo) {
+    if (n_parts < 1 || n_parts > AVX_LINEAR_MAX_PARTS) return QVL_E_INVALID;
+    const int64_t K = parts[0].w->cols;
+    linear_job jb = {.a = a, .M = M, .K = K, .n_parts = n_parts, .ldo = ldo,
+                     .nth = avx_pool_size(be->pool)};
+    bool any_q8 = false, any_bf16 = false;
+    for (int p = 0; p < n_parts; p++) {
+        const avx_wmat *w = parts[p].w;
+        if (w->cols != K) return QVL_E_INVALID;
+        jb.parts[p] = (lin_part){w, parts[p].bias, add ? add + parts[p].col : NULL,
+                                 out + parts[p].col, jb.rows};
+        jb.rows += w->rows;
+        any_q8 |= w->dt == QVL_Q8_0;
+        any_bf16 |= w->dt == QVL_BF16;
+    }
     atomic_init(&jb.failed, 0);
     atomic_init(&jb.next, 0);
     float *a_eo = NULL, *qd = NULL, *packed_a = NULL;
@@ -351,28 +457,21 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
         if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
         jb.packed_a = packed_a;
         avx_pool_run(be->pool, pack_a_worker, &jb);
-    } else if (w->dt == QVL_Q8_0) {
-        qa = malloc((size_t)(M * K) + 32);
-        qd = avx_scratch(M * (K / QVL_Q8_0_BLOCK));
-        if (!qa || !qd) { s = QVL_E_NOMEM; goto done; }
-        for (int64_t m = 0; m < M; m++)
-            quantize_row(a + m * K, K, qa + m * K, qd + m * (K / QVL_Q8_0_BLOCK));
-        jb.qa = qa;
-        jb.qd = qd;
-    } else if (w->dt == QVL_BF16) {
-        if (!(a_eo = avx_scratch(M * K))) { s = QVL_E_NOMEM; goto done; }
-        for (int64_t m = 0; m < M; m++) {
-            const float *src = a + m * K;
-            float *dst = a_eo + m * K;
-            int64_t k = 0;
-            for (; k + 16 <= K; k += 16)
-                for (int i = 0; i < 8; i++) {
-                    dst[k + i] = src[k + 2 * i];
-                    dst[k + 8 + i] = src[k + 2 * i + 1];
-                }
-            for (; k < K; k++) dst[k] = src[k];
+    } else {
+        if (any_q8) {
+            qa = malloc((size_t)(M * K) + 32);
+            qd = avx_scratch(M * (K / QVL_Q8_0_BLOCK));
+            if (!qa || !qd) { s = QVL_E_NOMEM; goto done; }
+            for (int64_t m = 0; m < M; m++)
+                quantize_row(a + m * K, K, qa + m * K, qd + m * (K / QVL_Q8_0_BLOCK));
+            jb.qa = qa;
+            jb.qd = qd;
         }
-        jb.a_eo = a_eo;
+        if (any_bf16) {
+            if (!(a_eo = avx_scratch(M * K))) { s = QVL_E_NOMEM; goto done; }
+            permute_even_odd(a, M, K, a_eo);
+            jb.a_eo = a_eo;
+        }
     }
     avx_pool_run(be->pool, linear_worker, &jb);
     if (atomic_load(&jb.failed)) s = QVL_E_NOMEM;
@@ -382,4 +481,10 @@ done:
     free(qa);
     free(qd);
     return s;
+}
+
+qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
+                      const float *bias, const float *add, float *out, int64_t ldo) {
+    const avx_linear_part part = {w, bias, 0};
+    return avx_linear_parts(be, a, M, &part, 1, add, out, ldo);
 }

@@ -15,7 +15,8 @@
  *    product moves by at most sum|w| * max|a_block| / 254 (in practice ~ sqrt(32) * rms|w| *
  *    max|a_block|/254/sqrt(3) as the rounding errors are independent).
  * Output columns are handed to threads in chunks that are multiples of 16 floats (64 bytes),
- * so two threads never write one cache line of a row when the row starts on a cache line. */
+ * so two threads never write one cache line of a row when the row starts on a cache line.
+ * Decode GEMVs read each chunk's weight rows as 4 side-by-side streams (avx_linear.c). */
 #ifndef QVL_AVX_LINEAR_H
 #define QVL_AVX_LINEAR_H
 
@@ -39,5 +40,21 @@ qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float 
  * a is contiguous f32 [M, K = w->cols]; bias and add may be NULL; add may equal out. */
 qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
                       const float *bias, const float *add, float *out, int64_t ldo);
+
+/* Several products of the same a in one pass over the threads (NORM_LINEAR's projections):
+ * part p writes output columns [col, col + w->rows) as avx_linear would with out + col and
+ * add + col. Rows of all parts are handed out together, so the threads wait for each other
+ * once, not once per part, and a is prepared (quantised, permuted or packed) once. Every
+ * part's w->cols must be the same K; at most AVX_LINEAR_MAX_PARTS parts (QVL_E_INVALID
+ * otherwise). */
+#define AVX_LINEAR_MAX_PARTS 4
+typedef struct avx_linear_part {
+    const avx_wmat *w;
+    const float *bias; /* [w->rows] or NULL */
+    int64_t col;
+} avx_linear_part;
+qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
+                            const avx_linear_part *parts, int n_parts, const float *add,
+                            float *out, int64_t ldo);
 
 #endif

@@ -1,8 +1,8 @@
 /* The thread pool (see avx_pool.h). A run bumps a generation counter under the mutex and
-#define _POSIX_C_SOURCE 200809L
  * broadcasts; each worker runs the job for its id and counts itself done; the caller runs
  * share 0 and then waits for the count. Workers spin briefly before sleeping, because ops
  * follow each other within microseconds during decoding. */
+#define _POSIX_C_SOURCE 200809L
 #include "avx_pool.h"
 
 #include <pthread.h>
