@@ -160,6 +160,39 @@ static void model_load_stats_and_profile(void **state) {
     qvl_model_close(m);
 }
 
+/* no_mmap: the same weights copied into the backend's buffers instead of used in place from
+ * the mapping; the same logits, bit for bit. */
+static void model_no_mmap_copies_weights(void **state) {
+    (void)state;
+    qvl_error err = {0};
+    qvl_status st;
+    qvl_model *m = open_tiny(NULL, &err, &st);
+    if (st != QVL_OK) fail_msg("open: %s", err.msg);
+    int64_t vocab = qvl_model_config(m)->text.vocab_size;
+    float *ref = malloc((size_t)vocab * sizeof *ref), *got = malloc((size_t)vocab * sizeof *got);
+    assert_non_null(ref);
+    assert_non_null(got);
+    eval_logits(m, ref);
+    qvl_model_load_stats in_place;
+    qvl_model_get_load_stats(m, &in_place);
+    qvl_model_close(m);
+
+    qvl_model_options mo = {.backend_name = "reference", .ctx = 16, .no_mmap = true};
+    m = NULL;
+    st = qvl_model_open(TINY, &mo, &m, &err);
+    if (st != QVL_OK) fail_msg("open --no-mmap: %s", err.msg);
+    qvl_model_load_stats ls;
+    qvl_model_get_load_stats(m, &ls);
+    assert_int_equal(ls.matrix_dtype, QVL_BF16);
+    assert_int_equal(ls.weights_in_place_bytes, 0);
+    assert_int_equal(ls.weights_copied_bytes, in_place.weights_in_place_bytes);
+    eval_logits(m, got);
+    assert_memory_equal(ref, got, (size_t)vocab * sizeof *ref);
+    free(ref);
+    free(got);
+    qvl_model_close(m);
+}
+
 static double max_abs(const float *x, int64_t n) {
     double v = 0;
     for (int64_t i = 0; i < n; i++) v = fmax(v, fabs((double)x[i]));
@@ -316,6 +349,7 @@ int main(void) {
         cmocka_unit_test(exec_profile_counts_nodes_per_op),
         cmocka_unit_test(model_load_stats_and_profile),
         cmocka_unit_test(model_weights_converted_at_load),
+        cmocka_unit_test(model_no_mmap_copies_weights),
         cmocka_unit_test(model_q8_0_needs_whole_blocks),
         cmocka_unit_test(backend_options_override_plugins_yaml),
     };

@@ -35,7 +35,7 @@
 typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image;
     int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx;
-    bool json, no_profile, no_probe, verbose;
+    bool json, no_profile, no_probe, no_mmap, verbose;
 } bench_args;
 
 static double now_seconds(void) {
@@ -262,7 +262,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     snprintf(threads_text, sizeof threads_text, "%lld", (long long)a->threads);
     qvl_model_options mo = {
         .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->ctx ? a->ctx : a->n_prompt + a->n_gen,
-        .weight_dtype = a->weights, .backend_options = threads_opt->seen ? &backend_opts : NULL,
+        .weight_dtype = a->weights, .no_mmap = a->no_mmap, .backend_options = threads_opt->seen ? &backend_opts : NULL,
     };
 
     uint64_t free_before = 0;
@@ -370,6 +370,7 @@ int main(int argc, char **argv) {
         {"json", 0, CLI_FLAG, &a.json, NULL, "print one JSON object instead of text", 0, 0, false},
         {"no-profile", 0, CLI_FLAG, &a.no_profile, NULL, "skip the per-op profile (one extra prefill and decode step)", 0, 0, false},
         {"no-probe", 0, CLI_FLAG, &a.no_probe, NULL, "skip the memory-bandwidth and FMA probes", 0, 0, false},
+        {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
         {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default: -p + -n); e.g. 4096 to see the device memory a long context takes", 1, 1 << 24, false},
         {"probe-mib", 0, CLI_INT, &a.probe_mib, "MIB", "buffer of the memory-read probe in MiB (default 1024: far above any cache)", 1, 1 << 20, false},
         {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log loading details to stderr", 0, 0, false},

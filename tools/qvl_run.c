@@ -29,7 +29,7 @@ typedef struct run_args {
     const char *image_help; /* --image is collected before parsing (repeatable) */
     int64_t n_predict, top_k, seed, ctx, min_pixels, max_pixels;
     double temp, top_p, min_p, repeat_penalty, presence_penalty;
-    bool print_ids, no_fuse, verbose;
+    bool print_ids, no_fuse, no_mmap, verbose;
 } run_args;
 
 enum {
@@ -516,7 +516,8 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     }
 
     qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
-                            .no_fuse = a.no_fuse, .weight_dtype = a.weights};
+                            .no_fuse = a.no_fuse, .no_mmap = a.no_mmap,
+                            .weight_dtype = a.weights};
     qvl_model *m = NULL;
     qvl_sampler *sampler = NULL;
     st = qvl_model_open(a.model, &mo, &m, &err);
@@ -573,6 +574,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},
         {"dump-logits", 0, CLI_STRING, &a.dump_logits, "FILE", "write the prompt's logits as float32 [n_prompt, vocab] (run)", 0, 0, false},
         {"no-fuse", 0, CLI_FLAG, &a.no_fuse, NULL, "run the unfused graph (debugging)", 0, 0, false},
+        {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
         {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log progress and speed to stderr", 0, 0, false},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];

@@ -59,6 +59,7 @@ struct qvl_model {
     size_t n_bound;
     int64_t ctx;
     bool no_fuse;
+    bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
     qvl_buffer kv;      /* all layers' K and V caches, f32 [ctx, n_kv_heads, head_dim] each */
     size_t kv_layer_bytes;
     int64_t n_past;
@@ -79,7 +80,7 @@ static const bound_weight *find_bound(const qvl_model *m, const char *name) {
 static bool is_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
 /* Put one stored tensor on the backend as `want`: in place when the backend reads host memory,
- * the dtype already fits and the data is aligned; otherwise converted (on several threads) and
+ * the dtype already fits, the data is aligned and no_mmap is off; otherwise converted (on several threads) and
  * uploaded once. A host-memory backend gets the conversion written straight into its buffer,
  * and the mapped source pages are then dropped from the resident set. */
 static qvl_status bind_weight(qvl_model *m, const qvl_st_tensor *t, qvl_dtype want,
@@ -94,7 +95,8 @@ static qvl_status bind_weight(qvl_model *m, const qvl_st_tensor *t, qvl_dtype wa
         return qvl_fail(err, QVL_E_LIMIT, "%s: size overflows", t->name);
     out->name = t->name;
     out->dtype = want;
-    if (t->dtype == want && be->buffer_wrap_host && is_aligned(t->data, want == QVL_F32 ? 4 : 2)) {
+    if (t->dtype == want && be->buffer_wrap_host && !m->no_mmap &&
+        is_aligned(t->data, want == QVL_F32 ? 4 : 2)) {
         return be->buffer_wrap_host(m->lb->be, (void *)t->data, t->nbytes, &out->buf, err);
     }
     qvl_status st = be->buffer_alloc(m->lb->be, want_bytes ? want_bytes : 1, &out->buf, err);
@@ -158,6 +160,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     if (!m) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     m->ctx = opts->ctx;
     m->no_fuse = opts->no_fuse;
+    m->no_mmap = opts->no_mmap;
 
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/config.json", dir);

@@ -26,6 +26,10 @@ typedef struct qvl_model_options {
     const char *backend_name; /* --backend (NULL: by priority) */
     int64_t ctx;              /* KV cache capacity in tokens (> 0) */
     bool no_fuse;             /* run the primitive graph (debugging, backend bring-up) */
+    /* Copy weights the backend could read in place from the file mapping into its own
+     * buffers at load, then drop the mapped pages (as llama.cpp's --no-mmap): more load time,
+     * the same resident memory, and on some machines faster streaming than the mapping. */
+    bool no_mmap;
     /* "f32", "f16", "bf16" or "q8_0": matrix weights (2-D and up) are converted once at load
      * to this dtype (q8_0 needs every row length to be a multiple of 32). NULL: the opened
      * backend's `weights:` option in plugins.yaml, else as stored. */
