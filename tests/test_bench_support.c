@@ -98,11 +98,17 @@ static void exec_profile_counts_nodes_per_op(void **state) {
 
 /* ---- the model ----------------------------------------------------------------------------- */
 
-static qvl_model *open_tiny(const char *weights, qvl_error *err, qvl_status *st) {
-    qvl_model_options mo = {.backend_name = "reference", .ctx = 16, .weight_dtype = weights};
+static qvl_model *open_tiny_as(const char *weights, bool no_mmap, qvl_error *err,
+                               qvl_status *st) {
+    qvl_model_options mo = {.backend_name = "reference", .ctx = 16, .weight_dtype = weights,
+                            .no_mmap = no_mmap};
     qvl_model *m = NULL;
     *st = qvl_model_open(TINY, &mo, &m, err);
     return m;
+}
+
+static qvl_model *open_tiny(const char *weights, qvl_error *err, qvl_status *st) {
+    return open_tiny_as(weights, false, err, st);
 }
 
 static void eval_logits(qvl_model *m, float *logits) {
@@ -111,6 +117,22 @@ static void eval_logits(qvl_model *m, float *logits) {
     qvl_model_truncate(m, 0);
     qvl_status st = qvl_model_eval(m, ids, 4, NULL, false, logits, &err);
     if (st != QVL_OK) fail_msg("eval: %s", err.msg);
+}
+
+/* The tiny model's logits with its weights as stored (bf16, in place), its load statistics
+ * and vocabulary size: what the conversion tests compare against. */
+static float *stored_logits(int64_t *vocab, qvl_model_load_stats *ls) {
+    qvl_error err = {0};
+    qvl_status st;
+    qvl_model *m = open_tiny(NULL, &err, &st);
+    if (st != QVL_OK) fail_msg("open: %s", err.msg);
+    *vocab = qvl_model_config(m)->text.vocab_size;
+    float *ref = malloc((size_t)*vocab * sizeof *ref);
+    assert_non_null(ref);
+    eval_logits(m, ref);
+    qvl_model_get_load_stats(m, ls);
+    qvl_model_close(m);
+    return ref;
 }
 
 static void model_load_stats_and_profile(void **state) {
@@ -164,22 +186,13 @@ static void model_load_stats_and_profile(void **state) {
  * the mapping; the same logits, bit for bit. */
 static void model_no_mmap_copies_weights(void **state) {
     (void)state;
+    int64_t vocab;
+    qvl_model_load_stats in_place;
+    float *ref = stored_logits(&vocab, &in_place), *got = malloc((size_t)vocab * sizeof *got);
+    assert_non_null(got);
     qvl_error err = {0};
     qvl_status st;
-    qvl_model *m = open_tiny(NULL, &err, &st);
-    if (st != QVL_OK) fail_msg("open: %s", err.msg);
-    int64_t vocab = qvl_model_config(m)->text.vocab_size;
-    float *ref = malloc((size_t)vocab * sizeof *ref), *got = malloc((size_t)vocab * sizeof *got);
-    assert_non_null(ref);
-    assert_non_null(got);
-    eval_logits(m, ref);
-    qvl_model_load_stats in_place;
-    qvl_model_get_load_stats(m, &in_place);
-    qvl_model_close(m);
-
-    qvl_model_options mo = {.backend_name = "reference", .ctx = 16, .no_mmap = true};
-    m = NULL;
-    st = qvl_model_open(TINY, &mo, &m, &err);
+    qvl_model *m = open_tiny_as(NULL, true, &err, &st);
     if (st != QVL_OK) fail_msg("open --no-mmap: %s", err.msg);
     qvl_model_load_stats ls;
     qvl_model_get_load_stats(m, &ls);
@@ -209,20 +222,13 @@ static double max_diff(const float *a, const float *b, int64_t n) {
  * q8_0 rounds each weight to 1/254 of its block's range: logits move a little, not a lot. */
 static void model_weights_converted_at_load(void **state) {
     (void)state;
+    int64_t vocab;
+    qvl_model_load_stats bf;
+    float *ref = stored_logits(&vocab, &bf), *got = malloc((size_t)vocab * sizeof *got);
+    assert_non_null(got);
     qvl_error err = {0};
     qvl_status st;
-    qvl_model *m = open_tiny(NULL, &err, &st);
-    if (st != QVL_OK) fail_msg("open: %s", err.msg);
-    int64_t vocab = qvl_model_config(m)->text.vocab_size;
-    float *ref = malloc((size_t)vocab * sizeof *ref), *got = malloc((size_t)vocab * sizeof *got);
-    assert_non_null(ref);
-    assert_non_null(got);
-    eval_logits(m, ref);
-    qvl_model_load_stats bf;
-    qvl_model_get_load_stats(m, &bf);
-    qvl_model_close(m);
-
-    m = open_tiny("f32", &err, &st);
+    qvl_model *m = open_tiny("f32", &err, &st);
     if (st != QVL_OK) fail_msg("open f32: %s", err.msg);
     qvl_model_load_stats ls;
     qvl_model_get_load_stats(m, &ls);

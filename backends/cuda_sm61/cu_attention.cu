@@ -15,7 +15,7 @@
  * L is read whatever at holds), the query's own segment with segments. Hidden keys are not
  * visited (exp(-inf) = 0); a query that sees no key gets 0, as softmax of an all -inf row
  * does in the reference. */
-#include "cu_device.cuh"
+#include "cu_attention.cuh"
 
 #define CU_ATTN_WARPS 4
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
@@ -28,31 +28,11 @@
 #define CU_ATTN_TARGET_BLOCKS 512
 #endif
 
-struct cu_attn_args {
-    cu_view q, k, v;
-    float scale;
-    int mask;
-    int64_t n_past;
-    const int32_t *at;
-    const int32_t *seg;
-    int64_t seg_stride, n_bounds;
-    float *out;
+struct cu_attn_args : cu_attn_job {
     float *part;     /* splits > 1: [rows, splits, D + 2] partials */
     unsigned *count; /* splits > 1: per row, splits finished so far (0 between launches) */
     int splits;
 };
-
-/* Segment of position i (see cu_softmax.cu; repeated to keep each file self-contained). */
-__device__ __forceinline__ int64_t cu_attn_segment_of(const int32_t *seg, int64_t stride,
-                                                      int64_t n_bounds, int64_t i) {
-    int64_t lo = 1, hi = n_bounds;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (seg[mid * stride] <= i) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo - 1;
-}
 
 /* A load that skips L1, where another block's writes may not show (ld.global.cg, as __ldcg;
  * spelled out because older clang CUDA headers lack __ldcg). */
@@ -99,16 +79,8 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     int64_t row = blockIdx.x, i = row / Hq, h = row % Hq, g = h / (Hq / Hkv);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
-    int64_t j0 = 0, j1 = L;
-    if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
-        int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
-        j1 = n_past + i + 1 < L ? n_past + i + 1 : L;
-    } else if (p.mask == QVL_MASK_SEGMENTS) {
-        int64_t sg = cu_attn_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
-        j0 = p.seg[sg * p.seg_stride];
-        j1 = p.seg[(sg + 1) * p.seg_stride];
-    }
-    if (j1 < j0) j1 = j0;
+    int64_t j0, j1;
+    cu_attn_range(p, i, q.shape[0], L, &j0, &j1);
     int busy = 1; /* splits of this row that have keys (at least one reports, for the zeros) */
     if (p.splits > 1) { /* this block's share of the visible keys */
         int64_t vis = j1 - j0, chunk = (vis + p.splits - 1) / p.splits;
@@ -240,20 +212,8 @@ __global__ void __launch_bounds__(CU_AT_Q) k_attention_tiled(cu_attn_args p) {
     int64_t h = blockIdx.y, g = h / (Hq / Hkv), i = (int64_t)blockIdx.x * CU_AT_Q + threadIdx.x;
     bool live = i < N;
 
-    int64_t j0 = 0, j1 = L; /* this query's visible keys (see k_attention) */
-    if (!live) {
-        j0 = L;
-        j1 = 0;
-    } else if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
-        int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
-        j1 = n_past + i + 1 < L ? n_past + i + 1 : L;
-        if (j1 < 0) j1 = 0;
-    } else if (p.mask == QVL_MASK_SEGMENTS) {
-        int64_t sg = cu_attn_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
-        j0 = p.seg[sg * p.seg_stride];
-        j1 = p.seg[(sg + 1) * p.seg_stride];
-    }
-    if (j1 < j0) j1 = j0;
+    int64_t j0, j1; /* this query's visible keys */
+    cu_attn_range(p, i, N, L, &j0, &j1);
     if (threadIdx.x == 0) {
         range_s[0] = (int)L;
         range_s[1] = 0;
@@ -349,25 +309,15 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     if (D > CU_ATTN_MAX_D || rows > 0x7fffffff || splits < 1 || splits > CU_ATTN_MAX_SPLITS ||
         (splits > 1 && (!part || rows > CU_ATTN_COUNTERS)))
         return (int)cudaErrorInvalidConfiguration;
+    cu_attn_job job = {q, k, v, scale, mask, n_past, at, seg, seg_stride, n_bounds, out};
     cu_attn_args p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.scale = scale;
-    p.mask = mask;
-    p.n_past = n_past;
-    p.at = at;
-    p.seg = seg;
-    p.seg_stride = seg_stride;
-    p.n_bounds = n_bounds;
-    p.out = out;
+    static_cast<cu_attn_job &>(p) = job;
     p.count = (unsigned *)part;
     p.part = part ? part + CU_ATTN_COUNTERS : NULL;
     p.splits = splits;
     int64_t N = q.shape[0], Hq = q.shape[1];
     if (splits == 1) { /* head size 64 or 128 and many queries: the flash kernel */
-        int r = cu_launch_attention_flash(s, q, k, v, scale, mask, n_past, at, seg, seg_stride,
-                                          n_bounds, out);
+        int r = cu_launch_attention_flash(s, job);
         if (r != -1) return r;
     }
     if (splits == 1 && N >= CU_AT_Q && D <= CU_AT_D && k.shape[0] < 0x7fffffff &&

@@ -11,11 +11,11 @@
  * which keeps the block under Pascal's 48 KiB of shared memory. Rows of the staged tiles are
  * padded by 4 floats: the transposing stores then hit 8 banks instead of 1.
  *
- * Masks as in k_attention (cu_attention.cu): each query sees one range of keys [j0, j1);
- * hidden scores are -inf, so exp gives 0; a query that sees nothing gets 0. Keys past the
- * block's union of ranges are neither read nor visited, so rows of a cache not yet written
+ * Masks as cu_attn_range (cu_attention.cuh) gives them: each query sees one range of keys
+ * [j0, j1); hidden scores are -inf, so exp gives 0; a query that sees nothing gets 0. Keys past
+ * the block's union of ranges are neither read nor visited, so rows of a cache not yet written
  * (NaN in the tests) never reach the sums. */
-#include "cu_device.cuh"
+#include "cu_attention.cuh"
 
 #define CU_FA_THREADS 128
 #define CU_FA_BK 64 /* keys per tile */
@@ -26,50 +26,6 @@
 #ifndef CU_FA_MIN_BLOCKS
 #define CU_FA_MIN_BLOCKS 3
 #endif
-
-struct cu_fa_args {
-    cu_view q, k, v;
-    float scale;
-    int mask;
-    int64_t n_past;
-    const int32_t *at;
-    const int32_t *seg;
-    int64_t seg_stride, n_bounds;
-    float *out;
-};
-
-/* Segment of position i (the bounds are validated on the host). */
-__device__ __forceinline__ int64_t cu_fa_segment_of(const int32_t *seg, int64_t stride,
-                                                    int64_t n_bounds, int64_t i) {
-    int64_t lo = 1, hi = n_bounds;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (seg[mid * stride] <= i) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo - 1;
-}
-
-/* Visible keys [*j0, *j1) of query i (empty when i >= N). */
-__device__ __forceinline__ void cu_fa_range(const cu_fa_args &p, int64_t i, int64_t N, int64_t L,
-                                            int64_t *j0, int64_t *j1) {
-    int64_t a = 0, b = L;
-    if (i >= N) {
-        a = 0;
-        b = 0;
-    } else if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
-        int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
-        b = n_past + i + 1 < L ? n_past + i + 1 : L;
-        if (b < 0) b = 0;
-    } else if (p.mask == QVL_MASK_SEGMENTS) {
-        int64_t sg = cu_fa_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
-        a = p.seg[sg * p.seg_stride];
-        b = p.seg[(sg + 1) * p.seg_stride];
-    }
-    if (b < a) b = a;
-    *j0 = a;
-    *j1 = b;
-}
 
 /* A staged chunk is 2048 values, 16 per thread: keys t0 + row0 + rstep * u (u < 16) at one
  * column col of x (a K or V view, kv head g); keys at or past hi read as 0. */
@@ -86,7 +42,7 @@ __device__ __forceinline__ void cu_fa_fetch(const cu_view &x, int64_t g, int64_t
 }
 
 template <int D>
-__global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_flash(cu_fa_args p) {
+__global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_flash(cu_attn_job p) {
     constexpr int BQ = 4096 / D;           /* queries per block */
     constexpr int QS = BQ + CU_FA_PAD;     /* row length of q_t and p_t */
     constexpr int KS = CU_FA_BK + CU_FA_PAD; /* row length of the staged K^T */
@@ -117,7 +73,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
     __syncthreads();
     if (tid < BQ) {
         int64_t a, b;
-        cu_fa_range(p, q0 + tid, N, L, &a, &b);
+        cu_attn_range(p, q0 + tid, N, L, &a, &b);
         j0_s[tid] = (int)a;
         j1_s[tid] = (int)b;
         m_s[tid] = -INFINITY;
@@ -289,26 +245,11 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
 
 /* Takes the launch when the shapes suit the kernel (head size 64 or 128, enough queries to
  * fill its blocks); returns -1 otherwise, so the caller uses its general kernels. */
-extern "C" int cu_launch_attention_flash(cu_stream s, cu_view q, cu_view k, cu_view v,
-                                         float scale, int mask, int64_t n_past,
-                                         const int32_t *at, const int32_t *seg,
-                                         int64_t seg_stride, int64_t n_bounds, float *out) {
-    int64_t N = q.shape[0], Hq = q.shape[1], D = q.shape[2], L = k.shape[0];
+int cu_launch_attention_flash(cu_stream s, const cu_attn_job &p) {
+    int64_t N = p.q.shape[0], Hq = p.q.shape[1], D = p.q.shape[2], L = p.k.shape[0];
     if ((D != 64 && D != 128) || N < 4096 / D / 2 || L >= 0x7fffffff || Hq > 65535 ||
         (N + 4096 / D - 1) / (4096 / D) > 0x7fffffff)
         return -1;
-    cu_fa_args p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.scale = scale;
-    p.mask = mask;
-    p.n_past = n_past;
-    p.at = at;
-    p.seg = seg;
-    p.seg_stride = seg_stride;
-    p.n_bounds = n_bounds;
-    p.out = out;
     int64_t bq = 4096 / D;
     dim3 grid((unsigned)((N + bq - 1) / bq), (unsigned)Hq);
     if (D == 64) k_attention_flash<64><<<grid, CU_FA_THREADS, 0, s>>>(p);

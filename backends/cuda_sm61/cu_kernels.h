@@ -109,12 +109,6 @@ int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scal
                         int64_t seg_stride, int64_t n_bounds, int splits, float *part,
                         float *out);
 
-/* ---- cu_attention_flash.cu ---- */
-/* The tiled kernel for many queries of head size 64 or 128 (arguments as above, one split);
- * returns -1 without launching when the shapes do not suit it. */
-int cu_launch_attention_flash(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
-                              int mask, int64_t n_past, const int32_t *at, const int32_t *seg,
-                              int64_t seg_stride, int64_t n_bounds, float *out);
 
 /* ---- cu_matmul.cu ---- */
 /* out[b][m][col0 + n] (row length ldo) = a_b[m] . w_{b / per_w}[n] + bias[n] (+ res[b*M+m][n])
