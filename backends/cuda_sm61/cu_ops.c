@@ -521,7 +521,8 @@ static bool writes_clear_of(const qvl_node *c, const qvl_node *r) {
     return true;
 }
 
-/* Does node r write nothing that store c reads besides src[1] (the cache, `at`)? */
+/* Does node r write nothing that store c reads other than its rows (src[1]): neither the
+ * cache (src[0]) nor `at` (src[2])? */
 static bool writes_clear_of_store_inputs(const qvl_node *r, const qvl_node *c) {
     uintptr_t rlo, rhi, lo, hi;
     if (!byte_span(r->dst, &rlo, &rhi)) return false;
