@@ -863,6 +863,7 @@ static void test_attention(void **state) {
         {1, 1000, 2, 1, 64, QVL_MASK_NONE, 0, QVL_F16},    /* split-KV, no mask */
         {1, 2000, 4, 2, 128, QVL_MASK_CAUSAL, 1999, QVL_F32}, /* split-KV decode */
         {1, 2000, 4, 2, 128, QVL_MASK_CAUSAL, 700, QVL_BF16}, /* split-KV, keys hidden */
+        {1, 600, 16, 8, 128, QVL_MASK_CAUSAL, 517, QVL_F16},  /* the 2B model's decode */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int64_t N = cases[c].N, L = cases[c].L, Hq = cases[c].Hq, Hkv = cases[c].Hkv;
@@ -878,6 +879,19 @@ static void test_attention(void **state) {
                                                       : NULL;
         tt *out = mk(QVL_F32, 3, SHAPE(N, Hq, D));
         check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, seg), TOL_DOT);
+    }
+    /* Head size 128 with k and v rows that the 4-element loads cannot take (a row stride
+     * that is not a multiple of 4, an odd start): the element-by-element path */
+    for (int kvd = 0; kvd < 2; kvd++) {
+        int64_t L = 300, Hkv = 2, D = 128, row = Hkv * D + 2;
+        qvl_params p = {.attention = {.scale = 0.09f, .mask = QVL_MASK_CAUSAL, .n_past = 250}};
+        tt *q = rnd(QVL_F32, 3, SHAPE(1, 4, D), -2, 2);
+        qvl_dtype kd = kvd ? QVL_F16 : QVL_F32;
+        tt *kb = rnd(kd, 2, SHAPE(L, row), -2, 2), *vb = rnd(kd, 2, SHAPE(L, row), -2, 2);
+        tt *k = view(kb, 3, SHAPE(L, Hkv, D), SHAPE(row, D, 1), 1);
+        tt *v = view(vb, 3, SHAPE(L, Hkv, D), SHAPE(row, D, 1), 2);
+        tt *out = mk(QVL_F32, 3, SHAPE(1, 4, D));
+        check_op(QVL_OP_ATTENTION, &p, out, SRC(q, k, v, NULL), TOL_DOT);
     }
     /* Many queries: the flash kernel (head size 64 or 128) and the tiled one (other heads of
      * at most 64): partial query blocks and key tiles, causal after a cache, grouped kv heads,

@@ -18,6 +18,11 @@
 #include "cu_attention.cuh"
 
 #define CU_ATTN_WARPS 4
+/* Keys per warp per round trip with 4-element loads (D = 128). H200, f16 tg128 after 512
+ * tokens, two sittings: 4 keys 524/537 tok/s, 8 524/518, 16 526/512. */
+#ifndef CU_ATTN_KU_VEC
+#define CU_ATTN_KU_VEC 4
+#endif
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
 #define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
 /* Blocks split-KV aims at (the visible keys are shared among the splits, at least
@@ -44,32 +49,62 @@ __device__ __forceinline__ float cu_load_cg(const float *p) {
 
 /* Merges the first n splits of one row (partials laid out for `splits`), the same rescaling
  * as the warps' merge in k_attention. The partials come from other blocks of the same launch:
- * read past L1 (cu_load_cg). */
+ * read past L1 (cu_load_cg). The splits' maxima and sums are read once into shared memory,
+ * so the loads of the values depend on nothing and all go out at once (a load per split
+ * that waited on the split's maximum made the merge a chain of 2n memory round trips).
+ * Called by a whole block. */
 __device__ void cu_attention_combine_row(const float *part, int splits, int n, int64_t D,
                                          int64_t row, float *out) {
+    __shared__ float m_s[CU_ATTN_MAX_SPLITS], w_s[CU_ATTN_MAX_SPLITS], l_s[CU_ATTN_MAX_SPLITS];
     const float *pr = part + row * splits * (D + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < n; s++) M = fmaxf(M, cu_load_cg(&pr[s * (D + 2) + D]));
-    float total = 0.0f;
-    for (int s = 0; s < n; s++) {
-        float ms = cu_load_cg(&pr[s * (D + 2) + D]);
-        if (ms != -INFINITY) total += cu_load_cg(&pr[s * (D + 2) + D + 1]) * expf(ms - M);
+    for (int s = threadIdx.x; s < n; s += blockDim.x) {
+        m_s[s] = cu_load_cg(&pr[s * (D + 2) + D]);
+        l_s[s] = cu_load_cg(&pr[s * (D + 2) + D + 1]);
     }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int s = 0; s < n; s++) M = fmaxf(M, m_s[s]);
+    for (int s = threadIdx.x; s < n; s += blockDim.x)
+        w_s[s] = m_s[s] == -INFINITY ? 0.0f : expf(m_s[s] - M);
+    __syncthreads();
+    float total = 0.0f;
+    for (int s = 0; s < n; s++) total += l_s[s] * w_s[s];
     float *o = out + row * D;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
         float y = 0.0f;
-        for (int s = 0; s < n; s++) {
-            float ms = cu_load_cg(&pr[s * (D + 2) + D]);
-            if (ms != -INFINITY) y += cu_load_cg(&pr[s * (D + 2) + d]) * expf(ms - M);
-        }
+        for (int s = 0; s < n; s++) /* a split whose keys all scored -inf: weight 0, zeros */
+            y += cu_load_cg(&pr[s * (D + 2) + d]) * w_s[s];
         o[d] = total > 0.0f ? y / total : 0.0f;
     }
 }
 
+/* Element t of a lane's share of a head: d = lane + 32 t, or with VEC the 4 neighbours
+ * d = 4 lane + t, which k and v rows give in one 8- or 16-byte load. */
+template <bool VEC>
+__device__ __forceinline__ int64_t cu_attn_d(int lane, int t) {
+    return VEC ? 4 * lane + t : lane + CU_WARP * t;
+}
+
+/* Elements off .. off + 3 of a unit-stride f32, f16 or bf16 view (off a multiple of 4,
+ * the address aligned for it: checked on the host). */
+__device__ __forceinline__ void cu_attn_load4(const cu_view &v, int64_t off, float *out) {
+    if (v.dtype == QVL_F32) {
+        float4 f = *(const float4 *)((const float *)v.data + off);
+        out[0] = f.x, out[1] = f.y, out[2] = f.z, out[3] = f.w;
+        return;
+    }
+    uint2 h = *(const uint2 *)((const uint16_t *)v.data + off);
+    uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
+                     (uint16_t)(h.y >> 16)};
+#pragma unroll
+    for (int t = 0; t < 4; t++) out[t] = v.dtype == QVL_F16 ? cu_f16_to_f32(e[t]) : cu_bf16_to_f32(e[t]);
+}
+
 /* REGS: per-lane share of a head (D <= 32 * REGS); KU: keys a warp loads together (their k
  * and v rows are all requested before any is used, so one memory round trip serves KU keys
- * instead of one: decode attention is latency-bound otherwise). */
-template <int REGS, int KU>
+ * instead of one: decode attention is latency-bound otherwise); VEC (REGS 4, D 128, k and v
+ * rows unit-stride and aligned): each lane loads its 4 neighbouring elements at once. */
+template <int REGS, int KU, bool VEC>
 __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_args p) {
     __shared__ float acc_s[CU_ATTN_WARPS][CU_ATTN_MAX_D];
     __shared__ float m_s[CU_ATTN_WARPS], l_s[CU_ATTN_WARPS];
@@ -96,7 +131,7 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     int64_t q_base = i * q.stride[0] + h * q.stride[1];
 #pragma unroll
     for (int t = 0; t < REGS; t++) {
-        int64_t d = lane + CU_WARP * t;
+        int64_t d = cu_attn_d<VEC>(lane, t);
         qr[t] = d < D ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
         acc[t] = 0.0f;
     }
@@ -109,12 +144,17 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
             int64_t j = jg + u;
             int64_t k_base = j * k.stride[0] + g * k.stride[1];
             int64_t v_base = j * v.stride[0] + g * v.stride[1];
+            if (VEC && j < j1) {
+                cu_attn_load4(k, k_base + 4 * lane, kr[u]);
+                cu_attn_load4(v, v_base + 4 * lane, vr[u]);
+            } else {
 #pragma unroll
-            for (int t = 0; t < REGS; t++) {
-                int64_t d = lane + CU_WARP * t;
-                bool in = j < j1 && d < D;
-                kr[u][t] = in ? cu_view_load(k, k_base + d * k.stride[2]) : 0.0f;
-                vr[u][t] = in ? cu_view_load(v, v_base + d * v.stride[2]) : 0.0f;
+                for (int t = 0; t < REGS; t++) {
+                    int64_t d = lane + CU_WARP * t;
+                    bool in = !VEC && j < j1 && d < D;
+                    kr[u][t] = in ? cu_view_load(k, k_base + d * k.stride[2]) : 0.0f;
+                    vr[u][t] = in ? cu_view_load(v, v_base + d * v.stride[2]) : 0.0f;
+                }
             }
         }
         float sc[KU];
@@ -144,7 +184,7 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     }
 #pragma unroll
     for (int t = 0; t < REGS; t++) {
-        int64_t d = lane + CU_WARP * t;
+        int64_t d = cu_attn_d<VEC>(lane, t);
         if (d < D) acc_s[warp][d] = acc[t];
     }
     if (lane == 0) {
@@ -301,6 +341,14 @@ extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t L) {
     return s < 1 ? 1 : (int)s;
 }
 
+/* Can k_attention read v's rows 4 elements at a time (f32, f16, bf16; unit stride; every
+ * row and head start, hence every 4-element group, aligned to the group's bytes)? */
+static bool cu_attn_vec_ok(const cu_view &v) {
+    int64_t esize = v.dtype == QVL_F32 ? 4 : v.dtype == QVL_F16 || v.dtype == QVL_BF16 ? 2 : 0;
+    return esize && v.ndim == 3 && v.stride[2] == 1 && v.stride[0] % 4 == 0 &&
+           v.stride[1] % 4 == 0 && (uintptr_t)v.data % (4 * esize) == 0;
+}
+
 extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
                                    int mask, int64_t n_past, const int32_t *at,
                                    const int32_t *seg, int64_t seg_stride, int64_t n_bounds,
@@ -327,7 +375,10 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
         return (int)cudaGetLastError();
     }
     dim3 grid((unsigned)rows, (unsigned)splits);
-    if (D <= 4 * CU_WARP) k_attention<4, 4><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
-    else k_attention<CU_ATTN_REGS, 1><<<grid, CU_ATTN_WARPS * CU_WARP, 0, s>>>(p);
+    unsigned threads = CU_ATTN_WARPS * CU_WARP;
+    if (D == 4 * CU_WARP && cu_attn_vec_ok(k) && cu_attn_vec_ok(v))
+        k_attention<4, CU_ATTN_KU_VEC, true><<<grid, threads, 0, s>>>(p);
+    else if (D <= 4 * CU_WARP) k_attention<4, 4, false><<<grid, threads, 0, s>>>(p);
+    else k_attention<CU_ATTN_REGS, 1, false><<<grid, threads, 0, s>>>(p);
     return (int)cudaGetLastError();
 }
