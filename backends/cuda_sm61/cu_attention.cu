@@ -114,6 +114,16 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     int64_t row = blockIdx.x, i = row / Hq, h = row % Hq, g = h / (Hq / Hkv);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
+    /* q first: its loads do not wait for the key range (a load of `at` for CAUSAL_AT) */
+    float qr[REGS], acc[REGS];
+    int64_t q_base = i * q.stride[0] + h * q.stride[1];
+#pragma unroll
+    for (int t = 0; t < REGS; t++) {
+        int64_t d = cu_attn_d<VEC>(lane, t);
+        qr[t] = d < D && i < q.shape[0] ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
+        acc[t] = 0.0f;
+    }
+
     int64_t j0, j1;
     cu_attn_range(p, i, q.shape[0], L, &j0, &j1);
     int busy = 1; /* splits of this row that have keys (at least one reports, for the zeros) */
@@ -127,14 +137,6 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
         j1 = a + chunk < j1 ? a + chunk : j1;
     }
 
-    float qr[REGS], acc[REGS];
-    int64_t q_base = i * q.stride[0] + h * q.stride[1];
-#pragma unroll
-    for (int t = 0; t < REGS; t++) {
-        int64_t d = cu_attn_d<VEC>(lane, t);
-        qr[t] = d < D ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
-        acc[t] = 0.0f;
-    }
 
     float m = -INFINITY, l = 0.0f;
     for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
