@@ -1249,9 +1249,8 @@ static void seq_add(seq *q, qvl_op op, const qvl_params *p, tt *dst, tt *const *
  * several tokens with only the data of ids, pos and at changing: the first run goes node by
  * node, the second is captured, the rest replay; a different output address is a new
  * signature and is captured anew. Every step matches the reference. */
-static void test_graph_replay(void **state) {
-    (void)state;
-    int64_t V = 40, Dm = 48, H = 4, Hkv = 2, D = 16, R = 24, QKV = (H + 2 * Hkv) * D;
+static void graph_replay_case(int64_t D, int64_t R, int at0) {
+    int64_t V = 40, Dm = 48, H = 4, Hkv = 2, QKV = (H + 2 * Hkv) * D;
     tt *table = rnd(QVL_F16, 2, SHAPE(V, Dm), -1, 1);
     tt *ids = i32_of(1, (const int32_t[]){0});
     tt *x = mk(QVL_F32, 2, SHAPE(1, Dm));
@@ -1260,9 +1259,9 @@ static void test_graph_replay(void **state) {
     tt *q = view(qkv, 3, SHAPE(1, H, D), SHAPE(QKV, D, 1), 0);
     tt *kn = view(qkv, 3, SHAPE(1, Hkv, D), SHAPE(QKV, D, 1), H * D);
     tt *vn = view(qkv, 3, SHAPE(1, Hkv, D), SHAPE(QKV, D, 1), (H + Hkv) * D);
-    tt *ck = mk(QVL_F32, 3, SHAPE(R, Hkv, D)), *cv = mk(QVL_F32, 3, SHAPE(R, Hkv, D));
-    poison_rows(ck, 0); /* nothing written yet: reading an unwritten row would show */
-    poison_rows(cv, 0);
+    tt *ck = rnd(QVL_F32, 3, SHAPE(R, Hkv, D), -1, 1), *cv = rnd(QVL_F32, 3, SHAPE(R, Hkv, D), -1, 1);
+    poison_rows(ck, at0); /* not written yet: reading an unwritten row would show */
+    poison_rows(cv, at0);
     tt *ck_all = view(ck, 3, SHAPE(R, Hkv, D), SHAPE(Hkv * D, D, 1), 0);
     tt *cv_all = view(cv, 3, SHAPE(R, Hkv, D), SHAPE(Hkv * D, D, 1), 0);
     tt *at = i32_of(1, (const int32_t[]){0});
@@ -1275,7 +1274,9 @@ static void test_graph_replay(void **state) {
     tt *gq = rnd(QVL_BF16, 1, SHAPE(D), 0.5, 1.5), *gk = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
     tt *qr = mk(QVL_F32, 3, SHAPE(1, H, D)), *kr = mk(QVL_F32, 3, SHAPE(1, Hkv, D));
     qvl_params pr = {.norm_rope = {.mode = QVL_ROPE_MROPE_INTERLEAVED, .theta = 1e4f,
-                                   .sections = {2, 3, 3}, .eps = 1e-6f}};
+                                   .sections = {(int32_t)D / 8, (int32_t)D * 3 / 16,
+                                                (int32_t)D * 3 / 16},
+                                   .eps = 1e-6f}};
 
     const tt *all[] = {table, ids, x, w, qkv, ck, cv, at, outs[0], outs[1], pos, gq, gk, qr, kr};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) to_device(all[i]->store);
@@ -1298,8 +1299,8 @@ static void test_graph_replay(void **state) {
         int v = step < 5 ? 0 : 1; /* the second sequence from step 5 on */
         seq *sq = &seqs[v];
         ((int32_t *)ids->h.data)[0] = irand(0, (int)V - 1);
-        ((int32_t *)at->h.data)[0] = step;
-        for (int c = 0; c < 3; c++) ((int32_t *)pos->h.data)[c] = step + 3 * c;
+        ((int32_t *)at->h.data)[0] = at0 + step;
+        for (int c = 0; c < 3; c++) ((int32_t *)pos->h.data)[c] = at0 + step + 3 * c;
         to_device(ids->store);
         to_device(at->store);
         to_device(pos->store);
@@ -1321,6 +1322,14 @@ static void test_graph_replay(void **state) {
         if (graphs_on && step == 2) assert_int_equal(graphs_held(), held0 + 1);
         if (graphs_on && step == 7) assert_int_equal(graphs_held(), held0 + 2);
     }
+}
+
+/* Heads of 16, and heads of 128 after 100 cached tokens (split-KV attention reading the
+ * cache rows 4 elements per load). */
+static void test_graph_replay(void **state) {
+    (void)state;
+    graph_replay_case(16, 24, 0);
+    graph_replay_case(128, 160, 100);
 }
 
 /* Neighbouring NORM_ROPE / STORE_ROWS_AT nodes share a launch in run_graph only when neither
