@@ -323,6 +323,29 @@ static void test_matmul_gemv_chunks(void **state) {
             matmul_case(wdtypes[d], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 1, false);
 }
 
+/* The GEMM (M >= 4) converts bf16, f16 and q8_0 weights to f32 exactly while packing its
+ * panels and then runs one f32 kernel: its result must be bit for bit the result for the same
+ * values stored as f32. Widths that leave partial 16-column panels, K with a
+ * tail past the last 8 values (q8_0: whole blocks) and several K blocks of 256. */
+static void test_matmul_gemm_exact_conversion(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int64_t shapes[][3] = {{4, 45, 21}, {7, 600, 37}, {13, 264, 16}, {6, 1031, 50}};
+    static const qvl_dtype dts[] = {QVL_BF16, QVL_F16, QVL_Q8_0};
+    for (size_t d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+            if (dts[d] == QVL_Q8_0) K = K / 32 * 32 + 32;
+            qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(dts[d], 2, SHAPE(N, K), -1, 1);
+            qvl_tensor *wf = mk(QVL_F32, 2, SHAPE(N, K));
+            for (int64_t i = 0; i < N * K; i++) ((float *)wf->data)[i] = (float)get(w, i);
+            qvl_tensor *o = mk(QVL_F32, 2, SHAPE(M, N)), *of = mk(QVL_F32, 2, SHAPE(M, N));
+            run_on(&avx, QVL_OP_MATMUL, NULL, o, SRC(a, w));
+            run_on(&avx, QVL_OP_MATMUL, NULL, of, SRC(a, wf));
+            compare_exact(qvl_dtype_name(dts[d]), of, o);
+        }
+}
+
 /* Weights that cannot be read in place: q8_0 rows of 37 (a partial last block) in rows of 64,
  * a permuted (transposed) f16 weight, activations that are bf16, rows in reverse order. */
 static void test_matmul_odd_layouts(void **state) {
@@ -946,6 +969,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_matmul_2d, free_all),
         cmocka_unit_test_teardown(test_matmul_blocked, free_all),
         cmocka_unit_test_teardown(test_matmul_gemv_chunks, free_all),
+        cmocka_unit_test_teardown(test_matmul_gemm_exact_conversion, free_all),
         cmocka_unit_test_teardown(test_matmul_odd_layouts, free_all),
         cmocka_unit_test_teardown(test_matmul_batched, free_all),
         cmocka_unit_test_teardown(test_norm_linear, free_all),

@@ -111,7 +111,16 @@ static void finish(const linear_job *jb, const lin_part *pt, int64_t m, int64_t 
  * two accumulators per row), alternating runs of a bf16 decode reading the weights in place
  * from the file mapping: 5.4-6.0 against 5.2-5.6 tok/s. */
 #define GEMV_STREAMS 8
-#define PF_AHEAD 4096     /* bytes prefetched ahead on each stream */
+/* Bytes prefetched ahead on each of the GEMV_STREAMS streams (one activation row). What is
+ * prefetched must still be in L1 when it is read: 8 streams x 4 KB (the old distance) is as
+ * large as the target CPU's L1 and measured no better than no prefetch at all. bf16 GEMVs at
+ * the 2B's decode shapes, alternated call by call in one process, 2 threads, weights from
+ * memory: 4 KB 23.6-26.6 GB/s, none 23.7-25.0, 256 B 26.5-27.3, 512 B 26.5-28.7, 1 KB
+ * 26.2-28.9 (medians of 20-200 calls per shape). */
+#define PF_AHEAD 512
+/* The same for the tiles of 2 adjacent rows (2 or 3 activation rows): one stream, which 4 KB
+ * ahead serves better (bf16 M = 2: 512 B measured 9% slower). */
+#define PF_AHEAD_TILE 4096
 
 /* One 16-element step of weight row w (k..k+15) as two f32 vectors: bf16 as its even and odd
  * elements (a_eo is permuted to match), f16 through F16C, f32 as it is. */
@@ -149,7 +158,7 @@ AVX_INLINE void gemv_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt
             /* rows are a few KB, too short for the hardware prefetcher to ramp up on each:
              * the next rows of each stream are fetched ahead (never faults, past the end
              * of the matrix included) */
-            if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD);
+            if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD_TILE);
             load16(dt, wr[r], k, &w0[r], &w1[r]);
         }
 #pragma GCC unroll 4
@@ -265,6 +274,12 @@ static void quantize_row(const float *x, int64_t K, int8_t *q, float *d) {
 }
 
 #define Q8_STREAMS 4
+/* Bytes prefetched ahead on each q8_0 stream: the same 4 KB in flight per thread as the 16-bit
+ * GEMVs (see PF_AHEAD). 1 KB against the old 4 KB, the 2B's q8_0 decode GEMVs (28 layers and
+ * the output projection, 1.83 GB) alternated step by step in one process, 2 threads: faster
+ * in 6 sittings of 6, by 1-6% (4% on average) in the medians (13.1-15.4 -> 13.4-16.3 steps
+ * per second); 512 B, 1.5 KB and 2 KB were no better than 1 KB. */
+#define Q8_PF_AHEAD 1024
 
 AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
     __m256i ax = _mm256_sign_epi8(wq, wq);           /* |w| as unsigned bytes */
@@ -292,7 +307,7 @@ AVX_INLINE void q8_tile(const linear_job *jb, const lin_part *pt, int MR, int NR
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * (int64_t)sizeof(qvl_block_q8_0);
-            prefetch_ahead(blk, PF_AHEAD);
+            prefetch_ahead(blk, Q8_PF_AHEAD);
             memcpy(&h[r], blk, 2);
             wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         }
@@ -323,14 +338,21 @@ AVX_INLINE void q8_tile(const linear_job *jb, const lin_part *pt, int MR, int NR
  * a core needs several streams in flight to read at full speed. Four consecutive rows of a
  * q8_0 matrix at K = 2048 (2176 bytes each) share pages, so a tile of them is about one
  * stream; rows a quarter of the range apart are four. Each stream is prefetched
- * PF_AHEAD bytes ahead (its next rows) for the page crossings, where the streamer starts
- * over. */
+ * Q8_PF_AHEAD bytes ahead (into its next row near a row's end) for the page crossings, where
+ * the streamer starts over. Eight streams (as the 16-bit GEMVs read) measured no faster here:
+ * 8 against 4 in the same A/B as Q8_PF_AHEAD, also with the 8 rows' block sums reduced into
+ * one vector (one conversion and FMA per block instead of one per row). */
 static void q8_range(const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {
     const int64_t len = (j_hi - j_lo) / Q8_STREAMS, rest = j_lo + len * Q8_STREAMS;
     int64_t m0 = 0;
     for (; m0 + 3 <= jb->M; m0 += 3) {
         for (int64_t t = 0; t < len; t++) q8_tile(jb, pt, 3, Q8_STREAMS, m0, j_lo + t, len);
         for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, pt, 3, 1, m0, j, 1);
+    }
+    /* two rows in one pass over the weights (row by row would read them twice) */
+    for (; m0 + 2 <= jb->M; m0 += 2) {
+        for (int64_t t = 0; t < len; t++) q8_tile(jb, pt, 2, Q8_STREAMS, m0, j_lo + t, len);
+        for (int64_t j = rest; j < j_hi; j++) q8_tile(jb, pt, 2, 1, m0, j, 1);
     }
     for (; m0 < jb->M; m0++) {
         for (int64_t t = 0; t < len; t++) q8_tile(jb, pt, 1, Q8_STREAMS, m0, j_lo + t, len);

@@ -16,7 +16,8 @@
  *    max|a_block|/254/sqrt(3) as the rounding errors are independent).
  * Output columns are handed to threads in chunks that are multiples of 16 floats (64 bytes),
  * so two threads never write one cache line of a row when the row starts on a cache line.
- * Decode GEMVs read each chunk's weight rows as 4 side-by-side streams (avx_linear.c). */
+ * Decode GEMVs read each chunk's weight rows as side-by-side streams (avx_linear.c: 8 for
+ * f32/f16/bf16, 4 for q8_0). */
 #ifndef QVL_AVX_LINEAR_H
 #define QVL_AVX_LINEAR_H
 
