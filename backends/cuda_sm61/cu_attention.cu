@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
 #pragma unroll
     for (int t = 0; t < REGS; t++) {
         int64_t d = cu_attn_d<VEC>(lane, t);
-        qr[t] = d < D && i < q.shape[0] ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
+        qr[t] = d < D ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
         acc[t] = 0.0f;
     }
 
@@ -136,7 +136,6 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
         j0 = a < j1 ? a : j1;
         j1 = a + chunk < j1 ? a + chunk : j1;
     }
-
 
     float m = -INFINITY, l = 0.0f;
     for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
