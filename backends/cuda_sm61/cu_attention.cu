@@ -85,21 +85,6 @@ __device__ __forceinline__ int64_t cu_attn_d(int lane, int t) {
     return VEC ? 4 * lane + t : lane + CU_WARP * t;
 }
 
-/* Elements off .. off + 3 of a unit-stride f32, f16 or bf16 view (off a multiple of 4,
- * the address aligned for it: checked on the host). */
-__device__ __forceinline__ void cu_attn_load4(const cu_view &v, int64_t off, float *out) {
-    if (v.dtype == QVL_F32) {
-        float4 f = *(const float4 *)((const float *)v.data + off);
-        out[0] = f.x, out[1] = f.y, out[2] = f.z, out[3] = f.w;
-        return;
-    }
-    uint2 h = *(const uint2 *)((const uint16_t *)v.data + off);
-    uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
-                     (uint16_t)(h.y >> 16)};
-#pragma unroll
-    for (int t = 0; t < 4; t++) out[t] = v.dtype == QVL_F16 ? cu_f16_to_f32(e[t]) : cu_bf16_to_f32(e[t]);
-}
-
 /* REGS: per-lane share of a head (D <= 32 * REGS); KU: keys a warp loads together (their k
  * and v rows are all requested before any is used, so one memory round trip serves KU keys
  * instead of one: decode attention is latency-bound otherwise); VEC (REGS 4, D 128, k and v
@@ -145,9 +130,11 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
             int64_t j = jg + u;
             int64_t k_base = j * k.stride[0] + g * k.stride[1];
             int64_t v_base = j * v.stride[0] + g * v.stride[1];
-            if (VEC && j < j1) {
-                cu_attn_load4(k, k_base + 4 * lane, kr[u]);
-                cu_attn_load4(v, v_base + 4 * lane, vr[u]);
+            if (VEC && j < j1) { /* k_base and v_base are multiples of 4 here */
+                float4 kf = cu_vec4_load(k, k_base / 4 + lane);
+                float4 vf = cu_vec4_load(v, v_base / 4 + lane);
+                kr[u][0] = kf.x, kr[u][1] = kf.y, kr[u][2] = kf.z, kr[u][3] = kf.w;
+                vr[u][0] = vf.x, vr[u][1] = vf.y, vr[u][2] = vf.z, vr[u][3] = vf.w;
             } else {
 #pragma unroll
                 for (int t = 0; t < REGS; t++) {

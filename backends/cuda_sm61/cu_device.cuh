@@ -119,6 +119,19 @@ __device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, 
     }
 }
 
+/* float4 i (elements 4i .. 4i + 3) of a unit-stride f32, f16 or bf16 vector, in one 16- or
+ * 8-byte load (the address aligned for it: the callers check on the host). */
+__device__ __forceinline__ float4 cu_vec4_load(const cu_view &v, int64_t i) {
+    if (v.dtype == QVL_F32) return ((const float4 *)v.data)[i];
+    uint2 h = ((const uint2 *)v.data)[i];
+    uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
+                     (uint16_t)(h.y >> 16)};
+    float f[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) f[j] = v.dtype == QVL_F16 ? cu_f16_to_f32(e[j]) : cu_bf16_to_f32(e[j]);
+    return make_float4(f[0], f[1], f[2], f[3]);
+}
+
 __device__ __forceinline__ float cu_warp_sum(float x) {
     for (int o = CU_WARP / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;

@@ -134,18 +134,6 @@ __device__ float cu_prologue_load(const cu_fused_args &p, int m, float *xr, bool
     return sum;
 }
 
-/* float4 i of a unit-stride f32, f16 or bf16 vector (16- or 8-byte aligned). */
-__device__ __forceinline__ float4 cu_vec4_load(const cu_view &v, int64_t i) {
-    if (v.dtype == QVL_F32) return ((const float4 *)v.data)[i];
-    uint2 h = ((const uint2 *)v.data)[i];
-    uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
-                     (uint16_t)(h.y >> 16)};
-    float f[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) f[j] = v.dtype == QVL_F16 ? cu_f16_to_f32(e[j]) : cu_bf16_to_f32(e[j]);
-    return make_float4(f[0], f[1], f[2], f[3]);
-}
-
 __device__ __forceinline__ float cu_norm_one(const cu_fused_args &p, float v, float mean,
                                              float inv, float g, float b) {
     return p.layer ? (v - mean) * inv * g + b : (v * inv) * g;
