@@ -343,25 +343,32 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
 }
 
 /* q8_0: a batch is CU_FG_Q8_UNROLL weight blocks per group of 8 lanes (a warp's 4 groups
- * take neighbouring blocks): each lane's 4 quants as one int and the block's f16 scale. */
+ * take neighbouring blocks, 32 blocks in all): each lane's 4 quants as one int and the
+ * block's f16 scale. Blocks past the end of a row load as zeros (quants and scale), and the
+ * activation quants and scales in shared memory are padded with zeros to whole batches, so
+ * the dot products need no bounds checks: a block past the end adds exactly 0. */
+#define CU_Q8_BATCH_BLOCKS (CU_FG_Q8_UNROLL * 4)
 struct cu_q8_batch {
     int wq[CU_FG_Q8_UNROLL];
     float dw[CU_FG_Q8_UNROLL];
 };
 
-__device__ __forceinline__ void cu_fused_load_q8(const cu_fused_args &p, int64_t o,
-                                                 int64_t total, int64_t b, int64_t nb, int sub,
-                                                 int part, cu_q8_batch *q) {
-    const unsigned char *wrow = NULL;
-    if (o < total) {
-        int64_t n;
-        int pj = cu_fused_proj(p, o, &n);
-        wrow = (const unsigned char *)p.w[pj] +
-               (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
-    }
+/* The first byte of output column o's weight row (NULL past the last column). Looked up once
+ * per row: the loads of a batch then only add the batch's offset. */
+__device__ __forceinline__ const unsigned char *cu_q8_row(const cu_fused_args &p, int64_t o,
+                                                          int64_t total) {
+    if (o >= total) return NULL;
+    int64_t n;
+    int pj = cu_fused_proj(p, o, &n);
+    return (const unsigned char *)p.w[pj] +
+           (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+}
+
+__device__ __forceinline__ void cu_fused_load_q8(const unsigned char *wrow, int b, int nb,
+                                                 int sub, int part, cu_q8_batch *q) {
 #pragma unroll
     for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
-        int64_t c = (b * CU_FG_Q8_UNROLL + u) * 4 + sub;
+        int c = b * CU_Q8_BATCH_BLOCKS + u * 4 + sub;
         q->wq[u] = 0;
         q->dw[u] = 0.0f;
         if (wrow && c < nb) {
@@ -378,32 +385,23 @@ __device__ __forceinline__ void cu_fused_load_q8(const cu_fused_args &p, int64_t
  * loaded by the whole warp as 68 pieces of 16 bytes, three per lane, instead of three 2-byte
  * loads per lane and block; the pieces go through a per-warp stage in shared memory, from
  * which each lane takes its quants and scales as the unstaged path loads them. */
-#define CU_Q8_BATCH_BYTES (CU_FG_Q8_UNROLL * 4 * (int)sizeof(qvl_block_q8_0)) /* 1088 */
-#define CU_Q8_PIECES (CU_Q8_BATCH_BYTES / 16)                                /* 68 */
+#define CU_Q8_BATCH_BYTES (CU_Q8_BATCH_BLOCKS * (int)sizeof(qvl_block_q8_0)) /* 1088 */
+#define CU_Q8_PIECES (CU_Q8_BATCH_BYTES / 16)                               /* 68 */
 #define CU_Q8_STAGE_BYTES (CU_FG_WARPS * CU_Q8_BATCH_BYTES)
 struct cu_q8_raw {
     uint4 v[(CU_Q8_PIECES + CU_WARP - 1) / CU_WARP];
 };
 
-__device__ __forceinline__ void cu_fused_load_q8_raw(const cu_fused_args &p, int64_t o,
-                                                     int64_t total, int64_t b, int64_t nb,
-                                                     int lane, cu_q8_raw *q) {
-    const uint4 *base = NULL;
-    int64_t pieces = 0;
-    if (o < total) {
-        int64_t n;
-        int pj = cu_fused_proj(p, o, &n);
-        const unsigned char *wrow =
-            (const unsigned char *)p.w[pj] +
-            (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
-        base = (const uint4 *)(wrow + b * CU_Q8_BATCH_BYTES);
-        pieces = (nb * (int64_t)sizeof(qvl_block_q8_0) - b * CU_Q8_BATCH_BYTES) / 16;
-    }
+/* row_pieces: the 16-byte pieces of a whole row. */
+__device__ __forceinline__ void cu_fused_load_q8_raw(const unsigned char *wrow, int b,
+                                                     int row_pieces, int lane, cu_q8_raw *q) {
+    const uint4 *base = (const uint4 *)(wrow + b * CU_Q8_BATCH_BYTES);
+    int pieces = row_pieces - b * CU_Q8_PIECES;
 #pragma unroll
     for (int j = 0; j < (CU_Q8_PIECES + CU_WARP - 1) / CU_WARP; j++) {
         int idx = lane + CU_WARP * j;
-        q->v[j] = base && idx < CU_Q8_PIECES && idx < pieces ? __ldg(&base[idx])
-                                                               : make_uint4(0, 0, 0, 0);
+        q->v[j] = wrow && idx < CU_Q8_PIECES && idx < pieces ? __ldg(&base[idx])
+                                                              : make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -424,29 +422,37 @@ __device__ __forceinline__ void cu_q8_unstage(const cu_q8_raw &raw, uint4 *stage
     }
 }
 
+/* Blocks of 32 per activation row in shared memory: nb rounded up to whole batches. */
+__host__ __device__ __forceinline__ int64_t cu_q8_padded_blocks(int64_t nb) {
+    return (nb + CU_Q8_BATCH_BLOCKS - 1) / CU_Q8_BATCH_BLOCKS * CU_Q8_BATCH_BLOCKS;
+}
+
 /* After the prologue the rows are quantised in shared memory to int8 blocks of 32 with one
- * f32 scale each, exactly as k_quantize_rows (cu_matmul.cu) does; the dot products then run
- * on __dp4a as in k_gemv_q8. STAGED: weights loaded as 16-byte pieces (above). Past the end
- * of a row the pieces and quants are zero, and blocks past nb are skipped. */
+ * f32 scale each, exactly as k_quantize_rows (cu_matmul.cu) does, and padded with zero blocks
+ * to whole batches; the dot products then run on __dp4a as in k_gemv_q8. STAGED: weights
+ * loaded as 16-byte pieces (above). Indices within a row are ints (K fits an int), and each
+ * row's address is worked out once. */
 template <int MR, bool STAGED>
 __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv_fused_q8(cu_fused_args p) {
-    extern __shared__ float4 xs4[]; /* [M, K] floats, then [M, K] int8, then [M, K/32] f32 */
+    extern __shared__ float4 xs4[]; /* [M, K] floats, [M, nbp * 32] int8, [M, nbp] f32 */
     __shared__ float red[32];
     __shared__ uint4 stages[STAGED ? CU_FG_WARPS * CU_Q8_PIECES : 1];
     float *xs = (float *)xs4;
-    int64_t K = p.K, nb = K / QVL_Q8_0_BLOCK;
+    const int K = (int)p.K, nb = K / QVL_Q8_0_BLOCK, nbp = (int)cu_q8_padded_blocks(nb);
+    const int n_batch = nbp / CU_Q8_BATCH_BLOCKS;
+    const int row_pieces = nb * (int)sizeof(qvl_block_q8_0) / 16;
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
     int sub = lane / 8, part = lane % 8;
     int64_t total = p.n_off[p.n_proj];
-    int64_t n_batch = (nb + CU_FG_Q8_UNROLL * 4 - 1) / (CU_FG_Q8_UNROLL * 4);
     int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
     int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
     uint4 *stage = stages + (STAGED ? warp * CU_Q8_PIECES : 0);
 
+    const unsigned char *wrow = cu_q8_row(p, o, total);
     cu_q8_batch next;
     cu_q8_raw next_raw;
-    if (STAGED) cu_fused_load_q8_raw(p, o, total, 0, nb, lane, &next_raw);
-    else cu_fused_load_q8(p, o, total, 0, nb, sub, part, &next);
+    if (STAGED) cu_fused_load_q8_raw(wrow, 0, row_pieces, lane, &next_raw);
+    else cu_fused_load_q8(wrow, 0, nb, sub, part, &next);
     /* one row: the RMS scale waits for the epilogue (see k_gemv_fused); the quantisation
      * below then rounds x * g, which the scale does not change block by block */
     __shared__ float ss[CU_FG_WARPS];
@@ -461,13 +467,15 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     }
 
     /* Quantise the rows, 8 lanes to a block of 32 (4 values each); the same rounding as
-     * k_quantize_rows. Warp-uniform trip count: every lane takes part in the shuffles. */
+     * k_quantize_rows. The padding blocks get zero quants and scales. Warp-uniform trip
+     * count: every lane takes part in the shuffles. */
     int8_t *qs = (int8_t *)(xs + p.M * K);
-    float *ds = (float *)(qs + p.M * K); /* M * K is a multiple of 32: aligned */
-    for (int64_t b0 = (int64_t)warp * 4; b0 < p.M * nb; b0 += CU_FG_WARPS * 4) {
-        int64_t blk = b0 + sub;
-        bool in = blk < p.M * nb;
-        float4 v = in ? xs4[blk * 8 + part] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float *ds = (float *)(qs + p.M * nbp * QVL_Q8_0_BLOCK); /* 32-byte blocks: aligned */
+    for (int b0 = warp * 4; b0 < p.M * nbp; b0 += CU_FG_WARPS * 4) {
+        int blk = b0 + sub, m = blk / nbp, c = blk % nbp;
+        bool in = blk < p.M * nbp, real = in && c < nb;
+        float4 v = real ? xs4[(m * K + c * QVL_Q8_0_BLOCK) / 4 + part]
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
         for (int off = 1; off < 8; off *= 2)
@@ -488,45 +496,46 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     __syncthreads();
 
     for (; o < total; o += step) { /* warp-uniform loop */
+        const unsigned char *wnext = cu_q8_row(p, o + step, total);
         float acc[MR];
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[m] = 0.0f;
-        for (int64_t b = 0; b < n_batch; b++) {
+        for (int b = 0; b < n_batch; b++) {
             cu_q8_batch cur;
             if (STAGED) {
                 cu_q8_raw raw = next_raw;
-                if (b + 1 < n_batch) cu_fused_load_q8_raw(p, o, total, b + 1, nb, lane, &next_raw);
-                else cu_fused_load_q8_raw(p, o + step, total, 0, nb, lane, &next_raw);
+                if (b + 1 < n_batch) cu_fused_load_q8_raw(wrow, b + 1, row_pieces, lane, &next_raw);
+                else cu_fused_load_q8_raw(wnext, 0, row_pieces, lane, &next_raw);
                 cu_q8_unstage(raw, stage, lane, sub, part, &cur);
             } else {
                 cur = next;
-                if (b + 1 < n_batch) cu_fused_load_q8(p, o, total, b + 1, nb, sub, part, &next);
-                else cu_fused_load_q8(p, o + step, total, 0, nb, sub, part, &next);
+                if (b + 1 < n_batch) cu_fused_load_q8(wrow, b + 1, nb, sub, part, &next);
+                else cu_fused_load_q8(wnext, 0, nb, sub, part, &next);
             }
+            int c0 = b * CU_Q8_BATCH_BLOCKS + sub; /* this lane's block for u = 0 */
 #pragma unroll
             for (int m = 0; m < MR; m++) {
                 if (m >= p.M) break;
-                const int *arow = (const int *)(qs + m * K);
-                const float *drow = ds + m * nb;
+                const int *arow = (const int *)(qs + m * nbp * QVL_Q8_0_BLOCK) + c0 * 8 + part;
+                const float *drow = ds + m * nbp + c0;
 #pragma unroll
-                for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
-                    int64_t c = (b * CU_FG_Q8_UNROLL + u) * 4 + sub;
-                    if (c < nb)
-                        acc[m] += (float)__dp4a(cur.wq[u], arow[c * 8 + part], 0) *
-                                  (cur.dw[u] * drow[c]);
-                }
+                for (int u = 0; u < CU_FG_Q8_UNROLL; u++)
+                    acc[m] += (float)__dp4a(cur.wq[u], arow[u * 32], 0) * (cur.dw[u] * drow[u * 4]);
             }
         }
         int64_t n;
         int pj = cu_fused_proj(p, o, &n);
         cu_fused_store<MR>(p, pj, n, o, acc, lane, deferred, scale);
+        wrow = wnext;
     }
 }
 
 /* Shared memory of the fused kernels for M rows of K (0 when w's dtype has no fused kernel). */
 static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
-    if (dt == QVL_Q8_0)
-        return M * K * (int64_t)sizeof(float) + M * K + (M * K / QVL_Q8_0_BLOCK) * 4;
+    if (dt == QVL_Q8_0) { /* floats, then int8 quants and f32 scales padded to whole batches */
+        int64_t nbp = cu_q8_padded_blocks(K / QVL_Q8_0_BLOCK);
+        return M * K * (int64_t)sizeof(float) + M * nbp * (QVL_Q8_0_BLOCK + 4);
+    }
     if (dt == QVL_F32 || dt == QVL_F16 || dt == QVL_BF16) return M * K * (int64_t)sizeof(float);
     return 0;
 }
