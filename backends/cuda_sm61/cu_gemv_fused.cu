@@ -26,7 +26,6 @@
 #ifndef CU_FG_UNROLL_M1 /* the same for one row (decode); 8 measured slower on the H200 */
 #define CU_FG_UNROLL_M1 4
 #endif
-#define CU_FG_Q8_UNROLL 8 /* q8_0 blocks per 8-lane group per batch */
 #ifndef CU_FG_MIN_BLOCKS /* resident blocks per SM the register budget must allow */
 #define CU_FG_MIN_BLOCKS 3
 #endif
@@ -342,15 +341,17 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
     }
 }
 
-/* q8_0: a batch is CU_FG_Q8_UNROLL weight blocks per group of 8 lanes (a warp's 4 groups
- * take neighbouring blocks, 32 blocks in all): each lane's 4 quants as one int and the
- * block's f16 scale. Blocks past the end of a row load as zeros (quants and scale), and the
- * activation quants and scales in shared memory are padded with zeros to whole batches, so
- * the dot products need no bounds checks: a block past the end adds exactly 0. */
-#define CU_Q8_BATCH_BLOCKS (CU_FG_Q8_UNROLL * 4)
+/* q8_0: a batch is 32 weight blocks of a row, 2 per lane: lane l takes half l % 2 (16
+ * quants) of blocks l / 2 and l / 2 + 16, so that its 4 __dp4a per block add up in an int
+ * and the block costs one conversion and one scale product. Blocks past the end of a row
+ * load as zeros (quants and scale), and the activation quants and scales in shared memory are
+ * padded with zeros to whole batches, so the dot products need no bounds checks: a block past
+ * the end adds exactly 0. */
+#define CU_Q8_BATCH_BLOCKS 32
+#define CU_Q8_LANE_BLOCKS 2 /* blocks per lane per batch */
 struct cu_q8_batch {
-    int wq[CU_FG_Q8_UNROLL];
-    float dw[CU_FG_Q8_UNROLL];
+    int wq[CU_Q8_LANE_BLOCKS][4];
+    float dw[CU_Q8_LANE_BLOCKS];
 };
 
 /* The first byte of output column o's weight row (NULL past the last column). Looked up once
@@ -364,27 +365,29 @@ __device__ __forceinline__ const unsigned char *cu_q8_row(const cu_fused_args &p
            (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
 }
 
+/* The unstaged loads: 2-byte words straight from global memory (rows only 2-byte aligned). */
 __device__ __forceinline__ void cu_fused_load_q8(const unsigned char *wrow, int b, int nb,
-                                                 int sub, int part, cu_q8_batch *q) {
+                                                 int lane, cu_q8_batch *q) {
 #pragma unroll
-    for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
-        int c = b * CU_Q8_BATCH_BLOCKS + u * 4 + sub;
-        q->wq[u] = 0;
-        q->dw[u] = 0.0f;
-        if (wrow && c < nb) {
-            const uint16_t *h = (const uint16_t *)(wrow + c * (int64_t)sizeof(qvl_block_q8_0));
-            q->wq[u] = (int)((uint32_t)__ldg(&h[1 + 2 * part]) |
-                             ((uint32_t)__ldg(&h[2 + 2 * part]) << 16));
-            q->dw[u] = cu_f16_to_f32(__ldg(&h[0]));
-        }
+    for (int u = 0; u < CU_Q8_LANE_BLOCKS; u++) {
+        int c = b * CU_Q8_BATCH_BLOCKS + u * 16 + lane / 2;
+        bool in = wrow && c < nb;
+        const uint16_t *h =
+            in ? (const uint16_t *)(wrow + c * (int64_t)sizeof(qvl_block_q8_0)) : NULL;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            q->wq[u][j] = in ? (int)((uint32_t)__ldg(&h[1 + 8 * (lane % 2) + 2 * j]) |
+                                     ((uint32_t)__ldg(&h[2 + 8 * (lane % 2) + 2 * j]) << 16))
+                             : 0;
+        q->dw[u] = in ? cu_f16_to_f32(__ldg(&h[0])) : 0.0f;
     }
 }
 
 /* The staged q8_0 path, for weight rows that start on 16-byte boundaries and are a whole
  * number of 16-byte pieces long (K a multiple of 256): a batch (32 blocks, 1088 bytes) is
- * loaded by the whole warp as 68 pieces of 16 bytes, three per lane, instead of three 2-byte
- * loads per lane and block; the pieces go through a per-warp stage in shared memory, from
- * which each lane takes its quants and scales as the unstaged path loads them. */
+ * loaded by the whole warp as 68 pieces of 16 bytes, three per lane, instead of 2-byte loads
+ * per lane and block; the pieces go through a per-warp stage in shared memory, from which
+ * each lane takes its quants and scales as the unstaged path loads them. */
 #define CU_Q8_BATCH_BYTES (CU_Q8_BATCH_BLOCKS * (int)sizeof(qvl_block_q8_0)) /* 1088 */
 #define CU_Q8_PIECES (CU_Q8_BATCH_BYTES / 16)                               /* 68 */
 #define CU_Q8_STAGE_BYTES (CU_FG_WARPS * CU_Q8_BATCH_BYTES)
@@ -405,9 +408,11 @@ __device__ __forceinline__ void cu_fused_load_q8_raw(const unsigned char *wrow, 
     }
 }
 
-/* The warp's raw batch through its stage into each lane's quants and scales. */
+/* The warp's raw batch through its stage into each lane's quants and scales. A lane's 16
+ * quants start 2 bytes into a 4-byte word in every other block (blocks are 34 bytes): they
+ * are read as aligned words and shifted into place. */
 __device__ __forceinline__ void cu_q8_unstage(const cu_q8_raw &raw, uint4 *stage, int lane,
-                                              int sub, int part, cu_q8_batch *q) {
+                                              cu_q8_batch *q) {
     __syncwarp(); /* every lane has read the previous batch */
 #pragma unroll
     for (int j = 0; j < (CU_Q8_PIECES + CU_WARP - 1) / CU_WARP; j++)
@@ -415,10 +420,17 @@ __device__ __forceinline__ void cu_q8_unstage(const cu_q8_raw &raw, uint4 *stage
     __syncwarp();
     const unsigned char *sb = (const unsigned char *)stage;
 #pragma unroll
-    for (int u = 0; u < CU_FG_Q8_UNROLL; u++) {
-        const uint16_t *h = (const uint16_t *)(sb + (u * 4 + sub) * (int)sizeof(qvl_block_q8_0));
-        q->wq[u] = (int)((uint32_t)h[1 + 2 * part] | ((uint32_t)h[2 + 2 * part] << 16));
-        q->dw[u] = cu_f16_to_f32(h[0]);
+    for (int u = 0; u < CU_Q8_LANE_BLOCKS; u++) {
+        int blk = u * 16 + lane / 2, off = blk * (int)sizeof(qvl_block_q8_0) + 2 + 16 * (lane % 2);
+        const uint32_t *w = (const uint32_t *)(sb + (off & ~3));
+        int shift = (off & 2) * 8;
+        uint32_t r[5];
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[j] = w[j];
+        r[4] = shift ? w[4] : 0u; /* aligned quants end at the batch's last byte */
+#pragma unroll
+        for (int j = 0; j < 4; j++) q->wq[u][j] = (int)__funnelshift_r(r[j], r[j + 1], shift);
+        q->dw[u] = cu_f16_to_f32(*(const uint16_t *)(sb + blk * (int)sizeof(qvl_block_q8_0)));
     }
 }
 
@@ -442,7 +454,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     const int n_batch = nbp / CU_Q8_BATCH_BLOCKS;
     const int row_pieces = nb * (int)sizeof(qvl_block_q8_0) / 16;
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    int sub = lane / 8, part = lane % 8;
+    int sub = lane / 8, part = lane % 8; /* the quantisation's 8 lanes per block */
     int64_t total = p.n_off[p.n_proj];
     int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
     int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
@@ -452,7 +464,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     cu_q8_batch next;
     cu_q8_raw next_raw;
     if (STAGED) cu_fused_load_q8_raw(wrow, 0, row_pieces, lane, &next_raw);
-    else cu_fused_load_q8(wrow, 0, nb, sub, part, &next);
+    else cu_fused_load_q8(wrow, 0, nb, lane, &next);
     /* one row: the RMS scale waits for the epilogue (see k_gemv_fused); the quantisation
      * below then rounds x * g, which the scale does not change block by block */
     __shared__ float ss[CU_FG_WARPS];
@@ -506,21 +518,28 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
                 cu_q8_raw raw = next_raw;
                 if (b + 1 < n_batch) cu_fused_load_q8_raw(wrow, b + 1, row_pieces, lane, &next_raw);
                 else cu_fused_load_q8_raw(wnext, 0, row_pieces, lane, &next_raw);
-                cu_q8_unstage(raw, stage, lane, sub, part, &cur);
+                cu_q8_unstage(raw, stage, lane, &cur);
             } else {
                 cur = next;
-                if (b + 1 < n_batch) cu_fused_load_q8(wrow, b + 1, nb, sub, part, &next);
-                else cu_fused_load_q8(wnext, 0, nb, sub, part, &next);
+                if (b + 1 < n_batch) cu_fused_load_q8(wrow, b + 1, nb, lane, &next);
+                else cu_fused_load_q8(wnext, 0, nb, lane, &next);
             }
-            int c0 = b * CU_Q8_BATCH_BLOCKS + sub; /* this lane's block for u = 0 */
+            int c0 = b * CU_Q8_BATCH_BLOCKS + lane / 2; /* this lane's block for u = 0 */
 #pragma unroll
             for (int m = 0; m < MR; m++) {
                 if (m >= p.M) break;
-                const int *arow = (const int *)(qs + m * nbp * QVL_Q8_0_BLOCK) + c0 * 8 + part;
+                /* the lane's 16 activation quants of block c: int4 2c + lane % 2 of the row */
+                const int4 *arow = (const int4 *)(qs + m * nbp * QVL_Q8_0_BLOCK) + c0 * 2 + lane % 2;
                 const float *drow = ds + m * nbp + c0;
 #pragma unroll
-                for (int u = 0; u < CU_FG_Q8_UNROLL; u++)
-                    acc[m] += (float)__dp4a(cur.wq[u], arow[u * 32], 0) * (cur.dw[u] * drow[u * 4]);
+                for (int u = 0; u < CU_Q8_LANE_BLOCKS; u++) {
+                    int4 a = arow[u * 32];
+                    int dot = __dp4a(cur.wq[u][0], a.x, 0);
+                    dot = __dp4a(cur.wq[u][1], a.y, dot);
+                    dot = __dp4a(cur.wq[u][2], a.z, dot);
+                    dot = __dp4a(cur.wq[u][3], a.w, dot);
+                    acc[m] += (float)dot * (cur.dw[u] * drow[u * 16]);
+                }
             }
         }
         int64_t n;
