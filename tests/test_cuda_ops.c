@@ -999,8 +999,11 @@ static void test_fused_decode_sizes(void **state) {
         tt *om = mk(QVL_F32, 2, SHAPE(M, 200));
         check_op(QVL_OP_MATMUL, NULL, om, SRC(xm, wm, bm), tol_dot(wd, M));
 
-        int64_t F = 6144 / (M > 1 ? 4 : 1), Dm = 96;
-        for (int act = 0; act < 4; act++) { /* 3: none, o_proj + residual */
+        /* and, one row, F = 1280: q8_0 rows of 40 blocks (a batch of 32 and part of one) */
+        int64_t Fs[2] = {6144 / (M > 1 ? 4 : 1), 1280}, Dm = 96;
+        for (int fa = 0; fa < (M == 1 ? 8 : 4); fa++) {
+            int act = fa % 4; /* 3: none, o_proj + residual */
+            int64_t F = Fs[fa / 4];
             qvl_params pm = {.mlp = {.act = act}};
             tt *res = rnd(QVL_F32, 2, SHAPE(M, Dm), -2, 2);
             tt *gu = rnd(QVL_F32, 2, SHAPE(M, 2 * F), -3, 3);
