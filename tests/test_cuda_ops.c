@@ -470,6 +470,60 @@ static void test_describe(void **state) {
     cu.iface->buffer_free(cu.be, &b);
 }
 
+/* Small uploads are queued without waiting (a pinned ring, reused once the stream has been
+ * waited for): many of them, more than the ring holds between two waits, each from the same
+ * host variable changed right after the call, several to the same place; a kernel run between
+ * them (GET_ROWS reading the ids as uploaded so far); then one download must show the last
+ * value written to every element. */
+static void test_small_uploads(void **state) {
+    (void)state;
+    enum { N = 1000, WRITES = 20000 }; /* 20000 slices of 16 bytes: the ring (64 KiB) wraps */
+    qvl_buffer b;
+    qvl_error err = {0};
+    assert_int_equal(cu.iface->buffer_alloc(cu.be, N * sizeof(int32_t), &b, &err), QVL_OK);
+    static int32_t want[N];
+    int32_t v = 0;
+    for (int i = 0; i < WRITES; i++) {
+        int e = (int)(((unsigned)i * 7919u) % N);
+        v = i * 3 + 1;
+        want[e] = v;
+        assert_int_equal(cu.iface->upload(cu.be, (int32_t *)b.data + e, &v, sizeof v, &err),
+                         QVL_OK);
+        v = -1; /* the caller may reuse its memory at once */
+    }
+    static int32_t got[N];
+    assert_int_equal(cu.iface->download(cu.be, got, b.data, sizeof got, &err), QVL_OK);
+    for (int e = 0; e < N; e++)
+        if (want[e] != 0 && got[e] != want[e])
+            fail_msg("element %d: %d after the queued uploads, want %d", e, got[e], want[e]);
+    cu.iface->buffer_free(cu.be, &b);
+
+    /* a kernel between queued uploads sees exactly the uploads made before it (the ids are
+     * uploaded one by one here, not through check_op's whole-tensor upload) */
+    int64_t V = 16, D = 8;
+    tt *table = rnd(QVL_F32, 2, SHAPE(V, D), -1, 1);
+    tt *ids = i32_of(3, (const int32_t[]){0, 0, 0});
+    tt *out = mk(QVL_F32, 2, SHAPE(3, D));
+    to_device(table->store);
+    to_device(out->store);
+    to_device(ids->store);
+    qvl_tensor dt = dev_of(table), di = dev_of(ids), dout = dev_of(out);
+    const qvl_tensor *hs[QVL_MAX_SRC] = {&table->h, &ids->h}, *ds[QVL_MAX_SRC] = {&dt, &di};
+    qvl_node hn = node_of(QVL_OP_GET_ROWS, NULL, &out->h, hs);
+    qvl_node dn = node_of(QVL_OP_GET_ROWS, NULL, &dout, ds);
+    for (int step = 0; step < 3; step++) {
+        for (int k = 0; k < 3; k++) {
+            int32_t id = (int32_t)((step * 5 + k * 3) % V);
+            ((int32_t *)ids->h.data)[k] = id;
+            assert_int_equal(cu.iface->upload(cu.be, (int32_t *)di.data + k, &id, sizeof id, &err),
+                             QVL_OK);
+        }
+        assert_int_equal(qvl_backend_kernel(ref.iface, QVL_OP_GET_ROWS)(ref.be, &hn, &err), QVL_OK);
+        assert_int_equal(qvl_backend_kernel(cu.iface, QVL_OP_GET_ROWS)(cu.be, &dn, &err), QVL_OK);
+        compare_store("get_rows after queued uploads", out->store, &out->h, TOL_EXACT);
+    }
+}
+
 static void test_matmul(void **state) {
     (void)state;
     const int64_t Ms[] = {1, 2, 5, 8, 9, 33};
@@ -1519,6 +1573,7 @@ int main(void) {
         T(test_graph_replay),
         T(test_graph_pairs_dependent),
         T(test_graph_rope_store_group),
+        T(test_small_uploads),
         T(test_graph_option),
     };
     return cmocka_run_group_tests(tests, open_backends, close_backends);

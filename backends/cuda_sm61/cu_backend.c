@@ -5,9 +5,10 @@
  *
  * One instance drives one device (option `device`, default 0) through one stream; every
  * kernel and every replayed graph is queued on it and synchronize() waits for it. Transfers
- * go through the same stream and wait for it, so the host memory handed to upload/download
- * may be reused on return; small ones go through a pinned staging buffer (a pageable copy
- * costs the driver an extra staging step and a slower path).
+ * go through the same stream, and the host memory handed to upload/download may be reused on
+ * return: downloads and big uploads wait for their copy (small ones through a pinned staging
+ * buffer: a pageable copy costs the driver an extra staging step and a slower path); uploads of
+ * at most 4 KiB are copied into a pinned ring and queued without waiting (ring_upload).
  *
  * Options: `device` (index, default 0); `graphs` (1 = capture and replay node sequences as
  * CUDA graphs, the default; 0 = plain launches). QVL_CUDA_GRAPHS=0|1 in the environment
@@ -33,6 +34,7 @@ static void cu_release(qvl_backend *be) {
     cu_graph_cache_free(be);
     for (int i = 0; i < CU_N_SCRATCH; i++) cudaFree(be->scratch[i]);
     if (be->staging) cudaFreeHost(be->staging);
+    if (be->ring) cudaFreeHost(be->ring);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be->host_i32);
     free(be);
@@ -192,13 +194,46 @@ static void *staging(qvl_backend *be, size_t bytes) {
     return be->staging;
 }
 
+/* Small uploads (a decode step's ids, positions and `at`: three per step) are queued without
+ * waiting for them: each is copied into its own slice of a pinned ring and sent from there, and
+ * a slice is used again only after the stream has been waited for (every download and
+ * synchronize waits; a full ring waits first), so no copy in flight reads a reused slice.
+ * Later kernels, downloads and uploads on the stream come after the copy. */
+#define CU_RING_BYTES ((size_t)64 << 10)
+#define CU_RING_MAX ((size_t)4 << 10) /* bigger uploads take the staging path and wait */
+
+/* Queues the upload through the ring; false when it is not for the ring (too big, no pinned
+ * memory), *e the CUDA status otherwise. */
+static bool ring_upload(qvl_backend *be, void *dst, const void *src, size_t bytes,
+                        cudaError_t *e) {
+    if (bytes > CU_RING_MAX) return false;
+    if (!be->ring && cudaHostAlloc(&be->ring, CU_RING_BYTES, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        be->ring = NULL;
+        return false;
+    }
+    size_t slice = (bytes + 15) & ~(size_t)15;
+    *e = cudaSuccess;
+    if (be->ring_used + slice > CU_RING_BYTES) {
+        if ((*e = cudaStreamSynchronize(be->stream)) != cudaSuccess) return true;
+        be->ring_used = 0;
+    }
+    unsigned char *at = (unsigned char *)be->ring + be->ring_used;
+    memcpy(at, src, bytes);
+    *e = cudaMemcpyAsync(dst, at, bytes, cudaMemcpyHostToDevice, be->stream);
+    be->ring_used += slice;
+    return true;
+}
+
 static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t bytes,
                           enum cudaMemcpyKind kind, const char *what, qvl_error *err) {
     if (bytes == 0) return QVL_OK;
     if (!dst || !src)
         return qvl_fail(err, QVL_E_INVALID, "cuda_sm61: %s with a NULL pointer", what);
-    void *pin = staging(be, bytes);
     cudaError_t e;
+    if (kind == cudaMemcpyHostToDevice && ring_upload(be, dst, src, bytes, &e))
+        return e == cudaSuccess ? QVL_OK : cu_cuda_fail(err, e, what);
+    void *pin = staging(be, bytes);
     if (pin && kind == cudaMemcpyHostToDevice) {
         memcpy(pin, src, bytes);
         e = cudaMemcpyAsync(dst, pin, bytes, kind, be->stream);
@@ -212,6 +247,7 @@ static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t by
         if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     }
     if (e != cudaSuccess) return cu_cuda_fail(err, e, what);
+    be->ring_used = 0; /* the stream was waited for: every queued upload is done */
     return QVL_OK;
 }
 
@@ -228,6 +264,7 @@ static qvl_status cu_download(qvl_backend *be, void *dst_host, const void *src, 
 static qvl_status cu_synchronize(qvl_backend *be, qvl_error *err) {
     cudaError_t e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) return cu_cuda_fail(err, e, "synchronize");
+    be->ring_used = 0;
     return QVL_OK;
 }
 

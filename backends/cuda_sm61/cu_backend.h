@@ -27,6 +27,8 @@ struct qvl_backend {
     size_t host_i32_count;
     void *staging; /* pinned host memory for small transfers (NULL until first needed) */
     size_t staging_bytes;
+    void *ring;        /* pinned slices of queued small uploads (cu_backend.c; NULL until used) */
+    size_t ring_used;  /* bytes of it handed out since the stream was last waited for */
     size_t buffer_bytes, n_buffers; /* device memory handed out by buffer_alloc */
     bool graphs;                    /* run_graph captures and replays (option `graphs`) */
     cu_graph_cache *graphs_cache;
