@@ -202,6 +202,13 @@ static void *staging(qvl_backend *be, size_t bytes) {
 #define CU_RING_BYTES ((size_t)64 << 10)
 #define CU_RING_MAX ((size_t)4 << 10) /* bigger uploads take the staging path and wait */
 
+/* Waits for the stream; once it has, every queued upload is done and the ring is free. */
+static cudaError_t wait_stream(qvl_backend *be) {
+    cudaError_t e = cudaStreamSynchronize(be->stream);
+    if (e == cudaSuccess) be->ring_used = 0;
+    return e;
+}
+
 /* Queues the upload through the ring; false when it is not for the ring (too big, no pinned
  * memory), *e the CUDA status otherwise. */
 static bool ring_upload(qvl_backend *be, void *dst, const void *src, size_t bytes,
@@ -213,11 +220,8 @@ static bool ring_upload(qvl_backend *be, void *dst, const void *src, size_t byte
         return false;
     }
     size_t slice = (bytes + 15) & ~(size_t)15;
-    *e = cudaSuccess;
-    if (be->ring_used + slice > CU_RING_BYTES) {
-        if ((*e = cudaStreamSynchronize(be->stream)) != cudaSuccess) return true;
-        be->ring_used = 0;
-    }
+    if (be->ring_used + slice > CU_RING_BYTES && (*e = wait_stream(be)) != cudaSuccess)
+        return true;
     unsigned char *at = (unsigned char *)be->ring + be->ring_used;
     memcpy(at, src, bytes);
     *e = cudaMemcpyAsync(dst, at, bytes, cudaMemcpyHostToDevice, be->stream);
@@ -237,17 +241,16 @@ static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t by
     if (pin && kind == cudaMemcpyHostToDevice) {
         memcpy(pin, src, bytes);
         e = cudaMemcpyAsync(dst, pin, bytes, kind, be->stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+        if (e == cudaSuccess) e = wait_stream(be);
     } else if (pin) {
         e = cudaMemcpyAsync(pin, src, bytes, kind, be->stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+        if (e == cudaSuccess) e = wait_stream(be);
         if (e == cudaSuccess) memcpy(dst, pin, bytes);
     } else {
         e = cudaMemcpyAsync(dst, src, bytes, kind, be->stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+        if (e == cudaSuccess) e = wait_stream(be);
     }
     if (e != cudaSuccess) return cu_cuda_fail(err, e, what);
-    be->ring_used = 0; /* the stream was waited for: every queued upload is done */
     return QVL_OK;
 }
 
@@ -262,9 +265,8 @@ static qvl_status cu_download(qvl_backend *be, void *dst_host, const void *src, 
 }
 
 static qvl_status cu_synchronize(qvl_backend *be, qvl_error *err) {
-    cudaError_t e = cudaStreamSynchronize(be->stream);
+    cudaError_t e = wait_stream(be);
     if (e != cudaSuccess) return cu_cuda_fail(err, e, "synchronize");
-    be->ring_used = 0;
     return QVL_OK;
 }
 
