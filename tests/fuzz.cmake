@@ -21,7 +21,7 @@ if(QVL_FUZZ)
   endif()
   set(QVL_FUZZ_SAN address,undefined)
   # Coverage feedback must come from the parsers themselves, not only from the harness.
-  foreach(lib qvl-core qvl-graph qvl-qwen3vl)
+  foreach(lib qvl-core qvl-graph qvl-runtime qvl-qwen3vl)
     target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link,${QVL_FUZZ_SAN}
       -fno-omit-frame-pointer)
   endforeach()
@@ -31,6 +31,9 @@ endif()
 foreach(name ${QVL_FUZZ_TARGETS})
   set(srcs ${QVL_FUZZ_SRC}/fuzz_${name}.c)
   set(libs qvl-qwen3vl qvl-core)
+  if(name MATCHES "^(safetensors|gen_config|tokenizer_load|tokenizer_encode)$")
+    set(libs qvl-runtime qvl-core) # parsers of the runtime layer need nothing model-specific
+  endif()
   if(name STREQUAL "ids")
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/tools/cli.c) # cli_parse_ids lives in the tool sources
   endif()
@@ -69,11 +72,11 @@ foreach(name ${QVL_FUZZ_TARGETS})
 endforeach()
 
 # Limits and message rules that came out of fuzzing, asserted directly.
-qvl_add_test(test_hostile_limits SOURCES ${QVL_FUZZ_SRC}/test_hostile_limits.c LIBS qvl-qwen3vl)
+qvl_add_test(test_hostile_limits SOURCES ${QVL_FUZZ_SRC}/test_hostile_limits.c LIBS qvl-runtime)
 
 # The bounded whole-file reader (qvl/file.h) and the loaders on it: FIFOs, devices, directories.
 qvl_add_test(test_read_file SOURCES ${QVL_FUZZ_SRC}/test_read_file.c LIBS qvl-qwen3vl)
 # Decompression bombs: pixel limit and what a PNG/JPEG of its size can hold.
 pkg_check_modules(STB_FUZZ_TEST REQUIRED IMPORTED_TARGET stb)
 qvl_add_test(test_image_limits SOURCES ${QVL_FUZZ_SRC}/test_image_limits.c
-  LIBS qvl-qwen3vl PkgConfig::STB_FUZZ_TEST)
+  LIBS qvl-runtime PkgConfig::STB_FUZZ_TEST)

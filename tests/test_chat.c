@@ -1,5 +1,5 @@
 /* Chat rendering against strings derived by hand from the model's chat_template.jinja
- * (spec §6.1), and the continuation string used to reuse a KV cache across turns. */
+ * (docs/MODEL.md, "Prompt"), and the continuation string used to reuse a KV cache across turns. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,7 +48,7 @@ static void expect_render(const qvl_chat *c, bool gen_prompt, const char *want) 
     free(got);
 }
 
-/* The rendered example of spec §6.1: one user message, an image then a question. */
+/* The rendered example of docs/MODEL.md, "Prompt": one user message, an image then a question. */
 static void test_image_then_text(void **state) {
     (void)state;
     qvl_chat *c = new_chat();

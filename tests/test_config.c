@@ -82,7 +82,7 @@ static void test_shared_2b(void **state) {
     qvl_qwen3vl_config c;
     qvl_error err = {0};
     assert_int_equal(qvl_qwen3vl_config_load(SHARED_2B, &c, &err), QVL_OK);
-    /* The values the spec (section 1) lists for the 2B checkpoint. */
+    /* The values docs/MODEL.md, "Configuration", lists for the 2B checkpoint. */
     assert_int_equal(c.text.vocab_size, 151936);
     assert_int_equal(c.text.hidden_size, 2048);
     assert_int_equal(c.text.intermediate_size, 6144);

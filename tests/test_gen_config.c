@@ -1,4 +1,4 @@
-/* generation_config.json: the model's file (spec §9), inline documents, and the errors. */
+/* generation_config.json: the model's file (docs/MODEL.md), inline documents, and the errors. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, access, write */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,7 +30,7 @@ static void test_model_file(void **state) {
     qvl_error err = {0};
     qvl_status st = qvl_gen_config_load(path, &cfg, &err);
     if (st != QVL_OK) fail_msg("%s", err.msg);
-    /* spec §9 */
+    /* docs/MODEL.md, "Generation defaults" */
     assert_int_equal(cfg.n_eos, 2);
     assert_int_equal(cfg.eos_token_ids[0], 151645);
     assert_int_equal(cfg.eos_token_ids[1], 151643);

@@ -1,6 +1,6 @@
 /* Pictures: decoding (formats, EXIF orientation, errors), the image processor (smart_resize,
  * resampling, normalisation, patch order), the preprocessor config, image pad expansion and the
- * 3-D positions of get_rope_index (spec 4, 6.2, 7 and the self-checks of spec 15). */
+ * 3-D positions of get_rope_index (docs/MODEL.md, with its reference values). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,7 +104,7 @@ static void test_rope_index_640x480(void **state) {
 #undef P
     int32_t max_pos = 0;
     for (int64_t i = 0; i < 3 * n_tok; i++) max_pos = pos[i] > max_pos ? pos[i] : max_pos;
-    assert_int_equal(max_pos + 1 - n_tok, -280); /* rope_delta (spec 7) */
+    assert_int_equal(max_pos + 1 - n_tok, -280); /* rope_delta (docs/MODEL.md) */
     assert_int_equal(next, 27);
     free(pos);
     free(ids);

@@ -3,7 +3,7 @@
  * the fusion pass makes of them, and numbers on the reference backend: fused equals unfused,
  * prefill + decode through the KV cache equals one longer prefill, and images attend only
  * within themselves. Also the host-side vision inputs (bilinear taps, rope rows/cols,
- * segments) against the spec's sample values. */
+ * segments) against the reference values in docs/MODEL.md. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,7 +45,7 @@ static const char UNTIED[] =
     "    \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 5000000,\n"
     "                        \"mrope_section\": [6, 5, 5], \"mrope_interleaved\": true} } }\n";
 
-/* The 2B's vision geometry (48x48 position table) for the spec's sample points. */
+/* The 2B's vision geometry (48x48 position table) for docs/MODEL.md's sample points. */
 static const char TABLE48[] =
     "{ \"text_config\": { \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 96,\n"
     "    \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
@@ -781,7 +781,7 @@ static void vision_run_free(vision_run *r) {
     free(r->ds1);
 }
 
-/* ---- an independent vision encoder (spec 5), in double, straight from the formulas ---- */
+/* ---- an independent vision encoder (docs/MODEL.md), in double, from the formulas ---- */
 
 /* Weight `name` of graph g as host doubles; its element count must be n. */
 static double *host_weight(const qvl_graph *g, int64_t n, const char *fmt, ...) QVL_PRINTF(3, 4);
@@ -842,7 +842,7 @@ static double gelu_erf(double z) {
     return 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
 }
 
-/* A merger (spec 5.6/5.7) on z [rows, width]: fc1 -> gelu_erf -> fc2. */
+/* A merger (docs/MODEL.md, "Vision encoder") on z [rows, width]: fc1 -> gelu_erf -> fc2. */
 static double *ref_merger_mlp(const qvl_graph *g, const char *prefix, int k, const double *z,
                               int64_t rows, int64_t width, int64_t out) {
     char fmt[128];
@@ -873,7 +873,7 @@ static void ref_vision(const qvl_qwen3vl_config *c, const qvl_graph *g, const qv
     assert_int_equal(v->spatial_merge_size, 2);
     int64_t S = 0;
     for (size_t i = 0; i < n_img; i++) S += grids[i].h * grids[i].w;
-    /* Per patch: image start, (row, col) of spec 5.3 and the image's grid. */
+    /* Per patch: image start, (row, col) of the 2-D rope and the image's grid. */
     int64_t *row = malloc((size_t)S * sizeof *row), *col = malloc((size_t)S * sizeof *col);
     int64_t *img_start = malloc((size_t)S * sizeof *img_start),
             *img_end = malloc((size_t)S * sizeof *img_end);
@@ -1026,7 +1026,7 @@ static void test_vision_numerics(void **state) {
     vision_run a = run_vision(plain, &ws, &c, grids, 2, patches, S, width);
     vision_run b = run_vision(fused, &ws, &c, grids, 2, patches, S, width);
     assert_true(max_abs(a.merger, a.n) > 1e-3);
-    /* The graph computes what spec 5 says. */
+    /* The graph computes what docs/MODEL.md, "Vision encoder", says. */
     double *ref_m = NULL, *ref_ds[QVL_MAX_DEEPSTACK] = {NULL};
     ref_vision(&c, plain, grids, 2, patches, &ref_m, ref_ds);
     expect_close_ref("merger", ref_m, a.merger, a.n, 1e-4);

@@ -199,7 +199,7 @@ static void test_reference_cases(void **state) {
     free(out);
 }
 
-/* ---- special tokens and lookups (ids from spec §6 and §10) ---- */
+/* ---- special tokens and lookups (ids from docs/MODEL.md, "Special tokens") ---- */
 
 static void test_special_tokens_in_text(void **state) {
     (void)state;

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "qvl/dtype.h"
-#include "weight_convert.h"
+#include "qvl/weight_convert.h"
 
 static void check_pair(qvl_dtype from, qvl_dtype to, int64_t n, int threads) {
     size_t src_bytes, dst_bytes;

@@ -236,7 +236,8 @@ static void test_specs_reject_bad_config(void **state) {
     assert_int_not_equal(qvl_qwen3vl_tensor_specs(&c, &s, &n, &err), QVL_OK);
 }
 
-/* The published 2B totals (spec §2.4, §15): 625 tensors, 2,127,532,032 parameters, no lm_head. */
+/* The published 2B totals (docs/MODEL.md, "Checkpoint tensors"): 625 tensors, 2,127,532,032
+ * parameters, no lm_head. */
 static void test_specs_2b(void **state) {
     (void)state;
     const char *path = QVL_SHARED_DATA_DIR "/qwen3-vl-2b-instruct/config.json";

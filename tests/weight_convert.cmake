@@ -1,4 +1,3 @@
-# Threaded weight conversion at load (models/qwen3vl/src/weight_convert.c, a private header).
+# Threaded weight conversion at load (runtime/src/weight_convert.c).
 qvl_add_test(test_weight_convert SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_weight_convert.c
-  LIBS qvl-qwen3vl)
-target_include_directories(test_weight_convert PRIVATE ${CMAKE_SOURCE_DIR}/models/qwen3vl/src)
+  LIBS qvl-runtime)

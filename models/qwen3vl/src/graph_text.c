@@ -1,6 +1,7 @@
-/* The Qwen3-VL text decoder as a graph of primitive ops (spec 8). Attention is spelled out op by
- * op (permute, matmul, scale, causal mask, softmax, matmul, permute, cont) so that the fusion
- * pass has real work to do; the chain is the exact shape its matchers look for. */
+/* The Qwen3-VL text decoder as a graph of primitive ops (docs/MODEL.md, "Text decoder").
+ * Attention is spelled out op by op (permute, matmul, scale, causal mask, softmax, matmul,
+ * permute, cont) so that the fusion pass has real work to do; the chain is the exact shape its
+ * matchers look for. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

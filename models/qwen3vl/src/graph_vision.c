@@ -1,6 +1,6 @@
-/* The Qwen3-VL vision encoder as a graph of primitive ops (spec 5): patch embedding, bilinear
- * position embedding, ViT blocks with 2-D rope and block-diagonal attention, the deepstack
- * mergers and the final merger. */
+/* The Qwen3-VL vision encoder as a graph of primitive ops (docs/MODEL.md, "Vision encoder"):
+ * patch embedding, bilinear position embedding, ViT blocks with 2-D rope and block-diagonal
+ * attention, the deepstack mergers and the final merger. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

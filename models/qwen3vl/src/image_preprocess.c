@@ -1,5 +1,6 @@
-/* The image processor of Qwen3-VL (spec 4): smart_resize, antialiased bicubic resampling on
- * uint8, rescale + normalise, temporal duplication and merge-window patch order. */
+/* The image processor of Qwen3-VL (docs/MODEL.md, "Image preprocessing"): smart_resize,
+ * antialiased bicubic resampling on uint8, rescale + normalise, temporal duplication and
+ * merge-window patch order. */
 #include "qvl/image_preprocess.h"
 
 #include <math.h>
@@ -246,7 +247,8 @@ qvl_status qvl_image_preprocess(const qvl_image *img, const qvl_preprocess_confi
         free(rs);
         return qvl_fail(err, QVL_E_NOMEM, "image preprocess: out of memory");
     }
-    /* Row s = window-order patch index, element e = ((c*tp + t)*p + py)*p + px (spec 4.6). */
+    /* Row s = window-order patch index, element e = ((c*tp + t)*p + py)*p + px
+     * (docs/MODEL.md, "Patch order"). */
     int64_t s = 0;
     for (int64_t bh = 0; bh < gh / m; bh++)
         for (int64_t bw = 0; bw < gw / m; bw++)

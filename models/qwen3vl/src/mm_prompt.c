@@ -1,4 +1,5 @@
-/* Image placeholders in token sequences: expansion and 3-D positions (spec 6.2, 7). */
+/* Image placeholders in token sequences: expansion and 3-D positions
+ * (docs/MODEL.md, "Prompt" and "Multimodal positions"). */
 #include "qvl/mm_prompt.h"
 
 #include <stdlib.h>

@@ -10,14 +10,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qvl/backend_options.h"
 #include "qvl/checked.h"
 #include "qvl/graph.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/log.h"
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
+#include "qvl/weight_convert.h"
 #include "qvl/weights.h"
-#include "weight_convert.h"
 
 /* One weight as the backend holds it, in the dtype the graphs read. */
 typedef struct bound_weight {
@@ -295,7 +296,9 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
                                  const qvl_image_features *img, bool all_logits, float *logits,
                                  qvl_error *err) {
     if (img && img->n_tokens == 0) img = NULL;
-    if (img && !pos) /* text positions would be wrong for the image tokens (spec 7) */
+    /* Text positions would be wrong for the image tokens (docs/MODEL.md, "Multimodal
+     * positions"). */
+    if (img && !pos)
         return qvl_fail(err, QVL_E_INVALID, "image features need their positions "
                         "(qvl_model_positions)");
     const int64_t vocab = m->cfg.text.vocab_size;
@@ -362,7 +365,15 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
     if (st == QVL_OK) st = qvl_graph_fuse(d->g, NULL, err);
     if (st != QVL_OK) return st;
     qvl_error why = {0};
-    st = qvl_exec_create(d->g, m->lb->iface, m->lb->be, &d->ex, &why);
+    /* The reusable graph is only right with attention fused: fused ATTENTION never reads cache
+     * rows at or past at + N, but the primitive chain (scores over every cache row, masked,
+     * then probabilities times every V row) multiplies unwritten rows by 0, and 0 x NaN
+     * garbage is NaN. A backend that declined the fusion gets a graph per token, whose cache
+     * views end at the rows written. */
+    if (qvl_graph_count_op(d->g, QVL_OP_MASK_CAUSAL_AT) > 0)
+        st = qvl_fail(&why, QVL_E_UNSUPPORTED, "attention is not fused for it");
+    else
+        st = qvl_exec_create(d->g, m->lb->iface, m->lb->be, &d->ex, &why);
     if (st == QVL_E_UNSUPPORTED) {
         QVL_LOG_I("decode graph reuse is off on %s (%s); building a graph per token",
                   m->lb->name, why.msg);
@@ -611,68 +622,11 @@ static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error 
     return QVL_OK;
 }
 
-/* Like qvl_backend_open, with opts->backend_options laid over every listed backend's options
- * (a --backend that is not listed gets just those). The merged arrays point into cfg and the
- * caller's options, so they only need to live until the backend's init has copied them. */
+/* plugins.yaml's options with the caller's (qvl_model_options.backend_options) laid over them. */
 static qvl_status open_backend(const qvl_model_options *opts, qvl_loaded_backend **out,
                                qvl_error *err) {
-    const qvl_options *extra = opts->backend_options;
-    if (!extra || extra->n == 0)
-        return qvl_backend_open(opts->plugins_path, opts->backend_name, out, err);
-    qvl_plugin_config *cfg = NULL;
-    qvl_status st = qvl_plugins_locate(opts->plugins_path, &cfg, err);
-    if (st != QVL_OK) return st;
-    size_t slots = extra->n;
-    for (size_t i = 0; i < cfg->n; i++) slots += cfg->specs[i].options.n + extra->n;
-    qvl_plugin_spec *specs = calloc(cfg->n + 1, sizeof *specs);
-    const char **keys = calloc(slots, sizeof *keys), **values = calloc(slots, sizeof *values);
-    if (!specs || !keys || !values) {
-        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        goto done;
-    }
-    size_t used = 0;
-    bool listed = false;
-    for (size_t i = 0; i <= cfg->n; i++) {
-        const qvl_options *base = i < cfg->n ? &cfg->specs[i].options : NULL;
-        if (i < cfg->n) {
-            specs[i] = cfg->specs[i];
-            if (opts->backend_name && strcmp(specs[i].name, opts->backend_name) == 0)
-                listed = true;
-        } else if (opts->backend_name && !listed) {
-            specs[i].name = (char *)opts->backend_name; /* found by the default search */
-            specs[i].required = true;
-        } else {
-            break;
-        }
-        qvl_options *o = &specs[i].options;
-        o->keys = keys + used;
-        o->values = values + used;
-        o->n = 0;
-        for (size_t k = 0; base && k < base->n; k++)
-            if (!qvl_options_get(extra, base->keys[k])) {
-                keys[used] = base->keys[k];
-                values[used++] = base->values[k];
-                o->n++;
-            }
-        for (size_t k = 0; k < extra->n; k++) {
-            keys[used] = extra->keys[k];
-            values[used++] = extra->values[k];
-            o->n++;
-        }
-    }
-    qvl_plugin_config merged = *cfg;
-    merged.specs = specs;
-    merged.n = cfg->n + (opts->backend_name && !listed ? 1 : 0);
-    st = qvl_backend_select(&merged, opts->backend_name, out, err);
-    if (st == QVL_OK)
-        QVL_LOG_I("backend %s (%s), plugins from %s, %zu option(s) from the caller", (*out)->name,
-                  (*out)->library_path, cfg->path ? cfg->path : "the built-in list", extra->n);
-done:
-    free(specs);
-    free((void *)keys);
-    free((void *)values);
-    qvl_plugins_free(cfg);
-    return st;
+    return qvl_backend_open_with_options(opts->plugins_path, opts->backend_name,
+                                         opts->backend_options, out, err);
 }
 
 static bool read_by_decode(const qvl_model *m, const char *name) {

@@ -1,4 +1,5 @@
-/* The tensors a Qwen3-VL checkpoint holds, derived from the config (spec §2.2, §2.3). */
+/* The tensors a Qwen3-VL checkpoint holds, derived from the config (docs/MODEL.md,
+ * "Checkpoint tensors"). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

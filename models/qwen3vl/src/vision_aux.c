@@ -1,6 +1,7 @@
-/* Host-side inputs of the vision graph that depend only on the image grids (spec 5.2, 5.3, 5.5):
- * the four bilinear taps into the learned position table, the (row, col) of every patch for the
- * 2-D rope, and the attention segment bounds. Patches are in merge-window order (spec 4.6). */
+/* Host-side inputs of the vision graph that depend only on the image grids (docs/MODEL.md,
+ * "Vision encoder"): the four bilinear taps into the learned position table, the (row, col) of
+ * every patch for the 2-D rope, and the attention segment bounds. Patches are in merge-window
+ * order (docs/MODEL.md, "Patch order"). */
 #include <stdint.h>
 
 #include "qvl/checked.h"

@@ -1,5 +1,5 @@
 /* Qwen3-VL chat prompts: a list of messages rendered to the ChatML string that the model's
- * chat_template.jinja produces (spec §6.1), without a Jinja engine.
+ * chat_template.jinja produces (docs/MODEL.md, "Prompt"), without a Jinja engine.
  *
  * What the template does, and so what this module does:
  *   - a system message, only as the first message: "<|im_start|>system\n{text}<|im_end|>\n"

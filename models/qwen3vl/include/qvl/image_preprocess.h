@@ -1,4 +1,5 @@
-/* The Qwen3-VL image processor (spec 4; Hugging Face's Qwen2VLImageProcessorFast): smart_resize,
+/* The Qwen3-VL image processor (docs/MODEL.md, "Image preprocessing"; Hugging Face's
+ * Qwen2VLImageProcessorFast): smart_resize,
  * antialiased bicubic resampling of the uint8 picture, rescale + normalise, temporal duplication
  * and patch flattening in merge-window order. */
 #ifndef QVL_IMAGE_PREPROCESS_H
@@ -34,8 +35,9 @@ void qvl_preprocess_config_default(const qvl_vision_config *v, qvl_preprocess_co
 qvl_status qvl_preprocess_config_load(const char *path, const qvl_vision_config *v,
                                       qvl_preprocess_config *out, qvl_error *err);
 
-/* smart_resize (spec 4.2): the size (multiples of factor) the picture is resampled to. Python's
- * round-half-to-even; errors for zero sizes, aspect > 200 and impossible min/max. */
+/* smart_resize (docs/MODEL.md, "smart_resize"): the size (multiples of factor) the picture is
+ * resampled to. Python's round-half-to-even; errors for zero sizes, aspect > 200 and impossible
+ * min/max. */
 qvl_status qvl_smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                             int64_t max_pixels, int64_t *out_h, int64_t *out_w, qvl_error *err);
 
@@ -46,7 +48,8 @@ qvl_status qvl_image_resize_bicubic(const qvl_image *src, int32_t ow, int32_t oh
                                     qvl_error *err);
 
 /* A whole picture to the vision encoder's input: *pixels (malloc'd, free()) is
- * [grid t*h*w, 3*temporal*patch*patch] f32 in the order of spec 4.6; *grid is in patches. */
+ * [grid t*h*w, 3*temporal*patch*patch] f32 in the order of docs/MODEL.md, "Patch order";
+ * *grid is in patches. */
 qvl_status qvl_image_preprocess(const qvl_image *img, const qvl_preprocess_config *pc,
                                 float **pixels, qvl_image_grid *grid, qvl_error *err);
 

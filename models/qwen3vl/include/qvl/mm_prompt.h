@@ -1,5 +1,6 @@
-/* Prompts with pictures: expanding each image placeholder to its token count (spec 6.2) and
- * the 3-D MRoPE positions of get_rope_index (spec 7). */
+/* Prompts with pictures: expanding each image placeholder to its token count (docs/MODEL.md,
+ * "Prompt") and the 3-D MRoPE positions of get_rope_index (docs/MODEL.md, "Multimodal
+ * positions"). */
 #ifndef QVL_MM_PROMPT_H
 #define QVL_MM_PROMPT_H
 

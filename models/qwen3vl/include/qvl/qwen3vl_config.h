@@ -9,6 +9,7 @@
 
 #include "qvl/status.h"
 #include "qvl/tensor.h"
+#include "qvl/weight_table.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,15 +75,8 @@ qvl_status qvl_qwen3vl_config_parse(const char *json, size_t len, const char *pa
 
 /* ---- the tensors a checkpoint holds --------------------------------------------------------
  * Names are Hugging Face's ("model.language_model.layers.0.self_attn.q_proj.weight").
- * Shapes are as stored in the file (the patch embedding is 5-D: [out, in_ch, t, p, p]). */
-#define QVL_TENSOR_NAME_MAX 96
-typedef struct qvl_tensor_spec {
-    char name[QVL_TENSOR_NAME_MAX];
-    int32_t ndim;
-    int64_t shape[5];
-    bool is_norm;  /* a norm weight (initialised to ~1 by mkmodel) */
-    bool is_bias;  /* a bias (initialised to ~0 by mkmodel) */
-} qvl_tensor_spec;
+ * Shapes are as stored in the file (the patch embedding is 5-D: [out, in_ch, t, p, p]); the
+ * full list is in docs/MODEL.md. */
 
 /* All tensors the config implies, text then vision; lm_head.weight only when untied.
  * Returns a malloc'd array (free with free()) and its length. */

@@ -35,9 +35,9 @@ typedef struct qvl_text_graph_opts {
  *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS);
  *          with kv_at_input: "kv_at" [1] i32 = n_past (STORE_ROWS_AT, MASK_CAUSAL_AT);
  *          with n_image_tokens = K > 0: "image_rows" [K] i32 (positions within the batch),
- *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows, spec
- *          8.1) and "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output
- *          of decoder layer k at those rows, spec 8.6).
+ *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows) and
+ *          "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output of
+ *          decoder layer k at those rows); see docs/MODEL.md, "Text decoder".
  * Outputs: "logits" [n_tokens or 1, vocab]. */
 qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *opts,
                                   qvl_graph **out, qvl_error *err);
@@ -51,7 +51,7 @@ typedef struct qvl_vision_graph_opts {
     qvl_dtype norm_dtype;
 } qvl_vision_graph_opts;
 
-/* Inputs:  "patches" [S, in_ch*t*p*p] f32 (S = sum t*h*w, merge-window order, spec 4.6);
+/* Inputs:  "patches" [S, in_ch*t*p*p] f32 (S = sum t*h*w, merge-window order, see docs/MODEL.md);
  *          "pos_interp.idx" [4, S] i32 and "pos_interp.w" [4, S, 1] f32 (the four bilinear
  *          taps per patch); "rope_pos" [2, S] i32 (row, col); "segments" [G+1] i32.
  * Outputs: "merger" [S/m^2, out_hidden]; "deepstack.<k>" [S/m^2, out_hidden] for each tap k. */

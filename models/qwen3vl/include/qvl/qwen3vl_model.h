@@ -82,7 +82,7 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
 
 /* Positions of n tokens appended to the sequence (3 rows of n, the pos argument of eval):
  * text continues from the next free position, runs of image_token_id are the images of grids
- * in order (spec 7). */
+ * in order (docs/MODEL.md, "Multimodal positions"). */
 qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n,
                                const qvl_image_grid *grids, size_t n_images, int32_t *pos,
                                qvl_error *err);

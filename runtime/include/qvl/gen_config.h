@@ -1,4 +1,4 @@
-/* generation_config.json: stop tokens and default sampling settings (spec §9).
+/* generation_config.json: stop tokens and default sampling settings.
  *
  * Keys read (all optional; null counts as absent): eos_token_id (an integer or a list of
  * integers), bos_token_id, pad_token_id, do_sample, temperature, top_k, top_p, min_p,

@@ -4,7 +4,7 @@
  * the memory used on the side is a few small buffers per thread, not a copy of the tensor. */
 #define _DEFAULT_SOURCE
 
-#include "weight_convert.h"
+#include "qvl/weight_convert.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Choosing the next token from a row of logits.
  *
- * The processors run in the order Hugging Face transformers applies them (spec §9), with the
+ * The processors run in the order Hugging Face transformers applies them, with the
  * two penalties first as vLLM does:
  *   1. mask: ids >= n_valid are never chosen (untrained padding rows of the embedding);
  *   2. repetition penalty (HF semantics) over every distinct token seen so far, prompt and

@@ -1,4 +1,4 @@
-/* Converting stored weights to the dtype the graphs read, once at load (private to the model). */
+/* Converting stored weights to the dtype the graphs read, once at load (--weights q8_0 etc.). */
 #ifndef QVL_WEIGHT_CONVERT_H
 #define QVL_WEIGHT_CONVERT_H
 
