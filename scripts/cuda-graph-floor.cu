@@ -1,5 +1,5 @@
 // What a dependent kernel costs inside a replayed CUDA graph, apart from qvl: the floor the
-// decode step's ~170 kernels each pay (docs/BENCHMARKS.md, session 7).
+// decode step's ~170 kernels each pay (figures in docs/BENCHMARKS.md).
 //
 //   nvcc -O3 -arch=sm_90 -o /tmp/graph-floor scripts/cuda-graph-floor.cu && /tmp/graph-floor
 //

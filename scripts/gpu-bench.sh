@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 6 benchmarks on a machine with an NVIDIA GPU, after scripts/gpu-check.sh has built the
-# tree: a full-size random Qwen3-VL-2B from `qvl mkmodel`, then qvl-bench on cuda_sm61 with the
-# issue's shapes (pp512, tg128, batch 1) for each weight storage dtype, with a 4096-token KV
-# cache (the device memory the issue's 6 GiB / 4 GiB limits are about), and one 1024x768
-# picture through the vision tower. Figures go to stdout and, when $OUT is set, to
+# The cuda_sm61 benchmarks on a machine with an NVIDIA GPU, after scripts/gpu-check.sh has
+# built the tree: a full-size random Qwen3-VL-2B from `qvl mkmodel`, then qvl-bench on
+# cuda_sm61 with the shapes of docs/BENCHMARKS.md (pp512, tg128, batch 1) for each weight
+# storage dtype, with a 4096-token KV cache (so the device memory figure includes a long
+# context's cache), and one 1024x768 picture through the vision tower. Figures go to stdout and, when $OUT is set, to
 # $OUT/gpu-bench/*.txt.
 #
 # Usage: scripts/gpu-bench.sh [build-dir] [config.json]

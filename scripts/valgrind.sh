@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite under valgrind memcheck (issue 7): every CMocka test and corpus replay of a
+# The test suite under valgrind memcheck: every CMocka test and corpus replay of a
 # Debug build, with leak checking; a test fails on any memcheck error or a leak "definitely
 # lost". The CLI shell tests (they would check bash) and the CUDA op test (the driver is not
 # valgrind-clean, and there is no GPU here) are left out. Prints ctest's summary; the full

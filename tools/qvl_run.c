@@ -276,7 +276,7 @@ static qvl_status answer(qvl_model *m, const run_args *a, qvl_sampler *sampler,
                          int64_t n, bool feed_last, const run_images *im, qvl_error *err) {
     int64_t vocab = qvl_model_config(m)->text.vocab_size;
     int32_t *pos = NULL;
-    if (im && im->n > 0) { /* the pictures' positions follow get_rope_index (spec 7) */
+    if (im && im->n > 0) { /* 3-D positions: images change them (qvl_model_positions) */
         pos = malloc((size_t)n * 3 * sizeof *pos);
         if (!pos) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
         qvl_status st = qvl_model_positions(m, ids, n, im->grids, im->n, pos, err);

@@ -18,17 +18,19 @@
 #include "cu_attention.cuh"
 
 #define CU_ATTN_WARPS 4
-/* Keys per warp per round trip with 4-element loads (D = 128). H200, f16 tg128 after 512
- * tokens, two sittings: 4 keys 524/537 tok/s, 8 524/518, 16 526/512. */
+/* Keys per warp per round trip with 4-element loads (D = 128): a lane's k and v loads for 4
+ * keys go out together (one 8- or 16-byte load each); 8 and 16 keys are no faster
+ * (docs/BENCHMARKS.md). */
 #ifndef CU_ATTN_KU_VEC
 #define CU_ATTN_KU_VEC 4
 #endif
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
 #define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
-/* Blocks split-KV aims at (the visible keys are shared among the splits, at least
- * CU_ATTN_MIN_CHUNK each; splits left without keys leave at once). H200, f16 tg128 after 512
- * tokens, when those splits still reported to the merge: 512 blocks 459-462 tok/s, 1024
- * 418-423, 2048 372-377. */
+/* Blocks split-KV aims at: a row's keys are shared among target / rows splits (at least
+ * CU_ATTN_MIN_CHUNK keys each, at most CU_ATTN_MAX_SPLITS), so a decode step's few rows still
+ * occupy every SM (512: about 4 blocks per SM of a 132-SM GPU). The split count comes from the
+ * key count L, never from `at` (a captured launch serves every step), so splits whose share
+ * holds no visible key leave at once. Other targets: docs/BENCHMARKS.md. */
 #ifndef CU_ATTN_TARGET_BLOCKS
 #define CU_ATTN_TARGET_BLOCKS 512
 #endif

@@ -21,8 +21,9 @@
 #define CU_FA_BK 64 /* keys per tile */
 #define CU_FA_DC 32 /* dimensions of K staged at a time */
 #define CU_FA_PAD 4
-/* Resident blocks per SM the registers must allow. H200, vision 1024x768: 3 gives 124-126 ms,
- * 4 (which spills a little) 127-128, no bound 135 (the compiler then takes more registers). */
+/* Resident blocks per SM the registers must allow: 3 fits the register tiles without spills
+ * (4 makes the compiler spill; with no bound it takes more registers and fewer blocks fit).
+ * Measured alternatives: docs/BENCHMARKS.md. */
 #ifndef CU_FA_MIN_BLOCKS
 #define CU_FA_MIN_BLOCKS 3
 #endif

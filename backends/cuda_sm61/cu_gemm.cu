@@ -249,9 +249,9 @@ static bool cu_gemm_fast_ok(const cu_mm_args &p) {
  * k < resident blocks at `speed * fill[k - 1]`. The cost of a shape is the time of the
  * busiest SM, which gets ceil(tiles / SMs) blocks, as many at a time as fit: big tiles are
  * fastest per output, but few of them leave SMs idle or under-filled (M = 512 prefill
- * against N = 2048 columns gives 64 tiles of 128 x 128 for 132 SMs). The figures are what
- * the tiles reached on an H200 (full: 70%, 60%, 48% of the FMA peak) and fit its timings of
- * the prefill and vision shapes. */
+ * against N = 2048 columns gives 64 tiles of 128 x 128 for 132 SMs). Speeds and fills are
+ * calibrated on an H200 (full SMs: 70%, 60%, 48% of the FMA peak) to reproduce its timings
+ * of the prefill and vision shapes. */
 enum { CU_T128x128 = 0, CU_T128x64, CU_T64x64, CU_N_TILES };
 #define CU_MAX_RESIDENT 4
 static const int cu_tile_m[CU_N_TILES] = {128, 128, 64};

@@ -21,15 +21,17 @@
 
 #include "cu_device.cuh"
 
-/* Warps per block. H200, tg128 after 512 tokens, with CU_FG_MIN_BLOCKS set to keep 24 warps
- * per SM where the registers allow (session 7): 8 warps x 3 blocks f16 516/540 q8_0 577/569
- * tok/s; 12 x 2 530/537, 580/560 (the same); 24 x 1 510/524, 494/491; 4 x 6 500/507, 476/482. */
+/* Warps per block. With CU_FG_MIN_BLOCKS an SM holds 24 warps of these kernels where the
+ * registers allow. Larger blocks need more shared memory (a stage per warp), so q8_0 rows of
+ * K = 6144 would no longer fit the fused kernel; smaller ones repeat the prologue in more
+ * blocks. Build-time knob for A/B runs; docs/BENCHMARKS.md lists the shapes tried. */
 #ifndef CU_FG_WARPS
 #define CU_FG_WARPS 8
 #endif
 #define CU_FG_UNROLL 4 /* 16-byte weight loads per lane per batch (two batches in flight) */
-/* The same for one row (decode). 8 measured slower on the H200 (session 7, f16 tg128: 4 loads
- * 537/518 tok/s; 8 everywhere 509/499; 8 only where K >= 4096 532/514). */
+/* The same for one row (decode): 4 keeps the registers low enough for CU_FG_MIN_BLOCKS
+ * resident blocks; more bytes in flight per warp do not pay for the occupancy they cost
+ * (docs/BENCHMARKS.md, "Tried and did not pay"). */
 #ifndef CU_FG_UNROLL_M1
 #define CU_FG_UNROLL_M1 4
 #endif
@@ -68,7 +70,7 @@ __device__ __forceinline__ float cu_fused_act(int act, bool gated, float x, floa
 /* The prologue's float4 loops issue CU_PRO_BATCH loads per thread before using any: these
  * loads are latency, not bandwidth, and the kernel's weights wait for them. Thread t owns
  * float4s t, t + blockDim.x, ... in every loop, so the passes need no barrier between them. */
-#ifndef CU_PRO_BATCH /* H200 tg128 (session 7): 2 f16 531/540 tok/s, 4 527/527, 8 346/349 */
+#ifndef CU_PRO_BATCH /* 4 and 8 are slower (docs/BENCHMARKS.md, "Tried and did not pay") */
 #define CU_PRO_BATCH 2
 #endif
 #define CU_PRO_FOR(i0, n4) \
