@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Checks the cuda_sm61 backend on a machine with an NVIDIA GPU, in one go:
 #   1. configure (Release) and build the whole tree;
-#   2. test_cuda_ops: every op on cuda_sm61 against the reference backend;
+#   2. qvl-backend-ops (the conformance suite): every op and fused op on cuda_sm61 against the
+#      reference backend; test_cuda_backend: what only cuda_sm61 has (graph replay, the upload
+#      ring, launch groups, tiles);
 #   3. test_parity, test_vision_parity: Hugging Face parity fixtures (text, images) on every
 #      backend that loads, which must include cuda_sm61 here;
 #   4. qvl-graph --cross-check reference,cuda_sm61 on tests/fixtures/tiny-tied (text-prefill,
 #      text-decode, vision; fused and --no-fuse; a few odd sizes);
-#   5. compute-sanitizer --tool memcheck on test_cuda_ops.
+#   5. compute-sanitizer --tool memcheck on the conformance suite and test_cuda_backend.
 # Each step prints one line (PASS / FAIL / SKIP and why); a failing step also prints the end
 # of its log. A summary comes last; the exit status is 0 only when nothing failed.
 #
@@ -94,23 +96,33 @@ else
     record "libqvl-cuda_sm61.so built" FAIL "missing: $SO"
 fi
 
-# ---- 2. op tests (they also tell whether cuda_sm61 initialises here at all) -----------------------------------------------------------------------------
-OPS="$BUILD/tests/test_cuda_ops"
+# ---- 2. op tests (they also tell whether cuda_sm61 initialises here at all) -------------------
+CONF="$BUILD/tests/qvl-backend-ops"
+REF_SO="$BUILD/backends/reference/libqvl-reference.so"
+CUDA_TEST="$BUILD/tests/test_cuda_backend"
 CUDA_OK=1
-if [ -x "$OPS" ]; then
-    if step "test_cuda_ops (every op vs reference)" "$LOGS/test_cuda_ops.log" "$OPS"; then
-        if grep -q "skipped" "$LOGS/test_cuda_ops.log"; then
-            # passing by skipping is a failure here: this machine is supposed to have the GPU
-            record "test_cuda_ops ran on a GPU" FAIL "$(grep -m1 skipped "$LOGS/test_cuda_ops.log")"
-            CUDA_OK=0
-        else
-            record "test_cuda_ops ran on a GPU" PASS "$(grep -m1 'cuda_sm61 device' "$LOGS/test_cuda_ops.log")"
-        fi
-    else
-        grep -E "^\[  (ERROR|FAILED) |error:|Failure" "$LOGS/test_cuda_ops.log" | head -n 20
+if [ -x "$CONF" ]; then
+    # exit 77: cuda_sm61 did not initialise (passing by skipping is a failure here)
+    step "qvl-backend-ops reference vs cuda_sm61" "$LOGS/conformance.log" \
+        "$CONF" --unavailable-exit 77 "$REF_SO" "$SO"
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        CUDA_OK=0
+        show_tail "$LOGS/conformance.log" 5
+    elif [ $rc -ne 0 ]; then
+        grep -E "MISMATCH|mismatch|FAIL|error" "$LOGS/conformance.log" | head -n 20
     fi
 else
-    record "test_cuda_ops" FAIL "not built: $OPS"
+    record "qvl-backend-ops" FAIL "not built: $CONF"
+fi
+if [ -x "$CUDA_TEST" ] && [ $CUDA_OK -eq 1 ]; then
+    if step "test_cuda_backend (graph replay, uploads, groups)" "$LOGS/test_cuda_backend.log" \
+        "$CUDA_TEST"; then
+        grep -q "skipped" "$LOGS/test_cuda_backend.log" &&
+            record "test_cuda_backend ran on a GPU" FAIL "$(grep -m1 skipped "$LOGS/test_cuda_backend.log")"
+    else
+        grep -E "^\[  (ERROR|FAILED) |error:|Failure" "$LOGS/test_cuda_backend.log" | head -n 20
+    fi
 fi
 
 if [ $CUDA_OK -eq 0 ]; then
@@ -140,6 +152,9 @@ parity() { # test name, what it checks
 }
 parity test_parity "HF text fixtures, every backend"
 parity test_vision_parity "HF image fixtures, every backend"
+# the minimal backend and the reference with fused_ops: false (ctest sets their plugins files)
+step "parity on minimal and unfused reference" "$LOGS/parity-ctest.log" \
+    ctest --test-dir "$BUILD" -R "parity_(minimal|reference_unfused)|cli_qvl_minimal" --output-on-failure
 
 # ---- 4. whole-graph cross-checks ---------------------------------------------------------------
 GRAPH="$BUILD/tools/qvl-graph"
@@ -169,9 +184,13 @@ fi
 # ---- 5. compute-sanitizer ---------------------------------------------------------------------
 SAN="$(command -v compute-sanitizer || true)"
 [ -z "$SAN" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && SAN=/usr/local/cuda/bin/compute-sanitizer
-if [ -n "$SAN" ] && [ -x "$OPS" ]; then
-    if step "compute-sanitizer memcheck test_cuda_ops" "$LOGS/memcheck.log" \
-        "$SAN" --tool memcheck --leak-check full --error-exitcode 3 "$OPS"; then
+if [ -n "$SAN" ] && [ -x "$CONF" ]; then
+    if step "compute-sanitizer memcheck qvl-backend-ops" "$LOGS/memcheck-conformance.log" \
+        "$SAN" --tool memcheck --leak-check full --error-exitcode 3 "$CONF" "$REF_SO" "$SO"; then
+        grep -m1 "ERROR SUMMARY" "$LOGS/memcheck-conformance.log" | sed 's/^/       /'
+    fi
+    if step "compute-sanitizer memcheck test_cuda_backend" "$LOGS/memcheck.log" \
+        "$SAN" --tool memcheck --leak-check full --error-exitcode 3 "$CUDA_TEST"; then
         grep -m1 "ERROR SUMMARY" "$LOGS/memcheck.log" | sed 's/^/       /'
     fi
 else

@@ -30,7 +30,7 @@ static void reference_agrees_with_itself(void **state) {
     for (int fused = 0; fused < 2; fused++) {
         tg_text_dims td = tg_text_default();
         qvl_graph *g = tg_build_text(&td);
-        if (fused) assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+        if (fused) assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
         qvl_crosscheck_result res;
         qvl_error err = {0};
         qvl_status s = qvl_graph_crosscheck(g, tb.iface, tb.be, tb.iface, tb.be, 7, tg_fill_i32,
@@ -48,7 +48,7 @@ static void reference_agrees_with_itself(void **state) {
     }
     tg_vision_dims vd = tg_vision_default();
     qvl_graph *g = tg_build_vision(&vd);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     int64_t patches = vd.n_patches;
     qvl_error err = {0};
     assert_int_equal(qvl_graph_crosscheck(g, tb.iface, tb.be, tb.iface, tb.be, 8, tg_fill_i32,
@@ -82,17 +82,17 @@ static qvl_status nudged_mlp(qvl_backend *be, const qvl_node *node, qvl_error *e
 
 static void mismatch_names_first_bad_node(void **state) {
     if (!*state) skip();
-    static qvl_kernel_fn kernels[QVL_OP_COUNT];
-    memcpy(kernels, tb.iface->kernels, tb.iface->n_kernels * sizeof kernels[0]);
-    real_mlp = kernels[QVL_OP_MLP_RESIDUAL];
-    kernels[QVL_OP_MLP_RESIDUAL] = nudged_mlp;
+    static qvl_op_impl kernels[QVL_OP_COUNT];
+    memcpy(kernels, tb.iface->ops, tb.iface->n_ops * sizeof kernels[0]);
+    real_mlp = kernels[QVL_OP_MLP_RESIDUAL].kernel;
+    kernels[QVL_OP_MLP_RESIDUAL].kernel = nudged_mlp;
     qvl_backend_iface nudged = *tb.iface;
-    nudged.kernels = kernels;
+    nudged.ops = kernels;
     nudged.name = "nudged";
 
     tg_text_dims td = tg_text_default();
     qvl_graph *g = tg_build_text(&td);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     qvl_crosscheck_result res;
     qvl_error err = {0};
     qvl_status s = qvl_graph_crosscheck(g, tb.iface, tb.be, &nudged, tb.be, 7, tg_fill_i32, NULL,

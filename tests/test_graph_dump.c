@@ -51,7 +51,7 @@ static void text_listing(void **state) {
     tg_text_dims d = tg_text_default();
     d.n_layers = 1;
     qvl_graph *g = tg_build_text(&d);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     char *s = dump(g, QVL_DUMP_TEXT);
     assert_int_equal(count_lines(s, "node "), qvl_graph_n_nodes(g));
     assert_int_equal(count_lines(s, "output "), 1);
@@ -104,7 +104,7 @@ static void dot_output(void **state) {
     tg_text_dims td = tg_text_default();
     td.n_layers = 1;
     graphs[0] = tg_build_text(&td);
-    assert_int_equal(qvl_graph_fuse(graphs[0], NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(graphs[0], NULL, NULL, NULL, NULL), QVL_OK);
     tg_vision_dims vd = tg_vision_default();
     graphs[1] = tg_build_vision(&vd);
     graphs[2] = weird_names();

@@ -126,22 +126,23 @@ static void unbound_weight_cannot_be_set(void **state) {
     qvl_graph_free(g);
 }
 
-/* A copy of the reference table with one kernel removed, or with supports() refusing MUL. */
-static qvl_kernel_fn kernels_copy[QVL_OP_COUNT];
+/* A copy of the reference table with one kernel removed, or with accepts() refusing MUL. */
+static qvl_op_impl kernels_copy[QVL_OP_COUNT];
 static const qvl_backend_iface *real_iface;
 
-static bool refuse_mul(qvl_backend *be, const qvl_node *node) {
-    return node->op != QVL_OP_MUL && real_iface->supports(be, node);
+static qvl_status refuse_mul(qvl_backend *be, const qvl_node *node, qvl_error *err) {
+    if (node->op == QVL_OP_MUL) return qvl_fail(err, QVL_E_UNSUPPORTED, "no mul today");
+    return real_iface->accepts ? real_iface->accepts(be, node, err) : QVL_OK;
 }
 
 static void unsupported_op_is_named(void **state) {
     NEED_BACKEND(state);
     real_iface = tb->iface;
     qvl_backend_iface crippled = *tb->iface;
-    assert_true(tb->iface->n_kernels <= QVL_OP_COUNT);
-    memcpy(kernels_copy, tb->iface->kernels, tb->iface->n_kernels * sizeof kernels_copy[0]);
-    kernels_copy[QVL_OP_SOFTMAX] = NULL;
-    crippled.kernels = kernels_copy;
+    assert_true(tb->iface->n_ops <= QVL_OP_COUNT);
+    memcpy(kernels_copy, tb->iface->ops, tb->iface->n_ops * sizeof kernels_copy[0]);
+    kernels_copy[QVL_OP_SOFTMAX].kernel = NULL;
+    crippled.ops = kernels_copy;
     crippled.name = "crippled";
 
     qvl_graph *g = qvl_graph_new();
@@ -157,14 +158,15 @@ static void unsupported_op_is_named(void **state) {
     assert_non_null(strstr(err.msg, "blk.0.probs"));
     assert_non_null(strstr(err.msg, "[3, 5]"));
 
-    kernels_copy[QVL_OP_SOFTMAX] = tb->iface->kernels[QVL_OP_SOFTMAX];
-    crippled.supports = refuse_mul;
+    kernels_copy[QVL_OP_SOFTMAX] = tb->iface->ops[QVL_OP_SOFTMAX];
+    crippled.accepts = refuse_mul;
     assert_int_equal(qvl_exec_create(g, &crippled, tb->be, &ex, &err), QVL_E_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "does not support mul"));
+    assert_non_null(strstr(err.msg, "no mul today")); /* the backend's reason is passed on */
 
-    /* Ops beyond n_kernels count as missing (a plugin built before they existed). */
-    crippled.supports = tb->iface->supports;
-    crippled.n_kernels = QVL_OP_SOFTMAX;
+    /* Ops beyond n_ops count as missing (a plugin built before they existed). */
+    crippled.accepts = tb->iface->accepts;
+    crippled.n_ops = QVL_OP_SOFTMAX;
     assert_int_equal(qvl_exec_create(g, &crippled, tb->be, &ex, &err), QVL_E_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "softmax"));
     qvl_graph_free(g);
@@ -180,9 +182,9 @@ static qvl_status failing_add(qvl_backend *be, const qvl_node *node, qvl_error *
 static void kernel_error_names_node(void **state) {
     NEED_BACKEND(state);
     qvl_backend_iface broken = *tb->iface;
-    memcpy(kernels_copy, tb->iface->kernels, tb->iface->n_kernels * sizeof kernels_copy[0]);
-    kernels_copy[QVL_OP_ADD] = failing_add;
-    broken.kernels = kernels_copy;
+    memcpy(kernels_copy, tb->iface->ops, tb->iface->n_ops * sizeof kernels_copy[0]);
+    kernels_copy[QVL_OP_ADD].kernel = failing_add;
+    broken.ops = kernels_copy;
     qvl_graph *g = qvl_graph_new();
     qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(4));
     qvl_tid y = qvl_g_add(g, qvl_g_scale(g, x, 2.0f), x);
@@ -208,7 +210,7 @@ static void kv_cache_written_through_store_rows(void **state) {
     d.n_layers = 1;
     d.lm_head = false;
     qvl_graph *g = tg_build_text(&d);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     qvl_exec *ex = NULL;
     qvl_error err = {0};
     assert_int_equal(qvl_exec_create(g, tb->iface, tb->be, &ex, &err), QVL_OK);
@@ -266,7 +268,7 @@ static size_t arena_bytes(qvl_test_backend *tb, bool bind_kv) {
     d.n_layers = 1;
     d.kv_capacity = 4096;
     qvl_graph *g = tg_build_text(&d);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     real_iface = tb->iface;
     qvl_backend_iface counting = *tb->iface;
     counting.buffer_alloc = counting_alloc;
@@ -320,7 +322,7 @@ static qvl_status own_run_graph(qvl_backend *be, const qvl_node *const *nodes, s
                                 qvl_error *err) {
     run_graph_calls++;
     for (size_t i = 0; i < n; i++) {
-        qvl_status s = real_iface->kernels[nodes[i]->op](be, nodes[i], err);
+        qvl_status s = real_iface->ops[nodes[i]->op].kernel(be, nodes[i], err);
         if (s != QVL_OK) return s;
     }
     return QVL_OK;
@@ -337,13 +339,13 @@ static void whole_graph_entry(void **state) {
     const float v[4] = {1, 2, 3, 4};
     for (int mode = 0; mode < 2; mode++) {
         qvl_backend_iface whole = *tb->iface;
-        memcpy(kernels_copy, tb->iface->kernels, tb->iface->n_kernels * sizeof kernels_copy[0]);
-        whole.kernels = kernels_copy;
+        memcpy(kernels_copy, tb->iface->ops, tb->iface->n_ops * sizeof kernels_copy[0]);
+        whole.ops = kernels_copy;
         if (mode == 0) {
             whole.run_graph = decline_run_graph;
         } else {
             whole.run_graph = own_run_graph;
-            kernels_copy[QVL_OP_ADD] = failing_add; /* the per-node path would fail */
+            kernels_copy[QVL_OP_ADD].kernel = failing_add; /* the per-node path would fail */
         }
         run_graph_calls = run_graph_nodes = 0;
         qvl_exec *ex = NULL;

@@ -20,7 +20,7 @@ static qvl_fusion_report fuse(qvl_graph *g) {
     qvl_fusion_report rep;
     memset(&rep, 0xff, sizeof rep);
     qvl_error err = {0};
-    qvl_status s = qvl_graph_fuse(g, &rep, &err);
+    qvl_status s = qvl_graph_fuse(g, NULL, NULL, &rep, &err);
     if (s != QVL_OK) print_error("fuse: %s\n", err.msg);
     assert_int_equal(s, QVL_OK);
     assert_int_equal(qvl_graph_validate(g, &err), QVL_OK);
@@ -415,13 +415,122 @@ static void mlp_near_misses(void **state) {
     qvl_graph_free(g);
 }
 
+/* ---- fusion asks the backend ---------------------------------------------------------------- */
+
+/* A backend table that has a kernel for every op (never run here: fusion only asks), and an
+ * accepts() that refuses what `refused` names. */
+static qvl_status never_run(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    return qvl_fail(err, QVL_E_INVALID, "%s: fusion must not run kernels", qvl_op_name(n->op));
+}
+static qvl_op_impl every_op[QVL_OP_COUNT];
+static qvl_op refused = QVL_OP_COUNT;
+static qvl_status refuse_one(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    if (n->op == refused) return qvl_fail(err, QVL_E_UNSUPPORTED, "not this one");
+    return QVL_OK;
+}
+static qvl_backend_iface asking_iface(void) {
+    for (int op = 0; op < QVL_OP_COUNT; op++) every_op[op].kernel = never_run;
+    qvl_backend_iface f;
+    memset(&f, 0, sizeof f);
+    f.abi = QVL_BACKEND_ABI;
+    f.name = "asked";
+    f.n_ops = QVL_OP_COUNT;
+    f.ops = every_op;
+    f.accepts = refuse_one;
+    return f;
+}
+
+static qvl_fusion_report fuse_for(qvl_graph *g, const qvl_backend_iface *f) {
+    qvl_fusion_report rep;
+    qvl_error err = {0};
+    qvl_status s = qvl_graph_fuse(g, f, NULL, &rep, &err);
+    if (s != QVL_OK) print_error("fuse: %s\n", err.msg);
+    assert_int_equal(s, QVL_OK);
+    assert_int_equal(qvl_graph_validate(g, &err), QVL_OK);
+    return rep;
+}
+
+static size_t declined(const qvl_fusion_report *r, const char *rule) {
+    for (size_t i = 0; i < r->n_rules; i++)
+        if (strcmp(r->rule[i], rule) == 0) return r->declined[i];
+    fail_msg("rule %s missing from the report", rule);
+    return 0;
+}
+
+/* A backend that refuses one fused op gets every other fusion, and that op's pattern stays
+ * primitive; the result still computes what the unfused graph does. */
+static void fusion_asks_the_backend(void **state) {
+    (void)state;
+    tg_text_dims d = tg_text_default();
+    const size_t L = (size_t)d.n_layers;
+    qvl_backend_iface f = asking_iface();
+    refused = QVL_OP_ATTENTION;
+    qvl_graph *g = tg_build_text(&d);
+    qvl_fusion_report r = fuse_for(g, &f);
+    assert_int_equal(fired(&r, "attention+softmax"), 0);
+    assert_int_equal(declined(&r, "attention+softmax"), L);
+    assert_int_equal(fired(&r, "norm+linear"), 2 * L + 1);
+    assert_int_equal(fired(&r, "mlp+residual"), 2 * L);
+    assert_int_equal(fired(&r, "norm+rope"), 2 * L);
+    assert_int_equal(declined(&r, "norm+linear"), 0);
+    assert_int_equal(tg_count(g, QVL_OP_ATTENTION), 0);
+    assert_int_equal(tg_count(g, QVL_OP_SOFTMAX), L);
+    qvl_graph *plain = tg_build_text(&d);
+    expect_same_results(plain, g, NULL);
+    qvl_graph_free(plain);
+    qvl_graph_free(g);
+    refused = QVL_OP_COUNT;
+}
+
+/* A backend without fused kernels (or whose declared dtypes leave them out) gets the graph
+ * unfused: no fused op appears, and every match is reported as declined. */
+static void primitive_backend_gets_primitive_graph(void **state) {
+    (void)state;
+    tg_text_dims d = tg_text_default();
+    qvl_backend_iface f = asking_iface();
+    for (int op = 0; op < QVL_OP_COUNT; op++)
+        if (qvl_op_is_fused((qvl_op)op)) every_op[op].kernel = NULL;
+    qvl_graph *g = tg_build_text(&d);
+    size_t before = qvl_graph_n_nodes(g);
+    qvl_fusion_report r = fuse_for(g, &f);
+    assert_int_equal(r.nodes_after, before);
+    size_t total_declined = 0;
+    for (size_t i = 0; i < r.n_rules; i++) {
+        assert_int_equal(r.fired[i], 0);
+        total_declined += r.declined[i];
+    }
+    assert_true(total_declined > 0);
+    for (int op = 0; op < QVL_OP_COUNT; op++)
+        if (qvl_op_is_fused((qvl_op)op)) assert_int_equal(tg_count(g, (qvl_op)op), 0);
+    qvl_graph_free(g);
+
+    /* The same through the dtype declaration, slot by slot: a backend whose NORM_LINEAR and
+     * MLP_RESIDUAL read only bf16 weights keeps these f32 projections primitive. */
+    f = asking_iface();
+    const uint32_t bf16_only = QVL_DTYPE_BIT(QVL_BF16);
+    for (int p = 0; p < 3; p++) every_op[QVL_OP_NORM_LINEAR].dtypes[3 + 2 * p] = bf16_only;
+    every_op[QVL_OP_MLP_RESIDUAL].dtypes[2] = bf16_only;
+    g = tg_build_text(&d);
+    r = fuse_for(g, &f);
+    assert_int_equal(tg_count(g, QVL_OP_NORM_LINEAR), 0);
+    assert_int_equal(tg_count(g, QVL_OP_MLP_RESIDUAL), 0);
+    assert_true(declined(&r, "norm+linear") > 0);
+    assert_true(declined(&r, "mlp+residual") > 0);
+    assert_int_equal(tg_count(g, QVL_OP_ATTENTION), (size_t)d.n_layers); /* not declared */
+    for (int op = 0; op < QVL_OP_COUNT; op++)
+        memset(every_op[op].dtypes, 0, sizeof every_op[op].dtypes);
+    qvl_graph_free(g);
+}
+
 static void fuse_reports_builder_error(void **state) {
     (void)state;
     qvl_graph *g = qvl_graph_new();
     qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(2, 8));
     qvl_g_matmul(g, x, qvl_g_weight(g, "w", QVL_F32, SHAPE(4, 6)), -1);
     qvl_error err = {0};
-    assert_int_equal(qvl_graph_fuse(g, NULL, &err), QVL_E_SHAPE);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, &err), QVL_E_SHAPE);
     assert_non_null(strstr(err.msg, "matmul"));
     qvl_graph_free(g);
 }
@@ -437,6 +546,8 @@ int main(void) {
         cmocka_unit_test(mlp_near_misses),
         cmocka_unit_test(norm_rope_rule),
         cmocka_unit_test(fuse_reports_builder_error),
+        cmocka_unit_test(fusion_asks_the_backend),
+        cmocka_unit_test(primitive_backend_gets_primitive_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

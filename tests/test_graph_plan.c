@@ -121,7 +121,7 @@ static void text_graph_plans(void **state) {
     qvl_plan_stats plain = check_plan(g, true);
     assert_true(plain.peak_bytes < plain.total_bytes); /* buffers really are reused */
     check_plan(g, false);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     assert_true(qvl_graph_offset(g, qvl_graph_find(g, "x")) == NO_OFFSET); /* plan dropped */
     qvl_plan_stats fused = check_plan(g, true);
     assert_true(fused.peak_bytes < fused.total_bytes);
@@ -136,7 +136,7 @@ static void vision_graph_plans(void **state) {
     qvl_graph *g = tg_build_vision(&d);
     check_plan(g, true);
     check_plan(g, false);
-    assert_int_equal(qvl_graph_fuse(g, NULL, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_fuse(g, NULL, NULL, NULL, NULL), QVL_OK);
     check_plan(g, true);
     qvl_graph_free(g);
 }

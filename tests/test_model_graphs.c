@@ -93,7 +93,7 @@ static qvl_graph *build_vision(const qvl_qwen3vl_config *c, const qvl_image_grid
 static void fuse(qvl_graph *g, qvl_fusion_report *rep) {
     qvl_error err = {0};
     memset(rep, 0, sizeof *rep);
-    if (qvl_graph_fuse(g, rep, &err) != QVL_OK) fail_msg("fuse: %s", err.msg);
+    if (qvl_graph_fuse(g, NULL, NULL, rep, &err) != QVL_OK) fail_msg("fuse: %s", err.msg);
     if (qvl_graph_validate(g, &err) != QVL_OK) fail_msg("validate after fusion: %s", err.msg);
 }
 

@@ -89,8 +89,8 @@ static qvl_status run(qvl_op op, qvl_tensor *x, qvl_tensor *idx, qvl_tensor *src
     n.src[2] = src;
     n.dst = dst;
     n.name = "scatter";
-    assert_true(tb.iface->supports(tb.be, &n));
-    return tb.iface->kernels[op](tb.be, &n, err);
+    assert_true((qvl_test_supports(&tb, &n, NULL) == QVL_OK));
+    return qvl_test_kernel(&tb, op)(tb.be, &n, err);
 }
 
 static void test_reference_kernels(void **state) {
@@ -154,9 +154,9 @@ static void test_supports_rejects(void **state) {
     n.src[1] = &idx;
     n.src[2] = &half; /* features are f32 activations */
     n.dst = &out;
-    assert_false(tb.iface->supports(tb.be, &n));
+    assert_false((qvl_test_supports(&tb, &n, NULL) == QVL_OK));
     qvl_error err = {0};
-    assert_int_not_equal(tb.iface->kernels[QVL_OP_SET_ROWS](tb.be, &n, &err), QVL_OK);
+    assert_int_not_equal(qvl_test_kernel(&tb, QVL_OP_SET_ROWS)(tb.be, &n, &err), QVL_OK);
     assert_non_null(strstr(err.msg, "src"));
 }
 

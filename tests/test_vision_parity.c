@@ -17,6 +17,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,37 @@ static const char *const backends[] = {"reference", "cpu_avx2", "cuda_sm61"};
 #define PIXEL_MAX_DIFFERING 0.01
 #define VISION_RTOL 1e-4
 #define LOGIT_RTOL 1e-4
+
+/* The backends under test: by default the list above, of which only the reference must load
+ * and run the image cases (the others are skipped where their hardware or an op is absent).
+ * $QVL_PARITY_BACKENDS (names, comma separated; ctest sets it with a $QVL_PLUGINS file, e.g.
+ * for the minimal backend) replaces the list, and then every one named must load and run
+ * every case. */
+typedef struct backend_list {
+    char names[8][64];
+    size_t n;
+    bool strict;
+} backend_list;
+static backend_list list;
+
+static void backend_list_get(backend_list *l) {
+    memset(l, 0, sizeof *l);
+    const char *env = getenv("QVL_PARITY_BACKENDS");
+    if (!env || !*env) {
+        for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++)
+            snprintf(l->names[l->n++], sizeof l->names[0], "%s", backends[b]);
+        return;
+    }
+    l->strict = true;
+    for (const char *p = env; *p; p += *p == ',') {
+        size_t len = strcspn(p, ",");
+        if (len >= sizeof l->names[0] || (len > 0 && l->n == 8))
+            fail_msg("QVL_PARITY_BACKENDS='%s': too many or too long names", env);
+        if (len > 0) snprintf(l->names[l->n++], sizeof l->names[0], "%.*s", (int)len, p);
+        p += len;
+    }
+    if (l->n == 0) fail_msg("QVL_PARITY_BACKENDS='%s' names no backend", env);
+}
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -169,9 +201,10 @@ static void greedy_ids(int32_t id, void *user) {
 }
 
 /* A backend other than the reference one may not offer every op yet (QVL_E_UNSUPPORTED):
- * that backend is then skipped with a message; anything else fails. */
+ * that backend is then skipped with a message, unless $QVL_PARITY_BACKENDS named it; anything
+ * else fails. */
 static bool unsupported(const char *backend, qvl_status st, const qvl_error *err) {
-    if (st == QVL_E_UNSUPPORTED && strcmp(backend, "reference") != 0) {
+    if (st == QVL_E_UNSUPPORTED && !list.strict && strcmp(backend, "reference") != 0) {
         printf("skipping the image cases on backend %s: %s\n", backend, err->msg);
         return true;
     }
@@ -308,12 +341,13 @@ static void test_pixel_parity(void **state) {
 static void test_model_parity(void **state) {
     (void)state;
     size_t seen = 0;
-    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
+    backend_list_get(&list);
+    for (size_t b = 0; b < list.n; b++) {
         qvl_loaded_backend *lb = NULL;
         qvl_error err = {0};
-        if (qvl_backend_open(NULL, backends[b], &lb, &err) != QVL_OK) {
-            if (b == 0) fail_msg("the reference backend does not load: %s", err.msg);
-            printf("skipping backend %s: %s\n", backends[b], err.msg);
+        if (qvl_backend_open(NULL, list.names[b], &lb, &err) != QVL_OK) {
+            if (list.strict || b == 0) fail_msg("backend %s does not load: %s", list.names[b], err.msg);
+            printf("skipping backend %s: %s\n", list.names[b], err.msg);
             continue;
         }
         qvl_backend_unload(lb);
@@ -324,13 +358,14 @@ static void test_model_parity(void **state) {
             if (!fx) continue;
             const cJSON *c;
             cJSON_ArrayForEach(c, cJSON_GetObjectItem(fx, "cases")) {
-                if (!check_model(dir, backends[b], c)) break;
+                if (!check_model(dir, list.names[b], c)) break;
             }
             cJSON_Delete(fx);
             free(text);
             seen++;
         }
     }
+    if (!seen && list.strict) fail_msg("QVL_PARITY_BACKENDS is set but no image fixture ran");
     if (!seen) skip();
 }
 

@@ -14,3 +14,12 @@ add_dependencies(test_vision_parity qvl-reference)
 add_test(NAME cli_qvl_image COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl_image.sh $<TARGET_FILE:qvl>
   ${CMAKE_SOURCE_DIR} ${QVL_SHARED_DATA_DIR})
 set_tests_properties(cli_qvl_image PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# The same parity on the minimal backend written from docs/writing-a-backend.md, and on the
+# reference with its fused ops off (plugins files from minimal_backend.cmake).
+add_dependencies(test_vision_parity qvl-minimal)
+add_test(NAME test_vision_parity_minimal COMMAND test_vision_parity)
+set_tests_properties(test_vision_parity_minimal PROPERTIES TIMEOUT 900
+  ENVIRONMENT "QVL_PLUGINS=${QVL_MIN_PLUGINS};QVL_PARITY_BACKENDS=minimal")
+add_test(NAME test_vision_parity_reference_unfused COMMAND test_vision_parity)
+set_tests_properties(test_vision_parity_reference_unfused PROPERTIES TIMEOUT 900
+  ENVIRONMENT "QVL_PLUGINS=${QVL_NOFUSE_PLUGINS};QVL_PARITY_BACKENDS=reference")

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "bench_probe.h"
-#include "qvl/backend.h"
+#include "qvl/backend_helpers.h"
 #include "qvl/dtype.h"
 #include "test_backend.h"
 

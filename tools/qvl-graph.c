@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "graph_groups.h"
 #include "qvl/graph.h"
 #include "qvl/qwen3vl_config.h"
 #include "qvl/qwen3vl_graph.h"
@@ -115,271 +116,6 @@ static int parse_grid_text(const char *text, qvl_image_grid *grids, size_t *n) {
     }
 }
 
-/* ---- per-layer accounting ------------------------------------------------------------------ */
-
-typedef enum group_kind { GR_LAYER, GR_BLOCK, GR_DEEPSTACK, GR_COUNT } group_kind;
-static const char *const GROUP_PLURAL[GR_COUNT] = {"decoder layers", "vision blocks",
-                                                   "deepstack mergers"};
-static const char *const GROUP_ONE[GR_COUNT] = {"layer", "block", "merger"};
-
-static bool index_after(const char *name, const char *marker, bool at_start, int *idx) {
-    const char *p = at_start ? (strncmp(name, marker, strlen(marker)) == 0 ? name : NULL)
-                             : strstr(name, marker);
-    if (!p) return false;
-    p += strlen(marker);
-    if (*p < '0' || *p > '9') return false;
-    long v = 0;
-    while (*p >= '0' && *p <= '9' && v < 1000000) v = v * 10 + (*p++ - '0');
-    if (*p != '.' && *p != '\0') return false;
-    *idx = (int)v;
-    return true;
-}
-
-/* Which layer/block/merger a weight or input belongs to, from its checkpoint-style name. */
-static bool group_of(const char *name, group_kind *k, int *idx) {
-    if (!name) return false;
-    if (index_after(name, ".layers.", false, idx) || index_after(name, "kv.", true, idx)) {
-        *k = GR_LAYER;
-        return true;
-    }
-    if (index_after(name, ".blocks.", false, idx)) {
-        *k = GR_BLOCK;
-        return true;
-    }
-    if (index_after(name, ".deepstack_merger_list.", false, idx)) {
-        *k = GR_DEEPSTACK;
-        return true;
-    }
-    return false;
-}
-
-/* The group of a node that reads weights itself: that of its weights (false when they belong
- * to no layer, like the final norm and the output projection). */
-static bool own_weights_group(const qvl_graph *g, qvl_tid t, bool *has_weights, group_kind *k_out,
-                              int *idx_out) {
-    const qvl_tid *src = qvl_graph_srcs(g, t);
-    uint32_t ns = qvl_op_max_inputs(qvl_graph_op(g, t));
-    int best = -1;
-    *has_weights = false;
-    for (uint32_t s = 0; s < ns; s++) {
-        if (src[s] < 0 || qvl_graph_kind(g, src[s]) != QVL_TENSOR_WEIGHT) continue;
-        *has_weights = true;
-        group_kind k;
-        int idx;
-        if (group_of(qvl_graph_tensor_name(g, src[s]), &k, &idx) && idx > best) {
-            best = idx;
-            *k_out = k;
-        }
-    }
-    *idx_out = best;
-    return best >= 0;
-}
-
-/* Breadth-first walk up from t: the group of the nearest weight/input that has one (only of
- * kind `want` unless want == GR_COUNT). Among equally near ones the highest index wins. */
-static bool nearest_group(const qvl_graph *g, qvl_tid t, group_kind want, uint8_t *seen,
-                          qvl_tid *front, qvl_tid *next, group_kind *k_out, int *idx_out) {
-    const size_t n = qvl_graph_n_tensors(g);
-    memset(seen, 0, n);
-    size_t nf = 1, found = 0;
-    front[0] = t;
-    seen[t] = 1;
-    int best = -1;
-    group_kind best_k = GR_COUNT;
-    for (int depth = 0; depth < 12 && nf > 0 && !found; depth++) {
-        size_t nn = 0;
-        for (size_t i = 0; i < nf; i++) {
-            qvl_tid x = front[i];
-            if (qvl_graph_kind(g, x) != QVL_TENSOR_NODE) {
-                group_kind k;
-                int idx;
-                if (group_of(qvl_graph_tensor_name(g, x), &k, &idx) &&
-                    (want == GR_COUNT || k == want) && idx > best) {
-                    best = idx;
-                    best_k = k;
-                    found++;
-                }
-                continue;
-            }
-            const qvl_tid *src = qvl_graph_srcs(g, x);
-            uint32_t ns = qvl_op_max_inputs(qvl_graph_op(g, x));
-            for (uint32_t s = 0; s < ns; s++) {
-                if (src[s] < 0 || seen[src[s]]) continue;
-                seen[src[s]] = 1;
-                next[nn++] = src[s];
-            }
-        }
-        memcpy(front, next, nn * sizeof *front);
-        nf = nn;
-    }
-    if (!found) return false;
-    *k_out = best_k;
-    *idx_out = best;
-    return true;
-}
-
-typedef struct op_counts {
-    size_t n[QVL_OP_COUNT];
-} op_counts;
-
-static void count_ops(const qvl_graph *g, op_counts *c) {
-    for (int op = 0; op < QVL_OP_COUNT; op++) c->n[op] = qvl_graph_count_op(g, (qvl_op)op);
-}
-
-/* "norm_linear x2, attention x1" over the fused ops; "no fused ops" when none. */
-static void pattern_str(const size_t *cnt, const bool *fused, char *buf, size_t size) {
-    buf[0] = '\0';
-    size_t len = 0;
-    for (int op = 0; op < QVL_OP_COUNT; op++) {
-        if (!fused[op] || cnt[op] == 0) continue;
-        len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s%s x%zu",
-                                len ? ", " : "", qvl_op_name((qvl_op)op), cnt[op]);
-    }
-    if (!buf[0]) snprintf(buf, size, "no fused ops");
-}
-
-typedef struct group_table {
-    int n_idx[GR_COUNT];      /* highest index + 1 seen among weights/inputs */
-    bool *present[GR_COUNT];  /* [n_idx] */
-    size_t *counts[GR_COUNT]; /* [n_idx * QVL_OP_COUNT] */
-    size_t outside[QVL_OP_COUNT];
-} group_table;
-
-static void group_table_free(group_table *t) {
-    for (int k = 0; k < GR_COUNT; k++) {
-        free(t->present[k]);
-        free(t->counts[k]);
-    }
-}
-
-static bool group_table_build(const qvl_graph *g, const bool *fused, group_table *t) {
-    memset(t, 0, sizeof *t);
-    const size_t n = qvl_graph_n_tensors(g);
-    for (size_t i = 0; i < n; i++) {
-        group_kind k;
-        int idx;
-        if (qvl_graph_kind(g, (qvl_tid)i) == QVL_TENSOR_NODE ||
-            !group_of(qvl_graph_tensor_name(g, (qvl_tid)i), &k, &idx))
-            continue;
-        if (idx + 1 > t->n_idx[k]) t->n_idx[k] = idx + 1;
-    }
-    for (int k = 0; k < GR_COUNT; k++) {
-        size_t m = (size_t)t->n_idx[k] + 1;
-        t->present[k] = calloc(m, sizeof(bool));
-        t->counts[k] = calloc(m * QVL_OP_COUNT, sizeof(size_t));
-        if (!t->present[k] || !t->counts[k]) return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        group_kind k;
-        int idx;
-        if (qvl_graph_kind(g, (qvl_tid)i) != QVL_TENSOR_NODE &&
-            group_of(qvl_graph_tensor_name(g, (qvl_tid)i), &k, &idx))
-            t->present[k][idx] = true;
-    }
-    uint8_t *seen = malloc(n ? n : 1);
-    qvl_tid *front = malloc((n ? n : 1) * sizeof *front);
-    qvl_tid *next = malloc((n ? n : 1) * sizeof *next);
-    bool ok = seen && front && next;
-    for (size_t i = 0; ok && i < n; i++) {
-        qvl_tid x = (qvl_tid)i;
-        if (qvl_graph_kind(g, x) != QVL_TENSOR_NODE || !qvl_graph_is_live(g, x)) continue;
-        qvl_op op = qvl_graph_op(g, x);
-        if (!fused[op]) continue;
-        group_kind k = GR_COUNT;
-        int idx = -1;
-        bool has_weights = false, found = own_weights_group(g, x, &has_weights, &k, &idx);
-        /* Nodes without weights of their own (attention) belong where their inputs come from. */
-        if (!has_weights) found = nearest_group(g, x, GR_COUNT, seen, front, next, &k, &idx);
-        if (found)
-            t->counts[k][(size_t)idx * QVL_OP_COUNT + op]++;
-        else
-            t->outside[op]++;
-    }
-    free(seen);
-    free(front);
-    free(next);
-    return ok;
-}
-
-static void print_groups(FILE *f, const char *lead, const group_table *t, const bool *fused) {
-    char common[256], pat[256];
-    for (int k = 0; k < GR_COUNT; k++) {
-        int n_present = 0, first = -1;
-        for (int i = 0; i < t->n_idx[k]; i++)
-            if (t->present[k][i]) {
-                n_present++;
-                if (first < 0) first = i;
-            }
-        if (n_present == 0) continue;
-        /* The pattern most groups share is the headline; the others are listed. */
-        int best = first, best_n = 0;
-        for (int i = 0; i < t->n_idx[k]; i++) {
-            if (!t->present[k][i]) continue;
-            pattern_str(&t->counts[k][(size_t)i * QVL_OP_COUNT], fused, pat, sizeof pat);
-            int same = 0;
-            for (int j = 0; j < t->n_idx[k]; j++) {
-                if (!t->present[k][j]) continue;
-                pattern_str(&t->counts[k][(size_t)j * QVL_OP_COUNT], fused, common, sizeof common);
-                same += strcmp(pat, common) == 0;
-            }
-            if (same > best_n) {
-                best_n = same;
-                best = i;
-            }
-        }
-        pattern_str(&t->counts[k][(size_t)best * QVL_OP_COUNT], fused, common, sizeof common);
-        if (best_n == n_present)
-            fprintf(f, "%s%s: %d, each with %s\n", lead, GROUP_PLURAL[k], n_present, common);
-        else
-            fprintf(f, "%s%s: %d, %d with %s\n", lead, GROUP_PLURAL[k], n_present, best_n, common);
-        for (int i = 0; i < t->n_idx[k]; i++) {
-            if (!t->present[k][i]) continue;
-            pattern_str(&t->counts[k][(size_t)i * QVL_OP_COUNT], fused, pat, sizeof pat);
-            if (strcmp(pat, common) != 0) fprintf(f, "%s  %s %d: %s\n", lead, GROUP_ONE[k], i, pat);
-        }
-    }
-    bool any_outside = false;
-    for (int op = 0; op < QVL_OP_COUNT; op++) any_outside |= t->outside[op] > 0;
-    if (any_outside) {
-        pattern_str(t->outside, fused, pat, sizeof pat);
-        fprintf(f, "%soutside layers and blocks: %s\n", lead, pat);
-    }
-}
-
-/* "deepstack taps after blocks 5, 11, 17": for each deepstack output, the vision block whose
- * output it reads (the nearest block weights upstream). */
-static void print_deepstack_taps(FILE *f, const char *lead, const qvl_graph *g) {
-    const size_t n = qvl_graph_n_tensors(g);
-    uint8_t *seen = malloc(n ? n : 1);
-    qvl_tid *front = malloc((n ? n : 1) * sizeof *front);
-    qvl_tid *next = malloc((n ? n : 1) * sizeof *next);
-    if (!seen || !front || !next) goto done;
-    char line[512];
-    size_t len = 0, found = 0;
-    line[0] = '\0';
-    for (int k = 0; k < QVL_MAX_DEEPSTACK; k++) {
-        char want[32];
-        snprintf(want, sizeof want, "deepstack.%d", k);
-        for (size_t i = 0; i < qvl_graph_n_outputs(g); i++) {
-            const char *name = NULL;
-            qvl_tid t = qvl_graph_output(g, i, &name);
-            group_kind gk;
-            int blk;
-            if (!name || strcmp(name, want) != 0 ||
-                !nearest_group(g, t, GR_BLOCK, seen, front, next, &gk, &blk))
-                continue;
-            len += (size_t)snprintf(line + len, len < sizeof line ? sizeof line - len : 0, "%s%d",
-                                    found ? ", " : "", blk);
-            found++;
-        }
-    }
-    if (found) fprintf(f, "%sdeepstack taps after block%s %s\n", lead, found > 1 ? "s" : "", line);
-done:
-    free(seen);
-    free(front);
-    free(next);
-}
-
 /* ---- backends ------------------------------------------------------------------------------ */
 
 /* Ask the backend about every live node of the graph, as the executor would hand it over. */
@@ -409,8 +145,7 @@ static int check_support(const qvl_graph *g, const qvl_loaded_backend *lb, const
         node.dst = &dst;
         node.name = qvl_graph_tensor_name(g, t);
         n_nodes++;
-        bool ok = qvl_op_is_view(op) || (qvl_backend_kernel(lb->iface, op) && lb->iface->supports &&
-                                         lb->iface->supports(lb->be, &node));
+        bool ok = qvl_op_is_view(op) || qvl_backend_supports(lb->iface, lb->be, &node);
         if (!ok) {
             if (!first_bad) {
                 first_bad = node.name ? node.name : "(unnamed)";
@@ -487,6 +222,15 @@ static bool split_pair(const char *text, char names[2][64]) {
     return true;
 }
 
+/* ", declined N by BACKEND" when the backend fusion asked refused some matches of rule r. */
+static const char *declined_note(const qvl_fusion_report *rep, size_t r,
+                                 const qvl_loaded_backend *target, char *buf, size_t size) {
+    buf[0] = '\0';
+    if (rep->declined[r] && target)
+        snprintf(buf, size, ", declined %zu by %s", rep->declined[r], target->name);
+    return buf;
+}
+
 static int cross_check(qvl_graph *g, const tool_args *a, const char *label, fill_ctx *fc,
                        qvl_loaded_backend *const lb[2]) {
     qvl_error err = {0};
@@ -529,17 +273,6 @@ fail:
 
 /* ---- main ---------------------------------------------------------------------------------- */
 
-static void print_op_table(FILE *f, const char *lead, const op_counts *before,
-                           const op_counts *after, bool fused) {
-    for (int op = 0; op < QVL_OP_COUNT; op++) {
-        if (!before->n[op] && !after->n[op]) continue;
-        if (fused)
-            fprintf(f, "%s  %-14s %6zu -> %zu\n", lead, qvl_op_name((qvl_op)op), before->n[op],
-                    after->n[op]);
-        else
-            fprintf(f, "%s  %-14s %6zu\n", lead, qvl_op_name((qvl_op)op), before->n[op]);
-    }
-}
 
 static double mib(size_t bytes) {
     return (double)bytes / (1024.0 * 1024.0);
@@ -734,7 +467,12 @@ int main(int argc, char **argv) {
     }
     qvl_fusion_report rep;
     memset(&rep, 0, sizeof rep);
-    if (!a.no_fuse && qvl_graph_fuse(g, &rep, &err) != QVL_OK) goto fail;
+    /* Fusion asks the backend that will run the graph: --backend, or the cross-check's
+     * second (the one under test; the first is the oracle and runs every op). */
+    const qvl_loaded_backend *target = a.cross ? cross_lb[1] : lb;
+    if (!a.no_fuse && qvl_graph_fuse(g, target ? target->iface : NULL, target ? target->be : NULL,
+                                     &rep, &err) != QVL_OK)
+        goto fail;
     count_ops(g, &after);
     size_t nodes_after = qvl_graph_n_nodes(g);
     bool fused_ops[QVL_OP_COUNT];
@@ -753,13 +491,15 @@ int main(int argc, char **argv) {
 
     /* The summary: as plain lines, or as DOT comments ahead of the graph. */
     const char *lead = fmt == QVL_DUMP_DOT ? "// " : "";
+    char note[96];
     if (text_out) {
         if (a.no_fuse) {
             printf("== fusion: skipped (--no-fuse) ==\n");
         } else {
             printf("== fusion ==\n");
             for (size_t r = 0; r < rep.n_rules; r++)
-                printf("%-20s fired %zu\n", rep.rule[r], rep.fired[r]);
+                printf("%-20s fired %zu%s\n", rep.rule[r], rep.fired[r],
+                       declined_note(&rep, r, target, note, sizeof note));
             printf("nodes: %zu before fusion, %zu after\n", nodes_before, nodes_after);
             printf("== graph after fusion: %zu nodes ==\n", nodes_after);
             if (qvl_graph_dump(g, stdout, QVL_DUMP_TEXT) != QVL_OK) {
@@ -779,7 +519,8 @@ int main(int argc, char **argv) {
         if (!a.no_fuse) {
             printf("%sfusion rules:\n", lead);
             for (size_t r = 0; r < rep.n_rules; r++)
-                printf("%s  %-20s fired %zu\n", lead, rep.rule[r], rep.fired[r]);
+                printf("%s  %-20s fired %zu%s\n", lead, rep.rule[r], rep.fired[r],
+                       declined_note(&rep, r, target, note, sizeof note));
         }
         if (a.stats) {
             group_table gt;

@@ -13,7 +13,6 @@
  * tokenisation) and encoded by the vision tower once cold, then REPS times timed, then once
  * profiled. */
 #define _POSIX_C_SOURCE 200809L
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,12 +319,11 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     if (!a->no_probe && !info.host_memory) {
         /* A device qvl cannot probe from the host: ask the backend for its ceilings. */
         qvl_backend_probe_fn probe =
-            lb->dl_handle ? (qvl_backend_probe_fn)dlsym(lb->dl_handle, QVL_BACKEND_PROBE_SYMBOL)
-                          : NULL;
+            (qvl_backend_probe_fn)qvl_backend_proc(lb->iface, QVL_EXT_PROBE);
         qvl_device_probe dp;
         if (!probe) {
             fprintf(stderr, PROG ": backend %s offers no %s: no roofline figures\n", lb->name,
-                    QVL_BACKEND_PROBE_SYMBOL);
+                    QVL_EXT_PROBE);
         } else if (probe(lb->be, (size_t)a->probe_mib << 20, &dp, &err) != QVL_OK) {
             fprintf(stderr, PROG ": %s\n", err.msg);
             qvl_model_close(m);

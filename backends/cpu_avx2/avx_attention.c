@@ -31,22 +31,21 @@
 
 #include "avx_kernels.h"
 #include "avx_math.h"
-#include "ref_access.h"
 
 #define KEY_BLOCK 64
 
 qvl_status avx_segment_ids(const qvl_node *n, const qvl_tensor *seg, int64_t len, int32_t *id,
                            qvl_error *err) {
     int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
-    if (ref_get_i32(seg, 0) != 0 || ref_get_i32(seg, (bounds - 1) * step) != len)
+    if (qvl_elem_get_i32(seg, 0) != 0 || qvl_elem_get_i32(seg, (bounds - 1) * step) != len)
         return avx_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
                         (long long)len);
     for (int64_t g = 0; g + 1 < bounds; g++)
-        if (ref_get_i32(seg, (g + 1) * step) < ref_get_i32(seg, g * step))
+        if (qvl_elem_get_i32(seg, (g + 1) * step) < qvl_elem_get_i32(seg, g * step))
             return avx_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
                             (long long)g + 1);
     for (int64_t g = 0; g + 1 < bounds; g++)
-        for (int32_t i = ref_get_i32(seg, g * step); i < ref_get_i32(seg, (g + 1) * step); i++)
+        for (int32_t i = qvl_elem_get_i32(seg, g * step); i < qvl_elem_get_i32(seg, (g + 1) * step); i++)
             id[i] = (int32_t)g;
     return QVL_OK;
 }
@@ -377,7 +376,7 @@ static void attn_block_item(void *ctx, int64_t item, float *scratch) {
 }
 
 qvl_status avx_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_attention, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *q = n->src[0], *k = n->src[1];
     attn_job jb = {.n = n, .N = q->desc.shape[0], .Hq = q->desc.shape[1], .D = q->desc.shape[2],
@@ -386,7 +385,7 @@ qvl_status avx_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     jb.n_past = n->params.attention.n_past;
     if (n->params.attention.mask == QVL_MASK_CAUSAL_AT) {
         /* rows past at + N of the cache are not written yet: hi never goes past them */
-        jb.n_past = ref_get_i32(n->src[3], 0);
+        jb.n_past = qvl_elem_get_i32(n->src[3], 0);
         if (jb.n_past < 0 || jb.n_past > jb.L - jb.N)
             return avx_fail(n, err, QVL_E_INVALID, "at = %lld: %lld + %lld queries exceed %lld keys",
                             (long long)jb.n_past, (long long)jb.n_past, (long long)jb.N,

@@ -9,30 +9,6 @@
 
 #include "qvl/checked.h"
 #include "qvl/dtype.h"
-#include "ref_access.h"
-
-qvl_status avx_fail(const qvl_node *n, qvl_error *err, qvl_status s, const char *fmt, ...) {
-    if (!err) return s;
-    char what[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    if (n->name)
-        return qvl_fail(err, s, "cpu_avx2: %s '%s': %s", qvl_op_name(n->op), n->name, what);
-    return qvl_fail(err, s, "cpu_avx2: %s: %s", qvl_op_name(n->op), what);
-}
-
-qvl_status avx_begin(const qvl_node *n, ref_check_fn check, qvl_error *err) {
-    qvl_error e = {0};
-    qvl_status s = ref_begin(n, check, err ? &e : NULL);
-    if (s == QVL_OK || !err) return s;
-    /* The shared checks word their messages for the reference backend: say who we are. */
-    static const char prefix[] = "reference: ";
-    const char *m = e.msg;
-    if (strncmp(m, prefix, sizeof prefix - 1) == 0) m += sizeof prefix - 1;
-    return qvl_fail(err, s, "cpu_avx2: %s", m);
-}
 
 float *avx_scratch(int64_t n) {
     size_t bytes;
@@ -80,7 +56,7 @@ static void gather_contiguous(const qvl_tensor *t, int64_t off, int64_t n, float
                 }
             }
         }
-        ref_gather(t, off + i, 1, n - i, out + i);
+        qvl_elem_gather(t, off + i, 1, n - i, out + i);
         return;
     default:
         return;
@@ -89,22 +65,22 @@ static void gather_contiguous(const qvl_tensor *t, int64_t off, int64_t n, float
 
 void avx_gather(const qvl_tensor *t, int64_t off, int64_t step, int64_t n, float *out) {
     if (step == 1 || n == 1) gather_contiguous(t, off, n, out);
-    else ref_gather(t, off, step, n, out);
+    else qvl_elem_gather(t, off, step, n, out);
 }
 
 int64_t avx_row_offset(const qvl_tensor_desc *d, int64_t r) {
-    return ref_row_offset(d, r);
+    return qvl_desc_row_offset(d, r);
 }
 int64_t avx_n_rows(const qvl_tensor_desc *d) {
-    return ref_n_rows(d);
+    return qvl_desc_n_rows(d);
 }
 int64_t avx_row_len(const qvl_tensor_desc *d) {
-    return ref_row_len(d);
+    return qvl_desc_row_len(d);
 }
 
 const float *avx_row(const qvl_tensor *t, int64_t r, float *scratch) {
     const qvl_tensor_desc *d = &t->desc;
-    int64_t off = ref_row_offset(d, r), len = ref_row_len(d), step = d->stride[d->ndim - 1];
+    int64_t off = qvl_desc_row_offset(d, r), len = qvl_desc_row_len(d), step = d->stride[d->ndim - 1];
     if (d->dtype == QVL_F32 && (step == 1 || len == 1)) return (const float *)t->data + off;
     avx_gather(t, off, step, len, scratch);
     return scratch;
@@ -117,12 +93,12 @@ void avx_store_f32(qvl_dtype dt, const float *src, void *dst, int64_t n) {
 
 const float *avx_rows_f32(const qvl_tensor *t, float **owned) {
     *owned = NULL;
-    if (t->desc.dtype == QVL_F32 && ref_is_contiguous(&t->desc)) return t->data;
-    int64_t rows = ref_n_rows(&t->desc), len = ref_row_len(&t->desc);
+    if (t->desc.dtype == QVL_F32 && qvl_desc_is_contiguous(&t->desc)) return t->data;
+    int64_t rows = qvl_desc_n_rows(&t->desc), len = qvl_desc_row_len(&t->desc);
     float *copy = avx_scratch(rows * len);
     if (!copy) return NULL;
     for (int64_t r = 0; r < rows; r++)
-        avx_gather(t, ref_row_offset(&t->desc, r), t->desc.stride[t->desc.ndim - 1], len,
+        avx_gather(t, qvl_desc_row_offset(&t->desc, r), t->desc.stride[t->desc.ndim - 1], len,
                    copy + r * len);
     *owned = copy;
     return copy;

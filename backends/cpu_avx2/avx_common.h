@@ -1,6 +1,5 @@
-/* What every cpu_avx2 kernel shares: the backend state, error messages, the node checks
- * (the reference backend's own check functions, so both backends accept exactly the same
- * nodes) and reading rows of any dtype/stride as f32. */
+/* What every cpu_avx2 kernel shares: the backend state, error messages, the node check every
+ * kernel runs first, and reading rows of any dtype/stride as f32. */
 #ifndef QVL_AVX_COMMON_H
 #define QVL_AVX_COMMON_H
 
@@ -8,9 +7,7 @@
 #include <stdint.h>
 
 #include "avx_pool.h"
-#include "qvl/backend.h"
-#include "ref_check.h"
-#include "ref_ops.h"
+#include "qvl/backend_helpers.h"
 
 struct qvl_backend {
     avx_pool *pool;
@@ -18,12 +15,11 @@ struct qvl_backend {
 };
 
 /* "cpu_avx2: <op> '<name>': <what>" into err (err may be NULL); returns s. */
-qvl_status avx_fail(const qvl_node *n, qvl_error *err, qvl_status s, const char *fmt, ...)
-    QVL_PRINTF(4, 5);
+#define avx_fail(n, err, s, ...) qvl_node_fail("cpu_avx2", n, err, s, __VA_ARGS__)
 
-/* The op's check (ref_check_<op>), then inputs and output have memory; messages say
- * cpu_avx2. What every kernel does first. */
-qvl_status avx_begin(const qvl_node *n, ref_check_fn check, qvl_error *err);
+/* What every kernel does first: the op contract and this backend's declaration (the same
+ * question supports() answers), then inputs and output have memory; messages say cpu_avx2. */
+qvl_status avx_begin(qvl_backend *be, const qvl_node *n, qvl_error *err);
 
 /* f32 scratch of n elements (at least 8, 32-byte aligned, 8 floats of slack past n), or
  * NULL; free() it. */
@@ -38,7 +34,7 @@ void avx_gather(const qvl_tensor *t, int64_t off, int64_t step, int64_t n, float
  * stride 1, else converted into scratch (row_len floats). */
 const float *avx_row(const qvl_tensor *t, int64_t r, float *scratch);
 
-/* Element offset of row r, rows and row length (as in the reference's ref_access.h). */
+/* Element offset of row r, rows and row length (as in qvl/tensor_access.h). */
 int64_t avx_row_offset(const qvl_tensor_desc *d, int64_t r);
 int64_t avx_n_rows(const qvl_tensor_desc *d);
 int64_t avx_row_len(const qvl_tensor_desc *d);

@@ -7,19 +7,18 @@
 
 #include "avx_kernels.h"
 #include "qvl/dtype.h"
-#include "ref_access.h"
 
 /* ---- GET_ROWS(table [V, D], ids [N]) -> [N, D] ---- */
 
 qvl_status avx_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     (void)be; /* a handful of rows per token: not worth waking threads */
-    qvl_status s = avx_begin(n, ref_check_get_rows, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *table = n->src[0], *ids = n->src[1];
     int64_t V = table->desc.shape[0], D = table->desc.shape[1], N = ids->desc.shape[0];
     float *out = n->dst->data;
     for (int64_t i = 0; i < N; i++) {
-        int32_t id = ref_get_i32(ids, i * ids->desc.stride[0]);
+        int32_t id = qvl_elem_get_i32(ids, i * ids->desc.stride[0]);
         if (id < 0 || id >= V) /* ids are data: checked here, not trusted */
             return avx_fail(n, err, QVL_E_INVALID, "id %d at position %lld is outside [0, %lld)",
                             (int)id, (long long)i, (long long)V);
@@ -31,8 +30,7 @@ qvl_status avx_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 /* ---- CONT(x) -> contiguous copy, same dtype ---- */
 
 qvl_status avx_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = avx_begin(n, ref_check_cont, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *x = n->src[0];
     const qvl_tensor_desc *d = &x->desc;
@@ -86,18 +84,16 @@ static qvl_status store_from(const qvl_node *n, int64_t first, qvl_error *err) {
 }
 
 qvl_status avx_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = avx_begin(n, ref_check_store_rows, err);
+    qvl_status s = avx_begin(be, n, err);
     return s != QVL_OK ? s : store_from(n, n->params.store.offset, err);
 }
 
 /* ---- STORE_ROWS_AT(dst [R, ...], src [N, ...], at [1]) -> all of dst ---- */
 
 qvl_status avx_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = avx_begin(n, ref_check_store_rows_at, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
-    int64_t at = ref_get_i32(n->src[2], 0);
+    int64_t at = qvl_elem_get_i32(n->src[2], 0);
     int64_t rows = n->src[0]->desc.shape[0], count = n->src[1]->desc.shape[0];
     if (at < 0 || at > rows - count)
         return avx_fail(n, err, QVL_E_INVALID, "at = %lld: rows [%lld, %lld) do not fit in %lld",
@@ -113,19 +109,19 @@ static qvl_status scatter_rows(const qvl_node *n, bool add, qvl_error *err) {
     float *out = n->dst->data;
     /* every index is checked before anything is written: no half-done output on error */
     for (int64_t k = 0; k < K; k++) {
-        int32_t r = ref_get_i32(idx, k * idx->desc.stride[0]);
+        int32_t r = qvl_elem_get_i32(idx, k * idx->desc.stride[0]);
         if (r < 0 || r >= N)
             return avx_fail(n, err, QVL_E_INVALID,
                             "row index %d at position %lld is outside [0, %lld)", (int)r,
                             (long long)k, (long long)N);
     }
-    if (out != x->data || !ref_is_contiguous(&x->desc)) /* (in place: nothing to copy) */
+    if (out != x->data || !qvl_desc_is_contiguous(&x->desc)) /* (in place: nothing to copy) */
         for (int64_t r = 0; r < N; r++)
             avx_gather(x, r * x->desc.stride[0], x->desc.stride[1], D, out + r * D);
     float *row = avx_scratch(D);
     if (!row) return avx_fail(n, err, QVL_E_NOMEM, "out of memory for a row of %lld", (long long)D);
     for (int64_t k = 0; k < K; k++) { /* in k order: the last of repeated indices wins / all add */
-        float *dst = out + (int64_t)ref_get_i32(idx, k * idx->desc.stride[0]) * D;
+        float *dst = out + (int64_t)qvl_elem_get_i32(idx, k * idx->desc.stride[0]) * D;
         avx_gather(src, k * src->desc.stride[0], src->desc.stride[1], D, row);
         if (!add) {
             memcpy(dst, row, (size_t)D * sizeof *dst);
@@ -141,13 +137,11 @@ static qvl_status scatter_rows(const qvl_node *n, bool add, qvl_error *err) {
 }
 
 qvl_status avx_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = avx_begin(n, ref_check_set_rows, err);
+    qvl_status s = avx_begin(be, n, err);
     return s != QVL_OK ? s : scatter_rows(n, false, err);
 }
 
 qvl_status avx_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = avx_begin(n, ref_check_add_rows, err);
+    qvl_status s = avx_begin(be, n, err);
     return s != QVL_OK ? s : scatter_rows(n, true, err);
 }

@@ -8,7 +8,6 @@
 
 #include "avx_kernels.h"
 #include "avx_math.h"
-#include "ref_access.h"
 
 /* ---- the row functions (in place) ---- */
 
@@ -107,14 +106,14 @@ static void unary_one(void *ctx, int64_t r, float *scratch) {
     }
 }
 
-static qvl_status run_unary(qvl_backend *be, const qvl_node *n, ref_check_fn check,
+static qvl_status run_unary(qvl_backend *be, const qvl_node *n,
                             void (*row_fn)(float *, int64_t), qvl_error *err) {
-    qvl_status s = avx_begin(n, check, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *x = n->src[0];
     unary_job j = {n, avx_row_len(&x->desc), row_fn, NULL, n->params.mask.n_past};
     if (n->op == QVL_OP_MASK_CAUSAL_AT) {
-        j.n_past = ref_get_i32(n->src[1], 0);
+        j.n_past = qvl_elem_get_i32(n->src[1], 0);
         if (j.n_past < 0)
             return avx_fail(n, err, QVL_E_INVALID, "at = %lld is negative", (long long)j.n_past);
     }
@@ -136,28 +135,28 @@ static qvl_status run_unary(qvl_backend *be, const qvl_node *n, ref_check_fn che
 
 /* The reference's unary checks are static; SCALE's is the same check for every unary op. */
 qvl_status avx_scale(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_scale, NULL, err);
+    return run_unary(be, n, NULL, err);
 }
 qvl_status avx_silu(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_silu, avx_silu_row, err);
+    return run_unary(be, n, avx_silu_row, err);
 }
 qvl_status avx_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_gelu_tanh, avx_gelu_tanh_row, err);
+    return run_unary(be, n, avx_gelu_tanh_row, err);
 }
 qvl_status avx_gelu_erf(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_gelu_erf, avx_gelu_erf_row, err);
+    return run_unary(be, n, avx_gelu_erf_row, err);
 }
 qvl_status avx_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_softmax, avx_softmax_row, err);
+    return run_unary(be, n, avx_softmax_row, err);
 }
 qvl_status avx_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_mask_causal, NULL, err);
+    return run_unary(be, n, NULL, err);
 }
 qvl_status avx_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_mask_causal_at, NULL, err);
+    return run_unary(be, n, NULL, err);
 }
 qvl_status avx_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(be, n, ref_check_mask_segments, NULL, err);
+    return run_unary(be, n, NULL, err);
 }
 
 /* ---- ADD / MUL: out = a (op) b, b broadcast onto a's shape ---- */
@@ -181,7 +180,7 @@ static void binary_one(void *ctx, int64_t r, float *scratch) {
     /* b first, into scratch unless it can be read in place: the output may alias b */
     const float *bv = scratch;
     if (j->bshape[3] == 1) {
-        float v = ref_get(b, boff);
+        float v = qvl_elem_get(b, boff);
         for (int64_t k = 0; k < L; k++) scratch[k] = v;
     } else if (b->desc.dtype == QVL_F32 && j->bs[3] == 1 && !j->b_alias) {
         bv = (const float *)b->data + boff;
@@ -198,11 +197,11 @@ static void binary_one(void *ctx, int64_t r, float *scratch) {
 }
 
 static qvl_status run_binary(qvl_backend *be, const qvl_node *n, int is_mul, qvl_error *err) {
-    qvl_status s = avx_begin(n, is_mul ? ref_check_mul : ref_check_add, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     binary_job j = {.n = n, .is_mul = is_mul};
-    ref_align4(&n->src[0]->desc, j.shape, j.as);
-    ref_align4(&n->src[1]->desc, j.bshape, j.bs); /* stride 0 on b's size-1 dims */
+    qvl_desc_align4(&n->src[0]->desc, j.shape, j.as);
+    qvl_desc_align4(&n->src[1]->desc, j.bshape, j.bs); /* stride 0 on b's size-1 dims */
     j.b_alias = n->dst->data == n->src[1]->data;
     s = avx_for_rows(be, j.shape[0] * j.shape[1] * j.shape[2], j.shape[3], binary_one, &j);
     if (s != QVL_OK) return avx_fail(n, err, s, "out of memory");

@@ -25,7 +25,7 @@ static float *vector_f32(const qvl_tensor *t, int *ok) {
 /* ---- MATMUL(a [..., K], w [N, K] or [Bw, N, K], bias?) ---- */
 
 qvl_status avx_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_matmul, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *a = n->src[0], *w = n->src[1];
     int64_t K = avx_row_len(&a->desc), rows = avx_n_rows(&a->desc);
@@ -34,7 +34,7 @@ qvl_status avx_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
     int64_t M = rows / batches;
     int ok = 1;
-    float *a_owned = NULL, *bias = vector_f32(ref_src(n, 2), &ok);
+    float *a_owned = NULL, *bias = vector_f32(qvl_node_src(n, 2), &ok);
     const float *a32 = avx_rows_f32(a, &a_owned);
     if (!a32 || !ok) {
         s = QVL_E_NOMEM;
@@ -76,14 +76,14 @@ static void nl_norm_row(void *ctx, int64_t r, float *scratch) {
 }
 
 qvl_status avx_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_norm_linear, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_norm_linear_params *p = &n->params.norm_linear;
     const qvl_tensor *x = n->src[0];
     int64_t D = avx_row_len(&x->desc), M = avx_n_rows(&x->desc);
     int64_t total = avx_row_len(&n->dst->desc);
     int ok = 1;
-    float *g32 = vector_f32(n->src[1], &ok), *b32 = vector_f32(ref_src(n, 2), &ok);
+    float *g32 = vector_f32(n->src[1], &ok), *b32 = vector_f32(qvl_node_src(n, 2), &ok);
     float *xn = avx_scratch(M * D);
     if (!ok || !xn) {
         s = QVL_E_NOMEM;
@@ -98,7 +98,7 @@ qvl_status avx_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     int64_t col = 0;
     int np = 0;
     for (; np < p->n_proj && s == QVL_OK; np++) {
-        bias[np] = vector_f32(ref_src(n, 4 + 2 * (uint32_t)np), &ok);
+        bias[np] = vector_f32(qvl_node_src(n, 4 + 2 * (uint32_t)np), &ok);
         if (!ok) s = QVL_E_NOMEM;
         else s = avx_wmat_of(n->src[3 + 2 * np], 0, &wm[np], &w_owned[np]);
         parts[np] = (avx_linear_part){&wm[np], bias[np], col};
@@ -148,19 +148,19 @@ static void mlp_act_row(void *ctx, int64_t r, float *scratch) {
 }
 
 qvl_status avx_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_mlp_residual, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *res = n->src[0], *a = n->src[1];
     int64_t M = avx_n_rows(&res->desc), D = avx_row_len(&res->desc), F = avx_row_len(&a->desc);
     int ok = 1;
-    float *bias = vector_f32(ref_src(n, 4), &ok), *h = avx_scratch(M * F);
+    float *bias = vector_f32(qvl_node_src(n, 4), &ok), *h = avx_scratch(M * F);
     float *res_owned = NULL, *w_owned = NULL;
     const float *r32 = avx_rows_f32(res, &res_owned);
     if (!ok || !h || !r32) {
         s = QVL_E_NOMEM;
         goto done;
     }
-    mlp_job j = {a, ref_src(n, 3), n->params.mlp.act, h, F};
+    mlp_job j = {a, qvl_node_src(n, 3), n->params.mlp.act, h, F};
     if ((s = avx_for_rows(be, M, F, mlp_act_row, &j)) != QVL_OK) goto done;
     avx_wmat wm;
     if ((s = avx_wmat_of(n->src[2], 0, &wm, &w_owned)) == QVL_OK)

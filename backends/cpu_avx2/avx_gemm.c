@@ -145,7 +145,8 @@ AVX_INLINE void kernel_mx16(int MR, int64_t kc, const float *ap, const float *bp
         acc[r][0] = _mm256_loadu_ps(c + r * ldc);
         acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
     }
-    /* unrolled: measured 85% of the FMA probe on one thread against 75% without */
+    /* unrolled: the loop's own instructions would otherwise take issue slots from the FMAs
+     * (docs/BENCHMARKS.md) */
 #pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         /* a streams from L2 (tile after tile: see packed_off), the panel stays in L1 */
@@ -241,7 +242,7 @@ static void prefetch_rows(const avx_wmat *w, int64_t j0, int64_t jn, int r_lo, i
 }
 
 /* Into L1: the 6 x 16 output tile at c (rows ldc apart), which the micro-kernel loads first:
- * fetched one tile ahead, it no longer waits on rows that the last K block left in L2. */
+ * fetched one tile ahead, so it does not wait on rows that the last K block left in L2. */
 AVX_INLINE void prefetch_tile(const float *c, int64_t ldc, int64_t mr) {
     /* (addresses as integers: a partial last panel's may lie past the output's end, which a
      * prefetch tolerates but pointer arithmetic does not) */

@@ -107,19 +107,17 @@ static void finish(const linear_job *jb, const lin_part *pt, int64_t m, int64_t 
 
 /* ---- GEMV: MR activation rows x NR weight rows, weights in their stored dtype ---- */
 
-/* Weight rows of a decode tile, each from its own stream (see GEMV_FOR). 8 against 4 (with
- * two accumulators per row), alternating runs of a bf16 decode reading the weights in place
- * from the file mapping: 5.4-6.0 against 5.2-5.6 tok/s. */
+/* Weight rows of a decode tile, each from its own stream (see GEMV_FOR): the more streams a
+ * core has in flight, the closer it reads to the memory's rate; 8 also beat 4 with the weights
+ * read in place from the file mapping (docs/BENCHMARKS.md). */
 #define GEMV_STREAMS 8
 /* Bytes prefetched ahead on each of the GEMV_STREAMS streams (one activation row). What is
- * prefetched must still be in L1 when it is read: 8 streams x 4 KB (the old distance) is as
- * large as the target CPU's L1 and measured no better than no prefetch at all. bf16 GEMVs at
- * the 2B's decode shapes, alternated call by call in one process, 2 threads, weights from
- * memory: 4 KB 23.6-26.6 GB/s, none 23.7-25.0, 256 B 26.5-27.3, 512 B 26.5-28.7, 1 KB
- * 26.2-28.9 (medians of 20-200 calls per shape). */
+ * prefetched must still be in L1 when it is read, so GEMV_STREAMS x PF_AHEAD (4 KB) stays
+ * well inside the target CPU's 32 KB L1; 4 KB per stream would fill it and gains nothing over
+ * no prefetch at all, 256 B to 1 KB read alike (docs/BENCHMARKS.md). */
 #define PF_AHEAD 512
-/* The same for the tiles of 2 adjacent rows (2 or 3 activation rows): one stream, which 4 KB
- * ahead serves better (bf16 M = 2: 512 B measured 9% slower). */
+/* The same for the tiles of 2 adjacent rows (2 or 3 activation rows): a single stream, so a
+ * longer distance fits L1 and serves it better than 512 B (docs/BENCHMARKS.md). */
 #define PF_AHEAD_TILE 4096
 
 /* One 16-element step of weight row w (k..k+15) as two f32 vectors: bf16 as its even and odd
@@ -274,11 +272,9 @@ static void quantize_row(const float *x, int64_t K, int8_t *q, float *d) {
 }
 
 #define Q8_STREAMS 4
-/* Bytes prefetched ahead on each q8_0 stream: the same 4 KB in flight per thread as the 16-bit
- * GEMVs (see PF_AHEAD). 1 KB against the old 4 KB, the 2B's q8_0 decode GEMVs (28 layers and
- * the output projection, 1.83 GB) alternated step by step in one process, 2 threads: faster
- * in 6 sittings of 6, by 1-6% (4% on average) in the medians (13.1-15.4 -> 13.4-16.3 steps
- * per second); 512 B, 1.5 KB and 2 KB were no better than 1 KB. */
+/* Bytes prefetched ahead on each q8_0 stream: Q8_STREAMS x Q8_PF_AHEAD keeps the same 4 KB
+ * in flight per thread as the 16-bit GEMVs (see PF_AHEAD), well inside L1. 4 KB per stream is
+ * slower, 512 B to 2 KB no better than 1 KB (docs/BENCHMARKS.md). */
 #define Q8_PF_AHEAD 1024
 
 AVX_INLINE __m256 q8_block_dot(__m256i wq, __m256i aq) {
@@ -339,9 +335,8 @@ AVX_INLINE void q8_tile(const linear_job *jb, const lin_part *pt, int MR, int NR
  * q8_0 matrix at K = 2048 (2176 bytes each) share pages, so a tile of them is about one
  * stream; rows a quarter of the range apart are four. Each stream is prefetched
  * Q8_PF_AHEAD bytes ahead (into its next row near a row's end) for the page crossings, where
- * the streamer starts over. Eight streams (as the 16-bit GEMVs read) measured no faster here:
- * 8 against 4 in the same A/B as Q8_PF_AHEAD, also with the 8 rows' block sums reduced into
- * one vector (one conversion and FMA per block instead of one per row). */
+ * the streamer starts over. Four streams rather than the 16-bit GEMVs' eight: for q8_0, whose
+ * kernel is closer to its compute limit, eight are no faster (docs/BENCHMARKS.md). */
 static void q8_range(const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {
     const int64_t len = (j_hi - j_lo) / Q8_STREAMS, rest = j_lo + len * Q8_STREAMS;
     int64_t m0 = 0;

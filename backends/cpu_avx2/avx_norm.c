@@ -83,7 +83,7 @@ static void norm_one(void *ctx, int64_t r, float *scratch) {
 }
 
 static qvl_status run_norm(qvl_backend *be, const qvl_node *n, int layer, qvl_error *err) {
-    const qvl_tensor *x = n->src[0], *gamma = n->src[1], *beta = layer ? ref_src(n, 2) : NULL;
+    const qvl_tensor *x = n->src[0], *gamma = n->src[1], *beta = layer ? qvl_node_src(n, 2) : NULL;
     int64_t D = avx_row_len(&x->desc);
     float *g32 = avx_scratch(D), *b32 = avx_scratch(D);
     qvl_status s = QVL_OK;
@@ -102,11 +102,11 @@ static qvl_status run_norm(qvl_backend *be, const qvl_node *n, int layer, qvl_er
 }
 
 qvl_status avx_rms_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_rms_norm, err);
+    qvl_status s = avx_begin(be, n, err);
     return s != QVL_OK ? s : run_norm(be, n, 0, err);
 }
 
 qvl_status avx_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_layer_norm, err);
+    qvl_status s = avx_begin(be, n, err);
     return s != QVL_OK ? s : run_norm(be, n, 1, err);
 }

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "avx_kernels.h"
-#include "ref_access.h"
 
 static int mrope_owner(int64_t j, const int32_t sections[4]) {
     if (j % 3 == 1 && j < 3 * (int64_t)sections[1]) return 1;
@@ -30,7 +29,7 @@ static void rope_token(void *ctx, int64_t t, float *scratch) {
     int64_t H = x->desc.shape[1], D = x->desc.shape[2], half = D / 2;
     float *cs = scratch, *sn = scratch + half, *row = scratch + 2 * half;
     for (int64_t k = 0; k < half; k++) {
-        int32_t p = ref_get_i32(pos, j->pos_row[k] * pos->desc.stride[0] + t * pos->desc.stride[1]);
+        int32_t p = qvl_elem_get_i32(pos, j->pos_row[k] * pos->desc.stride[0] + t * pos->desc.stride[1]);
         float angle = (float)p * j->freq[k];
         cs[k] = cosf(angle);
         sn[k] = sinf(angle);
@@ -95,12 +94,12 @@ static qvl_status run_rope(qvl_backend *be, const qvl_node *n, const qvl_rope_pa
 }
 
 qvl_status avx_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_rope, err);
+    qvl_status s = avx_begin(be, n, err);
     return s != QVL_OK ? s : run_rope(be, n, &n->params.rope, NULL, 0.0f, err);
 }
 
 qvl_status avx_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = avx_begin(n, ref_check_norm_rope, err);
+    qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     qvl_rope_params rope = qvl_norm_rope_rope(&n->params.norm_rope);
     return run_rope(be, n, &rope, n->src[2], n->params.norm_rope.eps, err);

@@ -2,10 +2,9 @@
  * This file is the backend ABI side (see qvl/backend.h): instance, buffers, supports() and
  * the kernel table; the kernels live in avx_<family>.c.
  *
- * Nodes are checked by the reference backend's own check functions (compiled into this
- * plugin), so both backends accept exactly the same nodes: every layout the reference
- * accepts is handled here too (strided rows are converted to f32 on the way in), and
- * supports() answers from those checks. */
+ * Every node the op contract allows is accepted (dtypes all 0 in the table): strided and
+ * permuted inputs of any dtype are converted to f32 rows on the way in, so the fast paths
+ * are for the common layouts and the rest is correct, not fast. */
 #define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -17,7 +16,6 @@
 
 #include "avx_common.h"
 #include "avx_kernels.h"
-#include "ref_ops.h"
 
 #define AVX_ALIGN 64   /* buffers start on a cache line */
 #define AVX_HUGE (2u << 20)          /* a transparent huge page */
@@ -89,9 +87,9 @@ static qvl_status avx_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *ou
     if (rounded == 0) rounded = AVX_ALIGN;
     /* Large buffers (converted weights, the KV cache) on huge pages where the system gives
      * them only on request (THP "madvise"): 512x fewer page faults when they are first
-     * written. Measured by copying the 4 GB of bf16 weights into such buffers at load: 1.8 s
-     * against 4.5 s on 4 KiB pages; decode speed was the same. The cost: a partly written
-     * buffer (a long KV cache) is resident in whole 2 MiB pages. */
+     * written, which shortens copying converted weights at load (decode speed is the same;
+     * docs/BENCHMARKS.md). The cost: a partly written buffer (a long KV cache) is resident
+     * in whole 2 MiB pages. */
     bool huge = rounded >= AVX_HUGE_MIN && rounded <= SIZE_MAX - AVX_HUGE;
     if (huge) rounded = (rounded + AVX_HUGE - 1) / AVX_HUGE * AVX_HUGE;
     void *p = aligned_alloc(huge ? AVX_HUGE : AVX_ALIGN, rounded);
@@ -151,39 +149,33 @@ static qvl_status avx_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-static const qvl_kernel_fn avx_kernels[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = avx_get_rows,
-    [QVL_OP_MATMUL] = avx_matmul,
-    [QVL_OP_ADD] = avx_add,
-    [QVL_OP_MUL] = avx_mul,
-    [QVL_OP_SCALE] = avx_scale,
-    [QVL_OP_RMS_NORM] = avx_rms_norm,
-    [QVL_OP_LAYER_NORM] = avx_layer_norm,
-    [QVL_OP_ROPE] = avx_rope,
-    [QVL_OP_SOFTMAX] = avx_softmax,
-    [QVL_OP_SILU] = avx_silu,
-    [QVL_OP_GELU_TANH] = avx_gelu_tanh,
-    [QVL_OP_GELU_ERF] = avx_gelu_erf,
-    [QVL_OP_MASK_CAUSAL] = avx_mask_causal,
-    [QVL_OP_MASK_SEGMENTS] = avx_mask_segments,
-    [QVL_OP_VIEW] = NULL,
-    [QVL_OP_CONT] = avx_cont,
-    [QVL_OP_STORE_ROWS] = avx_store_rows,
-    [QVL_OP_NORM_LINEAR] = avx_norm_linear,
-    [QVL_OP_ATTENTION] = avx_attention,
-    [QVL_OP_MLP_RESIDUAL] = avx_mlp_residual,
-    [QVL_OP_SET_ROWS] = avx_set_rows,
-    [QVL_OP_ADD_ROWS] = avx_add_rows,
-    [QVL_OP_STORE_ROWS_AT] = avx_store_rows_at,
-    [QVL_OP_MASK_CAUSAL_AT] = avx_mask_causal_at,
-    [QVL_OP_NORM_ROPE] = avx_norm_rope,
+static const qvl_op_impl avx_ops[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = {avx_get_rows, {0}},
+    [QVL_OP_MATMUL] = {avx_matmul, {0}},
+    [QVL_OP_ADD] = {avx_add, {0}},
+    [QVL_OP_MUL] = {avx_mul, {0}},
+    [QVL_OP_SCALE] = {avx_scale, {0}},
+    [QVL_OP_RMS_NORM] = {avx_rms_norm, {0}},
+    [QVL_OP_LAYER_NORM] = {avx_layer_norm, {0}},
+    [QVL_OP_ROPE] = {avx_rope, {0}},
+    [QVL_OP_SOFTMAX] = {avx_softmax, {0}},
+    [QVL_OP_SILU] = {avx_silu, {0}},
+    [QVL_OP_GELU_TANH] = {avx_gelu_tanh, {0}},
+    [QVL_OP_GELU_ERF] = {avx_gelu_erf, {0}},
+    [QVL_OP_MASK_CAUSAL] = {avx_mask_causal, {0}},
+    [QVL_OP_MASK_SEGMENTS] = {avx_mask_segments, {0}},
+    [QVL_OP_VIEW] = {NULL, {0}},
+    [QVL_OP_CONT] = {avx_cont, {0}},
+    [QVL_OP_STORE_ROWS] = {avx_store_rows, {0}},
+    [QVL_OP_NORM_LINEAR] = {avx_norm_linear, {0}},
+    [QVL_OP_ATTENTION] = {avx_attention, {0}},
+    [QVL_OP_MLP_RESIDUAL] = {avx_mlp_residual, {0}},
+    [QVL_OP_SET_ROWS] = {avx_set_rows, {0}},
+    [QVL_OP_ADD_ROWS] = {avx_add_rows, {0}},
+    [QVL_OP_STORE_ROWS_AT] = {avx_store_rows_at, {0}},
+    [QVL_OP_MASK_CAUSAL_AT] = {avx_mask_causal_at, {0}},
+    [QVL_OP_NORM_ROPE] = {avx_norm_rope, {0}},
 };
-
-static bool avx_supports(qvl_backend *be, const qvl_node *node) {
-    (void)be;
-    ref_check_fn check = ref_check_for(node);
-    return check && check(node, NULL) == QVL_OK;
-}
 
 static const qvl_backend_iface avx_iface = {
     .abi = QVL_BACKEND_ABI,
@@ -198,11 +190,16 @@ static const qvl_backend_iface avx_iface = {
     .upload = avx_upload,
     .download = avx_download,
     .synchronize = avx_synchronize,
-    .supports = avx_supports,
+    .n_ops = QVL_OP_COUNT,
+    .ops = avx_ops,
+    .accepts = NULL,
     .run_graph = NULL,
-    .n_kernels = QVL_OP_COUNT,
-    .kernels = avx_kernels,
+    .get_proc_address = NULL,
 };
+
+qvl_status avx_begin(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return qvl_kernel_begin(&avx_iface, be, n, err);
+}
 
 QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) {
     return &avx_iface;

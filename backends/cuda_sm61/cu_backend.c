@@ -1,7 +1,8 @@
 /* The cuda_sm61 backend: the ABI side (see qvl/backend.h) — instance, device memory,
- * transfers, supports() and the kernel table. Kernels live in cu_*.cu, their host side in
- * cu_ops.c, their checks (the reference's, plus this backend's limits) in cu_check.c, CUDA
- * graph capture and replay (run_graph) in cu_graph.c.
+ * transfers, accepts() and the op table: the top of the backend's files (cu_device.h draws
+ * the layers). Kernels live in cu_*.cu, their host side in cu_ops.c, this backend's limits
+ * beyond the op contract in cu_check.c, CUDA graph capture and replay (run_graph) in
+ * cu_graph.c with its launch groups in cu_launch_groups.c.
  *
  * One instance drives one device (option `device`, default 0) through one stream; every
  * kernel and every replayed graph is queued on it and synchronize() waits for it. Transfers
@@ -17,15 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cu_backend.h"
 #include "cu_check.h"
+#include "cu_device.h"
+#include "cu_graph.h"
+#include "cu_ops.h"
 
 /* cu_probe.cu: runs one tiny kernel and waits for it. */
 int cu_probe_kernel(cudaStream_t s);
+/* cu_roofline.cu: the QVL_EXT_PROBE extension (a qvl_backend_probe_fn). */
+qvl_status cu_probe(qvl_backend *be, size_t bytes, qvl_device_probe *out, qvl_error *err);
 
-qvl_status cu_cuda_fail(qvl_error *err, cudaError_t e, const char *what) {
-    return qvl_fail(err, QVL_E_BACKEND, "cuda_sm61: %s: %s", what, cudaGetErrorString(e));
-}
+static const qvl_backend_iface cu_iface;
+
 
 static void cu_release(qvl_backend *be) {
     if (!be) return;
@@ -74,6 +78,7 @@ static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error 
 
     qvl_backend *be = calloc(1, sizeof *be);
     if (!be) return qvl_fail(err, QVL_E_NOMEM, "cuda_sm61: out of memory");
+    be->iface = &cu_iface;
     be->device = (int)device;
     be->graphs = graphs == 1;
     be->sm_count = prop.multiProcessorCount;
@@ -119,28 +124,6 @@ static qvl_status cu_describe(qvl_backend *be, qvl_device_info *info) {
     return QVL_OK;
 }
 
-qvl_status cu_scratch(qvl_backend *be, int slot, size_t bytes, void **out, qvl_error *err) {
-    if (bytes > be->scratch_bytes[slot]) {
-        /* The old scratch may still be read by queued kernels: wait before freeing it. */
-        cudaError_t e = cudaStreamSynchronize(be->stream);
-        if (e != cudaSuccess) return cu_cuda_fail(err, e, "synchronize before growing scratch");
-        cudaFree(be->scratch[slot]);
-        be->scratch[slot] = NULL;
-        be->scratch_bytes[slot] = 0;
-        be->scratch_gen++;
-        if ((e = cudaMalloc(&be->scratch[slot], bytes)) != cudaSuccess) {
-            be->scratch[slot] = NULL;
-            return qvl_fail(err, QVL_E_NOMEM, "cuda_sm61: cannot allocate %zu bytes of scratch: %s",
-                            bytes, cudaGetErrorString(e));
-        }
-        /* zeroed once: split attention keeps its counters at the start (cu_kernels.h) */
-        if ((e = cudaMemsetAsync(be->scratch[slot], 0, bytes, be->stream)) != cudaSuccess)
-            return cu_cuda_fail(err, e, "clear new scratch");
-        be->scratch_bytes[slot] = bytes;
-    }
-    *out = be->scratch[slot];
-    return QVL_OK;
-}
 
 static qvl_status cu_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *out,
                                   qvl_error *err) {
@@ -272,50 +255,40 @@ static qvl_status cu_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-static const qvl_kernel_fn cu_kernels[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = cu_op_get_rows,
-    [QVL_OP_MATMUL] = cu_op_matmul,
-    [QVL_OP_ADD] = cu_op_add,
-    [QVL_OP_MUL] = cu_op_mul,
-    [QVL_OP_SCALE] = cu_op_scale,
-    [QVL_OP_RMS_NORM] = cu_op_rms_norm,
-    [QVL_OP_LAYER_NORM] = cu_op_layer_norm,
-    [QVL_OP_ROPE] = cu_op_rope,
-    [QVL_OP_SOFTMAX] = cu_op_softmax,
-    [QVL_OP_SILU] = cu_op_silu,
-    [QVL_OP_GELU_TANH] = cu_op_gelu_tanh,
-    [QVL_OP_GELU_ERF] = cu_op_gelu_erf,
-    [QVL_OP_MASK_CAUSAL] = cu_op_mask_causal,
-    [QVL_OP_MASK_SEGMENTS] = cu_op_mask_segments,
-    [QVL_OP_VIEW] = NULL,
-    [QVL_OP_CONT] = cu_op_cont,
-    [QVL_OP_STORE_ROWS] = cu_op_store_rows,
-    [QVL_OP_NORM_LINEAR] = cu_op_norm_linear,
-    [QVL_OP_ATTENTION] = cu_op_attention,
-    [QVL_OP_MLP_RESIDUAL] = cu_op_mlp_residual,
-    [QVL_OP_SET_ROWS] = cu_op_set_rows,
-    [QVL_OP_ADD_ROWS] = cu_op_add_rows,
-    [QVL_OP_STORE_ROWS_AT] = cu_op_store_rows_at,
-    [QVL_OP_MASK_CAUSAL_AT] = cu_op_mask_causal_at,
-    [QVL_OP_NORM_ROPE] = cu_op_norm_rope,
+/* Every dtype the op contract allows is read (dtypes all 0); cu_accepts adds the limits. */
+static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = {cu_op_get_rows, {0}},
+    [QVL_OP_MATMUL] = {cu_op_matmul, {0}},
+    [QVL_OP_ADD] = {cu_op_add, {0}},
+    [QVL_OP_MUL] = {cu_op_mul, {0}},
+    [QVL_OP_SCALE] = {cu_op_scale, {0}},
+    [QVL_OP_RMS_NORM] = {cu_op_rms_norm, {0}},
+    [QVL_OP_LAYER_NORM] = {cu_op_layer_norm, {0}},
+    [QVL_OP_ROPE] = {cu_op_rope, {0}},
+    [QVL_OP_SOFTMAX] = {cu_op_softmax, {0}},
+    [QVL_OP_SILU] = {cu_op_silu, {0}},
+    [QVL_OP_GELU_TANH] = {cu_op_gelu_tanh, {0}},
+    [QVL_OP_GELU_ERF] = {cu_op_gelu_erf, {0}},
+    [QVL_OP_MASK_CAUSAL] = {cu_op_mask_causal, {0}},
+    [QVL_OP_MASK_SEGMENTS] = {cu_op_mask_segments, {0}},
+    [QVL_OP_VIEW] = {NULL, {0}},
+    [QVL_OP_CONT] = {cu_op_cont, {0}},
+    [QVL_OP_STORE_ROWS] = {cu_op_store_rows, {0}},
+    [QVL_OP_NORM_LINEAR] = {cu_op_norm_linear, {0}},
+    [QVL_OP_ATTENTION] = {cu_op_attention, {0}},
+    [QVL_OP_MLP_RESIDUAL] = {cu_op_mlp_residual, {0}},
+    [QVL_OP_SET_ROWS] = {cu_op_set_rows, {0}},
+    [QVL_OP_ADD_ROWS] = {cu_op_add_rows, {0}},
+    [QVL_OP_STORE_ROWS_AT] = {cu_op_store_rows_at, {0}},
+    [QVL_OP_MASK_CAUSAL_AT] = {cu_op_mask_causal_at, {0}},
+    [QVL_OP_NORM_ROPE] = {cu_op_norm_rope, {0}},
 };
 
-qvl_kernel_fn cu_kernel_for(qvl_op op) {
-    return (int)op >= 0 && op < QVL_OP_COUNT ? cu_kernels[op] : NULL;
-}
 
-/* The reference checks, plus this backend's own limits for matmul and attention. */
-static ref_check_fn cu_check_for(const qvl_node *node) {
-    if (node && node->op == QVL_OP_MATMUL) return cu_check_matmul;
-    if (node && node->op == QVL_OP_ATTENTION) return cu_check_attention;
-    if (node && node->op == QVL_OP_NORM_ROPE) return cu_check_norm_rope;
-    return ref_check_for(node);
-}
-
-static bool cu_supports(qvl_backend *be, const qvl_node *node) {
-    (void)be;
-    ref_check_fn check = cu_check_for(node);
-    return check && check(node, NULL) == QVL_OK;
+/* Extensions by name: the device probe for qvl-bench (cu_roofline.cu). */
+static qvl_proc_fn cu_get_proc_address(const char *name) {
+    if (strcmp(name, QVL_EXT_PROBE) == 0) return (qvl_proc_fn)cu_probe;
+    return NULL;
 }
 
 static const qvl_backend_iface cu_iface = {
@@ -331,11 +304,13 @@ static const qvl_backend_iface cu_iface = {
     .upload = cu_upload,
     .download = cu_download,
     .synchronize = cu_synchronize,
-    .supports = cu_supports,
+    .n_ops = QVL_OP_COUNT,
+    .ops = cu_ops,
+    .accepts = cu_accepts,
     .run_graph = cu_run_graph,
-    .n_kernels = QVL_OP_COUNT,
-    .kernels = cu_kernels,
+    .get_proc_address = cu_get_proc_address,
 };
+
 
 QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) {
     return &cu_iface;

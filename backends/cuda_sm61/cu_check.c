@@ -1,64 +1,41 @@
-/* The node checks of the cuda_sm61 backend (see cu_check.h): the reference's checks plus the
- * limits of these kernels. */
+/* The limits of the cuda_sm61 kernels beyond the op contract (see cu_check.h). */
 #include "cu_check.h"
 
-#include <stdarg.h>
-#include <string.h>
-
+#include "cu_device.h"
 #include "cu_kernels.h"
 
-qvl_status cu_fail(const qvl_node *n, qvl_error *err, qvl_status s, const char *fmt, ...) {
-    if (!err) return s;
-    va_list ap;
-    va_start(ap, fmt);
-    qvl_failv(err, s, fmt, ap);
-    va_end(ap);
-    if (n->name) return qvl_error_prefix(err, "cuda_sm61: %s '%s'", qvl_op_name(n->op), n->name);
-    return qvl_error_prefix(err, "cuda_sm61: %s", qvl_op_name(n->op));
-}
-
-qvl_status cu_begin(const qvl_node *n, ref_check_fn check, qvl_error *err) {
-    qvl_status s = ref_begin(n, check, err);
-    if (s == QVL_OK || !err) return s;
-    /* The shared checks word their messages for the reference backend: say who we are (this
-     * backend's own limits already do). */
-    static const char prefix[] = "reference: ";
-    size_t k = sizeof prefix - 1;
-    if (strncmp(err->msg, prefix, k) != 0) return s;
-    memmove(err->msg, err->msg + k, strlen(err->msg + k) + 1);
-    return qvl_error_prefix(err, "cuda_sm61");
-}
-
-qvl_status cu_check_matmul(const qvl_node *n, qvl_error *err) {
-    qvl_status s = ref_check_matmul(n, err);
-    if (s != QVL_OK) return s;
+/* MATMUL: batches and tile rows go into grid y/z dimensions. */
+static qvl_status accepts_matmul(const qvl_node *n, qvl_error *err) {
     const qvl_tensor_desc *a = &n->src[0]->desc, *w = &n->src[1]->desc;
     if (w->ndim == 3 && a->shape[0] > CU_MAX_GRID_YZ)
         return cu_fail(n, err, QVL_E_UNSUPPORTED, "batch %lld is above this kernel's %d",
                        (long long)a->shape[0], CU_MAX_GRID_YZ);
-    int64_t per_batch = ref_n_rows(a) / (w->ndim == 3 ? a->shape[0] : 1);
+    int64_t per_batch = qvl_desc_n_rows(a) / (w->ndim == 3 ? a->shape[0] : 1);
     if (per_batch > (int64_t)CU_MAX_GRID_YZ * 16)
         return cu_fail(n, err, QVL_E_UNSUPPORTED, "%lld rows are above this kernel's limit",
                        (long long)per_batch);
     return QVL_OK;
 }
 
-qvl_status cu_check_attention(const qvl_node *n, qvl_error *err) {
-    qvl_status s = ref_check_attention(n, err);
-    if (s != QVL_OK) return s;
+/* ATTENTION and NORM_ROPE keep a head in registers / shared memory: a largest head size. */
+static qvl_status accepts_head(const qvl_node *n, int64_t max_d, qvl_error *err) {
     int64_t D = n->src[0]->desc.shape[2];
-    if (D > CU_ATTN_MAX_D)
-        return cu_fail(n, err, QVL_E_UNSUPPORTED, "head size %lld is above this kernel's %d",
-                       (long long)D, CU_ATTN_MAX_D);
+    if (D > max_d)
+        return cu_fail(n, err, QVL_E_UNSUPPORTED, "head size %lld is above this kernel's %lld",
+                       (long long)D, (long long)max_d);
     return QVL_OK;
 }
 
-qvl_status cu_check_norm_rope(const qvl_node *n, qvl_error *err) {
-    qvl_status s = ref_check_norm_rope(n, err);
-    if (s != QVL_OK) return s;
-    int64_t D = n->src[0]->desc.shape[2];
-    if (D > CU_NORM_ROPE_MAX_D)
-        return cu_fail(n, err, QVL_E_UNSUPPORTED, "head size %lld is above this kernel's %d",
-                       (long long)D, CU_NORM_ROPE_MAX_D);
-    return QVL_OK;
+qvl_status cu_accepts(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    (void)be;
+    switch (n->op) {
+    case QVL_OP_MATMUL: return accepts_matmul(n, err);
+    case QVL_OP_ATTENTION: return accepts_head(n, CU_ATTN_MAX_D, err);
+    case QVL_OP_NORM_ROPE: return accepts_head(n, CU_NORM_ROPE_MAX_D, err);
+    default: return QVL_OK;
+    }
+}
+
+qvl_status cu_begin(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return qvl_kernel_begin(be->iface, be, n, err);
 }

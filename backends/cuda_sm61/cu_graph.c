@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cu_backend.h"
-#include "cu_check.h"
+#include "cu_graph.h"
+#include "cu_launch_groups.h"
 
 #define CU_GRAPH_CACHE 4     /* captured sequences kept (LRU) */
 #define CU_GRAPH_MIN_RUN 2   /* shorter capturable runs are launched plainly */
@@ -166,7 +166,7 @@ static qvl_status run_plain(qvl_backend *be, const qvl_node *const *nodes, size_
             k++;
             continue;
         }
-        qvl_kernel_fn fn = cu_kernel_for(nodes[k]->op);
+        qvl_kernel_fn fn = qvl_backend_kernel(be->iface, nodes[k]->op);
         if (!fn)
             return qvl_fail(err, QVL_E_UNSUPPORTED, "cuda_sm61: no kernel for %s",
                             qvl_op_name(nodes[k]->op));

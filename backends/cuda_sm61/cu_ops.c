@@ -1,12 +1,12 @@
-/* The host side of every cuda_sm61 kernel: check the node (the reference's rules), turn its
- * tensors into cu_views, validate the data-dependent inputs the reference validates (token
- * ids, segment bounds) and queue the launch on the backend's stream. */
+/* The host side of every cuda_sm61 kernel: check the node (the op contract and this backend's
+ * limits), turn its tensors into cu_views, validate the data-dependent inputs (token ids,
+ * segment bounds) and queue the launch on the backend's stream. */
+#include "cu_ops.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "cu_backend.h"
 #include "cu_check.h"
-#include "cu_kernels.h"
 
 static cu_view view_of(const qvl_tensor *t) {
     cu_view v;
@@ -53,7 +53,7 @@ static cu_mat mat_of(const qvl_tensor *w) {
     return m;
 }
 
-static qvl_status launched(const qvl_node *n, int rc, qvl_error *err) {
+qvl_status cu_launched(const qvl_node *n, int rc, qvl_error *err) {
     if (rc == 0) return QVL_OK;
     return cu_fail(n, err, QVL_E_BACKEND, "kernel launch failed: %s",
                    cudaGetErrorString((cudaError_t)rc));
@@ -100,26 +100,26 @@ static qvl_status check_segments(qvl_backend *be, const qvl_node *n, const qvl_t
 
 /* ---- element-wise ---- */
 
-static qvl_status run_unary(const qvl_node *n, cu_unary op, ref_check_fn check,
+static qvl_status run_unary(const qvl_node *n, cu_unary op,
                             qvl_backend *be, qvl_error *err) {
-    qvl_status s = cu_begin(n, check, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     float scale = op == CU_SCALE ? n->params.scale.s : 1.0f;
-    return launched(n, cu_launch_unary(be->stream, op, scale, view_of(n->src[0]), n->dst->data),
+    return cu_launched(n, cu_launch_unary(be->stream, op, scale, view_of(n->src[0]), n->dst->data),
                     err);
 }
 
 qvl_status cu_op_scale(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_SCALE, ref_check_scale, be, err);
+    return run_unary(n, CU_SCALE, be, err);
 }
 qvl_status cu_op_silu(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_SILU, ref_check_silu, be, err);
+    return run_unary(n, CU_SILU, be, err);
 }
 qvl_status cu_op_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_GELU_TANH, ref_check_gelu_tanh, be, err);
+    return run_unary(n, CU_GELU_TANH, be, err);
 }
 qvl_status cu_op_gelu_erf(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    return run_unary(n, CU_GELU_ERF, ref_check_gelu_erf, be, err);
+    return run_unary(n, CU_GELU_ERF, be, err);
 }
 
 /* b padded on the left to a's 4 dims, aligned on the innermost dims; stride 0 where b has
@@ -137,10 +137,10 @@ static cu_view broadcast_to(const qvl_tensor *a, const qvl_tensor *b) {
 }
 
 static qvl_status run_binary(const qvl_node *n, int is_mul, qvl_backend *be, qvl_error *err) {
-    qvl_status s = cu_begin(n, is_mul ? ref_check_mul : ref_check_add, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     cu_view a = view_of(n->src[0]), b = broadcast_to(n->src[0], n->src[1]);
-    return launched(n, cu_launch_binary(be->stream, is_mul, a, b, n->dst->data), err);
+    return cu_launched(n, cu_launch_binary(be->stream, is_mul, a, b, n->dst->data), err);
 }
 
 qvl_status cu_op_add(qvl_backend *be, const qvl_node *n, qvl_error *err) {
@@ -153,10 +153,10 @@ qvl_status cu_op_mul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 /* ---- norms, rope ---- */
 
 static qvl_status run_norm(const qvl_node *n, int layer, qvl_backend *be, qvl_error *err) {
-    qvl_status s = cu_begin(n, layer ? ref_check_layer_norm : ref_check_rms_norm, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
-    cu_view beta = view_of(layer ? ref_src(n, 2) : NULL);
-    return launched(n, cu_launch_norm(be->stream, layer, n->params.norm.eps, view_of(n->src[0]),
+    cu_view beta = view_of(layer ? qvl_node_src(n, 2) : NULL);
+    return cu_launched(n, cu_launch_norm(be->stream, layer, n->params.norm.eps, view_of(n->src[0]),
                                       view_of(n->src[1]), beta, n->dst->data),
                     err);
 }
@@ -169,16 +169,17 @@ qvl_status cu_op_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) 
 }
 
 qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_rope, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_rope_params *p = &n->params.rope;
-    return launched(n, cu_launch_rope(be->stream, p->mode, p->theta, p->sections,
+    return cu_launched(n, cu_launch_rope(be->stream, p->mode, p->theta, p->sections,
                                       view_of(n->src[0]), view_of(n->src[1]), n->dst->data),
                     err);
 }
 
-static qvl_status norm_rope_job(const qvl_node *n, cu_norm_rope_job *j, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_norm_rope, err);
+qvl_status cu_norm_rope_job_of(qvl_backend *be, const qvl_node *n, cu_norm_rope_job *j,
+                               qvl_error *err) {
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_norm_rope_params *p = &n->params.norm_rope;
     *j = (cu_norm_rope_job){.x = view_of(n->src[0]), .pos = view_of(n->src[1]),
@@ -190,41 +191,41 @@ static qvl_status norm_rope_job(const qvl_node *n, cu_norm_rope_job *j, qvl_erro
 
 qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     cu_norm_rope_job j;
-    qvl_status s = norm_rope_job(n, &j, err);
-    return s != QVL_OK ? s : launched(n, cu_launch_norm_rope(be->stream, &j, 1, NULL), err);
+    qvl_status s = cu_norm_rope_job_of(be, n, &j, err);
+    return s != QVL_OK ? s : cu_launched(n, cu_launch_norm_rope(be->stream, &j, 1, NULL), err);
 }
 
 /* ---- softmax, masks, attention ---- */
 
 qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_softmax, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
-    return launched(n, cu_launch_softmax(be->stream, view_of(n->src[0]), n->dst->data), err);
+    return cu_launched(n, cu_launch_softmax(be->stream, view_of(n->src[0]), n->dst->data), err);
 }
 
 qvl_status cu_op_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_mask_causal, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
-    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), n->params.mask.n_past,
+    return cu_launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), n->params.mask.n_past,
                                       NULL, NULL, 0, 0, n->dst->data),
                     err);
 }
 
 /* n_past is read from `at` by the kernel: nothing here waits for the device. */
 qvl_status cu_op_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_mask_causal_at, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
-    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, n->src[1]->data, NULL,
+    return cu_launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, n->src[1]->data, NULL,
                                       0, 0, n->dst->data),
                     err);
 }
 
 qvl_status cu_op_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_mask_segments, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *seg = n->src[1];
-    if ((s = check_segments(be, n, seg, ref_row_len(&n->src[0]->desc), err)) != QVL_OK) return s;
-    return launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, NULL, seg->data,
+    if ((s = check_segments(be, n, seg, qvl_desc_row_len(&n->src[0]->desc), err)) != QVL_OK) return s;
+    return cu_launched(n, cu_launch_mask(be->stream, view_of(n->src[0]), 0, NULL, seg->data,
                                       seg->desc.stride[0], seg->desc.shape[0], n->dst->data),
                     err);
 }
@@ -235,7 +236,7 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
 /* Segments are checked on the host (a sync); CAUSAL_AT's `at` is read by the kernel. Few
  * (query, head) rows over many keys run split-KV with partials in scratch. */
 qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_attention, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_attention_params *p = &n->params.attention;
     const qvl_tensor *seg = p->mask == QVL_MASK_SEGMENTS ? n->src[3] : NULL;
@@ -250,7 +251,7 @@ qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         (s = scratch_f32(be, n, CU_SCRATCH_C, cu_attention_part_floats(N, Hq, D, splits), &part,
                          err)) != QVL_OK)
         return s;
-    return launched(n, cu_launch_attention(be->stream, view_of(n->src[0]), view_of(n->src[1]),
+    return cu_launched(n, cu_launch_attention(be->stream, view_of(n->src[0]), view_of(n->src[1]),
                                            view_of(n->src[2]), p->scale, p->mask, p->n_past,
                                            at ? at->data : NULL, seg ? seg->data : NULL,
                                            seg ? seg->desc.stride[0] : 0,
@@ -275,24 +276,24 @@ static qvl_status q8_scratch(qvl_backend *be, const qvl_node *n, const qvl_tenso
 }
 
 qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, cu_check_matmul, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *a = n->src[0], *w = n->src[1];
-    int64_t rows = ref_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
+    int64_t rows = qvl_desc_n_rows(&a->desc), N = w->desc.shape[w->desc.ndim - 2];
     int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
     int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
     cu_mat wm = mat_of(w);
-    cu_view bias = view_of(ref_src(n, 2));
+    cu_view bias = view_of(qvl_node_src(n, 2));
     if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows)) /* decode: one launch */
-        return launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_COPY, 0, 0.0f, view_of(a),
+        return cu_launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_COPY, 0, 0.0f, view_of(a),
                                                 view_of(NULL), view_of(NULL), view_of(NULL),
                                                 rows, &wm, &bias, 1, n->dst->data, N,
                                                 be->sm_count),
                         err);
     void *q8 = NULL;
     if ((s = q8_scratch(be, n, w, batches, rows / batches, &q8, err)) != QVL_OK) return s;
-    return launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
-                                        mat_of(w), per_w, view_of(ref_src(n, 2)), view_of(NULL),
+    return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
+                                        mat_of(w), per_w, view_of(qvl_node_src(n, 2)), view_of(NULL),
                                         n->dst->data, N, 0, q8),
                     err);
 }
@@ -310,38 +311,38 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
 /* A few rows with f32/f16/bf16 weights alike: one fused launch (cu_gemv_fused.cu). Else
  * the norm into scratch [M, D], then each projection into its column range of the output. */
 qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_norm_linear, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_norm_linear_params *p = &n->params.norm_linear;
     const qvl_tensor *x = n->src[0];
-    int64_t D = ref_row_len(&x->desc), M = ref_n_rows(&x->desc);
-    int64_t total = ref_row_len(&n->dst->desc);
+    int64_t D = qvl_desc_row_len(&x->desc), M = qvl_desc_n_rows(&x->desc);
+    int64_t total = qvl_desc_row_len(&n->dst->desc);
     cu_mat ws[3];
     cu_view bs[3];
     for (int i = 0; i < p->n_proj && i < 3; i++) {
         ws[i] = mat_of(n->src[CU_NL_W_SLOT(i)]);
-        bs[i] = view_of(ref_src(n, CU_NL_B_SLOT(i)));
+        bs[i] = view_of(qvl_node_src(n, CU_NL_B_SLOT(i)));
     }
     if (cu_gemv_fused_fits(ws, p->n_proj, M))
-        return launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_NORM,
+        return cu_launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_NORM,
                                                 p->norm == QVL_NORM_LAYER, p->eps, view_of(x),
-                                                view_of(n->src[1]), view_of(ref_src(n, 2)),
+                                                view_of(n->src[1]), view_of(qvl_node_src(n, 2)),
                                                 view_of(NULL), M, ws, bs, p->n_proj,
                                                 n->dst->data, total, be->sm_count),
                         err);
     float *xn = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_A, M * D, &xn, err)) != QVL_OK) return s;
     int layer = p->norm == QVL_NORM_LAYER;
-    s = launched(n, cu_launch_norm(be->stream, layer, p->eps, view_of(x), view_of(n->src[1]),
-                                   view_of(layer ? ref_src(n, 2) : NULL), xn),
+    s = cu_launched(n, cu_launch_norm(be->stream, layer, p->eps, view_of(x), view_of(n->src[1]),
+                                   view_of(layer ? qvl_node_src(n, 2) : NULL), xn),
                  err);
     int64_t col = 0;
     for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         void *q8 = NULL;
         if ((s = q8_scratch(be, n, w, 1, M, &q8, err)) != QVL_OK) return s;
-        s = launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
-                                         view_of(ref_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
+        s = cu_launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
+                                         view_of(qvl_node_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
                                          n->dst->data, total, col, q8),
                      err);
         col += w->desc.shape[0];
@@ -353,34 +354,34 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
  * activation into scratch h [M, F] (none: a itself), then h . w_down^T + b_down + res
  * straight into out. */
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_mlp_residual, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *res = n->src[0], *a = n->src[1];
-    int64_t M = ref_n_rows(&res->desc), F = ref_row_len(&a->desc), D = ref_row_len(&res->desc);
+    int64_t M = qvl_desc_n_rows(&res->desc), F = qvl_desc_row_len(&a->desc), D = qvl_desc_row_len(&res->desc);
     int act = n->params.mlp.act;
     cu_mat wd = mat_of(n->src[2]);
-    cu_view bd = view_of(ref_src(n, 4));
+    cu_view bd = view_of(qvl_node_src(n, 4));
     if (cu_gemv_fused_fits(&wd, 1, M))
-        return launched(n, cu_launch_gemv_fused(be->stream, act == QVL_ACT_NONE ? CU_FUSED_COPY
+        return cu_launched(n, cu_launch_gemv_fused(be->stream, act == QVL_ACT_NONE ? CU_FUSED_COPY
                                                                                 : CU_FUSED_ACT,
-                                                act, 0.0f, view_of(a), view_of(ref_src(n, 3)),
+                                                act, 0.0f, view_of(a), view_of(qvl_node_src(n, 3)),
                                                 view_of(NULL), view_of(res), M, &wd, &bd, 1,
                                                 n->dst->data, D, be->sm_count),
                         err);
     void *q8 = NULL;
     if ((s = q8_scratch(be, n, n->src[2], 1, M, &q8, err)) != QVL_OK) return s;
     if (act == QVL_ACT_NONE)
-        return launched(n, cu_launch_matmul(be->stream, view_of(a), 1, M, wd, 1, bd, view_of(res),
+        return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), 1, M, wd, 1, bd, view_of(res),
                                             n->dst->data, D, 0, q8),
                         err);
     float *h = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
-    s = launched(n, cu_launch_mlp_act(be->stream, n->params.mlp.act, view_of(a),
-                                      view_of(ref_src(n, 3)), h),
+    s = cu_launched(n, cu_launch_mlp_act(be->stream, n->params.mlp.act, view_of(a),
+                                      view_of(qvl_node_src(n, 3)), h),
                  err);
     if (s != QVL_OK) return s;
-    return launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
-                                        mat_of(n->src[2]), 1, view_of(ref_src(n, 4)),
+    return cu_launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
+                                        mat_of(n->src[2]), 1, view_of(qvl_node_src(n, 4)),
                                         view_of(res), n->dst->data, D, 0, q8),
                     err);
 }
@@ -388,7 +389,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
 /* ---- data movement ---- */
 
 qvl_status cu_op_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_get_rows, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *table = n->src[0], *ids = n->src[1];
     int64_t V = table->desc.shape[0], N = ids->desc.shape[0], step = ids->desc.stride[0];
@@ -398,25 +399,25 @@ qvl_status cu_op_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         if (id[i * step] < 0 || id[i * step] >= V)
             return cu_fail(n, err, QVL_E_INVALID, "id %d at position %lld is outside [0, %lld)",
                            (int)id[i * step], (long long)i, (long long)V);
-    return launched(n, cu_launch_get_rows(be->stream, view_of(table), view_of(ids), n->dst->data),
+    return cu_launched(n, cu_launch_get_rows(be->stream, view_of(table), view_of(ids), n->dst->data),
                     err);
 }
 
 qvl_status cu_op_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_cont, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
-    return launched(n, cu_launch_cont(be->stream, view_of(n->src[0]), n->dst->data), err);
+    return cu_launched(n, cu_launch_cont(be->stream, view_of(n->src[0]), n->dst->data), err);
 }
 
 qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_store_rows, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     if (n->dst->data != n->src[0]->data)
         return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
     const qvl_tensor *src = n->src[1];
     int64_t row_size = 1;
     for (int i = 1; i < src->desc.ndim; i++) row_size *= src->desc.shape[i];
-    return launched(n, cu_launch_store_rows(be->stream, view_of(src), n->dst->data,
+    return cu_launched(n, cu_launch_store_rows(be->stream, view_of(src), n->dst->data,
                                             (int32_t)n->dst->desc.dtype,
                                             n->params.store.offset * row_size),
                     err);
@@ -424,8 +425,9 @@ qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) 
 
 /* The row comes from `at` on the device; an out-of-range row writes nothing (the kernel
  * checks it, the host cannot without waiting). */
-static qvl_status store_at_job(const qvl_node *n, cu_store_at_job *j, qvl_error *err) {
-    qvl_status s = cu_begin(n, ref_check_store_rows_at, err);
+qvl_status cu_store_at_job_of(qvl_backend *be, const qvl_node *n, cu_store_at_job *j,
+                              qvl_error *err) {
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     if (n->dst->data != n->src[0]->data)
         return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
@@ -437,138 +439,14 @@ static qvl_status store_at_job(const qvl_node *n, cu_store_at_job *j, qvl_error 
 
 qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     cu_store_at_job j;
-    qvl_status s = store_at_job(n, &j, err);
-    return s != QVL_OK ? s : launched(n, cu_launch_store_rows_at(be->stream, &j, 1), err);
-}
-
-/* ---- two independent small nodes in one launch (run_graph) ---- */
-
-/* Bytes [lo, hi) that tensor t's elements may occupy (non-negative strides; false if not). */
-static bool byte_span(const qvl_tensor *t, uintptr_t *lo, uintptr_t *hi) {
-    const qvl_tensor_desc *d = &t->desc;
-    size_t esize = qvl_dtype_block_bytes(d->dtype);
-    if (!t->data || esize == 0 || qvl_dtype_block_elems(d->dtype) != 1) return false;
-    int64_t last = 0;
-    for (int i = 0; i < d->ndim; i++) {
-        if (d->shape[i] <= 0) return false;
-        if (d->stride[i] < 0) return false;
-        last += (d->shape[i] - 1) * d->stride[i];
-    }
-    *lo = (uintptr_t)t->data;
-    *hi = *lo + (uintptr_t)(last + 1) * esize;
-    return true;
-}
-
-/* Does b neither read nor write what a writes, nor write what a reads? Then running them at
- * once gives what running a, then b gives. */
-static bool independent(const qvl_node *a, const qvl_node *b) {
-    uintptr_t alo, ahi, lo, hi;
-    if (!byte_span(a->dst, &alo, &ahi)) return false;
-    for (uint32_t i = 0; i < b->n_src; i++) {
-        if (!b->src[i]) continue;
-        if (!byte_span(b->src[i], &lo, &hi)) return false;
-        if (lo < ahi && alo < hi) return false;
-    }
-    uintptr_t blo, bhi;
-    if (!byte_span(b->dst, &blo, &bhi) || (blo < ahi && alo < bhi)) return false;
-    for (uint32_t i = 0; i < a->n_src; i++) {
-        if (!a->src[i]) continue;
-        if (!byte_span(a->src[i], &lo, &hi)) return false;
-        if (lo < bhi && blo < hi) return false;
-    }
-    return true;
-}
-
-bool cu_pairable(const qvl_node *a, const qvl_node *b) {
-    if (a->op != b->op || (a->op != QVL_OP_NORM_ROPE && a->op != QVL_OP_STORE_ROWS_AT))
-        return false;
-    return independent(a, b);
-}
-
-qvl_status cu_run_pair(qvl_backend *be, const qvl_node *a, const qvl_node *b, qvl_error *err) {
-    qvl_status s;
-    if (a->op == QVL_OP_NORM_ROPE) {
-        cu_norm_rope_job j[2];
-        if ((s = norm_rope_job(a, &j[0], err)) != QVL_OK || (s = norm_rope_job(b, &j[1], err)))
-            return s;
-        return launched(a, cu_launch_norm_rope(be->stream, j, 2, NULL), err);
-    }
-    cu_store_at_job j[2];
-    if ((s = store_at_job(a, &j[0], err)) != QVL_OK || (s = store_at_job(b, &j[1], err)))
-        return s;
-    return launched(a, cu_launch_store_rows_at(be->stream, j, 2), err);
-}
-
-/* Is t exactly out, the contiguous output of a NORM_ROPE (same place, dtype and shape)? */
-static bool same_tensor(const qvl_tensor *t, const qvl_tensor *out) {
-    const qvl_tensor_desc *a = &t->desc, *b = &out->desc;
-    if (t->data != out->data || a->dtype != b->dtype || a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i] || a->stride[i] != b->stride[i]) return false;
-    return true;
-}
-
-/* Does store c write nothing that node r reads or writes? */
-static bool writes_clear_of(const qvl_node *c, const qvl_node *r) {
-    uintptr_t clo, chi, lo, hi;
-    if (!byte_span(c->dst, &clo, &chi) || !byte_span(r->dst, &lo, &hi)) return false;
-    if (lo < chi && clo < hi) return false;
-    for (uint32_t i = 0; i < r->n_src; i++) {
-        if (!r->src[i]) continue;
-        if (!byte_span(r->src[i], &lo, &hi)) return false;
-        if (lo < chi && clo < hi) return false;
-    }
-    return true;
-}
-
-/* Does node r write nothing that store c reads other than its rows (src[1]): neither the
- * cache (src[0]) nor `at` (src[2])? */
-static bool writes_clear_of_store_inputs(const qvl_node *r, const qvl_node *c) {
-    uintptr_t rlo, rhi, lo, hi;
-    if (!byte_span(r->dst, &rlo, &rhi)) return false;
-    for (int i = 0; i < 3; i += 2) {
-        if (!c->src[i] || !byte_span(c->src[i], &lo, &hi)) return false;
-        if (lo < rhi && rlo < hi) return false;
-    }
-    return true;
-}
-
-/* Which of the two NORM_ROPE nodes n[0], n[1] store c copies, whole, from (-1: neither);
- * the other must be independent of c. */
-static int stored_rope(const qvl_node *const *n, const qvl_node *c) {
-    for (int w = 0; w < 2; w++)
-        if (same_tensor(c->src[1], n[w]->dst) && qvl_desc_is_contiguous(&n[w]->dst->desc) &&
-            writes_clear_of(c, n[w]) && writes_clear_of_store_inputs(n[w], c) &&
-            independent(n[1 - w], c))
-            return w;
-    return -1;
-}
-
-bool cu_rope_store_group(const qvl_node *const *n) {
-    if (n[0]->op != QVL_OP_NORM_ROPE || n[1]->op != QVL_OP_NORM_ROPE ||
-        n[2]->op != QVL_OP_STORE_ROWS_AT || n[3]->op != QVL_OP_STORE_ROWS_AT)
-        return false;
-    return independent(n[0], n[1]) && stored_rope(n, n[2]) >= 0 && independent(n[0], n[3]) &&
-           independent(n[1], n[3]) && independent(n[2], n[3]);
-}
-
-qvl_status cu_run_rope_store_group(qvl_backend *be, const qvl_node *const *n, qvl_error *err) {
-    cu_norm_rope_job j[2];
-    cu_store_at_job extra;
-    int w = stored_rope(n, n[2]);
-    qvl_status s;
-    if ((s = norm_rope_job(n[0], &j[0], err)) != QVL_OK ||
-        (s = norm_rope_job(n[1], &j[1], err)) != QVL_OK ||
-        (s = store_at_job(n[2], &j[w].store, err)) != QVL_OK ||
-        (s = store_at_job(n[3], &extra, err)) != QVL_OK)
-        return s;
-    return launched(n[0], cu_launch_norm_rope(be->stream, j, 2, &extra), err);
+    qvl_status s = cu_store_at_job_of(be, n, &j, err);
+    return s != QVL_OK ? s : cu_launched(n, cu_launch_store_rows_at(be->stream, &j, 1), err);
 }
 
 /* ---- SET_ROWS / ADD_ROWS ---- */
 
 static qvl_status run_scatter(qvl_backend *be, const qvl_node *n, int add, qvl_error *err) {
-    qvl_status s = cu_begin(n, add ? ref_check_add_rows : ref_check_set_rows, err);
+    qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *x = n->src[0], *idx = n->src[1];
     int64_t N = x->desc.shape[0], K = idx->desc.shape[0], step = idx->desc.stride[0];
@@ -579,7 +457,7 @@ static qvl_status run_scatter(qvl_backend *be, const qvl_node *n, int add, qvl_e
             return cu_fail(n, err, QVL_E_INVALID,
                            "row index %d at position %lld is outside [0, %lld)", (int)r[k * step],
                            (long long)k, (long long)N);
-    return launched(n, cu_launch_scatter_rows(be->stream, add, view_of(x), view_of(idx),
+    return cu_launched(n, cu_launch_scatter_rows(be->stream, add, view_of(x), view_of(idx),
                                               view_of(n->src[2]), n->dst->data),
                     err);
 }

@@ -1,4 +1,4 @@
-/* The device's ceilings for qvl-bench (the optional qvl_backend_probe symbol, backend.h): a
+/* The device's ceilings for qvl-bench (the extension QVL_EXT_PROBE, backend.h): a
  * streaming read with 128-bit loads over a buffer far larger than L2, and fp32 FMA chains held
  * in registers, each timed with events, best of a few passes. Only sm_61 features. */
 #include <cuda_runtime_api.h>
@@ -70,7 +70,7 @@ static cudaError_t best_time(cudaStream_t s, F launch, double *best) {
     return e;
 }
 
-extern "C" QVL_EXPORT qvl_status qvl_backend_probe(qvl_backend *be, size_t bytes,
+extern "C" qvl_status cu_probe(qvl_backend *be, size_t bytes,
                                                     qvl_device_probe *out, qvl_error *err) {
     (void)be; /* the device is the one the backend's init made current on this thread */
     memset(out, 0, sizeof *out);

@@ -152,7 +152,7 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
         if (D > CU_NORM_ROPE_MAX_D) return (int)cudaErrorInvalidConfiguration;
         a.job[j] = jobs[j];
         const cu_norm_rope_job &jb = jobs[j];
-        for (int64_t k = 0; k < D / 2; k++) { /* as ref_rope.c's pair_frequency */
+        for (int64_t k = 0; k < D / 2; k++) { /* as the reference rope kernel pairs frequencies */
             int row = 0;
             if (jb.mode == QVL_ROPE_VISION_2D) {
                 int64_t Q = D / 4;

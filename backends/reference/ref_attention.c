@@ -2,10 +2,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref_access.h"
-#include "ref_check.h"
-#include "ref_math.h"
 #include "ref_ops.h"
+#include "ref_math.h"
 
 void ref_softmax_row(float *x, int64_t n) {
     float max = -INFINITY;
@@ -32,38 +30,30 @@ int ref_causal_hides(int64_t i, int64_t j, int64_t n_past) {
 static qvl_status segment_ids(const qvl_node *n, const qvl_tensor *seg, int64_t len,
                               int32_t *id, qvl_error *err) {
     int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
-    if (ref_get_i32(seg, 0) != 0 || ref_get_i32(seg, (bounds - 1) * step) != len)
+    if (qvl_elem_get_i32(seg, 0) != 0 || qvl_elem_get_i32(seg, (bounds - 1) * step) != len)
         return ref_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
                         (long long)len);
     for (int64_t g = 0; g + 1 < bounds; g++)
-        if (ref_get_i32(seg, (g + 1) * step) < ref_get_i32(seg, g * step))
+        if (qvl_elem_get_i32(seg, (g + 1) * step) < qvl_elem_get_i32(seg, g * step))
             return ref_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
                             (long long)g + 1);
     /* Now 0 = seg[0] <= seg[1] <= ... <= seg[G] = len: every position gets exactly one id. */
     for (int64_t g = 0; g + 1 < bounds; g++)
-        for (int32_t i = ref_get_i32(seg, g * step); i < ref_get_i32(seg, (g + 1) * step); i++)
+        for (int32_t i = qvl_elem_get_i32(seg, g * step); i < qvl_elem_get_i32(seg, (g + 1) * step); i++)
             id[i] = (int32_t)g;
     return QVL_OK;
 }
 
 /* ---- SOFTMAX(x) over the innermost dim ---- */
 
-qvl_status ref_check_softmax(const qvl_node *n, qvl_error *err) {
-    qvl_status s = ref_need(n, 0, "x", REF_READABLE, 1, 4, err);
-    if (s != QVL_OK) return s;
-    const qvl_tensor_desc *x = &n->src[0]->desc;
-    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
-}
-
 qvl_status ref_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_softmax, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_tensor *x = n->src[0];
-    int64_t L = ref_row_len(&x->desc), rows = ref_n_rows(&x->desc);
+    int64_t L = qvl_desc_row_len(&x->desc), rows = qvl_desc_n_rows(&x->desc);
     float *out = n->dst->data;
     for (int64_t r = 0; r < rows; r++) {
-        ref_read_row(x, r, out + r * L);
+        qvl_tensor_read_row(x, r, out + r * L);
         ref_softmax_row(out + r * L, L);
     }
     return QVL_OK;
@@ -71,38 +61,16 @@ qvl_status ref_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 
 /* ---- MASK_CAUSAL(s [..., N, L]) and MASK_SEGMENTS(s [..., N, N], seg [G+1]) ---- */
 
-qvl_status ref_check_mask_causal(const qvl_node *n, qvl_error *err) {
-    qvl_status s = ref_need(n, 0, "s", REF_READABLE, 2, 4, err);
-    if (s != QVL_OK) return s;
-    const qvl_tensor_desc *x = &n->src[0]->desc;
-    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
-}
-
-qvl_status ref_check_mask_segments(const qvl_node *n, qvl_error *err) {
-    qvl_status s;
-    if ((s = ref_need(n, 0, "s", REF_READABLE, 2, 4, err)) ||
-        (s = ref_need(n, 1, "seg", REF_INDEX, 1, 1, err)))
-        return s;
-    const qvl_tensor_desc *x = &n->src[0]->desc, *seg = &n->src[1]->desc;
-    if (x->shape[x->ndim - 1] != x->shape[x->ndim - 2])
-        return ref_fail(n, err, QVL_E_SHAPE, "scores are %lld x %lld, not square",
-                        (long long)x->shape[x->ndim - 2], (long long)x->shape[x->ndim - 1]);
-    if (seg->shape[0] < 2)
-        return ref_fail(n, err, QVL_E_SHAPE, "seg needs at least 2 bounds, has %lld",
-                        (long long)seg->shape[0]);
-    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
-}
-
 /* Copy s to the output, hiding (i, j) where hidden(i, j): rows of s are (query i, all keys). */
 static void copy_masked(const qvl_node *n, int64_t n_past, const int32_t *seg_id) {
     const qvl_tensor *x = n->src[0];
-    int64_t L = ref_row_len(&x->desc), rows = ref_n_rows(&x->desc);
+    int64_t L = qvl_desc_row_len(&x->desc), rows = qvl_desc_n_rows(&x->desc);
     int64_t N = x->desc.shape[x->desc.ndim - 2];
     float *out = n->dst->data;
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = r % N; /* query index of this row */
         float *o = out + r * L;
-        ref_read_row(x, r, o);
+        qvl_tensor_read_row(x, r, o);
         for (int64_t j = 0; j < L; j++) {
             int hidden = seg_id ? seg_id[i] != seg_id[j] : ref_causal_hides(i, j, n_past);
             if (hidden) o[j] = -INFINITY;
@@ -111,24 +79,17 @@ static void copy_masked(const qvl_node *n, int64_t n_past, const int32_t *seg_id
 }
 
 qvl_status ref_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_mask_causal, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
     copy_masked(n, n->params.mask.n_past, NULL);
     return QVL_OK;
 }
 
-/* The row count in an "at" input [1] i32 (validated by ref_check_at). */
-static int64_t at_value(const qvl_node *n, uint32_t slot) { return ref_get_i32(n->src[slot], 0); }
-
-qvl_status ref_check_mask_causal_at(const qvl_node *n, qvl_error *err) {
-    qvl_status s = ref_check_mask_causal(n, err);
-    return s == QVL_OK ? ref_check_at(n, 1, err) : s;
-}
+/* The row count in an "at" input [1] i32 (shape checked by the op contract). */
+static int64_t at_value(const qvl_node *n, uint32_t slot) { return qvl_elem_get_i32(n->src[slot], 0); }
 
 qvl_status ref_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_mask_causal_at, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
     int64_t at = at_value(n, 1);
     if (at < 0) return ref_fail(n, err, QVL_E_INVALID, "at = %lld is negative", (long long)at);
@@ -137,10 +98,9 @@ qvl_status ref_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err
 }
 
 qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_mask_segments, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
-    int64_t N = ref_row_len(&n->src[0]->desc);
+    int64_t N = qvl_desc_row_len(&n->src[0]->desc);
     int32_t *seg_id = malloc((size_t)N * sizeof *seg_id);
     if (!seg_id) return ref_fail(n, err, QVL_E_NOMEM, "out of memory for %lld segment ids",
                                  (long long)N);
@@ -156,58 +116,23 @@ qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err)
  * scores = matmul(q_h, k_g) (double dot, f32 result); scale (f32 multiply); mask; softmax;
  * out = matmul(probs, v_g^T) (double dot over keys, in key order). */
 
-qvl_status ref_check_attention(const qvl_node *n, qvl_error *err) {
-    qvl_status s;
-    if ((s = ref_need(n, 0, "q", REF_READABLE, 3, 3, err)) ||
-        (s = ref_need(n, 1, "k", REF_READABLE, 3, 3, err)) ||
-        (s = ref_need(n, 2, "v", REF_READABLE, 3, 3, err)))
-        return s;
-    const qvl_attention_params *p = &n->params.attention;
-    const qvl_tensor_desc *q = &n->src[0]->desc, *k = &n->src[1]->desc, *v = &n->src[2]->desc;
-    int64_t N = q->shape[0], Hq = q->shape[1], D = q->shape[2];
-    int64_t L = k->shape[0], Hkv = k->shape[1];
-    if (k->shape[2] != D || v->shape[0] != L || v->shape[1] != Hkv || v->shape[2] != D)
-        return ref_fail(n, err, QVL_E_SHAPE, "q/k/v shapes do not fit together");
-    if (Hq % Hkv != 0)
-        return ref_fail(n, err, QVL_E_SHAPE, "%lld query heads do not group over %lld kv heads",
-                        (long long)Hq, (long long)Hkv);
-    if (p->mask == QVL_MASK_SEGMENTS) {
-        if ((s = ref_need(n, 3, "seg", REF_INDEX, 1, 1, err))) return s;
-        if (N != L)
-            return ref_fail(n, err, QVL_E_SHAPE, "segments need as many queries as keys");
-        if (n->src[3]->desc.shape[0] < 2)
-            return ref_fail(n, err, QVL_E_SHAPE, "seg needs at least 2 bounds");
-    } else if (p->mask == QVL_MASK_NONE || p->mask == QVL_MASK_CAUSAL) {
-        if ((s = ref_absent(n, 3, "seg", err))) return s;
-    } else if (p->mask == QVL_MASK_CAUSAL_AT) {
-        if ((s = ref_check_at(n, 3, err))) return s;
-        if (N > L)
-            return ref_fail(n, err, QVL_E_SHAPE, "%lld queries exceed %lld keys", (long long)N,
-                            (long long)L);
-    } else {
-        return ref_fail(n, err, QVL_E_INVALID, "unknown mask kind %d", (int)p->mask);
-    }
-    return ref_output(n, REF_DT(QVL_F32), 3, q->shape, err);
-}
-
 /* Keys [0, L) of head g of k or v [.., H, D] as a contiguous [L, D] matrix, or transposed to
  * [D, L]. */
 static void read_head(const qvl_tensor *t, int64_t g, int64_t L, float *out) {
     const qvl_tensor_desc *d = &t->desc;
     for (int64_t j = 0; j < L; j++)
-        ref_gather(t, j * d->stride[0] + g * d->stride[1], d->stride[2], d->shape[2],
+        qvl_elem_gather(t, j * d->stride[0] + g * d->stride[1], d->stride[2], d->shape[2],
                    out + j * d->shape[2]);
 }
 
 static void read_head_transposed(const qvl_tensor *t, int64_t g, int64_t L, float *out) {
     const qvl_tensor_desc *d = &t->desc;
     for (int64_t e = 0; e < d->shape[2]; e++)
-        ref_gather(t, g * d->stride[1] + e * d->stride[2], d->stride[0], L, out + e * L);
+        qvl_elem_gather(t, g * d->stride[1] + e * d->stride[2], d->stride[0], L, out + e * L);
 }
 
 qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_attention, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
     const qvl_attention_params *p = &n->params.attention;
     const qvl_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
@@ -238,7 +163,7 @@ qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         read_head_transposed(v, g, L, vt_g); /* v^T: the weight of the second product */
         for (int64_t h = g * group; h < (g + 1) * group; h++) {
             for (int64_t i = 0; i < N; i++) {
-                ref_gather(q, i * q->desc.stride[0] + h * q->desc.stride[1], q->desc.stride[2], D,
+                qvl_elem_gather(q, i * q->desc.stride[0] + h * q->desc.stride[1], q->desc.stride[2], D,
                            q_row);
                 for (int64_t j = 0; j < L; j++) {
                     probs[j] = (float)ref_dot(q_row, k_g + j * D, D) * p->scale;

@@ -2,10 +2,8 @@
 #include <stdlib.h>
 
 #include "qvl/checked.h"
-#include "ref_access.h"
-#include "ref_check.h"
-#include "ref_math.h"
 #include "ref_ops.h"
+#include "ref_math.h"
 
 float *ref_scratch(int64_t n) {
     size_t bytes;
@@ -38,7 +36,7 @@ void ref_linear(const float *a, int64_t M, const ref_matrix *w, const float *bia
                 float *w_row, float *out, int64_t ldo) {
     /* Weight row by weight row, so each row is converted from its dtype once. */
     for (int64_t j = 0; j < w->rows; j++) {
-        ref_gather(w->t, w->off + j * w->row_stride, w->col_stride, w->cols, w_row);
+        qvl_elem_gather(w->t, w->off + j * w->row_stride, w->col_stride, w->cols, w_row);
         for (int64_t m = 0; m < M; m++) {
             double acc = ref_dot(a + m * w->cols, w_row, w->cols);
             if (bias) acc += bias[j];
@@ -48,38 +46,12 @@ void ref_linear(const float *a, int64_t M, const ref_matrix *w, const float *bia
 }
 
 /* Inputs: 0 a [..., K], 1 w [N, K] or [Bw, N, K], 2 bias [N] (2-D w only). */
-qvl_status ref_check_matmul(const qvl_node *n, qvl_error *err) {
-    qvl_status s;
-    if ((s = ref_need(n, 0, "a", REF_READABLE, 1, 4, err)) ||
-        (s = ref_need(n, 1, "w", REF_READABLE, 2, 3, err)) ||
-        (s = ref_maybe(n, 2, "bias", REF_READABLE, 1, 1, err)))
-        return s;
-    const qvl_tensor_desc *a = &n->src[0]->desc, *w = &n->src[1]->desc;
-    int64_t K = ref_row_len(a), N = w->shape[w->ndim - 2];
-    if (w->shape[w->ndim - 1] != K)
-        return ref_fail(n, err, QVL_E_SHAPE, "a has K = %lld but w has K = %lld", (long long)K,
-                        (long long)w->shape[w->ndim - 1]);
-    if (w->ndim == 3) {
-        if (a->ndim != 3)
-            return ref_fail(n, err, QVL_E_SHAPE, "a 3-D w needs a 3-D a, not %d-D", a->ndim);
-        if (a->shape[0] % w->shape[0] != 0)
-            return ref_fail(n, err, QVL_E_SHAPE, "a batch %lld is not a multiple of w batch %lld",
-                            (long long)a->shape[0], (long long)w->shape[0]);
-        if ((s = ref_absent(n, 2, "bias", err))) return s;
-    }
-    if ((s = ref_vector_len(n, 2, "bias", N, err))) return s;
-    int64_t shape[QVL_MAX_DIMS];
-    for (int i = 0; i < a->ndim; i++) shape[i] = a->shape[i];
-    shape[a->ndim - 1] = N;
-    return ref_output(n, REF_DT(QVL_F32), a->ndim, shape, err);
-}
 
 qvl_status ref_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_matmul, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
-    const qvl_tensor *a = n->src[0], *w = n->src[1], *bias = ref_src(n, 2);
-    int64_t K = ref_row_len(&a->desc), rows = ref_n_rows(&a->desc);
+    const qvl_tensor *a = n->src[0], *w = n->src[1], *bias = qvl_node_src(n, 2);
+    int64_t K = qvl_desc_row_len(&a->desc), rows = qvl_desc_n_rows(&a->desc);
     int64_t N = w->desc.shape[w->desc.ndim - 2];
     /* 2-D w: one batch of all rows. 3-D w: batch b of a uses w batch b / (B / Bw). */
     int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
@@ -93,8 +65,8 @@ qvl_status ref_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
                      (long long)rows, (long long)K);
         goto done;
     }
-    ref_read_rows(a, a32);
-    if (bias) ref_read_row(bias, 0, b32);
+    qvl_tensor_read_rows(a, a32);
+    if (bias) qvl_tensor_read_row(bias, 0, b32);
     float *out = n->dst->data;
     for (int64_t b = 0; b < batches; b++) {
         ref_matrix wm = ref_matrix_of(w, b / per_w);

@@ -2,10 +2,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref_access.h"
-#include "ref_check.h"
-#include "ref_math.h"
 #include "ref_ops.h"
+#include "ref_math.h"
 
 void ref_rms_norm_row(float *y, const float *x, const float *gamma, int64_t n, float eps) {
     double sum_sq = 0.0;
@@ -31,41 +29,22 @@ void ref_layer_norm_row(float *y, const float *x, const float *gamma, const floa
 }
 
 /* Inputs: 0 x [..., D], 1 gamma [D], 2 beta [D] (layer norm only, optional). */
-static qvl_status check_norm(const qvl_node *n, int has_beta, qvl_error *err) {
-    qvl_status s;
-    if ((s = ref_need(n, 0, "x", REF_READABLE, 1, 4, err)) ||
-        (s = ref_need(n, 1, "gamma", REF_READABLE, 1, 1, err)))
-        return s;
-    const qvl_tensor_desc *x = &n->src[0]->desc;
-    int64_t D = ref_row_len(x);
-    if ((s = ref_vector_len(n, 1, "gamma", D, err))) return s;
-    if (has_beta) {
-        if ((s = ref_maybe(n, 2, "beta", REF_READABLE, 1, 1, err)) ||
-            (s = ref_vector_len(n, 2, "beta", D, err)))
-            return s;
-    } else if ((s = ref_absent(n, 2, "beta", err))) {
-        return s;
-    }
-    return ref_output(n, REF_DT(QVL_F32), x->ndim, x->shape, err);
-}
 
-qvl_status ref_check_rms_norm(const qvl_node *n, qvl_error *err) { return check_norm(n, 0, err); }
-qvl_status ref_check_layer_norm(const qvl_node *n, qvl_error *err) { return check_norm(n, 1, err); }
 
 static qvl_status run_norm(const qvl_node *n, int layer, qvl_error *err) {
-    const qvl_tensor *x = n->src[0], *gamma = n->src[1], *beta = layer ? ref_src(n, 2) : NULL;
-    int64_t D = ref_row_len(&x->desc), rows = ref_n_rows(&x->desc);
+    const qvl_tensor *x = n->src[0], *gamma = n->src[1], *beta = layer ? qvl_node_src(n, 2) : NULL;
+    int64_t D = qvl_desc_row_len(&x->desc), rows = qvl_desc_n_rows(&x->desc);
     float *g32 = ref_scratch(D), *b32 = ref_scratch(D), *row = ref_scratch(D);
     qvl_status s = QVL_OK;
     if (!g32 || !b32 || !row) {
         s = ref_fail(n, err, QVL_E_NOMEM, "out of memory for rows of %lld", (long long)D);
         goto done;
     }
-    ref_read_row(gamma, 0, g32);
-    if (beta) ref_read_row(beta, 0, b32);
+    qvl_tensor_read_row(gamma, 0, g32);
+    if (beta) qvl_tensor_read_row(beta, 0, b32);
     float *out = n->dst->data;
     for (int64_t r = 0; r < rows; r++) {
-        ref_read_row(x, r, row);
+        qvl_tensor_read_row(x, r, row);
         if (layer)
             ref_layer_norm_row(out + r * D, row, g32, beta ? b32 : NULL, D, n->params.norm.eps);
         else
@@ -79,13 +58,11 @@ done:
 }
 
 qvl_status ref_rms_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_rms_norm, err);
+    qvl_status s = ref_begin(be, n, err);
     return s != QVL_OK ? s : run_norm(n, 0, err);
 }
 
 qvl_status ref_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_layer_norm, err);
+    qvl_status s = ref_begin(be, n, err);
     return s != QVL_OK ? s : run_norm(n, 1, err);
 }

@@ -7,20 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref_access.h"
-#include "ref_check.h"
-#include "ref_math.h"
 #include "ref_ops.h"
-
-/* Rows of pos each mode needs: MROPE (t, h, w), VISION_2D (row, col), NEOX (one). */
-static int64_t rope_pos_rows(int32_t mode) {
-    switch (mode) {
-    case QVL_ROPE_MROPE_INTERLEAVED: return 3;
-    case QVL_ROPE_VISION_2D: return 2;
-    case QVL_ROPE_NEOX: return 1;
-    default: return 0;
-    }
-}
+#include "ref_math.h"
 
 /* Interleaved MRoPE: which position row (0 = t, 1 = h, 2 = w) drives pair j. */
 static int mrope_owner(int64_t j, const int32_t sections[4]) {
@@ -43,46 +31,8 @@ static void pair_frequency(const qvl_rope_params *p, int64_t D, int64_t k, float
 }
 
 /* Inputs: 0 x [N, H, D], 1 pos [C, N] i32. */
-static qvl_status check_rope_with(const qvl_node *n, const qvl_rope_params *p, qvl_error *err) {
-    qvl_status s;
-    if ((s = ref_need(n, 0, "x", REF_READABLE, 3, 3, err)) ||
-        (s = ref_need(n, 1, "pos", REF_INDEX, 2, 2, err)))
-        return s;
-    const qvl_tensor_desc *x = &n->src[0]->desc, *pos = &n->src[1]->desc;
-    int64_t C = rope_pos_rows(p->mode), D = x->shape[2];
-    if (C == 0) return ref_fail(n, err, QVL_E_INVALID, "unknown rope mode %d", (int)p->mode);
-    if (!(p->theta > 0.0f) || !isfinite(p->theta))
-        return ref_fail(n, err, QVL_E_INVALID, "theta %g is not a positive number", p->theta);
-    if (D % (p->mode == QVL_ROPE_VISION_2D ? 4 : 2) != 0)
-        return ref_fail(n, err, QVL_E_SHAPE, "head size %lld does not split into %s", (long long)D,
-                        p->mode == QVL_ROPE_VISION_2D ? "4 quarters" : "2 halves");
-    if (p->mode == QVL_ROPE_MROPE_INTERLEAVED &&
-        (p->sections[0] < 0 || p->sections[1] < 0 || p->sections[2] < 0))
-        return ref_fail(n, err, QVL_E_INVALID, "negative mrope section");
-    if (pos->shape[0] != C || pos->shape[1] != x->shape[0])
-        return ref_fail(n, err, QVL_E_SHAPE, "pos is [%lld, %lld], expected [%lld, %lld]",
-                        (long long)pos->shape[0], (long long)pos->shape[1], (long long)C,
-                        (long long)x->shape[0]);
-    return ref_output(n, REF_DT(QVL_F32), 3, x->shape, err);
-}
-
-qvl_status ref_check_rope(const qvl_node *n, qvl_error *err) {
-    return check_rope_with(n, &n->params.rope, err);
-}
 
 /* Inputs: 0 x, 1 pos as ROPE's, 2 gamma [D]. */
-qvl_status ref_check_norm_rope(const qvl_node *n, qvl_error *err) {
-    qvl_rope_params rope = qvl_norm_rope_rope(&n->params.norm_rope);
-    qvl_status s = check_rope_with(n, &rope, err);
-    if (s != QVL_OK) return s;
-    if ((s = ref_need(n, 2, "gamma", REF_READABLE, 1, 1, err)) ||
-        (s = ref_vector_len(n, 2, "gamma", n->src[0]->desc.shape[2], err)))
-        return s;
-    float eps = n->params.norm_rope.eps;
-    if (!(eps >= 0.0f) || !isfinite(eps))
-        return ref_fail(n, err, QVL_E_INVALID, "eps %g is not a finite number >= 0", eps);
-    return QVL_OK;
-}
 
 /* Rotates every head of x (RMS-normalised first with gamma32 when it is not NULL). */
 static qvl_status run_rope(const qvl_node *n, const qvl_rope_params *p, const qvl_tensor *gamma,
@@ -97,20 +47,20 @@ static qvl_status run_rope(const qvl_node *n, const qvl_rope_params *p, const qv
         s = ref_fail(n, err, QVL_E_NOMEM, "out of memory for head size %lld", (long long)D);
         goto done;
     }
-    if (gamma) ref_read_row(gamma, 0, g32);
+    if (gamma) qvl_tensor_read_row(gamma, 0, g32);
     for (int64_t k = 0; k < half; k++) pair_frequency(p, D, k, &freq[k], &pos_row[k]);
 
     float *out = n->dst->data;
     for (int64_t t = 0; t < N; t++) {
         for (int64_t k = 0; k < half; k++) {
-            int32_t position = ref_get_i32(pos, pos_row[k] * pos->desc.stride[0] +
+            int32_t position = qvl_elem_get_i32(pos, pos_row[k] * pos->desc.stride[0] +
                                                     t * pos->desc.stride[1]);
             float angle = (float)position * freq[k];
             cos_a[k] = cosf(angle);
             sin_a[k] = sinf(angle);
         }
         for (int64_t h = 0; h < H; h++) {
-            ref_gather(x, t * x->desc.stride[0] + h * x->desc.stride[1], x->desc.stride[2], D, row);
+            qvl_elem_gather(x, t * x->desc.stride[0] + h * x->desc.stride[1], x->desc.stride[2], D, row);
             if (gamma) ref_rms_norm_row(row, row, g32, D, eps);
             float *o = out + (t * H + h) * D;
             for (int64_t k = 0; k < half; k++) {
@@ -130,14 +80,12 @@ done:
 }
 
 qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_rope, err);
+    qvl_status s = ref_begin(be, n, err);
     return s != QVL_OK ? s : run_rope(n, &n->params.rope, NULL, 0.0f, err);
 }
 
 qvl_status ref_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_norm_rope, err);
+    qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
     qvl_rope_params rope = qvl_norm_rope_rope(&n->params.norm_rope);
     return run_rope(n, &rope, n->src[2], n->params.norm_rope.eps, err);

@@ -2,27 +2,10 @@
  * produce a fresh copy of x; the indices are data, checked at run time. */
 #include <string.h>
 
-#include "ref_access.h"
-#include "ref_check.h"
 #include "ref_ops.h"
 
 /* x [N, D] f32, idx [K] i32, src [K, D] f32 -> f32 [N, D]. */
-static qvl_status check_scatter(const qvl_node *n, qvl_error *err) {
-    qvl_status s;
-    if ((s = ref_need(n, 0, "x", REF_DT(QVL_F32), 2, 2, err)) ||
-        (s = ref_need(n, 1, "idx", REF_INDEX, 1, 1, err)) ||
-        (s = ref_need(n, 2, "src", REF_DT(QVL_F32), 2, 2, err)))
-        return s;
-    const qvl_tensor_desc *x = &n->src[0]->desc, *idx = &n->src[1]->desc, *src = &n->src[2]->desc;
-    if (src->shape[0] != idx->shape[0] || src->shape[1] != x->shape[1])
-        return ref_fail(n, err, QVL_E_SHAPE, "src [%lld, %lld] does not match %lld indices of rows of %lld",
-                        (long long)src->shape[0], (long long)src->shape[1],
-                        (long long)idx->shape[0], (long long)x->shape[1]);
-    return ref_output(n, REF_DT(QVL_F32), 2, x->shape, err);
-}
 
-qvl_status ref_check_set_rows(const qvl_node *n, qvl_error *err) { return check_scatter(n, err); }
-qvl_status ref_check_add_rows(const qvl_node *n, qvl_error *err) { return check_scatter(n, err); }
 
 static qvl_status scatter(const qvl_node *n, bool add, qvl_error *err) {
     const qvl_tensor *x = n->src[0], *idx = n->src[1], *src = n->src[2];
@@ -30,18 +13,18 @@ static qvl_status scatter(const qvl_node *n, bool add, qvl_error *err) {
     float *out = n->dst->data;
     /* Check every index before writing, so a bad one leaves no half-done output behind. */
     for (int64_t k = 0; k < K; k++) {
-        int32_t r = ref_get_i32(idx, k * idx->desc.stride[0]);
+        int32_t r = qvl_elem_get_i32(idx, k * idx->desc.stride[0]);
         if (r < 0 || r >= N)
             return ref_fail(n, err, QVL_E_INVALID, "row index %d at position %lld is outside [0, %lld)",
                             (int)r, (long long)k, (long long)N);
     }
-    for (int64_t r = 0; r < N; r++) ref_read_row(x, r, out + r * D);
+    for (int64_t r = 0; r < N; r++) qvl_tensor_read_row(x, r, out + r * D);
     for (int64_t k = 0; k < K; k++) {
-        int32_t r = ref_get_i32(idx, k * idx->desc.stride[0]);
+        int32_t r = qvl_elem_get_i32(idx, k * idx->desc.stride[0]);
         float *dst = out + (int64_t)r * D;
         const int64_t base = k * src->desc.stride[0];
         for (int64_t d = 0; d < D; d++) {
-            float v = ref_get(src, base + d * src->desc.stride[1]);
+            float v = qvl_elem_get(src, base + d * src->desc.stride[1]);
             dst[d] = add ? dst[d] + v : v;
         }
     }
@@ -49,13 +32,11 @@ static qvl_status scatter(const qvl_node *n, bool add, qvl_error *err) {
 }
 
 qvl_status ref_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_set_rows, err);
+    qvl_status s = ref_begin(be, n, err);
     return s != QVL_OK ? s : scatter(n, false, err);
 }
 
 qvl_status ref_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    (void)be;
-    qvl_status s = ref_begin(n, ref_check_add_rows, err);
+    qvl_status s = ref_begin(be, n, err);
     return s != QVL_OK ? s : scatter(n, true, err);
 }

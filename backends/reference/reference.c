@@ -1,10 +1,11 @@
 /* The reference backend: plain scalar C on host memory, the oracle every other backend is
- * compared with. This file is the backend ABI side (see qvl/backend.h): instance, buffers,
- * supports() and the kernel table. The kernels live in ref_<family>.c, one check and one
- * kernel per op (ref_ops.h).
+ * compared with. This file is the backend ABI side (see qvl/backend.h): instance, buffers
+ * and the op table. The kernels live in ref_<family>.c, one per op (ref_ops.h); each reads
+ * every dtype the op contract allows, through qvl/tensor_access.h.
  *
- * To write a new backend, start from this file: fill the same table with your own kernels,
- * answer supports() honestly, and compare against this backend op by op. */
+ * Option `fused_ops: false` (plugins.yaml) makes it report every fused op as unsupported:
+ * the fusion pass then leaves the graph primitive, which proves that fusion asks the backend
+ * and that the model runs on a backend with primitive kernels only. */
 #define _DEFAULT_SOURCE /* sysconf(_SC_PHYS_PAGES) */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,21 +13,23 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "qvl/backend.h"
-#include "ref_check.h"
 #include "ref_ops.h"
 
 #define REF_ALIGN 64 /* buffers start on a cache line */
 
-/* No state is needed; the struct exists because the ABI hands one back to every call. */
 struct qvl_backend {
-    int unused;
+    bool fused_ops; /* option fused_ops (default true): run fused ops at all */
 };
 
 static qvl_status ref_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
-    (void)opts; /* the reference backend takes no options */
-    *out = calloc(1, sizeof **out);
-    if (!*out) return qvl_fail(err, QVL_E_NOMEM, "reference: out of memory");
+    *out = NULL;
+    bool fused = true;
+    if (qvl_options_get_bool(opts, "fused_ops", true, &fused, err) != QVL_OK)
+        return qvl_error_prefix(err, "reference");
+    qvl_backend *be = calloc(1, sizeof *be);
+    if (!be) return qvl_fail(err, QVL_E_NOMEM, "reference: out of memory");
+    be->fused_ops = fused;
+    *out = be;
     return QVL_OK;
 }
 
@@ -114,39 +117,41 @@ static qvl_status ref_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-/* Indexed by qvl_op. VIEW has no kernel: the executor makes the alias. */
-static const qvl_kernel_fn ref_kernels[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = ref_get_rows,
-    [QVL_OP_MATMUL] = ref_matmul,
-    [QVL_OP_ADD] = ref_add,
-    [QVL_OP_MUL] = ref_mul,
-    [QVL_OP_SCALE] = ref_scale,
-    [QVL_OP_RMS_NORM] = ref_rms_norm,
-    [QVL_OP_LAYER_NORM] = ref_layer_norm,
-    [QVL_OP_ROPE] = ref_rope,
-    [QVL_OP_SOFTMAX] = ref_softmax,
-    [QVL_OP_SILU] = ref_silu,
-    [QVL_OP_GELU_TANH] = ref_gelu_tanh,
-    [QVL_OP_GELU_ERF] = ref_gelu_erf,
-    [QVL_OP_MASK_CAUSAL] = ref_mask_causal,
-    [QVL_OP_MASK_SEGMENTS] = ref_mask_segments,
-    [QVL_OP_VIEW] = NULL,
-    [QVL_OP_CONT] = ref_cont,
-    [QVL_OP_STORE_ROWS] = ref_store_rows,
-    [QVL_OP_NORM_LINEAR] = ref_norm_linear,
-    [QVL_OP_ATTENTION] = ref_attention,
-    [QVL_OP_MLP_RESIDUAL] = ref_mlp_residual,
-    [QVL_OP_SET_ROWS] = ref_set_rows,
-    [QVL_OP_ADD_ROWS] = ref_add_rows,
-    [QVL_OP_STORE_ROWS_AT] = ref_store_rows_at,
-    [QVL_OP_MASK_CAUSAL_AT] = ref_mask_causal_at,
-    [QVL_OP_NORM_ROPE] = ref_norm_rope,
+/* Indexed by qvl_op. Every dtype the contract allows is read (dtypes all 0). VIEW has no
+ * kernel: the executor makes the alias. */
+static const qvl_op_impl ref_ops[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = {ref_get_rows, {0}},
+    [QVL_OP_MATMUL] = {ref_matmul, {0}},
+    [QVL_OP_ADD] = {ref_add, {0}},
+    [QVL_OP_MUL] = {ref_mul, {0}},
+    [QVL_OP_SCALE] = {ref_scale, {0}},
+    [QVL_OP_RMS_NORM] = {ref_rms_norm, {0}},
+    [QVL_OP_LAYER_NORM] = {ref_layer_norm, {0}},
+    [QVL_OP_ROPE] = {ref_rope, {0}},
+    [QVL_OP_SOFTMAX] = {ref_softmax, {0}},
+    [QVL_OP_SILU] = {ref_silu, {0}},
+    [QVL_OP_GELU_TANH] = {ref_gelu_tanh, {0}},
+    [QVL_OP_GELU_ERF] = {ref_gelu_erf, {0}},
+    [QVL_OP_MASK_CAUSAL] = {ref_mask_causal, {0}},
+    [QVL_OP_MASK_SEGMENTS] = {ref_mask_segments, {0}},
+    [QVL_OP_VIEW] = {NULL, {0}},
+    [QVL_OP_CONT] = {ref_cont, {0}},
+    [QVL_OP_STORE_ROWS] = {ref_store_rows, {0}},
+    [QVL_OP_NORM_LINEAR] = {ref_norm_linear, {0}},
+    [QVL_OP_ATTENTION] = {ref_attention, {0}},
+    [QVL_OP_MLP_RESIDUAL] = {ref_mlp_residual, {0}},
+    [QVL_OP_SET_ROWS] = {ref_set_rows, {0}},
+    [QVL_OP_ADD_ROWS] = {ref_add_rows, {0}},
+    [QVL_OP_STORE_ROWS_AT] = {ref_store_rows_at, {0}},
+    [QVL_OP_MASK_CAUSAL_AT] = {ref_mask_causal_at, {0}},
+    [QVL_OP_NORM_ROPE] = {ref_norm_rope, {0}},
 };
 
-static bool ref_supports(qvl_backend *be, const qvl_node *node) {
-    (void)be;
-    ref_check_fn check = ref_check_for(node);
-    return check && check(node, NULL) == QVL_OK;
+static qvl_status ref_accepts(qvl_backend *be, const qvl_node *node, qvl_error *err) {
+    if (be && !be->fused_ops && qvl_op_is_fused(node->op))
+        return qvl_node_fail("reference", node, err, QVL_E_UNSUPPORTED,
+                             "fused ops are off (option fused_ops: false)");
+    return QVL_OK;
 }
 
 static const qvl_backend_iface ref_iface = {
@@ -162,11 +167,16 @@ static const qvl_backend_iface ref_iface = {
     .upload = ref_upload,
     .download = ref_download,
     .synchronize = ref_synchronize,
-    .supports = ref_supports,
+    .n_ops = QVL_OP_COUNT,
+    .ops = ref_ops,
+    .accepts = ref_accepts,
     .run_graph = NULL,
-    .n_kernels = QVL_OP_COUNT,
-    .kernels = ref_kernels,
+    .get_proc_address = NULL,
 };
+
+qvl_status ref_begin(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    return qvl_kernel_begin(&ref_iface, be, n, err);
+}
 
 QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) {
     return &ref_iface;

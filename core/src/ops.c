@@ -16,15 +16,20 @@ typedef struct op_info {
     const char *name;
     uint32_t max_inputs;
     const char *params; /* member of qvl_params the op reads, "none" without params */
+    bool fused;
 } op_info;
 
 static const op_info ops[QVL_OP_COUNT] = {
-#define QVL_OP(id, name, max_in, pm) [QVL_OP_##id] = {name, max_in, #pm},
+#define PRIMITIVE false
+#define FUSED true
+#define QVL_OP(id, name, max_in, pm, kind) [QVL_OP_##id] = {name, max_in, #pm, kind},
 #include "qvl/ops.def"
 #undef QVL_OP
+#undef PRIMITIVE
+#undef FUSED
 };
 
-#define QVL_OP(id, name, max_in, pm) \
+#define QVL_OP(id, name, max_in, pm, kind) \
     _Static_assert((max_in) >= 1 && (max_in) <= QVL_MAX_SRC, "ops.def: bad max_inputs for " #id);
 #include "qvl/ops.def"
 #undef QVL_OP
@@ -39,6 +44,10 @@ const char *qvl_op_name(qvl_op op) {
 
 uint32_t qvl_op_max_inputs(qvl_op op) {
     return op_valid(op) ? ops[op].max_inputs : 0;
+}
+
+bool qvl_op_is_fused(qvl_op op) {
+    return op_valid(op) && ops[op].fused;
 }
 
 bool qvl_op_is_view(qvl_op op) {
@@ -84,6 +93,11 @@ static const char *const slot_names[QVL_OP_COUNT][QVL_MAX_SRC] = {
     [QVL_OP_MASK_CAUSAL_AT] = {"s", "at"},
     [QVL_OP_NORM_ROPE] = {"x", "pos", "gamma"},
 };
+
+const char *qvl_op_slot_name(qvl_op op, uint32_t slot) {
+    const char *name = op_valid(op) && slot < QVL_MAX_SRC ? slot_names[op][slot] : NULL;
+    return name ? name : "?";
+}
 
 /* ---- helpers for messages ---------------------------------------------------------------- */
 

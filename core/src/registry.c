@@ -206,8 +206,7 @@ static const char *missing_function(const qvl_backend_iface *t) {
     if (!t->upload) return "upload";
     if (!t->download) return "download";
     if (!t->synchronize) return "synchronize";
-    if (!t->supports) return "supports";
-    if (!t->kernels) return "kernels";
+    if (!t->ops) return "ops";
     return NULL;
 }
 
@@ -249,7 +248,8 @@ static qvl_status open_plugin(const char *path, const char *name, void **dl_out,
         qvl_backend_entry_fn entry;
         memcpy(&entry, &sym, sizeof entry); /* object pointer to function pointer, POSIX-style */
         t = entry();
-        const char *missing = t ? missing_function(t) : NULL;
+        /* abi first: a table built for another ABI may be shorter than ours, so no other
+         * field is read before it matches. */
         if (!t)
             st = qvl_fail(err, QVL_E_ABI, "%s: %s() returned NULL", path,
                           QVL_BACKEND_ENTRY_SYMBOL);
@@ -259,8 +259,9 @@ static qvl_status open_plugin(const char *path, const char *name, void **dl_out,
         else if (!t->name || strcmp(t->name, name) != 0)
             st = qvl_fail(err, QVL_E_ABI, "%s: backend calls itself '%s' but is listed as '%s'",
                           path, t->name ? t->name : "(no name)", name);
-        else if (missing)
-            st = qvl_fail(err, QVL_E_ABI, "%s: backend table has no %s", path, missing);
+        else if (missing_function(t))
+            st = qvl_fail(err, QVL_E_ABI, "%s: backend table has no %s", path,
+                          missing_function(t));
     }
     if (st != QVL_OK) {
         dlclose(dl);

@@ -87,14 +87,13 @@ static const char *node_label(const qvl_exec *ex, qvl_tid t, char *buf, size_t s
 /* Can the backend run node k? Fails naming the backend, op, node and shapes. */
 static qvl_status check_support(const qvl_exec *ex, const qvl_node *nd, qvl_tid t,
                                 qvl_error *err) {
-    bool ok = qvl_backend_kernel(ex->iface, nd->op) != NULL;
-    if (ok && ex->iface->supports) ok = ex->iface->supports(ex->be, nd);
-    if (ok) return QVL_OK;
+    qvl_error why = {0};
+    if (qvl_backend_check(ex->iface, ex->be, nd, &why) == QVL_OK) return QVL_OK;
     char lbl[128], shapes[768];
     qvl_gi_shapes_str(ex->g, t, shapes, sizeof shapes);
-    return qvl_fail(err, QVL_E_UNSUPPORTED, "backend %s does not support %s (node %s: %s)",
+    return qvl_fail(err, QVL_E_UNSUPPORTED, "backend %s does not support %s (node %s: %s): %s",
                     ex->iface->name ? ex->iface->name : "?", qvl_op_name(nd->op),
-                    node_label(ex, t, lbl, sizeof lbl), shapes);
+                    node_label(ex, t, lbl, sizeof lbl), shapes, why.msg);
 }
 
 qvl_status qvl_exec_create(qvl_graph *g, const qvl_backend_iface *iface, qvl_backend *be,

@@ -53,11 +53,34 @@ void qvl_gi_replace(qvl_graph *g, qvl_tid t, qvl_op op, const qvl_params *params
     qvl_gi_invalidate_plan(g);
 }
 
+bool qvl_gi_backend_takes(const qvl_graph *g, qvl_op op, const qvl_params *params,
+                          const qvl_tid *src, const qvl_tensor_desc *out) {
+    if (!g->fuse_iface) return true;
+    /* The node as the backend will see it, without memory (supports() is asked before any
+     * buffer exists). */
+    qvl_tensor in[QVL_MAX_SRC], dst = {*out, NULL};
+    qvl_node node;
+    memset(&node, 0, sizeof node);
+    node.op = op;
+    node.params = *params;
+    node.n_src = qvl_op_max_inputs(op);
+    for (uint32_t i = 0; i < node.n_src; i++) {
+        if (src[i] < 0) continue;
+        in[i] = (qvl_tensor){g->t[src[i]].desc, NULL};
+        node.src[i] = &in[i];
+    }
+    node.dst = &dst;
+    if (qvl_backend_supports(g->fuse_iface, g->fuse_be, &node)) return true;
+    ((qvl_graph *)g)->fuse_declined++; /* a count for the report, not graph state */
+    return false;
+}
+
 bool qvl_gi_infers_as(const qvl_graph *g, qvl_op op, const qvl_params *params,
                       const qvl_tid *src, qvl_tid anchor) {
     qvl_tensor_desc out;
     return qvl_gi_infer(g, op, params, src, &out) &&
-           qvl_desc_same_shape(&out, &g->t[anchor].desc);
+           qvl_desc_same_shape(&out, &g->t[anchor].desc) &&
+           qvl_gi_backend_takes(g, op, params, src, &out);
 }
 
 qvl_status qvl_gi_fuse_into(qvl_graph *g, const qvl_fuse_match *m, int anchor_role, qvl_op op,
@@ -75,7 +98,8 @@ qvl_status qvl_gi_fuse_into(qvl_graph *g, const qvl_fuse_match *m, int anchor_ro
     return QVL_OK;
 }
 
-qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *err) {
+qvl_status qvl_graph_fuse(qvl_graph *g, const qvl_backend_iface *iface, qvl_backend *be,
+                          qvl_fusion_report *report, qvl_error *err) {
     if (!g) return qvl_fail(err, QVL_E_INVALID, "graph: no graph");
     if (g->err.status != QVL_OK) return qvl_graph_error(g, err);
     qvl_fusion_report rep;
@@ -88,19 +112,27 @@ qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *er
     if (s != QVL_OK) return qvl_error_prefix(err, "before fusion"), s;
 
     qvl_gi_uses u;
+    g->fuse_iface = iface;
+    g->fuse_be = be;
     g->tracking = true;
     g->track_lost = false;
     g->n_changes = 0;
     s = qvl_gi_uses_build(g, &u, err);
     for (bool fired = true; s == QVL_OK && fired;) {
         fired = false;
+        /* Counted afresh each pass: the last pass fires nothing, so its counts are the
+         * matches left unfused. */
+        memset(rep.declined, 0, sizeof rep.declined);
         for (size_t r = 0; r < N_RULES && s == QVL_OK; r++) {
             /* g->n may grow while rewriting; new nodes are fused ops no rule anchors on. */
             for (size_t t = 0; t < g->n && s == QVL_OK; t++) {
                 qvl_fuse_match m;
                 memset(&m, 0, sizeof m);
-                if (!qvl_gi_is_node(g, (qvl_tid)t) || !rules[r]->match(g, &u, (qvl_tid)t, &m))
-                    continue;
+                g->fuse_declined = 0;
+                bool matched = qvl_gi_is_node(g, (qvl_tid)t) &&
+                               rules[r]->match(g, &u, (qvl_tid)t, &m);
+                if (g->fuse_declined) rep.declined[r]++;
+                if (!matched) continue;
                 s = rules[r]->rewrite(g, &u, &m, err);
                 if (s != QVL_OK) break;
                 rep.fired[r]++;
@@ -115,6 +147,8 @@ qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *er
         }
     }
     qvl_gi_uses_free(&u);
+    g->fuse_iface = NULL;
+    g->fuse_be = NULL;
     g->tracking = false;
     g->n_changes = 0;
     if (s != QVL_OK) return s;

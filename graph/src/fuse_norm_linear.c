@@ -111,6 +111,7 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
     fused_inputs(g, m, src);
     qvl_tensor_desc f;
     if (!qvl_gi_infer(g, QVL_OP_NORM_LINEAR, &m->params, src, &f)) return false;
+    if (!qvl_gi_backend_takes(g, QVL_OP_NORM_LINEAR, &m->params, src, &f)) return false;
     if (k == 1) return qvl_desc_same_shape(&f, &g->t[m->role[R_MM0]].desc);
 
     int64_t ntot = 0, col = 0;

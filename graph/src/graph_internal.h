@@ -47,6 +47,11 @@ struct qvl_graph {
 
     /* While fusion runs: the changes since its uses index was last brought up to date. */
     bool tracking, track_lost; /* track_lost: a change could not be recorded (no memory) */
+    /* While fusion runs: the backend asked about every fused node (NULL: none), and how many
+     * matches it declined. */
+    const qvl_backend_iface *fuse_iface;
+    qvl_backend *fuse_be;
+    size_t fuse_declined;
     qvl_gi_change *changes;
     size_t n_changes, cap_changes;
 
@@ -159,7 +164,12 @@ extern const qvl_fuse_rule qvl_fuse_norm_rope;
 /* Helpers for rules: is v a VIEW that permutes its 3-D source x by perm (checked on shapes,
  * strides, dtype and offset, not just the op)? */
 bool qvl_gi_is_permute(const qvl_graph *g, qvl_tid v, const int perm[3]);
-/* The common end of a matcher: does op(src) infer, with the shape of the node it replaces? */
+/* Would the backend fusion negotiates with run op(src) with output out? True when there is
+ * none (g->fuse_iface NULL); a refusal is counted in g->fuse_declined. */
+bool qvl_gi_backend_takes(const qvl_graph *g, qvl_op op, const qvl_params *params,
+                          const qvl_tid *src, const qvl_tensor_desc *out);
+/* The common end of a matcher: does op(src) infer, with the shape of the node it replaces, and
+ * does the backend take it (qvl_gi_backend_takes)? */
 bool qvl_gi_infers_as(const qvl_graph *g, qvl_op op, const qvl_params *params,
                       const qvl_tid *src, qvl_tid anchor);
 /* The common end of a rewrite: op's output descriptor from src (an error naming rule if it no

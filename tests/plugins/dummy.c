@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qvl/backend.h"
+#include "qvl/backend_helpers.h"
 
 struct qvl_backend {
     char label[64];
@@ -75,13 +75,7 @@ static qvl_status dummy_synchronize(qvl_backend *be, qvl_error *err) {
     return QVL_OK;
 }
 
-static bool dummy_supports(qvl_backend *be, const qvl_node *node) {
-    (void)be;
-    (void)node;
-    return false;
-}
-
-static const qvl_kernel_fn dummy_kernels[QVL_OP_COUNT]; /* all NULL: no op supported */
+static const qvl_op_impl dummy_ops[QVL_OP_COUNT]; /* all NULL: no op supported */
 
 static const qvl_backend_iface dummy_iface = {
     .abi = QVL_BACKEND_ABI,
@@ -95,9 +89,8 @@ static const qvl_backend_iface dummy_iface = {
     .upload = dummy_upload,
     .download = dummy_download,
     .synchronize = dummy_synchronize,
-    .supports = dummy_supports,
-    .n_kernels = QVL_OP_COUNT,
-    .kernels = dummy_kernels,
+    .n_ops = QVL_OP_COUNT,
+    .ops = dummy_ops,
 };
 
 QVL_EXPORT const qvl_backend_iface *qvl_backend_entry(void) { return &dummy_iface; }

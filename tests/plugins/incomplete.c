@@ -1,5 +1,5 @@
 /* A plugin of the right ABI whose table lacks mandatory functions (only init is set). */
-#include "qvl/backend.h"
+#include "qvl/backend_helpers.h"
 
 static qvl_status incomplete_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
     (void)opts;

@@ -58,8 +58,16 @@ qvl_status qvl_test_run_node(const qvl_test_backend *tb, qvl_op op, const qvl_pa
     for (uint32_t i = 0; i < n_src && i < QVL_MAX_SRC; i++) n.src[i] = src[i];
     n.dst = dst;
     n.name = qvl_op_name(op);
-    if (!tb->iface->supports(tb->be, &n)) return QVL_E_UNSUPPORTED;
-    return tb->iface->kernels[op](tb->be, &n, err);
+    if (qvl_test_supports(tb, &n, NULL) != QVL_OK) return QVL_E_UNSUPPORTED;
+    return qvl_test_kernel(tb, op)(tb->be, &n, err);
+}
+
+qvl_status qvl_test_supports(const qvl_test_backend *tb, const qvl_node *node, qvl_error *err) {
+    return qvl_backend_check(tb->iface, tb->be, node, err);
+}
+
+qvl_kernel_fn qvl_test_kernel(const qvl_test_backend *tb, qvl_op op) {
+    return qvl_backend_kernel(tb->iface, op);
 }
 
 void qvl_test_backend_close(qvl_test_backend *tb) {

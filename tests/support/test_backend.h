@@ -2,7 +2,7 @@
 #ifndef QVL_TEST_BACKEND_H
 #define QVL_TEST_BACKEND_H
 
-#include "qvl/backend.h"
+#include "qvl/backend_helpers.h"
 
 typedef struct qvl_test_backend {
     void *dl;
@@ -19,6 +19,11 @@ void qvl_test_backend_close(qvl_test_backend *tb);
  * that does not. Returns how many ran, or -1 when paths[0] (the reference) does not load. */
 int qvl_test_each_backend(const char *const *paths, size_t n,
                           void (*check)(const qvl_test_backend *tb));
+
+/* Would tb run this node? QVL_OK, or why not (err says it). The only way tests ask. */
+qvl_status qvl_test_supports(const qvl_test_backend *tb, const qvl_node *node, qvl_error *err);
+/* tb's kernel for op, or NULL. */
+qvl_kernel_fn qvl_test_kernel(const qvl_test_backend *tb, qvl_op op);
 
 /* One node through tb's kernel for op (src: n_src slots): QVL_E_UNSUPPORTED when tb's
  * supports() refuses it, else what the kernel returns. */

@@ -1,12 +1,14 @@
-/* The backend ABI: the contract between qvl and a compute backend.
+/* The backend ABI: what a compute backend plugin implements. The helpers a plugin may call
+ * (and that qvl calls to ask a backend about a node) are in backend_helpers.h.
  *
  * A backend is a shared object (libqvl-<name>.so) that exports ONE symbol,
  *
  *     const qvl_backend_iface *qvl_backend_entry(void);
  *
  * returning a pointer to a static, constant table. qvl loads it with dlopen (see registry.h),
- * refuses it when iface->abi != QVL_BACKEND_ABI, calls init() with the options written in
- * plugins.yaml, and from then on runs graphs by calling one kernel per node.
+ * reads `abi` first and refuses the table unless it equals QVL_BACKEND_ABI (no other field is
+ * read before that), calls init() with the options written in plugins.yaml, and from then on
+ * runs graphs by calling one kernel per node.
  *
  * Memory: the backend owns its memory. qvl asks for buffers (buffer_alloc) and addresses
  * inside them are plain `void *` "backend addresses": host pointers for CPU backends, device
@@ -15,13 +17,21 @@
  * upload/download. A backend whose buffers are host memory may offer buffer_wrap_host so that
  * weights mapped from a file are used in place, without a copy.
  *
- * Kernels: kernels[op] runs op on one node (see ops.h for each op's exact semantics). NULL
- * means unsupported. Ops are only ever appended to the op list, so a plugin built when there
- * were fewer ops simply reports n_kernels smaller than QVL_OP_COUNT and qvl treats the
- * missing ones as unsupported. Kernels may run asynchronously (GPU streams); synchronize()
- * waits for all of them. A kernel returns QVL_OK or an error with a message in err.
+ * Which nodes a backend runs: core owns the one contract of every op (qvl_node_check in
+ * backend_helpers.h: presence, dtypes, shapes, strides, params, output descriptor). A backend
+ * only declares what it accepts within that contract:
+ *   - ops[op].kernel: NULL means the op is not supported at all;
+ *   - ops[op].dtypes[slot]: the dtypes its kernel reads in that input slot (0 = every dtype
+ *     the contract allows there);
+ *   - accepts(): optional, for limits a table cannot say (a maximum head size, an option
+ *     from plugins.yaml).
+ * A node is supported when all three say yes (qvl_backend_check). The fusion pass asks before
+ * it rewrites primitive ops into a fused op, so a backend with primitive kernels only still
+ * runs every model graph. Ops are only ever appended to the op list, so a plugin built when
+ * there were fewer ops reports n_ops smaller than QVL_OP_COUNT and the missing ones count as
+ * unsupported. Kernels may run asynchronously (GPU streams); synchronize() waits for them.
  *
- * The reference backend (backends/reference) is the example to read. */
+ * docs/writing-a-backend.md walks through writing one; backends/reference is the oracle. */
 #ifndef QVL_BACKEND_H
 #define QVL_BACKEND_H
 
@@ -29,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qvl/dtype.h"
 #include "qvl/ops.h"
 #include "qvl/status.h"
 #include "qvl/tensor.h"
@@ -38,7 +49,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below changes layout or meaning. */
-#define QVL_BACKEND_ABI 1u
+#define QVL_BACKEND_ABI 2u
 #define QVL_BACKEND_ENTRY_SYMBOL "qvl_backend_entry"
 
 #if defined(__GNUC__)
@@ -58,12 +69,6 @@ typedef struct qvl_options {
     const char *const *values;
 } qvl_options;
 
-/* Value for key, or NULL when absent (opts may be NULL). */
-const char *qvl_options_get(const qvl_options *opts, const char *key);
-/* Integer option: def when absent; QVL_E_INVALID (with a message) when not an integer. */
-qvl_status qvl_options_get_int(const qvl_options *opts, const char *key, long def, long *out,
-                               qvl_error *err);
-
 typedef struct qvl_device_info {
     char name[128];        /* "Intel(R) Core(TM) i5-10210U", "NVIDIA H200" */
     uint64_t memory_total; /* bytes; 0 if unknown */
@@ -79,8 +84,23 @@ typedef struct qvl_buffer {
 
 typedef qvl_status (*qvl_kernel_fn)(qvl_backend *be, const qvl_node *node, qvl_error *err);
 
+/* A set of dtypes as a bit mask: QVL_DTYPE_BIT(QVL_F32) | QVL_DTYPE_BIT(QVL_F16). */
+#define QVL_DTYPE_BIT(t) (1u << (unsigned)(t))
+/* "f32 data only": for slots the contract fixes to i32 (ids, positions, `at`) the i32 bit
+ * keeps them accepted. A backend with f32 kernels only puts this in every slot it reads. */
+#define QVL_DTYPES_F32_ONLY (QVL_DTYPE_BIT(QVL_F32) | QVL_DTYPE_BIT(QVL_I32))
+
+/* What a backend runs for one op. */
+typedef struct qvl_op_impl {
+    qvl_kernel_fn kernel;         /* NULL: the op is not supported */
+    uint32_t dtypes[QVL_MAX_SRC]; /* per input slot; 0 = whatever the contract allows */
+} qvl_op_impl;
+
+/* A generic function pointer, for extensions found by name (cast to the extension's type). */
+typedef void (*qvl_proc_fn)(void);
+
 typedef struct qvl_backend_iface {
-    uint32_t abi;            /* QVL_BACKEND_ABI the plugin was built against */
+    uint32_t abi;            /* QVL_BACKEND_ABI the plugin was built against: read first */
     const char *name;        /* matches the name in plugins.yaml, e.g. "cpu_avx2" */
     const char *description; /* one line for humans */
 
@@ -102,27 +122,35 @@ typedef struct qvl_backend_iface {
                            qvl_error *err);
     qvl_status (*synchronize)(qvl_backend *be, qvl_error *err);
 
-    /* Can this backend run this node (op, dtypes, shapes, strides)? Tensors' data may be NULL
-     * when asked. A backend that answers true must then run the node correctly. */
-    bool (*supports)(qvl_backend *be, const qvl_node *node);
+    /* The op table, indexed by qvl_op; ops >= n_ops are unsupported. VIEW never reaches a
+     * kernel (qvl computes view addresses itself). */
+    uint32_t n_ops;
+    const qvl_op_impl *ops;
 
-    /* Optional (NULL if not offered): run a whole sequence of nodes at once, e.g. to capture
-     * them into a CUDA graph. Returning QVL_E_UNSUPPORTED makes qvl run node by node. */
+    /* Optional (NULL: no limits beyond ops[]): this backend's own limits. Asked only about
+     * nodes that the contract and ops[] accept; tensors' data may be NULL when asked. Returns
+     * QVL_OK, or QVL_E_UNSUPPORTED with the reason in err (err may be NULL). */
+    qvl_status (*accepts)(qvl_backend *be, const qvl_node *node, qvl_error *err);
+
+    /* Optional (NULL if not offered): the hook that receives the whole fused graph, as the
+     * executor's node list in execution order, e.g. to capture it into a CUDA graph or to
+     * launch independent neighbours together. Every node in it is supported. Returning
+     * QVL_E_UNSUPPORTED makes qvl run node by node. */
     qvl_status (*run_graph)(qvl_backend *be, const qvl_node *const *nodes, size_t n_nodes,
                             qvl_error *err);
 
-    uint32_t n_kernels;           /* entries in kernels[]; ops >= n_kernels are unsupported */
-    const qvl_kernel_fn *kernels; /* indexed by qvl_op; NULL = unsupported */
+    /* Optional (NULL: no extensions): an extension function by name, or NULL when this
+     * backend does not offer it. Known names are the QVL_EXT_* below. */
+    qvl_proc_fn (*get_proc_address)(const char *name);
 } qvl_backend_iface;
 
 typedef const qvl_backend_iface *(*qvl_backend_entry_fn)(void);
 
-/* Optional second symbol, for qvl-bench on devices qvl cannot probe from the host (GPUs): the
- * device's own ceilings, measured by the backend now. read_gbs: a streaming read of a buffer
- * of about `bytes` in device memory (1e9 bytes/s); fma_gflops: fp32 FMA loops on registers
- * over the whole device (an FMA counts 2). A separate symbol, so the vtable (and the ABI
- * version) do not change; host-memory backends need not export it. */
-#define QVL_BACKEND_PROBE_SYMBOL "qvl_backend_probe"
+/* Extension "qvl_backend_probe", for qvl-bench on devices qvl cannot probe from the host
+ * (GPUs): the device's own ceilings, measured by the backend now. read_gbs: a streaming read
+ * of a buffer of about `bytes` in device memory (1e9 bytes/s); fma_gflops: fp32 FMA loops on
+ * registers over the whole device (an FMA counts 2). Host-memory backends need not offer it. */
+#define QVL_EXT_PROBE "qvl_backend_probe"
 typedef struct qvl_device_probe {
     double read_gbs;
     double fma_gflops;
@@ -131,18 +159,6 @@ typedef struct qvl_device_probe {
 } qvl_device_probe;
 typedef qvl_status (*qvl_backend_probe_fn)(qvl_backend *be, size_t bytes, qvl_device_probe *out,
                                            qvl_error *err);
-
-/* The checks every backend needs before running a node, done once here: the inputs fit the op
- * (qvl_op_infer: presence, dtypes, shapes, params) and the output descriptor is the one the op
- * produces (contiguous, or the alias VIEW/STORE_ROWS describe). A backend adds only its own
- * limits (dtypes or layouts its kernels do not handle) on top. */
-qvl_status qvl_node_check(const qvl_node *node, qvl_error *err);
-
-/* The kernel for op, or NULL when the backend has none. */
-static inline qvl_kernel_fn qvl_backend_kernel(const qvl_backend_iface *iface, qvl_op op) {
-    if (!iface || (uint32_t)op >= iface->n_kernels || !iface->kernels) return NULL;
-    return iface->kernels[op];
-}
 
 #ifdef __cplusplus
 }

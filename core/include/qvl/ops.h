@@ -64,10 +64,15 @@
  *     ([R,...]). at[0] outside [0, R-N] is a run-time error where the backend can check it;
  *     a backend that cannot (a GPU kernel) writes nothing then.
  *  MASK_CAUSAL_AT(s [...,N,L], at [1] i32) -> MASK_CAUSAL with n_past = at[0]: -inf where
- *     j > at[0] + i.
+ *     j > at[0] + i. Any at[0] >= 0 is valid (keys past L simply do not exist); a negative
+ *     one is a run-time error where the backend can check it. Unlike ATTENTION, the chain
+ *     built from this op (scores over every key, softmax, probabilities . V) reads every
+ *     cache row, so it is only right when all L rows hold finite values; the model uses it
+ *     on cache views that end at the rows written.
  *
- * Fused ops, written by the fusion pass (a backend may leave them out; the graph then needs
- * --no-fuse), besides NORM_LINEAR, ATTENTION and MLP_RESIDUAL above:
+ * Fused ops, written by the fusion pass only where the backend that runs the graph supports
+ * the fused node (a backend may leave them out), besides NORM_LINEAR, ATTENTION and
+ * MLP_RESIDUAL above:
  *  NORM_ROPE(x [N,H,D], pos [C,N] i32, gamma [D]) -> ROPE(RMS_NORM(x, gamma), pos): every
  *     head normalised, then rotated (Qwen3's q_norm / k_norm before RoPE). Parameters as
  *     ROPE's plus the norm's eps (qvl_norm_rope_params); slots 0 and 1 are ROPE's.
@@ -86,7 +91,7 @@ extern "C" {
 #endif
 
 typedef enum qvl_op {
-#define QVL_OP(id, name, max_in, params) QVL_OP_##id,
+#define QVL_OP(id, name, max_in, params, kind) QVL_OP_##id,
 #include "qvl/ops.def"
 #undef QVL_OP
     QVL_OP_COUNT
@@ -202,6 +207,11 @@ typedef struct qvl_node {
 const char *qvl_op_name(qvl_op op);
 /* Number of input slots of an op (from ops.def). */
 uint32_t qvl_op_max_inputs(qvl_op op);
+/* True for fused ops (kind FUSED in ops.def): the fusion pass writes them, model graphs never
+ * contain them before fusion. */
+bool qvl_op_is_fused(qvl_op op);
+/* Name of input slot `slot` of op ("w" for MATMUL slot 1); "?" when out of range. */
+const char *qvl_op_slot_name(qvl_op op, uint32_t slot);
 /* True for ops that alias an input instead of computing (VIEW). */
 bool qvl_op_is_view(qvl_op op);
 /* Looks an op up by name; returns false if unknown. */

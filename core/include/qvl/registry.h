@@ -22,7 +22,7 @@
 
 #include <stdbool.h>
 
-#include "qvl/backend.h"
+#include "qvl/backend_helpers.h"
 #include "qvl/status.h"
 
 #ifdef __cplusplus

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "qvl/backend.h"
+#include "qvl/backend_helpers.h"
 #include "qvl/ops.h"
 #include "qvl/status.h"
 #include "qvl/tensor.h"
@@ -108,10 +108,16 @@ typedef struct qvl_fusion_report {
     size_t n_rules;
     const char *rule[QVL_FUSION_MAX_RULES]; /* "norm+linear", "attention+softmax", ... */
     size_t fired[QVL_FUSION_MAX_RULES];
+    size_t declined[QVL_FUSION_MAX_RULES]; /* matched, but the backend does not run the node */
     size_t nodes_before, nodes_after;
 } qvl_fusion_report;
-/* Apply every rule until none fires, then validate. report may be NULL. */
-qvl_status qvl_graph_fuse(qvl_graph *g, qvl_fusion_report *report, qvl_error *err);
+/* Apply every rule until none fires, then validate. Fusion negotiates with the backend that
+ * will run the graph: a match becomes a fused node only when qvl_backend_check(iface, be,
+ * fused node) says yes, so a backend with primitive kernels only gets the graph unfused and
+ * still runs it. iface NULL: no backend in view (dumps, tests), every match the op contract
+ * allows is fused. report may be NULL. */
+qvl_status qvl_graph_fuse(qvl_graph *g, const qvl_backend_iface *iface, qvl_backend *be,
+                          qvl_fusion_report *report, qvl_error *err);
 
 /* ---- planning ---------------------------------------------------------------------------- */
 typedef struct qvl_plan_stats {

@@ -362,7 +362,7 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
     };
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &d->g, err);
-    if (st == QVL_OK) st = qvl_graph_fuse(d->g, NULL, err);
+    if (st == QVL_OK) st = qvl_graph_fuse(d->g, m->lb->iface, m->lb->be, NULL, err);
     if (st != QVL_OK) return st;
     qvl_error why = {0};
     /* The reusable graph is only right with attention fused: fused ATTENTION never reads cache
@@ -427,7 +427,7 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
     qvl_graph *g = NULL;
     qvl_exec *ex = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
-    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, NULL, err);
+    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, m->lb->iface, m->lb->be, NULL, err);
     if (st == QVL_OK) st = qvl_exec_create(g, m->lb->iface, m->lb->be, &ex, err);
     if (st == QVL_OK) qvl_exec_set_profiling(ex, m->inst.profiling);
     if (st == QVL_OK) st = bind_graph(m, g, ex, err);
@@ -558,7 +558,7 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
     const int64_t m2 = v->spatial_merge_size * v->spatial_merge_size, K = S / m2;
     const int64_t D = v->out_hidden_size;
     const int64_t width = v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
-    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, NULL, err);
+    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, m->lb->iface, m->lb->be, NULL, err);
     if (st == QVL_OK) st = qvl_exec_create(g, m->lb->iface, m->lb->be, &ex, err);
     if (st == QVL_OK) qvl_exec_set_profiling(ex, m->inst.profiling);
     if (st == QVL_OK) st = bind_weights(m, g, ex, err);

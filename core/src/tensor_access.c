@@ -1,5 +1,5 @@
-/* Element access through strides for every dtype the reference backend reads. */
-#include "ref_access.h"
+/* Element access through strides for every dtype (see tensor_access.h). */
+#include "qvl/tensor_access.h"
 
 #include <string.h>
 
@@ -18,44 +18,44 @@ static float get_q8_0(const void *data, int64_t off) {
     return qvl_f16_to_f32(d) * (float)q;
 }
 
-float ref_get(const qvl_tensor *t, int64_t off) {
+float qvl_elem_get(const qvl_tensor *t, int64_t off) {
     switch (t->desc.dtype) {
     case QVL_F32: return ((const float *)t->data)[off];
     case QVL_F16: return qvl_f16_to_f32(((const uint16_t *)t->data)[off]);
     case QVL_BF16: return qvl_bf16_to_f32(((const uint16_t *)t->data)[off]);
     case QVL_Q8_0: return get_q8_0(t->data, off);
-    default: return 0.0f; /* never reached: the checks reject other dtypes */
+    default: return 0.0f; /* i32 holds no floats; the op contract never asks */
     }
 }
 
-void ref_set(qvl_tensor *t, int64_t off, float v) {
+void qvl_elem_set(qvl_tensor *t, int64_t off, float v) {
     switch (t->desc.dtype) {
     case QVL_F32: ((float *)t->data)[off] = v; break;
     case QVL_F16: ((uint16_t *)t->data)[off] = qvl_f32_to_f16(v); break;
     case QVL_BF16: ((uint16_t *)t->data)[off] = qvl_f32_to_bf16(v); break;
-    default: break; /* never reached: the checks reject other output dtypes */
+    default: break; /* outputs are float (the op contract) */
     }
 }
 
-int32_t ref_get_i32(const qvl_tensor *t, int64_t off) {
+int32_t qvl_elem_get_i32(const qvl_tensor *t, int64_t off) {
     return ((const int32_t *)t->data)[off];
 }
 
-void ref_gather(const qvl_tensor *t, int64_t off, int64_t step, int64_t n, float *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = ref_get(t, off + i * step);
+void qvl_elem_gather(const qvl_tensor *t, int64_t off, int64_t step, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = qvl_elem_get(t, off + i * step);
 }
 
-int64_t ref_row_len(const qvl_tensor_desc *d) {
+int64_t qvl_desc_row_len(const qvl_tensor_desc *d) {
     return d->shape[d->ndim - 1];
 }
 
-int64_t ref_n_rows(const qvl_tensor_desc *d) {
+int64_t qvl_desc_n_rows(const qvl_tensor_desc *d) {
     int64_t rows = 1;
     for (int i = 0; i < d->ndim - 1; i++) rows *= d->shape[i];
     return rows;
 }
 
-int64_t ref_row_offset(const qvl_tensor_desc *d, int64_t r) {
+int64_t qvl_desc_row_offset(const qvl_tensor_desc *d, int64_t r) {
     /* Peel the row number into leading-dimension indices, innermost leading dim first. */
     int64_t off = 0;
     for (int i = d->ndim - 2; i >= 0; i--) {
@@ -65,17 +65,24 @@ int64_t ref_row_offset(const qvl_tensor_desc *d, int64_t r) {
     return off;
 }
 
-void ref_read_row(const qvl_tensor *t, int64_t r, float *out) {
+bool qvl_desc_same_leading(const qvl_tensor_desc *a, const qvl_tensor_desc *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim - 1; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+void qvl_tensor_read_row(const qvl_tensor *t, int64_t r, float *out) {
     const qvl_tensor_desc *d = &t->desc;
-    ref_gather(t, ref_row_offset(d, r), d->stride[d->ndim - 1], ref_row_len(d), out);
+    qvl_elem_gather(t, qvl_desc_row_offset(d, r), d->stride[d->ndim - 1], qvl_desc_row_len(d), out);
 }
 
-void ref_read_rows(const qvl_tensor *t, float *out) {
-    int64_t rows = ref_n_rows(&t->desc), len = ref_row_len(&t->desc);
-    for (int64_t r = 0; r < rows; r++) ref_read_row(t, r, out + r * len);
+void qvl_tensor_read_rows(const qvl_tensor *t, float *out) {
+    int64_t rows = qvl_desc_n_rows(&t->desc), len = qvl_desc_row_len(&t->desc);
+    for (int64_t r = 0; r < rows; r++) qvl_tensor_read_row(t, r, out + r * len);
 }
 
-void ref_align4(const qvl_tensor_desc *d, int64_t shape[4], int64_t stride[4]) {
+void qvl_desc_align4(const qvl_tensor_desc *d, int64_t shape[4], int64_t stride[4]) {
     int pad = 4 - d->ndim;
     for (int i = 0; i < 4; i++) {
         if (i < pad) {

@@ -1,0 +1,50 @@
+/* The cuda_sm61 backend's private state and the device helpers every layer of it uses
+ * (cu_device.c). The bottom of the backend's files: it includes nothing of them.
+ *
+ *   cu_backend.c (the ABI table, init, buffers, transfers)
+ *     -> cu_graph.c (run_graph: capture and replay) -> cu_launch_groups.c -> cu_ops.c
+ *     -> cu_ops.c (host side of every kernel) -> cu_check.c, cu_kernels.h (the .cu launches)
+ *     -> cu_device.c (this header) */
+#ifndef QVL_CU_DEVICE_H
+#define QVL_CU_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "qvl/backend_helpers.h"
+
+/* Scratch buffers the kernels need between their steps (device memory, grown on demand):
+ * A the normed rows of NORM_LINEAR, B the activations of MLP_RESIDUAL, C the split-KV
+ * partials of ATTENTION, Q8 the int8-quantised activations of q8_0 GEMVs. */
+enum { CU_SCRATCH_A = 0, CU_SCRATCH_B = 1, CU_SCRATCH_C = 2, CU_SCRATCH_Q8 = 3, CU_N_SCRATCH = 4 };
+
+typedef struct cu_graph_cache cu_graph_cache; /* cu_graph.c */
+
+struct qvl_backend {
+    const qvl_backend_iface *iface; /* this backend's table: kernels check nodes against it */
+    int device;
+    int sm_count; /* multiprocessors, to size grids that loop */
+    cudaStream_t stream;
+    void *scratch[CU_N_SCRATCH];
+    size_t scratch_bytes[CU_N_SCRATCH];
+    uint64_t scratch_gen; /* bumped whenever a scratch slot moves (captured graphs go stale) */
+    int32_t *host_i32; /* host copy of ids / segment bounds checked before use */
+    size_t host_i32_count;
+    void *staging; /* pinned host memory for small transfers (NULL until first needed) */
+    size_t staging_bytes;
+    void *ring;        /* pinned slices of queued small uploads (cu_backend.c; NULL until used) */
+    size_t ring_used;  /* bytes of it handed out since the stream was last waited for */
+    size_t buffer_bytes, n_buffers; /* device memory handed out by buffer_alloc */
+    bool graphs;                    /* run_graph captures and replays (option `graphs`) */
+    cu_graph_cache *graphs_cache;
+};
+
+/* "cuda_sm61: <what>: <cudaGetErrorString>" as a QVL_E_BACKEND failure. */
+qvl_status cu_cuda_fail(qvl_error *err, cudaError_t e, const char *what);
+
+/* Device scratch slot of at least bytes (the old contents are not kept). */
+qvl_status cu_scratch(qvl_backend *be, int slot, size_t bytes, void **out, qvl_error *err);
+
+#endif

@@ -1,0 +1,222 @@
+/* Cases of the matmul-like ops: MATMUL (2-D weights with and without bias, 3-D weight
+ * batches shared by groups of a's batches), NORM_LINEAR (1..3 projections, rms and layer
+ * norm, biases) and MLP_RESIDUAL (silu gated, gelu tanh/erf, none). Every weight dtype the
+ * contract allows (q8_0 with whole 32-element blocks per row), activations and weights as
+ * strided views. */
+#include "conf.h"
+
+/* ---- MATMUL ---- */
+
+enum {
+    MM_BIAS = 1,       /* with a bias */
+    MM_A_PAD = 2,      /* a's rows padded (row stride > K), at an offset */
+    MM_A_T = 4,        /* a transposed (column stride != 1) */
+    MM_W_ODD = 8,      /* w = every other row of a bigger matrix */
+    MM_W_SHIFT = 16,   /* w one element into its storage (misaligned rows; not q8_0) */
+    MM_A_3D = 32,      /* a as a 3-D view [2, M/2, K] of padded rows */
+};
+
+/* Shapes that cross the blocking of known kernels and end part-way through each block:
+ * cpu_avx2's GEMM (6-row tiles, 16-column panels, K blocks of 256, row blocks of 144,
+ * 128-column chunks per thread) and GEMV (chunks of rows, 8 or 4 row streams);
+ * cuda_sm61's 64x64 / 128x128 tiles, its K step of 16, split-K over ~1000, decode GEMVs with
+ * 16-byte loads (K a multiple of 8) and without. K is rounded up to whole blocks for q8_0. */
+static const struct { int64_t M, K, N; int flags; } mm_edges[] = {
+    {150, 600, 290, MM_BIAS},       {4, 300, 17, MM_A_PAD},
+    {5, 257, 130, MM_BIAS | MM_A_T}, {13, 1024, 144, 0},
+    {7, 9, 3, MM_BIAS},             {1, 64, 300, 0},
+    {2, 96, 301, MM_BIAS},          {3, 32, 519, MM_W_ODD},
+    {1, 2048, 1030, MM_BIAS},       {1, 256, 33, MM_W_SHIFT},
+    {3, 264, 41, MM_BIAS | MM_W_SHIFT}, {40, 70, 50, MM_A_T},
+    {130, 77, 72, MM_BIAS},         {8, 2048, 97, MM_W_ODD},
+    {157, 1000, 136, MM_A_PAD | MM_BIAS}, {152, 1000, 133, MM_A_3D | MM_BIAS},
+    {8, 2048, 200, MM_A_PAD | MM_W_ODD}, {1, 1, 1, 0},
+};
+#define N_MM_EDGES ((int)(sizeof mm_edges / sizeof mm_edges[0]))
+#define N_MM_2D_EDGE_CASES (N_MM_EDGES * 4)
+
+static const qvl_dtype w_dtypes[4] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
+
+/* a [M, K] f32 with the layout flags ask for. */
+static int mm_activation(conf_case *c, int64_t M, int64_t K, int flags) {
+    if (flags & MM_A_T) {
+        int b = conf_rand(c, QVL_F32, 2, CONF_SHAPE(K, M), -1, 1);
+        return conf_view(c, b, 2, CONF_SHAPE(M, K), CONF_SHAPE(1, M), 0);
+    }
+    if (flags & (MM_A_PAD | MM_A_3D)) {
+        int b = conf_rand(c, QVL_F32, 2, CONF_SHAPE(M, K + 4), -1, 1);
+        if (flags & MM_A_3D)
+            return conf_view(c, b, 3, CONF_SHAPE(2, M / 2, K), CONF_SHAPE(M / 2 * (K + 4), K + 4, 1), 4);
+        return conf_view(c, b, 2, CONF_SHAPE(M, K), CONF_SHAPE(K + 4, 1), 1);
+    }
+    return conf_rand(c, QVL_F32, 2, CONF_SHAPE(M, K), -1, 1);
+}
+
+/* w [N, K] of dtype wd with the layout flags ask for. */
+static int mm_weight(conf_case *c, qvl_dtype wd, int64_t N, int64_t K, int flags) {
+    if (flags & MM_W_ODD) {
+        int b = conf_rand(c, wd, 2, CONF_SHAPE(2 * N, K), -1, 1);
+        return conf_view(c, b, 2, CONF_SHAPE(N, K), CONF_SHAPE(2 * K, 1), K);
+    }
+    if ((flags & MM_W_SHIFT) && wd != QVL_Q8_0) {
+        int b = conf_rand(c, wd, 2, CONF_SHAPE(N + 1, K), -1, 1);
+        return conf_view(c, b, 2, CONF_SHAPE(N, K), CONF_SHAPE(K, 1), 1);
+    }
+    return conf_rand(c, wd, 2, CONF_SHAPE(N, K), -1, 1);
+}
+
+static void mm_2d(conf_case *c, qvl_dtype wd, int64_t M, int64_t K, int64_t N, int flags) {
+    if (wd == QVL_Q8_0) K = (K + 31) / 32 * 32;
+    if (flags & MM_A_3D) M = M / 2 * 2;
+    conf_describe(c, " 2-D w %s M=%lld K=%lld N=%lld flags=%d", qvl_dtype_name(wd), (long long)M,
+                  (long long)K, (long long)N, flags);
+    c->src[0] = mm_activation(c, M, K, flags);
+    c->src[1] = mm_weight(c, wd, N, K, flags);
+    if (flags & MM_BIAS) c->src[2] = conf_rand(c, conf_small_dtype(c->rng), 1, &N, -1, 1);
+    if (flags & MM_A_3D) conf_out(c, QVL_F32, 3, CONF_SHAPE(2, M / 2, N));
+    else conf_out(c, QVL_F32, 2, CONF_SHAPE(M, N));
+}
+
+/* Batched: a [B, M, K] against w [Bw, N, K], B = Bw * group; a and w as the unfused
+ * attention makes them (heads-first views of [N, H, D] rows, v^T of a [L, H, D] cache). */
+static void mm_3d(conf_case *c, int i) {
+    conf_rng *r = c->rng;
+    int64_t Bw = conf_irand(r, 1, 3), group = conf_irand(r, 1, 3), B = Bw * group;
+    int64_t M = conf_size(r, 40), K = conf_size(r, 70), N = conf_size(r, 70);
+    int layout = i % 3;
+    qvl_dtype wd = conf_weight_dtype(r, layout == 0);
+    if (wd == QVL_Q8_0) K = 32 * conf_irand(r, 1, 3);
+    conf_describe(c, " 3-D w %s B=%lld Bw=%lld M=%lld K=%lld N=%lld layout %d", qvl_dtype_name(wd),
+                  (long long)B, (long long)Bw, (long long)M, (long long)K, (long long)N, layout);
+    if (layout == 0) { /* contiguous */
+        c->src[0] = conf_rand(c, QVL_F32, 3, CONF_SHAPE(B, M, K), -1, 1);
+        c->src[1] = conf_rand(c, wd, 3, CONF_SHAPE(Bw, N, K), -1, 1);
+    } else if (layout == 1) { /* scores: q [M, B, K] read as [B, M, K], k [N, Bw, K] as [Bw, N, K] */
+        int q = conf_rand(c, QVL_F32, 3, CONF_SHAPE(M, B, K), -1, 1);
+        int k = conf_rand(c, wd, 3, CONF_SHAPE(N, Bw, K), -1, 1);
+        c->src[0] = conf_view(c, q, 3, CONF_SHAPE(B, M, K), CONF_SHAPE(K, B * K, 1), 0);
+        c->src[1] = conf_view(c, k, 3, CONF_SHAPE(Bw, N, K), CONF_SHAPE(K, Bw * K, 1), 0);
+    } else { /* values: p [B, M, L=K] against v^T, v [L, Bw, N] read as [Bw, N, L] */
+        c->src[0] = conf_rand(c, QVL_F32, 3, CONF_SHAPE(B, M, K), 0, 1);
+        int v = conf_rand(c, wd, 3, CONF_SHAPE(K, Bw, N), -1, 1);
+        c->src[1] = conf_view(c, v, 3, CONF_SHAPE(Bw, N, K), CONF_SHAPE(N, 1, Bw * N), 0);
+    }
+    conf_out(c, QVL_F32, 3, CONF_SHAPE(B, M, N));
+}
+
+void conf_gen_matmul(conf_case *c, int i) {
+    conf_rng *r = c->rng;
+    if (i < N_MM_2D_EDGE_CASES) {
+        int e = i / 4;
+        mm_2d(c, w_dtypes[i % 4], mm_edges[e].M, mm_edges[e].K, mm_edges[e].N, mm_edges[e].flags);
+        return;
+    }
+    if (i % 4 == 0) {
+        mm_3d(c, i / 4);
+        return;
+    }
+    qvl_dtype wd = w_dtypes[i % 4 == 3 ? conf_irand(r, 0, 3) : i % 4 - 1];
+    int64_t M = conf_size(r, 40), K = conf_size(r, 300), N = conf_size(r, 80);
+    int flags = (int)conf_irand(r, 0, 63);
+    if ((flags & MM_A_3D) && M < 2) M = 2;
+    if ((flags & MM_A_T) && (flags & MM_A_3D)) flags &= ~MM_A_T;
+    mm_2d(c, wd, M, K, N, flags);
+}
+
+/* ---- NORM_LINEAR ---- */
+
+/* Decode- and prefill-sized layer inputs (rows in shared memory or not, projections wide
+ * enough for several thread chunks each, widths not multiples of 16) and small odd ones. */
+static const struct { int64_t M, D, N[3]; int n_proj; } nl_edges[] = {
+    {1, 2048, {256, 64, 64}, 3}, {3, 2048, {256, 64, 64}, 3}, {8, 2048, {256, 64, 64}, 3},
+    {1, 96, {301, 77, 530}, 3},  {7, 64, {301, 77, 530}, 3},  {2, 160, {301, 77, 0}, 2},
+    {150, 300, {13, 7, 29}, 3},  {140, 512, {72, 40, 40}, 3}, {1, 37, {13, 0, 0}, 1},
+};
+#define N_NL_EDGES ((int)(sizeof nl_edges / sizeof nl_edges[0]))
+
+static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *N, int n_proj,
+                             int norm, const qvl_dtype *wd) {
+    conf_rng *r = c->rng;
+    bool any_q8 = false;
+    for (int j = 0; j < n_proj; j++) any_q8 |= wd[j] == QVL_Q8_0;
+    if (any_q8) D = (D + 31) / 32 * 32;
+    c->params.norm_linear = (qvl_norm_linear_params){.norm = norm, .eps = 1e-6f, .n_proj = n_proj};
+    conf_describe(c, " %s M=%lld D=%lld", norm == QVL_NORM_RMS ? "rms" : "layer", (long long)M,
+                  (long long)D);
+    c->src[0] = conf_input(c, 2, CONF_SHAPE(M, D), -2, 3);
+    c->src[1] = conf_rand(c, conf_small_dtype(r), 1, &D, 0.5f, 1.5f);
+    if (norm == QVL_NORM_LAYER && conf_irand(r, 0, 2) > 0)
+        c->src[2] = conf_rand(c, conf_small_dtype(r), 1, &D, -1, 1);
+    int64_t total = 0;
+    for (int j = 0; j < n_proj; j++) {
+        c->src[3 + 2 * j] = conf_rand(c, wd[j], 2, CONF_SHAPE(N[j], D), -0.5f, 0.5f);
+        if (conf_irand(r, 0, 1)) c->src[4 + 2 * j] = conf_rand(c, conf_small_dtype(r), 1, &N[j], -1, 1);
+        conf_describe(c, " w%d %s [%lld]%s", j + 1, qvl_dtype_name(wd[j]), (long long)N[j],
+                      c->src[4 + 2 * j] >= 0 ? "+b" : "");
+        total += N[j];
+    }
+    conf_out(c, QVL_F32, 2, CONF_SHAPE(M, total));
+}
+
+void conf_gen_norm_linear(conf_case *c, int i) {
+    conf_rng *r = c->rng;
+    qvl_dtype wd[3];
+    if (i < N_NL_EDGES * 4) {
+        int e = i / 4;
+        for (int j = 0; j < 3; j++) wd[j] = w_dtypes[(i + j * (i / N_NL_EDGES)) % 4];
+        norm_linear_case(c, nl_edges[e].M, nl_edges[e].D, nl_edges[e].N, nl_edges[e].n_proj,
+                         i % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd);
+        return;
+    }
+    int n_proj = (int)conf_irand(r, 1, 3);
+    int64_t N[3];
+    for (int j = 0; j < 3; j++) {
+        wd[j] = conf_weight_dtype(r, true);
+        N[j] = conf_size(r, 70);
+    }
+    norm_linear_case(c, conf_size(r, 20), conf_size(r, 200), N, n_proj,
+                     (int)conf_irand(r, 0, 1), wd);
+}
+
+/* ---- MLP_RESIDUAL ---- */
+
+static const struct { int64_t M, D, F; } mlp_edges[] = {
+    {1, 96, 6144}, {3, 96, 1536}, {1, 96, 1280}, {150, 150, 520}, {20, 40, 300}, {140, 136, 1024},
+    {1, 13, 37},
+};
+#define N_MLP_EDGES ((int)(sizeof mlp_edges / sizeof mlp_edges[0]))
+
+static void mlp_case(conf_case *c, int64_t M, int64_t D, int64_t F, int act, qvl_dtype wd,
+                     bool bias) {
+    conf_rng *r = c->rng;
+    if (wd == QVL_Q8_0) F = (F + 31) / 32 * 32;
+    c->params.mlp.act = act;
+    static const char *const names[] = {"silu", "gelu_tanh", "gelu_erf", "none"};
+    conf_describe(c, " %s w %s M=%lld D=%lld F=%lld%s", names[act], qvl_dtype_name(wd),
+                  (long long)M, (long long)D, (long long)F, bias ? " +bias" : "");
+    c->src[0] = conf_input(c, 2, CONF_SHAPE(M, D), -2, 2);
+    if (conf_irand(r, 0, 1)) { /* a and up: the two halves of one fused gate|up row */
+        int gu = conf_rand(c, QVL_F32, 2, CONF_SHAPE(M, 2 * F), -3, 3);
+        c->src[1] = conf_view(c, gu, 2, CONF_SHAPE(M, F), CONF_SHAPE(2 * F, 1), 0);
+        if (act == QVL_ACT_SILU)
+            c->src[3] = conf_view(c, gu, 2, CONF_SHAPE(M, F), CONF_SHAPE(2 * F, 1), F);
+    } else {
+        c->src[1] = conf_input(c, 2, CONF_SHAPE(M, F), -3, 3);
+        if (act == QVL_ACT_SILU) c->src[3] = conf_input(c, 2, CONF_SHAPE(M, F), -2, 2);
+    }
+    c->src[2] = conf_rand(c, wd, 2, CONF_SHAPE(D, F), -0.1f, 0.1f);
+    if (bias) c->src[4] = conf_rand(c, conf_small_dtype(r), 1, &D, -1, 1);
+    conf_out(c, QVL_F32, 2, CONF_SHAPE(M, D));
+}
+
+void conf_gen_mlp_residual(conf_case *c, int i) {
+    conf_rng *r = c->rng;
+    if (i < N_MLP_EDGES * 4) {
+        const int e = i / 4;
+        mlp_case(c, mlp_edges[e].M, mlp_edges[e].D, mlp_edges[e].F, i % 4, w_dtypes[(i + e) % 4],
+                 i % 3 != 0);
+        return;
+    }
+    mlp_case(c, conf_size(r, 20), conf_size(r, 60), conf_size(r, 200), (int)conf_irand(r, 0, 3),
+             conf_weight_dtype(r, true), conf_irand(r, 0, 1));
+}

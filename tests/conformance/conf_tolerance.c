@@ -1,0 +1,246 @@
+/* How close a backend's output must be to the oracle's: one table, one comparison.
+ *
+ * For every element i of the output:   |got - want| <= atol + rtol * scale + q8[i]
+ * where scale = max |want| over the node's finite outputs, and q8[i] (only for matmul-like
+ * ops with q8_0 weights) is the rounding bound explained below. Infinities and NaN must be
+ * reproduced exactly (-inf from masks, all -inf rows, NaN where the oracle gives NaN).
+ *
+ * The values are the ones the per-backend harnesses this suite replaces asserted
+ * (test_cpu_avx2_ops.c, test_cuda_ops.c, test_reference_ops.c), taking for each op the
+ * tightest one that holds for any correct implementation; checks of properties particular to
+ * one backend's design (cpu_avx2's bit-identical ROPE, GELU_ERF and exact GEMM weight
+ * conversion) live in that backend's own test file. Why each is what it is:
+ *
+ *  exact (0): GET_ROWS, CONT, STORE_ROWS, STORE_ROWS_AT, SET_ROWS, ADD_ROWS, the masks, ADD,
+ *     MUL, SCALE. Each output element is a copy, an exact dtype conversion (dtype.h: f16/bf16/
+ *     q8_0 to f32 is exact, f32 to f16/bf16 rounds to nearest even), -inf, or ONE correctly
+ *     rounded f32 operation (repeated ADD_ROWS indices add in k order, as ops.h says). Any
+ *     IEEE implementation gives the same bits.
+ *  matmul (atol 1e-6, rtol 1e-6 sqrt(K)): the oracle sums K products in double, a backend in
+ *     f32 in any order. A sum of K f32 roundings grows like sqrt(K) * 6e-8 relative to the
+ *     magnitude of the terms; 1e-6 sqrt(K) leaves a margin of ~16x over what cpu_avx2
+ *     measured (~1e-7 sqrt(K)). Both sides read the same stored weights (decoding is exact),
+ *     so the weight dtype does not enter, except:
+ *  q8_0 weights: a backend may round the activations to int8 blocks too (scale max|a|/127 per
+ *     32 values, as llama.cpp and cuda_sm61's __dp4a path do), moving each a_k by at most
+ *     max|a_block|/254. q8[i] is that rigorous bound: sum over blocks of max|a_block|/254 *
+ *     sum_k |w_k|, +1% because the kernel's a is f32, computed from the host inputs (for
+ *     NORM_LINEAR from the normalised rows, for MLP_RESIDUAL from act(a) (* up), in double).
+ *  norm_linear, mlp_residual (atol 1e-5, rtol 1e-6 sqrt(K) + 1e-6): the matmul bound, plus
+ *     the norm's or the activation's own f32 rounding (1e-6 relative, see norms) carried
+ *     through the projection.
+ *  norms (RMS_NORM, LAYER_NORM: atol 1e-7, rtol 1e-6): statistics in f32 instead of double.
+ *  softmax (atol 1e-7, rtol 1e-5): a few roundings of exp (vector exp good to 1.2e-7) plus
+ *     an f32 sum over up to 1000 keys, relative to the row scale.
+ *  silu, gelu_tanh, gelu_erf (atol 1e-30, rtol 1e-6): exp / tanh / erf within a few ulp
+ *     (CUDA's expf, tanhf, erff: 2 ulp), a division and a product: 1e-6 of the output scale.
+ *  rope, norm_rope (atol 1e-6, rtol 1e-5): the device's sinf/cosf of angles up to ~4000
+ *     radians (cuda_sm61's bound; the oracle and cpu_avx2 share the same angle code and
+ *     agree exactly, which test_cpu_avx2_backend.c checks); norm_rope adds the norm's 1e-6.
+ *  attention (atol 1e-6, rtol 1e-5): scores are dot products (as matmul), then softmax's
+ *     exp and sums, then a weighted mean of v: cpu_avx2's bound, relative to the output
+ *     scale. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+
+typedef struct conf_tol {
+    double atol;
+    double rtol;       /* times scale */
+    double rtol_sqrtk; /* times sqrt(K) * scale, K = the op's dot-product length */
+    bool q8;           /* add the q8_0 activation-rounding bound */
+    const char *text;
+} conf_tol;
+
+#define EXACT {0, 0, 0, false, "exact"}
+static const conf_tol tols[QVL_OP_COUNT] = {
+    [QVL_OP_GET_ROWS] = EXACT,
+    [QVL_OP_MATMUL] = {1e-6, 0, 1e-6, true, "1e-6 + 1e-6 sqrt(K) max|ref| (+ q8_0 bound)"},
+    [QVL_OP_ADD] = EXACT,
+    [QVL_OP_MUL] = EXACT,
+    [QVL_OP_SCALE] = EXACT,
+    [QVL_OP_RMS_NORM] = {1e-7, 1e-6, 0, false, "1e-7 + 1e-6 max|ref|"},
+    [QVL_OP_LAYER_NORM] = {1e-7, 1e-6, 0, false, "1e-7 + 1e-6 max|ref|"},
+    [QVL_OP_ROPE] = {1e-6, 1e-5, 0, false, "1e-6 + 1e-5 max|ref|"},
+    [QVL_OP_SOFTMAX] = {1e-7, 1e-5, 0, false, "1e-7 + 1e-5 max|ref|"},
+    [QVL_OP_SILU] = {1e-30, 1e-6, 0, false, "1e-6 max|ref|"},
+    [QVL_OP_GELU_TANH] = {1e-30, 1e-6, 0, false, "1e-6 max|ref|"},
+    [QVL_OP_GELU_ERF] = {1e-30, 1e-6, 0, false, "1e-6 max|ref|"},
+    [QVL_OP_MASK_CAUSAL] = EXACT,
+    [QVL_OP_MASK_SEGMENTS] = EXACT,
+    [QVL_OP_CONT] = EXACT,
+    [QVL_OP_STORE_ROWS] = EXACT,
+    [QVL_OP_NORM_LINEAR] = {1e-5, 1e-6, 1e-6, true, "1e-5 + (1e-6 + 1e-6 sqrt(K)) max|ref| (+ q8_0 bound)"},
+    [QVL_OP_ATTENTION] = {1e-6, 1e-5, 0, false, "1e-6 + 1e-5 max|ref|"},
+    [QVL_OP_MLP_RESIDUAL] = {1e-5, 1e-6, 1e-6, true, "1e-5 + (1e-6 + 1e-6 sqrt(F)) max|ref| (+ q8_0 bound)"},
+    [QVL_OP_SET_ROWS] = EXACT,
+    [QVL_OP_ADD_ROWS] = EXACT,
+    [QVL_OP_STORE_ROWS_AT] = EXACT,
+    [QVL_OP_MASK_CAUSAL_AT] = EXACT,
+    [QVL_OP_NORM_ROPE] = {1e-6, 1e-5, 0, false, "1e-6 + 1e-5 max|ref|"},
+};
+
+const char *conf_tolerance_text(qvl_op op) {
+    return (int)op >= 0 && op < QVL_OP_COUNT && tols[op].text ? tols[op].text : "?";
+}
+
+/* ---- the q8_0 activation-rounding bound ---- */
+
+static double silu_d(double x) { return x / (1.0 + exp(-x)); }
+static double gelu_tanh_d(double x) {
+    /* 0.5 x (1 + tanh(y)) as x / (1 + e^(-2y)): no cancellation for very negative x */
+    double y = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+    return x / (1.0 + exp(-2.0 * y));
+}
+static double gelu_erf_d(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+
+/* Adds, for activation rows x [rows, K] against weight w ([N, K] slice number wb of a 2-D or
+ * 3-D weight; rows r use slice wslice(r)), the bound to extra[r * width + col + n]. */
+static void q8_rows(const conf_case *c, const double *x, int64_t rows, int64_t K, int w,
+                    int64_t rows_per_slice, int64_t group, int64_t col, int64_t width,
+                    double *extra) {
+    const conf_tensor *wt = &c->t[w];
+    const unsigned char *wb = c->st[wt->storage].host;
+    int64_t N = wt->desc.shape[wt->desc.ndim - 2];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t slice = wt->desc.ndim == 3 ? (r / rows_per_slice) / group : 0;
+        const double *xr = x + r * K;
+        for (int64_t n = 0; n < N; n++) {
+            double sum = 0;
+            for (int64_t k0 = 0; k0 < K; k0 += 32) {
+                double amax = 0, wsum = 0;
+                for (int64_t k = k0; k < k0 + 32 && k < K; k++) {
+                    amax = fmax(amax, fabs(xr[k]));
+                    wsum += fabs(conf_get(wt, wb, (slice * N + n) * K + k));
+                }
+                sum += amax / 254.0 * wsum;
+            }
+            extra[r * width + col + n] += sum * 1.01;
+        }
+    }
+}
+
+/* The activation rows a kernel would quantise, in double, for a matmul-like op. */
+static double *activation_rows(const conf_case *c, int64_t *rows_out, int64_t *k_out) {
+    const conf_tensor *x = &c->t[c->src[c->op == QVL_OP_MLP_RESIDUAL ? 1 : 0]];
+    const unsigned char *xb = c->st[x->storage].host;
+    int64_t K = x->desc.shape[x->desc.ndim - 1], rows = conf_nelem(&x->desc) / K;
+    double *v = malloc((size_t)(rows * K) * sizeof *v);
+    if (!v) return NULL;
+    for (int64_t i = 0; i < rows * K; i++) v[i] = conf_get(x, xb, i);
+    if (c->op == QVL_OP_NORM_LINEAR) {
+        const qvl_norm_linear_params *p = &c->params.norm_linear;
+        bool layer = p->norm == QVL_NORM_LAYER;
+        const conf_tensor *g = &c->t[c->src[1]];
+        const conf_tensor *b = c->src[2] >= 0 ? &c->t[c->src[2]] : NULL;
+        for (int64_t r = 0; r < rows; r++) {
+            double *xr = v + r * K, mean = 0, sq = 0;
+            if (layer) {
+                for (int64_t k = 0; k < K; k++) mean += xr[k];
+                mean /= (double)K;
+            }
+            for (int64_t k = 0; k < K; k++) sq += (xr[k] - mean) * (xr[k] - mean);
+            double inv = 1.0 / sqrt(sq / (double)K + p->eps);
+            for (int64_t k = 0; k < K; k++) {
+                xr[k] = (xr[k] - mean) * inv * conf_get(g, c->st[g->storage].host, k);
+                if (b) xr[k] += conf_get(b, c->st[b->storage].host, k);
+            }
+        }
+    } else if (c->op == QVL_OP_MLP_RESIDUAL) {
+        const conf_tensor *up = c->src[3] >= 0 ? &c->t[c->src[3]] : NULL;
+        for (int64_t i = 0; i < rows * K; i++) {
+            int act = c->params.mlp.act;
+            v[i] = up ? silu_d(v[i]) * conf_get(up, c->st[up->storage].host, i)
+                 : act == QVL_ACT_GELU_TANH ? gelu_tanh_d(v[i])
+                 : act == QVL_ACT_GELU_ERF  ? gelu_erf_d(v[i])
+                                            : v[i];
+        }
+    }
+    *rows_out = rows;
+    *k_out = K;
+    return v;
+}
+
+/* Per-element q8_0 allowance, or NULL when the node has no q8_0 weight (caller frees). */
+static double *q8_bound(const conf_case *c) {
+    int ws[3] = {-1, -1, -1};
+    if (c->op == QVL_OP_MATMUL) ws[0] = c->src[1];
+    else if (c->op == QVL_OP_MLP_RESIDUAL) ws[0] = c->src[2];
+    else if (c->op == QVL_OP_NORM_LINEAR)
+        for (int j = 0; j < 3; j++) ws[j] = c->src[3 + 2 * j];
+    bool any = false;
+    for (int j = 0; j < 3; j++) any |= ws[j] >= 0 && c->t[ws[j]].desc.dtype == QVL_Q8_0;
+    if (!any) return NULL;
+    const qvl_tensor_desc *od = &c->t[c->dst].desc;
+    int64_t width = od->shape[od->ndim - 1], rows, K;
+    double *extra = calloc((size_t)conf_nelem(od), sizeof *extra);
+    double *x = extra ? activation_rows(c, &rows, &K) : NULL;
+    if (!x) {
+        free(extra);
+        return NULL;
+    }
+    /* 3-D weights: rows of batch b = r / M use weight slice b / (B / Bw) */
+    int64_t rows_per_slice = rows, group = 1;
+    if (c->op == QVL_OP_MATMUL && c->t[ws[0]].desc.ndim == 3) {
+        const qvl_tensor_desc *a = &c->t[c->src[0]].desc;
+        rows_per_slice = a->shape[1];
+        group = a->shape[0] / c->t[ws[0]].desc.shape[0];
+    }
+    int64_t col = 0;
+    for (int j = 0; j < 3 && ws[j] >= 0; j++) {
+        const qvl_tensor_desc *wd = &c->t[ws[j]].desc;
+        if (wd->dtype == QVL_Q8_0)
+            q8_rows(c, x, rows, K, ws[j], rows_per_slice, group, col, width, extra);
+        col += wd->shape[wd->ndim - 2];
+    }
+    free(x);
+    return extra;
+}
+
+/* ---- the comparison ---- */
+
+static int64_t dot_length(const conf_case *c) {
+    const qvl_tensor_desc *x = &c->t[c->src[c->op == QVL_OP_MLP_RESIDUAL ? 1 : 0]].desc;
+    return x->shape[x->ndim - 1];
+}
+
+bool conf_compare(const conf_case *c, const unsigned char *want, const unsigned char *got,
+                  char *msg, size_t msg_size, double *closeness) {
+    const conf_tol *tol = &tols[c->op];
+    const conf_tensor *t = &c->t[c->check];
+    int64_t n = conf_nelem(&t->desc);
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = conf_get(t, want, i);
+        if (isfinite(w)) scale = fmax(scale, fabs(w));
+    }
+    double base = tol->atol + tol->rtol * scale;
+    if (tol->rtol_sqrtk > 0) base += tol->rtol_sqrtk * sqrt((double)dot_length(c)) * scale;
+    double *extra = tol->q8 ? q8_bound(c) : NULL;
+    double worst_excess = 0;
+    int64_t worst = -1;
+    *closeness = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double w = conf_get(t, want, i), g = conf_get(t, got, i);
+        double bound = base + (extra ? extra[i] : 0), d;
+        if (isnan(w) || isnan(g)) d = isnan(w) && isnan(g) ? 0 : INFINITY;
+        else if (isinf(w) || isinf(g)) d = w == g ? 0 : INFINITY;
+        else d = fabs(g - w);
+        if (d > 0) *closeness = fmax(*closeness, bound > 0 ? d / bound : INFINITY);
+        if (d > bound && (worst < 0 || d - bound > worst_excess)) {
+            worst_excess = d - bound;
+            worst = i;
+        }
+    }
+    if (worst >= 0) {
+        double w = conf_get(t, want, worst), g = conf_get(t, got, worst);
+        double bound = base + (extra ? extra[worst] : 0);
+        snprintf(msg, msg_size, "element %lld of %lld: got %.9g, oracle %.9g (|diff| %.3g > %.3g)",
+                 (long long)worst, (long long)n, g, w, fabs(g - w), bound);
+    }
+    free(extra);
+    return worst < 0;
+}
