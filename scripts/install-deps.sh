@@ -3,7 +3,7 @@
 set -euo pipefail
 # clang: compiles the cuda_sm61 kernels for sm_61 as a build check when a CUDA toolkit is
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
-pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev
+pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
       libutf8proc-dev libstb-dev graphviz clang)
 missing=()
 for p in "${pkgs[@]}"; do

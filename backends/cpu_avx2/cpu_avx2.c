@@ -1,10 +1,10 @@
 /* The cpu_avx2 backend: AVX2/FMA/F16C kernels on host memory with a persistent thread pool.
- * This file is the backend ABI side (see qvl/backend.h): instance, buffers, supports() and
- * the kernel table; the kernels live in avx_<family>.c.
+ * This file is the backend ABI side (see qvl/backend.h): instance, buffers and the op table;
+ * the kernels live in avx_<family>.c.
  *
- * Every node the op contract allows is accepted (dtypes all 0 in the table): strided and
- * permuted inputs of any dtype are converted to f32 rows on the way in, so the fast paths
- * are for the common layouts and the rest is correct, not fast. */
+ * Every node of the base dtypes that the op contract allows is accepted (dtypes all 0 in the
+ * table): strided and permuted inputs of any of them are converted to f32 rows on the way
+ * in, so the fast paths are for the common layouts and the rest is correct, not fast. */
 #define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>

@@ -255,7 +255,8 @@ static qvl_status cu_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-/* Every dtype the op contract allows is read (dtypes all 0); cu_accepts adds the limits. */
+/* The base dtypes (dtypes all 0: QVL_DTYPES_BASE) wherever the op contract allows them;
+ * cu_accepts adds the limits. */
 static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
     [QVL_OP_GET_ROWS] = {cu_op_get_rows, {0}},
     [QVL_OP_MATMUL] = {cu_op_matmul, {0}},

@@ -1,6 +1,6 @@
 /* The node checks of the cuda_sm61 backend. The op contract is core's (qvl_node_check); this
- * backend accepts every dtype the contract allows and adds only the limits of its kernels
- * (head sizes, grid dimensions), in cu_accepts. supports() and every kernel (through
+ * backend reads the base dtypes wherever the contract allows them and adds only the limits
+ * of its kernels (head sizes, grid dimensions), in cu_accepts. supports() and every kernel (through
  * cu_begin, before touching memory) ask the same question. Failures name this backend:
  * "cuda_sm61: <op> '<name>': <what>". */
 #ifndef QVL_CU_CHECK_H

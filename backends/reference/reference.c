@@ -117,8 +117,8 @@ static qvl_status ref_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-/* Indexed by qvl_op. Every dtype the contract allows is read (dtypes all 0). VIEW has no
- * kernel: the executor makes the alias. */
+/* Indexed by qvl_op. The base dtypes are read wherever the contract allows them (dtypes all
+ * 0: QVL_DTYPES_BASE). VIEW has no kernel: the executor makes the alias. */
 static const qvl_op_impl ref_ops[QVL_OP_COUNT] = {
     [QVL_OP_GET_ROWS] = {ref_get_rows, {0}},
     [QVL_OP_MATMUL] = {ref_matmul, {0}},

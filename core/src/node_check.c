@@ -61,8 +61,8 @@ qvl_status qvl_backend_check(const qvl_backend_iface *iface, qvl_backend *be,
     const qvl_op_impl *impl = &iface->ops[n->op];
     for (uint32_t i = 0; i < n->n_src; i++) {
         const qvl_tensor *t = n->src[i];
-        if (!t || impl->dtypes[i] == 0 || (impl->dtypes[i] & QVL_DTYPE_BIT(t->desc.dtype)))
-            continue;
+        uint32_t reads = impl->dtypes[i] ? impl->dtypes[i] : QVL_DTYPES_BASE;
+        if (!t || (reads & QVL_DTYPE_BIT(t->desc.dtype))) continue;
         return qvl_node_fail(who, n, err, QVL_E_UNSUPPORTED,
                              "input %u (%s) is %s, which this backend does not read there", i,
                              qvl_op_slot_name(n->op, i), qvl_dtype_name(t->desc.dtype));

@@ -21,8 +21,8 @@
  * backend_helpers.h: presence, dtypes, shapes, strides, params, output descriptor). A backend
  * only declares what it accepts within that contract:
  *   - ops[op].kernel: NULL means the op is not supported at all;
- *   - ops[op].dtypes[slot]: the dtypes its kernel reads in that input slot (0 = every dtype
- *     the contract allows there);
+ *   - ops[op].dtypes[slot]: the dtypes its kernel reads in that input slot (0 = the base
+ *     dtypes, QVL_DTYPES_BASE, where the contract allows them);
  *   - accepts(): optional, for limits a table cannot say (a maximum head size, an option
  *     from plugins.yaml).
  * A node is supported when all three say yes (qvl_backend_check). The fusion pass asks before
@@ -89,11 +89,17 @@ typedef qvl_status (*qvl_kernel_fn)(qvl_backend *be, const qvl_node *node, qvl_e
 /* "f32 data only": for slots the contract fixes to i32 (ids, positions, `at`) the i32 bit
  * keeps them accepted. A backend with f32 kernels only puts this in every slot it reads. */
 #define QVL_DTYPES_F32_ONLY (QVL_DTYPE_BIT(QVL_F32) | QVL_DTYPE_BIT(QVL_I32))
+/* The dtypes of ABI 2's first op contract. A slot declared 0 accepts these (where the
+ * contract allows them) and nothing else: a dtype added to qvl later is never claimed by a
+ * backend that was written before it existed; a backend must name it to take it. */
+#define QVL_DTYPES_BASE                                                                      \
+    (QVL_DTYPE_BIT(QVL_F32) | QVL_DTYPE_BIT(QVL_F16) | QVL_DTYPE_BIT(QVL_BF16) |            \
+     QVL_DTYPE_BIT(QVL_Q8_0) | QVL_DTYPE_BIT(QVL_I32))
 
 /* What a backend runs for one op. */
 typedef struct qvl_op_impl {
     qvl_kernel_fn kernel;         /* NULL: the op is not supported */
-    uint32_t dtypes[QVL_MAX_SRC]; /* per input slot; 0 = whatever the contract allows */
+    uint32_t dtypes[QVL_MAX_SRC]; /* per input slot; 0 = QVL_DTYPES_BASE */
 } qvl_op_impl;
 
 /* A generic function pointer, for extensions found by name (cast to the extension's type). */
