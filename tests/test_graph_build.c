@@ -199,6 +199,41 @@ static void duplicate_names(void **state) {
     qvl_graph_free(g);
 }
 
+/* The name index: renames free the old name and take the new one, outputs are found before
+ * leaves, and a graph with as many weights as a 20,000-layer model builds (building was
+ * quadratic in the number of names: minutes here before the index). */
+static void name_index(void **state) {
+    (void)state;
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid a = qvl_g_weight(g, "a", QVL_F32, SHAPE(2));
+    qvl_tid b = qvl_g_weight(g, "b", QVL_F32, SHAPE(2));
+    qvl_g_name(g, a, "a2");
+    assert_int_equal(qvl_graph_find(g, "a"), -1);
+    assert_int_equal(qvl_graph_find(g, "a2"), a);
+    qvl_g_name(g, b, "a"); /* the old name is free again */
+    assert_int_equal(qvl_graph_error(g, NULL), QVL_OK);
+    assert_int_equal(qvl_graph_find(g, "a"), b);
+    qvl_tid s = qvl_g_add(g, a, b);
+    qvl_g_output(g, s, "sum");
+    assert_int_equal(qvl_graph_find(g, "sum"), s);
+    qvl_g_name(g, b, "sum"); /* a leaf may not take an output's name */
+    expect_error(g, QVL_E_INVALID, "duplicate name");
+    qvl_graph_free(g);
+
+    enum { LAYERS = 20000, PER_LAYER = 10 };
+    g = qvl_graph_new();
+    for (int l = 0; l < LAYERS; l++)
+        for (int k = 0; k < PER_LAYER; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "model.layers.%d.w%d", l, k);
+            assert_true(qvl_g_weight(g, name, QVL_F32, SHAPE(1)) >= 0);
+        }
+    assert_int_equal(qvl_graph_find(g, "model.layers.19999.w9"), (qvl_tid)(LAYERS * PER_LAYER - 1));
+    assert_int_equal(qvl_g_weight(g, "model.layers.12345.w3", QVL_F32, SHAPE(1)), -1);
+    expect_error(g, QVL_E_INVALID, "duplicate name 'model.layers.12345.w3'");
+    qvl_graph_free(g);
+}
+
 /* A tiny valid graph the corruption tests start from: y = silu(x + w), z = y * x. */
 static qvl_graph *small(qvl_tid *y, qvl_tid *z) {
     qvl_graph *g = qvl_graph_new();
@@ -263,6 +298,7 @@ int main(void) {
         cmocka_unit_test(shape_mismatch_is_sticky),
         cmocka_unit_test(unknown_tensor_id),
         cmocka_unit_test(duplicate_names),
+        cmocka_unit_test(name_index),
         cmocka_unit_test(validate_catches_corruption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

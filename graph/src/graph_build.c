@@ -19,6 +19,7 @@ void qvl_graph_free(qvl_graph *g) {
     free(g->out);
     free(g->order);
     free(g->changes);
+    free(g->names);
     free(g);
 }
 
@@ -111,15 +112,7 @@ qvl_tid qvl_gi_append(qvl_graph *g, qvl_tensor_kind kind, const qvl_tensor_desc 
 
 /* Is name already taken by an input, a weight or an output (other than tensor self)? */
 static bool name_taken(const qvl_graph *g, const char *name, qvl_tid self) {
-    for (size_t i = 0; i < g->n; i++) {
-        const qvl_gtensor *r = &g->t[i];
-        if ((qvl_tid)i != self && r->kind != QVL_TENSOR_NODE && r->name &&
-            strcmp(r->name, name) == 0)
-            return true;
-    }
-    for (size_t i = 0; i < g->n_out; i++)
-        if (g->out[i].t != self && strcmp(g->out[i].name, name) == 0) return true;
-    return false;
+    return qvl_gi_names_taken(g, name, self);
 }
 
 static qvl_tid add_leaf(qvl_graph *g, qvl_tensor_kind kind, const char *name, qvl_dtype dtype,
@@ -142,7 +135,10 @@ static qvl_tid add_leaf(qvl_graph *g, qvl_tensor_kind kind, const char *name, qv
     }
     if (name_taken(g, name, -1))
         return sticky_fail(g, QVL_E_INVALID, "graph: duplicate name '%s' (%s)", name, what);
-    return qvl_gi_append(g, kind, &d, name);
+    qvl_tid t = qvl_gi_append(g, kind, &d, name);
+    if (t >= 0 && !qvl_gi_names_add(g, t, -1))
+        return sticky_fail(g, QVL_E_NOMEM, "graph: out of memory indexing names");
+    return t;
 }
 
 qvl_tid qvl_g_input(qvl_graph *g, const char *name, qvl_dtype dtype, int ndim,
@@ -228,8 +224,12 @@ void qvl_g_name(qvl_graph *g, qvl_tid t, const char *fmt, ...) {
         sticky_fail(g, QVL_E_NOMEM, "graph: out of memory naming a tensor");
         return;
     }
+    bool leaf = r->kind != QVL_TENSOR_NODE;
+    if (leaf) qvl_gi_names_remove(g, r->name, t, -1);
     free(r->name);
     r->name = copy;
+    if (leaf && !qvl_gi_names_add(g, t, -1))
+        sticky_fail(g, QVL_E_NOMEM, "graph: out of memory indexing names");
 }
 
 void qvl_g_output(qvl_graph *g, qvl_tid t, const char *name) {
@@ -271,5 +271,7 @@ void qvl_g_output(qvl_graph *g, qvl_tid t, const char *name) {
     g->out[g->n_out].t = t;
     g->out[g->n_out].name = copy;
     g->n_out++;
+    if (!qvl_gi_names_add(g, t, (int32_t)(g->n_out - 1)))
+        sticky_fail(g, QVL_E_NOMEM, "graph: out of memory indexing names");
     qvl_gi_invalidate_plan(g);
 }

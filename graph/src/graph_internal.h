@@ -31,6 +31,14 @@ typedef struct qvl_goutput {
     char *name;
 } qvl_goutput;
 
+/* One entry of the unique-name index (graph_names.c): a leaf (out = -1) or output number out
+ * of tensor tid; tid < 0 marks an empty or removed slot. */
+typedef struct qvl_gi_name_slot {
+    uint64_t hash;
+    qvl_tid tid;
+    int32_t out;
+} qvl_gi_name_slot;
+
 /* A node about to change, recorded while g->tracking is on (see qvl_gi_note_change): its id and
  * its sources before the change. */
 typedef struct qvl_gi_change {
@@ -44,6 +52,8 @@ struct qvl_graph {
     qvl_goutput *out;
     size_t n_out, cap_out;
     qvl_error err; /* first builder error (status QVL_OK while none) */
+    qvl_gi_name_slot *names; /* index of leaf and output names (graph_names.c) */
+    size_t names_cap, names_used;
 
     /* While fusion runs: the changes since its uses index was last brought up to date. */
     bool tracking, track_lost; /* track_lost: a change could not be recorded (no memory) */
@@ -76,6 +86,16 @@ void qvl_gi_invalidate_plan(qvl_graph *g);
 void qvl_gi_note_change(qvl_graph *g, qvl_tid t);
 /* Marks node t dead (fused away). */
 void qvl_gi_kill(qvl_graph *g, qvl_tid t);
+
+/* ---- graph_names.c: inputs, weights and outputs share one namespace ---- */
+/* Indexes leaf tid (out = -1) or output number out of tensor tid under its current name. */
+bool qvl_gi_names_add(qvl_graph *g, qvl_tid tid, int32_t out);
+/* Drops that entry (name: the name it was indexed under). */
+void qvl_gi_names_remove(qvl_graph *g, const char *name, qvl_tid tid, int32_t out);
+/* Is name used by a leaf or an output of any tensor other than self? */
+bool qvl_gi_names_taken(const qvl_graph *g, const char *name, qvl_tid self);
+/* The tensor of the output named name, else the leaf named name, else -1. */
+qvl_tid qvl_gi_names_find(const qvl_graph *g, const char *name);
 
 /* ---- plan.c ---- */
 /* Lifetimes along order and arena placement of every buffer owner (inputs, unless

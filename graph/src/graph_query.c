@@ -184,14 +184,7 @@ bool qvl_graph_is_live(const qvl_graph *g, qvl_tid t) {
 
 qvl_tid qvl_graph_find(const qvl_graph *g, const char *name) {
     if (!g || !name) return -1;
-    for (size_t i = 0; i < g->n_out; i++)
-        if (strcmp(g->out[i].name, name) == 0) return g->out[i].t;
-    for (size_t i = 0; i < g->n; i++) {
-        const qvl_gtensor *r = &g->t[i];
-        if (r->kind != QVL_TENSOR_NODE && r->name && strcmp(r->name, name) == 0)
-            return (qvl_tid)i;
-    }
-    return -1;
+    return qvl_gi_names_find(g, name);
 }
 
 size_t qvl_graph_n_outputs(const qvl_graph *g) {
