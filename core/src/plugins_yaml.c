@@ -20,6 +20,9 @@
  * quadratic, so without these bounds a 1 MiB file of distinct keys takes minutes to refuse. */
 #define QVL_PLUGINS_MAX_BACKENDS 256
 #define QVL_PLUGINS_MAX_OPTIONS 256
+/* A plugins.yaml nests at most four deep (backends, an entry, options, a value); libyaml's time
+ * grows with the square of flow nesting, so deeper [ { are refused before it sees them. */
+#define QVL_PLUGINS_MAX_FLOW_DEPTH 32
 
 typedef struct parse_ctx {
     const char *file; /* for messages */
@@ -358,6 +361,32 @@ void qvl_plugins_free(qvl_plugin_config *cfg) {
     free(cfg);
 }
 
+/* Deepest nesting of flow collections ([ and {) outside quoted scalars and comments, and the
+ * 1-based line where it first passes `limit` (0 when it does not). */
+static size_t flow_too_deep(const char *text, size_t len, int limit) {
+    int depth = 0;
+    size_t line = 1;
+    char quote = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (ch == '\n') line++;
+        if (quote) {
+            if (quote == '"' && ch == '\\') i++; /* an escaped character, maybe a quote */
+            else if (ch == quote) quote = 0;
+            continue;
+        }
+        if (ch == '"' || ch == '\'') quote = ch;
+        else if (ch == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' ||
+                               text[i - 1] == '\n'))
+            while (i + 1 < len && text[i + 1] != '\n') i++;
+        else if (ch == '[' || ch == '{') {
+            if (++depth > limit) return line;
+        } else if ((ch == ']' || ch == '}') && depth > 0)
+            depth--;
+    }
+    return 0;
+}
+
 qvl_status qvl_plugins_parse_string(const char *text, size_t len, const char *path,
                                     qvl_plugin_config **out, qvl_error *err) {
     *out = NULL;
@@ -366,6 +395,10 @@ qvl_status qvl_plugins_parse_string(const char *text, size_t len, const char *pa
     if (len > QVL_PLUGINS_MAX_BYTES)
         return qvl_fail(err, QVL_E_LIMIT, "%s: %zu bytes, larger than %u: not a plugins.yaml",
                         file, len, QVL_PLUGINS_MAX_BYTES);
+    size_t deep = text ? flow_too_deep(text, len, QVL_PLUGINS_MAX_FLOW_DEPTH) : 0;
+    if (deep)
+        return qvl_fail(err, QVL_E_LIMIT, "%s:%zu: [ and { nest more than %d deep: not a plugins.yaml",
+                        file, deep, QVL_PLUGINS_MAX_FLOW_DEPTH);
     qvl_plugin_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", file);
     if (path && (!(cfg->path = strdup(path)) || !(cfg->dir = dir_of(path)))) {

@@ -234,6 +234,10 @@ static qvl_status open_plugin(const char *path, const char *name, void **dl_out,
                         "%s: cannot access the library of backend '%s': %s", path, name,
                         strerror(e));
     }
+    /* dlopen of a FIFO or a device blocks or reads forever: only regular files are libraries */
+    if (!S_ISREG(sb.st_mode))
+        return qvl_fail(err, QVL_E_INVALID, "%s: the library of backend '%s' is not a regular file",
+                        path, name);
     dlerror();
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) return qvl_fail(err, QVL_E_IO, "%s: cannot load: %s", path, dl_reason(path));
@@ -317,7 +321,9 @@ qvl_status qvl_backend_load(const qvl_plugin_config *cfg, const qvl_plugin_spec 
     lb->name = name;
     lb->library_path = path;
     const char *weights = qvl_options_get(&spec->options, "weights");
-    if (weights && !(lb->weights = strdup(weights))) {
+    const char *kv_type = qvl_options_get(&spec->options, "kv_type");
+    if ((weights && !(lb->weights = strdup(weights))) ||
+        (kv_type && !(lb->kv_type = strdup(kv_type)))) {
         qvl_backend_unload(lb);
         return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
     }
@@ -332,6 +338,7 @@ void qvl_backend_unload(qvl_loaded_backend *lb) {
     free(lb->name);
     free(lb->library_path);
     free(lb->weights);
+    free(lb->kv_type);
     free(lb);
 }
 
