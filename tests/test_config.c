@@ -309,6 +309,11 @@ static void test_errors(void **state) {
                  "text_config.hidden_act", "silu");
     expect_error("\"rms_norm_eps\": 1e-06", "\"rms_norm_eps\": -1", QVL_E_INVALID,
                  "text_config.rms_norm_eps", NULL);
+    /* patches are built from RGB: any other channel count would feed rows of the wrong width */
+    expect_error("\"in_channels\": 3", "\"in_channels\": 4", QVL_E_UNSUPPORTED,
+                 "vision_config.in_channels", "only 3");
+    expect_error("\"in_channels\": 3", "\"in_channels\": 1", QVL_E_UNSUPPORTED,
+                 "vision_config.in_channels", "only 3");
     expect_error("\"text_config\": {", "\"text_cfg\": {", QVL_E_INVALID, "text_config", "missing");
     expect_error("\"image_token_id\": 90", "\"image_token_id\": 100", QVL_E_INVALID,
                  "image_token_id", "vocab_size");

@@ -291,6 +291,13 @@ static qvl_status parse_vision(parse_ctx *c, const cJSON *vc, qvl_vision_config 
         (st = get_size(c, vc, S, "out_hidden_size", &v->out_hidden_size)) != QVL_OK ||
         (st = get_size(c, vc, S, "num_position_embeddings", &v->num_position_embeddings)) != QVL_OK)
         return st;
+    /* Pictures are decoded to RGB and cut into 3-channel patches (docs/MODEL.md): a patch
+     * embedding for any other channel count would be fed rows of the wrong width. */
+    if (v->in_channels != 3)
+        return qvl_fail(c->err, QVL_E_UNSUPPORTED,
+                        "%s: vision_config.in_channels is %lld: images are RGB, only 3 is "
+                        "supported",
+                        c->path, (long long)v->in_channels);
     if (v->hidden_size % v->num_heads != 0)
         return qvl_fail(c->err, QVL_E_INVALID,
                         "%s: vision_config.num_heads: must divide hidden_size (%lld %% %lld)",
