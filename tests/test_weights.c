@@ -687,6 +687,69 @@ static void test_mkmodel_errors(void **state) {
     assert_non_null(strstr(err.msg, "missing.json"));
 }
 
+/* A directory prepared by someone else: links at every name mkmodel writes must be replaced,
+ * never followed (they pointed at a victim's files), and weights mkmodel did not make are
+ * never replaced. */
+static void test_mkmodel_links_and_real_weights(void **state) {
+    (void)state;
+    char src[512], cfg_path[600], victim[600], out[600], link[700], path[700];
+    new_subdir(src, sizeof src);
+    join(cfg_path, sizeof cfg_path, src, "config.json");
+    spit(cfg_path, TINY_CONFIG_JSON);
+    join(victim, sizeof victim, src, "victim.txt");
+    spit(victim, "precious\n");
+    join(out, sizeof out, src, "prepared");
+    assert_int_equal(mkdir(out, 0755), 0);
+    static const char *const names[] = {"config.json", "generation_config.json",
+                                        "preprocessor_config.json", "model.safetensors.partial"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        join(link, sizeof link, out, names[i]);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    qvl_error err = {0};
+    if (qvl_qwen3vl_mkmodel(cfg_path, out, 3, QVL_BF16, 0.02f, NULL, &err) != QVL_OK)
+        fail_msg("%s", err.msg);
+    char *v = slurp(victim, NULL);
+    assert_string_equal(v, "precious\n");
+    free(v);
+    struct stat sb;
+    join(path, sizeof path, out, "config.json");
+    assert_int_equal(lstat(path, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    assert_true(files_equal(path, cfg_path));
+
+    /* model.safetensors as a link to the victim: refused, nothing written through it */
+    join(out, sizeof out, src, "linked_weights");
+    assert_int_equal(mkdir(out, 0755), 0);
+    join(link, sizeof link, out, "model.safetensors");
+    assert_int_equal(symlink(victim, link), 0);
+    assert_int_equal(qvl_qwen3vl_mkmodel(cfg_path, out, 3, QVL_BF16, 0.02f, NULL, &err),
+                     QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "not made by qvl mkmodel"));
+    v = slurp(victim, NULL);
+    assert_string_equal(v, "precious\n");
+    free(v);
+
+    /* real weights (a safetensors file without mkmodel's mark) are left as they are */
+    join(out, sizeof out, src, "real");
+    assert_int_equal(mkdir(out, 0755), 0);
+    join(path, sizeof path, out, "model.safetensors");
+    const float one = 1.0f;
+    qvl_st_write_tensor t = {.name = "w", .dtype = QVL_F32, .ndim = 1, .shape = {1}, .data = &one};
+    static const char *const meta[] = {"format", "pt"};
+    assert_int_equal(qvl_safetensors_write(path, &t, 1, meta, 1, &err), QVL_OK);
+    char *before = slurp(path, NULL);
+    assert_int_equal(qvl_qwen3vl_mkmodel(cfg_path, out, 3, QVL_BF16, 0.02f, NULL, &err),
+                     QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "real/model.safetensors exists"));
+    join(link, sizeof link, out, "config.json");
+    assert_int_not_equal(access(link, F_OK), 0); /* refused before anything was written */
+    char *after = slurp(path, NULL);
+    assert_memory_equal(before, after, 8);
+    free(before);
+    free(after);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_specs_tiny),
@@ -704,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_sharded),
         cmocka_unit_test(test_mkmodel),
         cmocka_unit_test(test_mkmodel_errors),
+        cmocka_unit_test(test_mkmodel_links_and_real_weights),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

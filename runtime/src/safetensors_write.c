@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "qvl/safetensors.h"
 
+#include "qvl/file_write.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -165,29 +167,15 @@ static qvl_status build_header(const char *path, const qvl_st_write_tensor *t, s
     return QVL_OK;
 }
 
-static qvl_status write_all(int fd, const char *path, const void *p, size_t n, qvl_error *err) {
-    const unsigned char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return qvl_fail(err, QVL_E_IO, "%s: write failed: %s", path,
-                            w < 0 ? strerror(errno) : "no progress");
-        c += w;
-        n -= (size_t)w;
-    }
-    return QVL_OK;
-}
-
-static qvl_status write_tensor_data(int fd, const char *path, const qvl_st_write_tensor *t,
+static qvl_status write_tensor_data(qvl_new_file *f, const qvl_st_write_tensor *t,
                                     size_t index, uint64_t size, unsigned char *chunk,
                                     qvl_error *err) {
-    if (t->data) return write_all(fd, path, t->data, (size_t)size, err);
+    if (t->data) return qvl_new_file_write(f, t->data, (size_t)size, err);
     for (uint64_t off = 0; off < size;) {
         size_t n = size - off < ST_CHUNK_BYTES ? (size_t)(size - off) : ST_CHUNK_BYTES;
         qvl_status s = t->fill(t->fill_user, index, off, chunk, n, err);
         if (s != QVL_OK) return s;
-        if ((s = write_all(fd, path, chunk, n, err)) != QVL_OK) return s;
+        if ((s = qvl_new_file_write(f, chunk, n, err)) != QVL_OK) return s;
         off += n;
     }
     return QVL_OK;
@@ -202,47 +190,29 @@ qvl_status qvl_safetensors_write(const char *path, const qvl_st_write_tensor *te
     uint64_t *sizes = calloc(n_tensors ? n_tensors : 1, sizeof *sizes);
     unsigned char *chunk = NULL;
     strbuf hdr = {0};
-    char *tmp = NULL;
-    int fd = -1;
+    qvl_new_file f = {.fd = -1};
     if (!sizes) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
     if ((s = check_tensors(path, tensors, n_tensors, sizes, err)) != QVL_OK) goto done;
     if ((s = build_header(path, tensors, n_tensors, sizes, metadata_kv, n_metadata, &hdr, err)) !=
         QVL_OK)
         goto done;
-
-    size_t plen = strlen(path);
-    tmp = malloc(plen + sizeof ".partial");
-    chunk = malloc(ST_CHUNK_BYTES);
-    if (!tmp || !chunk) {
+    if (!(chunk = malloc(ST_CHUNK_BYTES))) {
         s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
         goto done;
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".partial", sizeof ".partial");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        s = qvl_fail(err, QVL_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto done;
-    }
+    /* a fresh temporary file renamed into place: never through a symlink, and a reader of the
+     * old file keeps an intact mapping */
+    if ((s = qvl_new_file_open(path, &f, err)) != QVL_OK) goto done;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));
-    if ((s = write_all(fd, tmp, len8, 8, err)) != QVL_OK) goto done;
-    if ((s = write_all(fd, tmp, hdr.p, hdr.len, err)) != QVL_OK) goto done;
+    if ((s = qvl_new_file_write(&f, len8, 8, err)) != QVL_OK) goto done;
+    if ((s = qvl_new_file_write(&f, hdr.p, hdr.len, err)) != QVL_OK) goto done;
     for (size_t i = 0; i < n_tensors; i++)
-        if ((s = write_tensor_data(fd, tmp, &tensors[i], i, sizes[i], chunk, err)) != QVL_OK)
+        if ((s = write_tensor_data(&f, &tensors[i], i, sizes[i], chunk, err)) != QVL_OK)
             goto done;
-    if (close(fd) != 0) {
-        fd = -1;
-        s = qvl_fail(err, QVL_E_IO, "%s: close failed: %s", tmp, strerror(errno));
-        goto done;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0)
-        s = qvl_fail(err, QVL_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+    s = qvl_new_file_commit(&f, err);
 done:
-    if (fd >= 0) close(fd);
-    if (s != QVL_OK && tmp) unlink(tmp);
-    free(tmp);
+    qvl_new_file_abandon(&f);
     free(chunk);
     free(hdr.p);
     free(sizes);

@@ -13,11 +13,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "qvl/file_write.h"
 #include "qvl/log.h"
 #include "qvl/safetensors.h"
 
 /* ---- deterministic normals -------------------------------------------------------------- */
 
+/* The safetensors metadata that marks a file as mkmodel's random weights. */
+#define MKMODEL_MARK_KEY "generator"
+#define MKMODEL_MARK_VALUE "qvl mkmodel (random weights)"
 #define ANGLES 4096 /* Box-Muller angle steps: a table instead of sinf/cosf per pair (3x faster) */
 
 typedef struct rng {
@@ -139,8 +143,8 @@ qvl_status qvl_qwen3vl_write_random_weights(const char *path, const qvl_tensor_s
     }
     QVL_LOG_I("mkmodel: writing %zu tensors, %.0f parameters (%s, std %g) to %s", n_specs, params,
               qvl_dtype_name(dtype), (double)std, path);
-    static const char *const meta[] = {"format", "pt"};
-    s = qvl_safetensors_write(path, t, n_specs, meta, 1, err);
+    static const char *const meta[] = {"format", "pt", MKMODEL_MARK_KEY, MKMODEL_MARK_VALUE};
+    s = qvl_safetensors_write(path, t, n_specs, meta, 2, err);
     if (s == QVL_OK) QVL_LOG_I("mkmodel: wrote %s", path);
 done:
     if (ctx) free(ctx->buf);
@@ -150,6 +154,24 @@ done:
 }
 
 /* ---- the model directory ----------------------------------------------------------------- */
+
+/* Weights that are not mkmodel's own (real weights, a user's file) are never replaced: an
+ * existing model.safetensors without this mark stops mkmodel before anything is written. */
+static qvl_status check_replaceable(const char *weights_path, qvl_error *err) {
+    struct stat sb;
+    if (lstat(weights_path, &sb) != 0) return QVL_OK; /* nothing there yet */
+    qvl_safetensors *st = NULL;
+    qvl_error ignored = {0};
+    bool ours = S_ISREG(sb.st_mode) && qvl_safetensors_open(weights_path, &st, &ignored) == QVL_OK;
+    const char *mark = ours ? qvl_safetensors_metadata(st, MKMODEL_MARK_KEY) : NULL;
+    ours = mark && strcmp(mark, MKMODEL_MARK_VALUE) == 0;
+    qvl_safetensors_close(st);
+    if (ours) return QVL_OK;
+    return qvl_fail(err, QVL_E_INVALID,
+                    "%s exists and was not made by qvl mkmodel: refusing to replace it (choose "
+                    "another --out)",
+                    weights_path);
+}
 
 static char *join_path(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
@@ -214,12 +236,12 @@ static qvl_status copy_file(const char *from, const char *to, qvl_error *err) {
         close(in);
         return qvl_fail(err, QVL_E_IO, "%s: not a regular file", from);
     }
-    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
+    qvl_new_file out;
+    qvl_status s = qvl_new_file_open(to, &out, err);
+    if (s != QVL_OK) {
         close(in);
-        return qvl_fail(err, QVL_E_IO, "%s: cannot create: %s", to, strerror(errno));
+        return s;
     }
-    qvl_status s = QVL_OK;
     char buf[1 << 16];
     for (;;) {
         ssize_t r = read(in, buf, sizeof buf);
@@ -228,32 +250,23 @@ static qvl_status copy_file(const char *from, const char *to, qvl_error *err) {
             s = qvl_fail(err, QVL_E_IO, "%s: read failed: %s", from, strerror(errno));
             break;
         }
-        if (r == 0) break;
-        for (ssize_t done = 0; done < r && s == QVL_OK;) {
-            ssize_t w = write(out, buf + done, (size_t)(r - done));
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) s = qvl_fail(err, QVL_E_IO, "%s: write failed: %s", to, strerror(errno));
-            else done += w;
-        }
-        if (s != QVL_OK) break;
+        if (r == 0 || (s = qvl_new_file_write(&out, buf, (size_t)r, err)) != QVL_OK) break;
     }
     close(in);
-    if (close(out) != 0 && s == QVL_OK)
-        s = qvl_fail(err, QVL_E_IO, "%s: close failed: %s", to, strerror(errno));
+    if (s == QVL_OK) return qvl_new_file_commit(&out, err);
+    qvl_new_file_abandon(&out);
     return s;
 }
 
 static qvl_status write_json(const char *path, cJSON *obj, qvl_error *err) {
     char *text = obj ? cJSON_Print(obj) : NULL;
     if (!text) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
-    FILE *f = fopen(path, "wb");
-    qvl_status s = QVL_OK;
-    if (!f) {
-        s = qvl_fail(err, QVL_E_IO, "%s: cannot create: %s", path, strerror(errno));
-    } else {
-        bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-        if (fclose(f) != 0 || !ok) s = qvl_fail(err, QVL_E_IO, "%s: write failed", path);
-    }
+    qvl_new_file f;
+    qvl_status s = qvl_new_file_open(path, &f, err);
+    if (s == QVL_OK && (s = qvl_new_file_write(&f, text, strlen(text), err)) == QVL_OK &&
+        (s = qvl_new_file_write(&f, "\n", 1, err)) == QVL_OK)
+        s = qvl_new_file_commit(&f, err);
+    if (s != QVL_OK) qvl_new_file_abandon(&f);
     free(text);
     return s;
 }
@@ -346,6 +359,12 @@ qvl_status qvl_qwen3vl_mkmodel(const char *config_path, const char *out_dir, uin
         goto done;
     }
     if ((s = mkdir_p(out_dir, err)) != QVL_OK) goto done;
+    if (!(path = join_path(out_dir, "model.safetensors"))) {
+        s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
+        goto done;
+    }
+    if ((s = check_replaceable(path, err)) != QVL_OK) goto done;
+    free(path);
     if (!(path = join_path(out_dir, "config.json"))) {
         s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
         goto done;
