@@ -67,6 +67,9 @@ typedef struct qvl_loaded_backend {
      * in on this backend unless the caller asks for another; NULL when absent. The backend's
      * init sees it too and may ignore it. */
     char *weights;
+    /* The entry's `kv_type` option (f32, f16, q8_0): the dtype of the model's KV cache on this
+     * backend unless the caller asks for another; NULL when absent. */
+    char *kv_type;
 } qvl_loaded_backend;
 
 /* Resolve the library path of a spec (see search order above). */
