@@ -3,6 +3,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "qvl/safetensors.h"
 
+#include "qvl/mapped_files.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +27,7 @@ struct qvl_safetensors {
     char *path;
     const unsigned char *map;
     size_t map_size;
+    int map_slot;                  /* qvl_mapped_register's slot: SIGBUS names this file */
     const unsigned char *data;     /* first byte after the header */
     size_t data_size;
     qvl_st_tensor *tensors;        /* header order */
@@ -94,7 +97,10 @@ static bool json_uint(const cJSON *v, double max, uint64_t *out) {
 
 void qvl_safetensors_close(qvl_safetensors *st) {
     if (!st) return;
-    if (st->map) munmap((void *)st->map, st->map_size);
+    if (st->map) {
+        qvl_mapped_forget(st->map_slot);
+        munmap((void *)st->map, st->map_size);
+    }
     for (size_t i = 0; i < st->n_tensors; i++) free((char *)st->tensors[i].name);
     for (size_t i = 0; i < st->n_meta; i++) {
         free(st->meta_keys[i]);
@@ -318,6 +324,7 @@ qvl_status qvl_safetensors_open(const char *path, qvl_safetensors **out, qvl_err
     if (!path || !out) return qvl_fail(err, QVL_E_INVALID, "safetensors: no path or output given");
     *out = NULL;
     qvl_safetensors *st = calloc(1, sizeof *st);
+    if (st) st->map_slot = -1; /* not registered until mapped */
     if (!st || !(st->path = strdup(path))) {
         free(st);
         return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
@@ -357,6 +364,7 @@ qvl_status qvl_safetensors_open(const char *path, qvl_safetensors **out, qvl_err
     fd = -1;
     st->map = map;
     st->map_size = size;
+    st->map_slot = qvl_mapped_register(map, size, path);
 
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | st->map[i];
