@@ -19,11 +19,17 @@ if(TARGET qvl-reference)
   list(APPEND QVL_TEST_PLUGIN_DEFS "QVL_REFERENCE_SO=\"$<TARGET_FILE:qvl-reference>\"")
 endif()
 
-qvl_add_test(test_plugins SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_plugins.c
-  DEFS ${QVL_TEST_PLUGIN_DEFS})
-foreach(p ${QVL_TEST_PLUGINS})
-  add_dependencies(test_plugins qvl-test-plugin-${p})
+# Two programs on one set of helpers: plugins.yaml parsing and locating the file (yaml), and
+# resolving, loading and selecting backends (load).
+foreach(part yaml load)
+  qvl_add_test(test_plugins_${part}
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_plugins_${part}.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/test_plugins_util.c
+    DEFS ${QVL_TEST_PLUGIN_DEFS})
+  foreach(p ${QVL_TEST_PLUGINS})
+    add_dependencies(test_plugins_${part} qvl-test-plugin-${p})
+  endforeach()
+  if(TARGET qvl-reference)
+    add_dependencies(test_plugins_${part} qvl-reference)
+  endif()
 endforeach()
-if(TARGET qvl-reference)
-  add_dependencies(test_plugins qvl-reference)
-endif()

@@ -6,11 +6,16 @@ set(QVL_MODEL_GRAPHS_DEFS "")
 if(TARGET qvl-reference)
   list(APPEND QVL_MODEL_GRAPHS_DEFS "QVL_REFERENCE_SO=\"$<TARGET_FILE:qvl-reference>\"")
 endif()
-qvl_add_test(test_model_graphs SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_model_graphs.c
-  LIBS qvl-qwen3vl qvl-graph qvl-test-support m DEFS ${QVL_MODEL_GRAPHS_DEFS})
-if(TARGET qvl-reference)
-  add_dependencies(test_model_graphs qvl-reference)
-endif()
+# The text decoder and the vision encoder graphs: two programs on one harness.
+foreach(part text vision)
+  qvl_add_test(test_model_graphs_${part}
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_model_graphs_${part}.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/test_model_graphs_util.c
+    LIBS qvl-qwen3vl qvl-graph qvl-test-support m DEFS ${QVL_MODEL_GRAPHS_DEFS})
+  if(TARGET qvl-reference)
+    add_dependencies(test_model_graphs_${part} qvl-reference)
+  endif()
+endforeach()
 
 # The command-line tool: flags, errors, the 2B graphs' fusion summary, DOT output, and a
 # cross-check of the reference backend against itself on a tiny config.

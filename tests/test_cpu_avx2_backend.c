@@ -24,134 +24,31 @@
 #include "qvl/dtype.h"
 #include "qvl/registry.h"
 #include "test_backend.h"
+#include "test_tensors.h"
 
 static qvl_test_backend ref, avx;
 static bool have_avx2;
 
-/* ---- tensors (freed after every test) ---------------------------------------------------- */
+/* ---- tensors (test_tensors.h; freed after every test) ------------------------------------- */
 
-#define MAX_ALLOCS 4096
-static void *allocs[MAX_ALLOCS];
-static int n_allocs;
-
-static void *keep(void *p) {
-    assert_non_null(p);
-    assert_true(n_allocs < MAX_ALLOCS);
-    allocs[n_allocs++] = p;
-    return p;
-}
-
-static int free_all(void **state) {
-    (void)state;
-    for (int i = 0; i < n_allocs; i++) free(allocs[i]);
-    n_allocs = 0;
-    return 0;
-}
-
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-
-static size_t storage_bytes(qvl_dtype dt, int64_t n) {
-    if (dt == QVL_Q8_0) return (size_t)((n + 31) / 32) * sizeof(qvl_block_q8_0);
-    return (size_t)n * (dt == QVL_F32 || dt == QVL_I32 ? 4 : 2);
-}
-
-static int64_t nelem(const qvl_tensor_desc *d) {
-    int64_t n = 1;
-    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
-    return n;
-}
-
-static void set_desc(qvl_tensor *t, qvl_dtype dt, int ndim, const int64_t *shape,
-                     const int64_t *stride) {
-    t->desc.dtype = dt;
-    t->desc.ndim = ndim;
-    for (int i = 0; i < QVL_MAX_DIMS; i++) {
-        t->desc.shape[i] = i < ndim ? shape[i] : 1;
-        t->desc.stride[i] = i < ndim ? stride[i] : 1;
-    }
-}
-
-static qvl_tensor *mk(qvl_dtype dt, int ndim, const int64_t *shape) {
-    qvl_tensor *t = keep(calloc(1, sizeof *t));
-    int64_t stride[QVL_MAX_DIMS], n = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        stride[i] = n;
-        n *= shape[i];
-    }
-    set_desc(t, dt, ndim, shape, stride);
-    /* odd start address: weights mapped from safetensors are only 2-byte aligned */
-    char *mem = keep(calloc(1, storage_bytes(dt, n) + 8));
-    t->data = mem + (dt == QVL_F32 || dt == QVL_I32 ? 4 : 2);
-    return t;
-}
-
-/* A view into base's storage: own shape and strides, element 0 at `offset` elements. */
-static qvl_tensor *view(const qvl_tensor *base, int ndim, const int64_t *shape,
-                        const int64_t *stride, int64_t offset) {
-    qvl_tensor *t = keep(calloc(1, sizeof *t));
-    set_desc(t, base->desc.dtype, ndim, shape, stride);
-    size_t bytes = base->desc.dtype == QVL_Q8_0 ? (size_t)(offset / 32) * sizeof(qvl_block_q8_0)
-                                                : storage_bytes(base->desc.dtype, offset);
-    t->data = (char *)base->data + bytes;
-    return t;
-}
-
-static uint32_t rng = 777u;
-static float frand(float lo, float hi) {
-    rng = rng * 1664525u + 1013904223u;
-    return lo + (hi - lo) * (float)(rng >> 8) / (float)(1u << 24);
-}
-
-/* Random values in [lo, hi) stored as dt (q8_0: quantised rows of the innermost dim). */
+/* Random values in [lo, hi) stored as dt (q8_0: quantised rows of the innermost dim). Not
+ * tt_rnd, which draws q8_0 scales and quants directly: here every dtype holds rounded values
+ * of one range, as the exact-conversion and thread cases were written for. */
 static qvl_tensor *rnd(qvl_dtype dt, int ndim, const int64_t *shape, float lo, float hi) {
-    qvl_tensor *t = mk(dt, ndim, shape);
-    int64_t n = nelem(&t->desc);
-    float *v = keep(malloc((size_t)(n + 32) * sizeof *v));
-    for (int64_t i = 0; i < n; i++) v[i] = frand(lo, hi);
+    qvl_tensor *t = tt_mk(dt, ndim, shape);
+    int64_t n = tt_nelem(&t->desc);
+    float *v = tt_keep(malloc((size_t)(n + 32) * sizeof *v));
+    for (int64_t i = 0; i < n; i++) v[i] = tt_frand(lo, hi);
     assert_true(dt != QVL_Q8_0 || n % 32 == 0);
     qvl_from_f32(dt, v, t->data, n);
     return t;
 }
 
-static qvl_tensor *i32_of(int ndim, const int64_t *shape, const int32_t *values) {
-    qvl_tensor *t = mk(QVL_I32, ndim, shape);
-    memcpy(t->data, values, (size_t)nelem(&t->desc) * sizeof(int32_t));
-    return t;
-}
-
-/* Element at element offset off, as the dtype definitions say. */
-static double get(const qvl_tensor *t, int64_t off) {
-    switch (t->desc.dtype) {
-    case QVL_F32: return ((const float *)t->data)[off];
-    case QVL_F16: return qvl_f16_to_f32(((const uint16_t *)t->data)[off]);
-    case QVL_BF16: return qvl_bf16_to_f32(((const uint16_t *)t->data)[off]);
-    case QVL_Q8_0: {
-        const qvl_block_q8_0 *b = (const qvl_block_q8_0 *)t->data + off / 32;
-        return (double)qvl_f16_to_f32(b->d) * b->qs[off % 32];
-    }
-    default: return ((const int32_t *)t->data)[off];
-    }
-}
 /* ---- running a node on a backend ------------------------------------------------------- */
-
-#define SRC(...) ((const qvl_tensor *[QVL_MAX_SRC]){__VA_ARGS__})
-
-static qvl_node node_of(qvl_op op, const qvl_params *p, qvl_tensor *dst,
-                        const qvl_tensor *const *src) {
-    qvl_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    if (p) n.params = *p;
-    n.n_src = qvl_op_max_inputs(op);
-    for (uint32_t i = 0; i < QVL_MAX_SRC; i++) n.src[i] = src[i];
-    n.dst = dst;
-    n.name = "t";
-    return n;
-}
 
 static void run_on(const qvl_test_backend *b, qvl_op op, const qvl_params *p, qvl_tensor *dst,
                    const qvl_tensor *const *src) {
-    qvl_node n = node_of(op, p, dst, src);
+    qvl_node n = tt_node(op, p, dst, src);
     qvl_error err = {0};
     if (qvl_test_supports(b, &n, &err) != QVL_OK) fail_msg("%s", err.msg);
     qvl_status s = qvl_test_kernel(b, op)(b->be, &n, &err);
@@ -160,7 +57,7 @@ static void run_on(const qvl_test_backend *b, qvl_op op, const qvl_params *p, qv
 
 /* A fresh output like `like` (contiguous f32, or dst's dtype for STORE_ROWS-like copies). */
 static qvl_tensor *out_like(qvl_dtype dt, int ndim, const int64_t *shape) {
-    return mk(dt, ndim, shape);
+    return tt_mk(dt, ndim, shape);
 }
 
 /* Runs op on both backends into separate outputs; returns them through ro/ao. */
@@ -176,21 +73,21 @@ static void run_both(qvl_op op, const qvl_params *p, qvl_dtype out_dt, int ndim,
 /* |a - r| <= atol + rtol * max|r| + extra[i] for every element (extra may be NULL). */
 static void compare(const char *what, const qvl_tensor *r, const qvl_tensor *a, double atol,
                     double rtol, const double *extra) {
-    int64_t n = nelem(&r->desc);
+    int64_t n = tt_nelem(&r->desc);
     double max_ref = 0.0, worst = 0.0;
-    for (int64_t i = 0; i < n; i++) max_ref = fmax(max_ref, fabs(get(r, i)));
+    for (int64_t i = 0; i < n; i++) max_ref = fmax(max_ref, fabs(tt_value(r, i)));
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs(get(a, i) - get(r, i)), tol = atol + rtol * max_ref + (extra ? extra[i] : 0);
-        if (isnan(get(a, i)) != isnan(get(r, i)) || d > tol)
+        double d = fabs(tt_value(a, i) - tt_value(r, i)), tol = atol + rtol * max_ref + (extra ? extra[i] : 0);
+        if (isnan(tt_value(a, i)) != isnan(tt_value(r, i)) || d > tol)
             fail_msg("%s: element %lld: cpu_avx2 %.9g, reference %.9g (diff %.3g > tol %.3g)",
-                     what, (long long)i, get(a, i), get(r, i), d, tol);
+                     what, (long long)i, tt_value(a, i), tt_value(r, i), d, tol);
         worst = fmax(worst, d);
     }
     (void)worst;
 }
 
 static void compare_exact(const char *what, const qvl_tensor *r, const qvl_tensor *a) {
-    size_t bytes = storage_bytes(r->desc.dtype, nelem(&r->desc));
+    size_t bytes = tt_storage_bytes(r->desc.dtype, tt_nelem(&r->desc));
     if (memcmp(r->data, a->data, bytes) != 0) {
         compare(what, r, a, 0, 0, NULL);
         fail_msg("%s: outputs differ in their bytes", what);
@@ -221,9 +118,9 @@ static void test_matmul_gemm_exact_conversion(void **state) {
             int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
             if (dts[d] == QVL_Q8_0) K = K / 32 * 32 + 32;
             qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(dts[d], 2, SHAPE(N, K), -1, 1);
-            qvl_tensor *wf = mk(QVL_F32, 2, SHAPE(N, K));
-            for (int64_t i = 0; i < N * K; i++) ((float *)wf->data)[i] = (float)get(w, i);
-            qvl_tensor *o = mk(QVL_F32, 2, SHAPE(M, N)), *of = mk(QVL_F32, 2, SHAPE(M, N));
+            qvl_tensor *wf = tt_mk(QVL_F32, 2, SHAPE(N, K));
+            for (int64_t i = 0; i < N * K; i++) ((float *)wf->data)[i] = (float)tt_value(w, i);
+            qvl_tensor *o = tt_mk(QVL_F32, 2, SHAPE(M, N)), *of = tt_mk(QVL_F32, 2, SHAPE(M, N));
             run_on(&avx, QVL_OP_MATMUL, NULL, o, SRC(a, w));
             run_on(&avx, QVL_OP_MATMUL, NULL, of, SRC(a, wf));
             compare_exact(qvl_dtype_name(dts[d]), of, o);
@@ -244,10 +141,10 @@ static void rope_case(int mode, int64_t N, int64_t H, int64_t D) {
              (long long)H, (long long)D);
     int64_t C = mode == QVL_ROPE_MROPE_INTERLEAVED ? 3 : mode == QVL_ROPE_VISION_2D ? 2 : 1;
     qvl_tensor *base = rnd(QVL_F32, 2, SHAPE(N, (H + 1) * D), -2, 2);
-    qvl_tensor *x = view(base, 3, SHAPE(N, H, D), SHAPE((H + 1) * D, D, 1), D);
+    qvl_tensor *x = tt_view(base, 3, SHAPE(N, H, D), SHAPE((H + 1) * D, D, 1), D);
     int32_t pos[3 * 64];
-    for (int64_t i = 0; i < C * N; i++) pos[i] = (int32_t)frand(0, 300);
-    qvl_tensor *ps = i32_of(2, SHAPE(C, N), pos);
+    for (int64_t i = 0; i < C * N; i++) pos[i] = (int32_t)tt_frand(0, 300);
+    qvl_tensor *ps = tt_i32_of(2, SHAPE(C, N), pos);
     qvl_params p = {.rope = {.mode = mode, .theta = 1e6f, .sections = {3, 2, 2, 0}}};
     qvl_tensor *ro, *ao;
     run_both(QVL_OP_ROPE, &p, QVL_F32, 3, SHAPE(N, H, D), SRC(x, ps), &ro, &ao);
@@ -273,13 +170,13 @@ static void test_activations_accuracy(void **state) {
     (void)state;
     skip_without_avx2();
     const int64_t n = 40001;
-    qvl_tensor *x = mk(QVL_F32, 1, SHAPE(n));
+    qvl_tensor *x = tt_mk(QVL_F32, 1, SHAPE(n));
     float *xv = x->data;
     for (int64_t i = 0; i < n; i++) xv[i] = -20.0f + 40.0f * (float)i / (float)(n - 1);
     /* GELU_ERF is scalar erff, like the reference: test_unary_ops checks it is identical */
     static const qvl_op ops[] = {QVL_OP_SILU, QVL_OP_GELU_TANH};
     for (size_t o = 0; o < 2; o++) {
-        qvl_tensor *y = mk(QVL_F32, 1, SHAPE(n));
+        qvl_tensor *y = tt_mk(QVL_F32, 1, SHAPE(n));
         run_on(&avx, ops[o], NULL, y, SRC(x));
         const float *yv = y->data;
         double worst = 0;
@@ -307,7 +204,7 @@ static void test_gelu_erf_bit_identical(void **state) {
     (void)state;
     skip_without_avx2();
     qvl_tensor *base = rnd(QVL_F32, 3, SHAPE(3, 5, 13), -6, 6);
-    qvl_tensor *x = view(base, 3, SHAPE(3, 13, 5), SHAPE(65, 1, 13), 0); /* permuted */
+    qvl_tensor *x = tt_view(base, 3, SHAPE(3, 13, 5), SHAPE(65, 1, 13), 0); /* permuted */
     qvl_tensor *ro, *ao;
     run_both(QVL_OP_GELU_ERF, NULL, QVL_F32, 3, SHAPE(3, 13, 5), SRC(x), &ro, &ao);
     compare_exact("gelu_erf", ro, ao);
@@ -316,7 +213,7 @@ static void test_gelu_erf_bit_identical(void **state) {
 /* Bad data met at run time: cpu_avx2's own messages say what was bad and where. */
 static void expect_error(qvl_op op, qvl_tensor *dst, const qvl_tensor *const *src,
                          const char *const *words) {
-    qvl_node n = node_of(op, NULL, dst, src);
+    qvl_node n = tt_node(op, NULL, dst, src);
     qvl_error err = {0};
     assert_int_equal(qvl_test_kernel(&avx, n.op)(avx.be, &n, &err), QVL_E_INVALID);
     for (; *words; words++)
@@ -327,16 +224,16 @@ static void test_error_messages(void **state) {
     (void)state;
     skip_without_avx2();
     qvl_tensor *s2 = rnd(QVL_F32, 3, SHAPE(3, 10, 10), -1, 1);
-    qvl_tensor *bad = i32_of(1, SHAPE(3), (const int32_t[]){0, 7, 3});
-    expect_error(QVL_OP_MASK_SEGMENTS, mk(QVL_F32, 3, SHAPE(3, 10, 10)), SRC(s2, bad),
+    qvl_tensor *bad = tt_i32_of(1, SHAPE(3), (const int32_t[]){0, 7, 3});
+    expect_error(QVL_OP_MASK_SEGMENTS, tt_mk(QVL_F32, 3, SHAPE(3, 10, 10)), SRC(s2, bad),
                  (const char *const[]){"cpu_avx2: mask_segments 't':", NULL});
     qvl_tensor *table = rnd(QVL_BF16, 2, SHAPE(50, 8), -1, 1);
-    qvl_tensor *ids = i32_of(1, SHAPE(2), (const int32_t[]){1, 50});
-    expect_error(QVL_OP_GET_ROWS, mk(QVL_F32, 2, SHAPE(2, 8)), SRC(table, ids),
+    qvl_tensor *ids = tt_i32_of(1, SHAPE(2), (const int32_t[]){1, 50});
+    expect_error(QVL_OP_GET_ROWS, tt_mk(QVL_F32, 2, SHAPE(2, 8)), SRC(table, ids),
                  (const char *const[]){"cpu_avx2: get_rows", "outside [0, 50)", NULL});
     qvl_tensor *x = rnd(QVL_F32, 2, SHAPE(9, 37), -1, 1), *src = rnd(QVL_F32, 2, SHAPE(4, 37), -1, 1);
-    qvl_tensor *idx = i32_of(1, SHAPE(4), (const int32_t[]){1, 2, 9, 3});
-    expect_error(QVL_OP_ADD_ROWS, mk(QVL_F32, 2, SHAPE(9, 37)), SRC(x, idx, src),
+    qvl_tensor *idx = tt_i32_of(1, SHAPE(4), (const int32_t[]){1, 2, 9, 3});
+    expect_error(QVL_OP_ADD_ROWS, tt_mk(QVL_F32, 2, SHAPE(9, 37)), SRC(x, idx, src),
                  (const char *const[]){"cpu_avx2: add_rows 't': row index 9 at position 2", NULL});
 }
 
@@ -368,7 +265,7 @@ static void test_threads_same_results(void **state) {
         for (int mi = 0; mi < 4; mi++) {
             int64_t M = Ms[mi], K = 320, N = mi == 3 ? 300 : 101; /* 300: several GEMM chunks */
             qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(wdtypes[d], 2, SHAPE(N, K), -1, 1);
-            qvl_tensor *o1 = mk(QVL_F32, 2, SHAPE(M, N)), *o3 = mk(QVL_F32, 2, SHAPE(M, N));
+            qvl_tensor *o1 = tt_mk(QVL_F32, 2, SHAPE(M, N)), *o3 = tt_mk(QVL_F32, 2, SHAPE(M, N));
             run_on(&one, QVL_OP_MATMUL, NULL, o1, SRC(a, w));
             run_on(&three, QVL_OP_MATMUL, NULL, o3, SRC(a, w));
             compare_exact("matmul threads 1 vs 3", o1, o3);
@@ -378,7 +275,7 @@ static void test_threads_same_results(void **state) {
     }
     qvl_tensor *q = rnd(QVL_F32, 3, SHAPE(9, 4, 16), -1, 1), *k = rnd(QVL_F32, 3, SHAPE(20, 2, 16), -1, 1);
     qvl_tensor *v = rnd(QVL_F32, 3, SHAPE(20, 2, 16), -1, 1);
-    qvl_tensor *o1 = mk(QVL_F32, 3, SHAPE(9, 4, 16)), *o3 = mk(QVL_F32, 3, SHAPE(9, 4, 16));
+    qvl_tensor *o1 = tt_mk(QVL_F32, 3, SHAPE(9, 4, 16)), *o3 = tt_mk(QVL_F32, 3, SHAPE(9, 4, 16));
     qvl_params p = {.attention = {.scale = 0.25f, .mask = QVL_MASK_CAUSAL, .n_past = 11}};
     run_on(&one, QVL_OP_ATTENTION, &p, o1, SRC(q, k, v));
     run_on(&three, QVL_OP_ATTENTION, &p, o3, SRC(q, k, v));
@@ -389,14 +286,14 @@ static void test_threads_same_results(void **state) {
     qvl_tensor *x = rnd(QVL_F32, 2, SHAPE(5, 64), -1, 1), *g = rnd(QVL_F32, 1, SHAPE(64), 0.5f, 1.5f);
     qvl_tensor *w1 = rnd(QVL_BF16, 2, SHAPE(40, 64), -1, 1), *w2 = rnd(QVL_Q8_0, 2, SHAPE(24, 64), -1, 1);
     qvl_params np = {.norm_linear = {.norm = QVL_NORM_RMS, .eps = 1e-6f, .n_proj = 2}};
-    qvl_tensor *n1 = mk(QVL_F32, 2, SHAPE(5, 64)), *n2 = mk(QVL_F32, 2, SHAPE(5, 64));
+    qvl_tensor *n1 = tt_mk(QVL_F32, 2, SHAPE(5, 64)), *n2 = tt_mk(QVL_F32, 2, SHAPE(5, 64));
     run_on(&one, QVL_OP_NORM_LINEAR, &np, n1, SRC(x, g, NULL, w1, NULL, w2));
     run_on(&avx, QVL_OP_NORM_LINEAR, &np, n2, SRC(x, g, NULL, w1, NULL, w2));
     compare_exact("norm_linear threads 1 vs 2", n1, n2);
     /* and at decode size (one row), projections wide enough for several chunks each */
     qvl_tensor *x1 = rnd(QVL_F32, 2, SHAPE(1, 64), -1, 1);
     qvl_tensor *w3 = rnd(QVL_BF16, 2, SHAPE(333, 64), -1, 1), *w4 = rnd(QVL_Q8_0, 2, SHAPE(250, 64), -1, 1);
-    qvl_tensor *d1 = mk(QVL_F32, 2, SHAPE(1, 583)), *d3 = mk(QVL_F32, 2, SHAPE(1, 583));
+    qvl_tensor *d1 = tt_mk(QVL_F32, 2, SHAPE(1, 583)), *d3 = tt_mk(QVL_F32, 2, SHAPE(1, 583));
     run_on(&one, QVL_OP_NORM_LINEAR, &np, d1, SRC(x1, g, NULL, w3, NULL, w4));
     run_on(&three, QVL_OP_NORM_LINEAR, &np, d3, SRC(x1, g, NULL, w3, NULL, w4));
     compare_exact("norm_linear decode threads 1 vs 3", d1, d3);
@@ -456,6 +353,8 @@ static int setup(void **state) {
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                 __builtin_cpu_supports("f16c");
+    tt_seed(777u);
+    tt_set_misaligned(true); /* weights mapped from safetensors are only 2-byte aligned */
     if (qvl_test_backend_open(QVL_REFERENCE_SO, NULL, &ref) != 0) return -1;
     if (!have_avx2) {
         printf("this CPU lacks AVX2/FMA/F16C: cpu_avx2 kernel tests skip\n");
@@ -473,15 +372,15 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_matmul_gemm_exact_conversion, free_all),
-        cmocka_unit_test_teardown(test_rope_bit_identical, free_all),
-        cmocka_unit_test_teardown(test_gelu_erf_bit_identical, free_all),
-        cmocka_unit_test_teardown(test_activations_accuracy, free_all),
-        cmocka_unit_test_teardown(test_error_messages, free_all),
-        cmocka_unit_test_teardown(test_host_memory_and_view, free_all),
-        cmocka_unit_test_teardown(test_threads_same_results, free_all),
-        cmocka_unit_test_teardown(test_threads_option_errors, free_all),
-        cmocka_unit_test_teardown(test_disable_falls_back, free_all),
+        cmocka_unit_test_teardown(test_matmul_gemm_exact_conversion, tt_free_all),
+        cmocka_unit_test_teardown(test_rope_bit_identical, tt_free_all),
+        cmocka_unit_test_teardown(test_gelu_erf_bit_identical, tt_free_all),
+        cmocka_unit_test_teardown(test_activations_accuracy, tt_free_all),
+        cmocka_unit_test_teardown(test_error_messages, tt_free_all),
+        cmocka_unit_test_teardown(test_host_memory_and_view, tt_free_all),
+        cmocka_unit_test_teardown(test_threads_same_results, tt_free_all),
+        cmocka_unit_test_teardown(test_threads_option_errors, tt_free_all),
+        cmocka_unit_test_teardown(test_disable_falls_back, tt_free_all),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,7 +17,11 @@
  *   the decode path does (q8_bound: each activation rounded to its 32-block's scale
  *   d = max|x|/127, moving output (m, n) by at most sum_k |w[n,k]| d(m,k)/2).
  *
- * Without a usable CUDA device (CI) the whole test skips (exit 77) with one line saying why. */
+ * Without a usable CUDA device (CI) the whole test skips (exit 77) with one line saying why.
+ *
+ * One file over ~800 lines: scripts/gpu-check.sh runs this program by name (and again under
+ * compute-sanitizer), and every case, the run_graph ones included, shares the mirrored-storage
+ * harness at the top; the host tensor helpers themselves are in support/test_tensors.c. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <dlfcn.h>
 #include <math.h>
@@ -33,6 +37,7 @@
 #include "qvl/backend.h"
 #include "qvl/dtype.h"
 #include "test_backend.h"
+#include "test_tensors.h"
 
 static qvl_test_backend ref, cu;
 
@@ -62,21 +67,6 @@ typedef struct tt {
 static tt tts[MAX_TTS];
 static int n_tts;
 
-static size_t elem_bytes(qvl_dtype dt) {
-    return dt == QVL_F32 || dt == QVL_I32 ? 4 : 2;
-}
-
-static size_t storage_bytes(qvl_dtype dt, int64_t n) {
-    if (dt == QVL_Q8_0) return (size_t)((n + 31) / 32) * sizeof(qvl_block_q8_0);
-    return (size_t)n * elem_bytes(dt);
-}
-
-static int64_t nelem(const qvl_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->desc.ndim; i++) n *= t->desc.shape[i];
-    return n;
-}
-
 static int free_all(void **state) {
     (void)state;
     for (int i = 0; i < n_stores; i++) {
@@ -94,15 +84,8 @@ static tt *new_tt(qvl_dtype dt, int ndim, const int64_t *shape, const int64_t *s
     tt *t = &tts[n_tts++];
     memset(t, 0, sizeof *t);
     t->store = st;
-    t->h.desc.dtype = dt;
-    t->h.desc.ndim = ndim;
-    for (int i = 0; i < QVL_MAX_DIMS; i++) {
-        t->h.desc.shape[i] = i < ndim ? shape[i] : 1;
-        t->h.desc.stride[i] = i < ndim ? stride[i] : 1;
-    }
-    size_t off = dt == QVL_Q8_0 ? (size_t)(offset / 32) * sizeof(qvl_block_q8_0)
-                                : (size_t)offset * elem_bytes(dt);
-    t->h.data = stores[st].host + off;
+    tt_set_desc(&t->h, dt, ndim, shape, stride);
+    t->h.data = stores[st].host + tt_offset_bytes(dt, offset);
     return t;
 }
 
@@ -116,7 +99,7 @@ static tt *mk(qvl_dtype dt, int ndim, const int64_t *shape) {
     }
     store *s = &stores[n_stores];
     memset(s, 0, sizeof *s);
-    s->bytes = storage_bytes(dt, n);
+    s->bytes = tt_storage_bytes(dt, n);
     s->host = calloc(1, s->bytes);
     assert_non_null(s->host);
     return new_tt(dt, ndim, shape, stride, n_stores++, 0);
@@ -128,43 +111,14 @@ static tt *view(const tt *base, int ndim, const int64_t *shape, const int64_t *s
     return new_tt(base->h.desc.dtype, ndim, shape, stride, base->store, offset);
 }
 
-static uint32_t rng = 2024u;
-static float frand(float lo, float hi) {
-    rng = rng * 1664525u + 1013904223u;
-    return lo + (hi - lo) * (float)(rng >> 8) / (float)(1u << 24);
-}
 static int irand(int lo, int hi) { /* [lo, hi] */
-    return lo + (int)(frand(0.0f, 1.0f) * (float)(hi - lo + 1)) % (hi - lo + 1);
+    return lo + (int)(tt_frand(0.0f, 1.0f) * (float)(hi - lo + 1)) % (hi - lo + 1);
 }
 
-/* Fill the whole storage of t with random values in [lo, hi). */
-static void fill(tt *t, float lo, float hi) {
-    store *s = &stores[t->store];
-    qvl_dtype dt = t->h.desc.dtype;
-    if (dt == QVL_Q8_0) {
-        qvl_block_q8_0 *b = (qvl_block_q8_0 *)s->host;
-        for (size_t i = 0; i < s->bytes / sizeof *b; i++) {
-            b[i].d = qvl_f32_to_f16(frand(0.002f, 0.01f));
-            for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)(int)frand(-127.0f, 127.99f);
-        }
-        return;
-    }
-    size_t n = s->bytes / elem_bytes(dt);
-    for (size_t i = 0; i < n; i++) {
-        float v = frand(lo, hi);
-        switch (dt) {
-        case QVL_F32: ((float *)s->host)[i] = v; break;
-        case QVL_F16: ((uint16_t *)s->host)[i] = qvl_f32_to_f16(v); break;
-        case QVL_BF16: ((uint16_t *)s->host)[i] = qvl_f32_to_bf16(v); break;
-        case QVL_I32: ((int32_t *)s->host)[i] = (int32_t)v; break;
-        default: fail_msg("fill: bad dtype");
-        }
-    }
-}
-
+/* A contiguous tensor of random values in [lo, hi) (tt_fill_random) with its own storage. */
 static tt *rnd(qvl_dtype dt, int ndim, const int64_t *shape, float lo, float hi) {
     tt *t = mk(dt, ndim, shape);
-    fill(t, lo, hi);
+    tt_fill_random(dt, t->h.data, tt_nelem(&t->h.desc), lo, hi);
     return t;
 }
 
@@ -173,8 +127,6 @@ static tt *i32_of(int64_t n, const int32_t *values) {
     memcpy(t->h.data, values, (size_t)n * sizeof(int32_t));
     return t;
 }
-
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
 /* ---- running one node on both backends ---------------------------------------------------- */
 
@@ -198,40 +150,9 @@ static qvl_tensor dev_of(const tt *t) {
     return d;
 }
 
-static qvl_node node_of(qvl_op op, const qvl_params *p, qvl_tensor *dst,
-                        const qvl_tensor *const *src) {
-    qvl_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    if (p) n.params = *p;
-    n.n_src = qvl_op_max_inputs(op);
-    for (uint32_t i = 0; i < QVL_MAX_SRC; i++) n.src[i] = src[i];
-    n.dst = dst;
-    n.name = "t";
-    return n;
-}
-
+/* Sources here are tt pairs (host tensor and storage), not test_tensors.h's qvl_tensors. */
+#undef SRC
 #define SRC(...) ((tt *[QVL_MAX_SRC]){__VA_ARGS__})
-
-/* Element i (row-major over its shape) of a host tensor, as double. */
-static double at_flat(const qvl_tensor *t, int64_t i) {
-    int64_t off = 0;
-    for (int d = t->desc.ndim - 1; d >= 0; d--) {
-        off += (i % t->desc.shape[d]) * t->desc.stride[d];
-        i /= t->desc.shape[d];
-    }
-    switch (t->desc.dtype) {
-    case QVL_F32: return ((const float *)t->data)[off];
-    case QVL_F16: return qvl_f16_to_f32(((const uint16_t *)t->data)[off]);
-    case QVL_BF16: return qvl_bf16_to_f32(((const uint16_t *)t->data)[off]);
-    case QVL_I32: return ((const int32_t *)t->data)[off];
-    case QVL_Q8_0: {
-        const qvl_block_q8_0 *b = (const qvl_block_q8_0 *)t->data + off / 32;
-        return (double)qvl_f16_to_f32(b->d) * b->qs[off % 32];
-    }
-    default: return NAN;
-    }
-}
 
 /* Per-element allowance added to the op's tolerance (q8_bound), or NULL. */
 static const double *g_extra_bound;
@@ -250,16 +171,16 @@ static void compare_store(const char *what, int st, const qvl_tensor *want, doub
     qvl_tensor got = *want;
     got.data = got_store + ((unsigned char *)want->data - s->host);
 
-    int64_t n = nelem(want);
+    int64_t n = tt_nelem(&want->desc);
     double max_ref = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double w = at_flat(want, i);
+        double w = tt_at_flat(want, i);
         if (isfinite(w) && fabs(w) > max_ref) max_ref = fabs(w);
     }
     double bound = tol * fmax(1.0, max_ref), worst = 0.0, worst_bound = bound;
     int64_t worst_i = 0;
     for (int64_t i = 0; i < n; i++) {
-        double w = at_flat(want, i), g = at_flat(&got, i);
+        double w = tt_at_flat(want, i), g = tt_at_flat(&got, i);
         double d = (isinf(w) || isinf(g)) ? (g == w ? 0.0 : INFINITY) : fabs(g - w);
         if (isnan(w) && isnan(g)) d = 0.0;
         if (isnan(d)) d = INFINITY; /* one side NaN */
@@ -272,7 +193,7 @@ static void compare_store(const char *what, int st, const qvl_tensor *want, doub
     }
     bound = worst_bound;
     if (worst > bound) {
-        double w = at_flat(want, worst_i), g = at_flat(&got, worst_i);
+        double w = tt_at_flat(want, worst_i), g = tt_at_flat(&got, worst_i);
         free(got_store);
         fail_msg("%s: element %lld of %lld: cuda %.9g, reference %.9g (|diff| %.3g > bound %.3g)",
                  what, (long long)worst_i, (long long)n, g, w, worst, bound);
@@ -305,7 +226,7 @@ static void q8_allow(const double *x, int64_t M, int64_t K, const qvl_tensor *w,
         }
         for (int64_t n = 0; n < N; n++) {
             double sum = 0.0;
-            for (int64_t k = 0; k < K; k++) sum += fabs(at_flat(w, n * K + k)) * err[k];
+            for (int64_t k = 0; k < K; k++) sum += fabs(tt_at_flat(w, n * K + k)) * err[k];
             allow[m * width + col + n] += sum;
         }
     }
@@ -323,7 +244,7 @@ static double gelu_d(double v, int act) {
  * node has none (caller frees). */
 static double *q8_bound(qvl_op op, const qvl_params *p, const tt *dst, tt *const *src) {
     const qvl_tensor *w[3] = {NULL, NULL, NULL}, *xin;
-    int64_t n_out = nelem(&dst->h), width = dst->h.desc.shape[dst->h.desc.ndim - 1];
+    int64_t n_out = tt_nelem(&dst->h.desc), width = dst->h.desc.shape[dst->h.desc.ndim - 1];
     int64_t M = n_out / width, K;
     if (op == QVL_OP_MATMUL && src[1]->h.desc.ndim == 2) {
         w[0] = &src[1]->h;
@@ -345,7 +266,7 @@ static double *q8_bound(qvl_op op, const qvl_params *p, const tt *dst, tt *const
     assert_true(x && allow);
     for (int64_t m = 0; m < M; m++) {
         double *xr = x + m * K;
-        for (int64_t k = 0; k < K; k++) xr[k] = at_flat(xin, m * K + k);
+        for (int64_t k = 0; k < K; k++) xr[k] = tt_at_flat(xin, m * K + k);
         if (op == QVL_OP_NORM_LINEAR) { /* the normalised row, as the kernel quantises it */
             double mean = 0.0, sq = 0.0;
             for (int64_t k = 0; k < K; k++) mean += xr[k] / (double)K;
@@ -353,12 +274,12 @@ static double *q8_bound(qvl_op op, const qvl_params *p, const tt *dst, tt *const
             for (int64_t k = 0; k < K; k++) sq += (xr[k] - (layer ? mean : 0)) * (xr[k] - (layer ? mean : 0));
             double inv = 1.0 / sqrt(sq / (double)K + p->norm_linear.eps);
             for (int64_t k = 0; k < K; k++) {
-                xr[k] = (xr[k] - (layer ? mean : 0)) * inv * at_flat(&src[1]->h, k);
-                if (layer && src[2]) xr[k] += at_flat(&src[2]->h, k);
+                xr[k] = (xr[k] - (layer ? mean : 0)) * inv * tt_at_flat(&src[1]->h, k);
+                if (layer && src[2]) xr[k] += tt_at_flat(&src[2]->h, k);
             }
         } else if (op == QVL_OP_MLP_RESIDUAL) {
             for (int64_t k = 0; k < K; k++)
-                xr[k] = src[3] ? silu_d(xr[k]) * at_flat(&src[3]->h, m * K + k)
+                xr[k] = src[3] ? silu_d(xr[k]) * tt_at_flat(&src[3]->h, m * K + k)
                                : gelu_d(xr[k], p->mlp.act);
         }
     }
@@ -386,7 +307,7 @@ static void check_op(qvl_op op, const qvl_params *p, tt *dst, tt *const *src, do
         dsrcp[i] = &dsrc[i];
     }
     qvl_tensor ddst = dev_of(dst);
-    qvl_node hn = node_of(op, p, &dst->h, hsrc), dn = node_of(op, p, &ddst, dsrcp);
+    qvl_node hn = tt_node(op, p, &dst->h, hsrc), dn = tt_node(op, p, &ddst, dsrcp);
 
     qvl_error err = {0};
     if (!(qvl_test_supports(&ref, &hn, NULL) == QVL_OK))
@@ -472,8 +393,8 @@ static void test_small_uploads(void **state) {
     to_device(ids->store);
     qvl_tensor dt = dev_of(table), di = dev_of(ids), dout = dev_of(out);
     const qvl_tensor *hs[QVL_MAX_SRC] = {&table->h, &ids->h}, *ds[QVL_MAX_SRC] = {&dt, &di};
-    qvl_node hn = node_of(QVL_OP_GET_ROWS, NULL, &out->h, hs);
-    qvl_node dn = node_of(QVL_OP_GET_ROWS, NULL, &dout, ds);
+    qvl_node hn = tt_node(QVL_OP_GET_ROWS, NULL, &out->h, hs);
+    qvl_node dn = tt_node(QVL_OP_GET_ROWS, NULL, &dout, ds);
     for (int step = 0; step < 3; step++) {
         for (int k = 0; k < 3; k++) {
             int32_t id = (int32_t)((step * 5 + k * 3) % V);
@@ -653,8 +574,8 @@ static void seq_add(seq *q, qvl_op op, const qvl_params *p, tt *dst, tt *const *
         ds[i] = &q->dsrc[k][i];
     }
     q->ddst[k] = dev_of(dst);
-    q->h[k] = node_of(op, p, &dst->h, hs);
-    q->d[k] = node_of(op, p, &q->ddst[k], ds);
+    q->h[k] = tt_node(op, p, &dst->h, hs);
+    q->d[k] = tt_node(op, p, &q->ddst[k], ds);
     q->dp[k] = &q->d[k];
 }
 
@@ -901,6 +822,7 @@ int main(void) {
         printf("test_cuda_backend: skipped, cuda_sm61 is unavailable here: %s\n", why);
         return 77; /* ctest: SKIP_RETURN_CODE */
     }
+    tt_seed(2024u);
     const struct CMUnitTest tests[] = {
         T(test_describe),
         T(test_small_uploads),

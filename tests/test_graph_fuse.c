@@ -16,22 +16,33 @@
 
 #define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
-static qvl_fusion_report fuse(qvl_graph *g) {
+/* Fuses g for backend f (NULL: every rule) and validates the result. The report starts as
+ * 0xff bytes so that a field the pass leaves unset shows. */
+static qvl_fusion_report fuse_for(qvl_graph *g, const qvl_backend_iface *f) {
     qvl_fusion_report rep;
     memset(&rep, 0xff, sizeof rep);
     qvl_error err = {0};
-    qvl_status s = qvl_graph_fuse(g, NULL, NULL, &rep, &err);
+    qvl_status s = qvl_graph_fuse(g, f, NULL, &rep, &err);
     if (s != QVL_OK) print_error("fuse: %s\n", err.msg);
     assert_int_equal(s, QVL_OK);
     assert_int_equal(qvl_graph_validate(g, &err), QVL_OK);
     return rep;
 }
 
-static size_t fired(const qvl_fusion_report *r, const char *rule) {
+static qvl_fusion_report fuse(qvl_graph *g) {
+    return fuse_for(g, NULL);
+}
+
+/* Where `rule` stands in the report; the test fails when it is missing. */
+static size_t rule_index(const qvl_fusion_report *r, const char *rule) {
     for (size_t i = 0; i < r->n_rules; i++)
-        if (strcmp(r->rule[i], rule) == 0) return r->fired[i];
+        if (strcmp(r->rule[i], rule) == 0) return i;
     fail_msg("rule %s missing from the report", rule);
     return 0;
+}
+
+static size_t fired(const qvl_fusion_report *r, const char *rule) {
+    return r->fired[rule_index(r, rule)];
 }
 
 /* Runs both graphs on the reference backend with the same data; every output must agree to
@@ -432,31 +443,11 @@ static qvl_status refuse_one(qvl_backend *be, const qvl_node *n, qvl_error *err)
 }
 static qvl_backend_iface asking_iface(void) {
     for (int op = 0; op < QVL_OP_COUNT; op++) every_op[op].kernel = never_run;
-    qvl_backend_iface f;
-    memset(&f, 0, sizeof f);
-    f.abi = QVL_BACKEND_ABI;
-    f.name = "asked";
-    f.n_ops = QVL_OP_COUNT;
-    f.ops = every_op;
-    f.accepts = refuse_one;
-    return f;
-}
-
-static qvl_fusion_report fuse_for(qvl_graph *g, const qvl_backend_iface *f) {
-    qvl_fusion_report rep;
-    qvl_error err = {0};
-    qvl_status s = qvl_graph_fuse(g, f, NULL, &rep, &err);
-    if (s != QVL_OK) print_error("fuse: %s\n", err.msg);
-    assert_int_equal(s, QVL_OK);
-    assert_int_equal(qvl_graph_validate(g, &err), QVL_OK);
-    return rep;
+    return qvl_test_declared_iface("asked", every_op, refuse_one);
 }
 
 static size_t declined(const qvl_fusion_report *r, const char *rule) {
-    for (size_t i = 0; i < r->n_rules; i++)
-        if (strcmp(r->rule[i], rule) == 0) return r->declined[i];
-    fail_msg("rule %s missing from the report", rule);
-    return 0;
+    return r->declined[rule_index(r, rule)];
 }
 
 /* A backend that refuses one fused op gets every other fusion, and that op's pattern stays

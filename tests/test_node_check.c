@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "qvl/backend_helpers.h"
+#include "test_backend.h"
 
 static qvl_tensor make(qvl_dtype t, int ndim, const int64_t *shape) {
     qvl_tensor x = {0};
@@ -93,13 +94,7 @@ static void test_backend_declaration(void **state) {
     static qvl_op_impl ops[QVL_OP_COUNT];
     ops[QVL_OP_MATMUL].kernel = kernel_stub;
     ops[QVL_OP_MATMUL].dtypes[1] = QVL_DTYPE_BIT(QVL_F32) | QVL_DTYPE_BIT(QVL_F16);
-    qvl_backend_iface f;
-    memset(&f, 0, sizeof f);
-    f.abi = QVL_BACKEND_ABI;
-    f.name = "decl";
-    f.n_ops = QVL_OP_COUNT;
-    f.ops = ops;
-    f.accepts = no_wide_rows;
+    qvl_backend_iface f = qvl_test_declared_iface("decl", ops, no_wide_rows);
 
     qvl_tensor a = make(QVL_F32, 2, (int64_t[]){3, 8}), w = make(QVL_F16, 2, (int64_t[]){5, 8});
     qvl_tensor out = make(QVL_F32, 2, (int64_t[]){3, 5});

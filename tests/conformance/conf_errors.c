@@ -66,20 +66,24 @@ static void bad_attention_at(conf_case *c, int32_t at) {
     conf_out(c, QVL_F32, 3, CONF_SHAPE(2, 2, 32));
 }
 
+/* a [3, 8] times a weight [4, w_k] of dtype w_dt into [3, 4]: malformed cases 0 and 1 break
+ * the weight one way each. */
+static void bad_matmul(conf_case *c, qvl_dtype w_dt, int64_t w_k) {
+    c->src[0] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(3, 8), -1, 1);
+    c->src[1] = conf_rand(c, w_dt, 2, CONF_SHAPE(4, w_k), -1, 1);
+    conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
+}
+
 /* Malformed node m (0..7). */
 static void malformed(conf_case *c, int m) {
     switch (m) {
     case 0:
         conf_describe(c, " a K = 8, w K = 9");
-        c->src[0] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(3, 8), -1, 1);
-        c->src[1] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(4, 9), -1, 1);
-        conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
+        bad_matmul(c, QVL_F32, 9);
         break;
     case 1:
         conf_describe(c, " an i32 weight");
-        c->src[0] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(3, 8), -1, 1);
-        c->src[1] = conf_rand(c, QVL_I32, 2, CONF_SHAPE(4, 8), -1, 1);
-        conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
+        bad_matmul(c, QVL_I32, 8);
         break;
     case 2:
         conf_describe(c, " b [4] onto a [3, 7, 5]");

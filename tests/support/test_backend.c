@@ -75,3 +75,17 @@ void qvl_test_backend_close(qvl_test_backend *tb) {
     if (tb->dl) dlclose(tb->dl);
     memset(tb, 0, sizeof *tb);
 }
+
+qvl_backend_iface qvl_test_declared_iface(const char *name, const qvl_op_impl *ops,
+                                          qvl_status (*accepts)(qvl_backend *be,
+                                                                const qvl_node *node,
+                                                                qvl_error *err)) {
+    qvl_backend_iface f;
+    memset(&f, 0, sizeof f);
+    f.abi = QVL_BACKEND_ABI;
+    f.name = name;
+    f.n_ops = QVL_OP_COUNT;
+    f.ops = ops;
+    f.accepts = accepts;
+    return f;
+}

@@ -31,4 +31,12 @@ qvl_status qvl_test_run_node(const qvl_test_backend *tb, qvl_op op, const qvl_pa
                              qvl_tensor *const *src, uint32_t n_src, qvl_tensor *dst,
                              qvl_error *err);
 
+/* A backend table that only declares what it runs, for tests of the code that asks a backend
+ * (the fusion pass, qvl_backend_check): name, ops (QVL_OP_COUNT entries) and accepts (may be
+ * NULL); nothing else is set, so it is never initialised or run. */
+qvl_backend_iface qvl_test_declared_iface(const char *name, const qvl_op_impl *ops,
+                                          qvl_status (*accepts)(qvl_backend *be,
+                                                                const qvl_node *node,
+                                                                qvl_error *err));
+
 #endif

@@ -1,0 +1,45 @@
+/* The parity tests' backend list: see parity_backends.h. */
+#include "parity_backends.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "qvl/registry.h"
+
+static const char *const default_backends[] = {"reference", "cpu_avx2", "cuda_sm61"};
+
+void parity_backends_get(parity_backends *l) {
+    memset(l, 0, sizeof *l);
+    const char *env = getenv("QVL_PARITY_BACKENDS");
+    if (!env || !*env) {
+        for (size_t b = 0; b < sizeof default_backends / sizeof default_backends[0]; b++)
+            snprintf(l->names[l->n++], sizeof l->names[0], "%s", default_backends[b]);
+        return;
+    }
+    l->strict = true;
+    for (const char *p = env; *p; p += *p == ',') {
+        size_t len = strcspn(p, ",");
+        if (len >= sizeof l->names[0] || (len > 0 && l->n == 8))
+            fail_msg("QVL_PARITY_BACKENDS='%s': too many or too long names", env);
+        if (len > 0) snprintf(l->names[l->n++], sizeof l->names[0], "%.*s", (int)len, p);
+        p += len;
+    }
+    if (l->n == 0) fail_msg("QVL_PARITY_BACKENDS='%s' names no backend", env);
+}
+
+bool parity_backend_loads(const parity_backends *l, size_t b) {
+    qvl_loaded_backend *lb = NULL;
+    qvl_error err = {0};
+    if (qvl_backend_open(NULL, l->names[b], &lb, &err) != QVL_OK) {
+        if (l->strict || b == 0) fail_msg("backend %s does not load: %s", l->names[b], err.msg);
+        printf("skipping backend %s: %s\n", l->names[b], err.msg);
+        return false;
+    }
+    qvl_backend_unload(lb);
+    return true;
+}
