@@ -5,7 +5,7 @@
 #   here (clang, the -dev packages):   scripts/fuzz-device.sh pack
 #       builds build-fuzz (clang, -DQVL_FUZZ=ON, ASan+UBSan) and writes .fuzzbin/qvl-fuzz.tar.gz:
 #       the fuzz_<target> programs, libqvl-core.so, every other shared library they load that is
-#       not part of glibc (libyaml, cJSON, pcre2, utf8proc, stb, libstdc++), and the Qwen3-VL
+#       not part of glibc (libyaml, cJSON, pcre2, utf8proc, the image libraries, libstdc++), and the Qwen3-VL
 #       tokenizer.json when the shared data is present. Nothing has to be installed there.
 #   there (carry .fuzzbin):   scripts/fuzz-device.sh run [-t SECONDS] [-o DIR] [-c TAR] [TARGET...]
 #       runs every target (default: all ten) in parallel, each for SECONDS of wall-clock time

@@ -13,6 +13,7 @@
 # of its log. A summary comes last; the exit status is 0 only when nothing failed.
 #
 # Usage: scripts/gpu-check.sh [build-dir]     (default: build-gpu; run from anywhere)
+# QVL_CUDA_SO_PREBUILT=LIB tests LIB instead of the cuda_sm61 just built (scripts/gpu-check-pascal.sh).
 # On a GPU machine without the Debian -dev packages, first: . scripts/device-deps.sh env
 # (after `bash scripts/device-deps.sh fetch` on a Debian machine, carrying .devdeps along).
 # Logs: <build-dir>/gpu-check/*.log, also copied to $OUT/gpu-check when $OUT is set.
@@ -94,6 +95,18 @@ if [ -f "$SO" ]; then
     record "libqvl-cuda_sm61.so built" PASS "$SO"
 else
     record "libqvl-cuda_sm61.so built" FAIL "missing: $SO"
+fi
+# QVL_CUDA_SO_PREBUILT: a cuda_sm61 library built elsewhere (the Pascal build, carried by
+# scripts/gpu-check-pascal.sh) takes the place of the one just built, so every step below (and
+# the plugins.yaml of the build tree) uses it. Nothing rebuilds it afterwards.
+if [ -n "${QVL_CUDA_SO_PREBUILT:-}" ]; then
+    if cp "$QVL_CUDA_SO_PREBUILT" "$SO"; then
+        record "prebuilt cuda_sm61 in place" PASS "$QVL_CUDA_SO_PREBUILT -> $SO"
+    else
+        record "prebuilt cuda_sm61 in place" FAIL "cannot copy $QVL_CUDA_SO_PREBUILT"
+        echo "RESULT: FAILED: the library to test is not in place"
+        exit 1
+    fi
 fi
 
 # ---- 2. op tests (they also tell whether cuda_sm61 initialises here at all) -------------------

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages qvl needs to build and test. Run as root (or with sudo).
+# --pascal: also what the Pascal build (cmake -DQVL_PASCAL_BUILD=ON) needs: python3 + pip here,
+# then CUDA 12.9's ptxas, runtime and nvFatbin from PyPI into .pascal/ (scripts/install-pascal-sdk.sh).
 set -euo pipefail
+pascal=0
+[ "${1:-}" = "--pascal" ] && pascal=1
+# libjpeg62-turbo-dev, libpng-dev, libgif-dev, libwebp-dev: the picture decoders (the libraries
+# Pillow uses, so pictures decode to Hugging Face's pixels).
 # clang: compiles the cuda_sm61 kernels for sm_61 as a build check when a CUDA toolkit is
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
 pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
-      libutf8proc-dev libstb-dev graphviz clang)
+      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev graphviz clang)
+[ $pascal -eq 1 ] && pkgs+=(python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,4 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [ $pascal -eq 1 ]; then
+  "$(dirname "$0")/install-pascal-sdk.sh"
 fi

@@ -49,7 +49,7 @@ expect_fail "no tokenizer without --ids" 1 "tokenizer.json" -- "$qvl" run -m "$f
 expect_fail "token id out of vocabulary" 1 "vocabulary" -- "$qvl" run -m "$fx" --ids "5,99999" --print-ids --backend reference
 expect_fail "prompt longer than --ctx" 1 "ctx" -- "$qvl" run -m "$fx" --ids "1,2,3,4,5" --print-ids --ctx 4 --backend reference
 expect_fail "malformed --ids" 2 "--ids" -- "$qvl" run -m "$fx" --ids "1,x" --print-ids
-expect_fail "missing model dir" 1 "config.json" -- "$qvl" run -m "$tmp/nowhere" --ids 1 --print-ids
+expect_fail "missing model dir" 1 "model directory not found: .*nowhere" -- "$qvl" run -m "$tmp/nowhere" --ids 1 --print-ids
 cp -r "$fx" "$tmp/trunc"; truncate -s 1000 "$tmp/trunc/model.safetensors"
 expect_fail "truncated safetensors" 1 "model.safetensors" -- "$qvl" run -m "$tmp/trunc" --ids 1 --print-ids
 cp -r "$fx" "$tmp/shape"; sed -i 's/"intermediate_size": 128/"intermediate_size": 136/' "$tmp/shape/config.json"

@@ -77,6 +77,5 @@ qvl_add_test(test_hostile_limits SOURCES ${QVL_FUZZ_SRC}/test_hostile_limits.c L
 # The bounded whole-file reader (qvl/file.h) and the loaders on it: FIFOs, devices, directories.
 qvl_add_test(test_read_file SOURCES ${QVL_FUZZ_SRC}/test_read_file.c LIBS qvl-qwen3vl)
 # Decompression bombs: pixel limit and what a PNG/JPEG of its size can hold.
-pkg_check_modules(STB_FUZZ_TEST REQUIRED IMPORTED_TARGET stb)
 qvl_add_test(test_image_limits SOURCES ${QVL_FUZZ_SRC}/test_image_limits.c
-  LIBS qvl-runtime PkgConfig::STB_FUZZ_TEST)
+  LIBS qvl-runtime qvl-test-image-write)

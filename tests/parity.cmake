@@ -1,7 +1,7 @@
 # Parity with Hugging Face transformers on the committed fixtures, and the qvl CLI.
 pkg_check_modules(CJSON_TEST REQUIRED IMPORTED_TARGET libcjson)
 qvl_add_test(test_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_parity.c
-  LIBS qvl-qwen3vl PkgConfig::CJSON_TEST m)
+  LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_TEST m)
 add_dependencies(test_parity qvl-reference)
 qvl_add_test(test_text_stream SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_text_stream.c LIBS qvl-runtime)
 add_test(NAME cli_qvl COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl.sh $<TARGET_FILE:qvl>

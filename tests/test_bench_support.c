@@ -153,8 +153,10 @@ static void model_load_stats_and_profile(void **state) {
     size_t embed = (size_t)(t->vocab_size * t->hidden_size) * 2;
     assert_true(ls.decode_weight_bytes > embed);
     assert_true(ls.decode_weight_bytes < ls.weights_in_place_bytes);
+    /* The default KV cache is f16: 2 bytes a value. */
+    assert_int_equal(ls.kv_dtype, QVL_F16);
     assert_int_equal(ls.kv_bytes, (size_t)(2 * t->num_hidden_layers * 16 * t->num_key_value_heads *
-                                           t->head_dim) * sizeof(float));
+                                           t->head_dim) * 2);
     assert_true(ls.config_seconds >= 0 && ls.map_seconds >= 0 && ls.backend_seconds >= 0 &&
                 ls.bind_seconds >= 0 && ls.cache_seconds >= 0);
 
@@ -251,10 +253,14 @@ static void model_weights_converted_at_load(void **state) {
     assert_true(d < 0.1 * scale);  /* and kept the model */
     qvl_model_close(m);
 
-    m = open_tiny("q4_k", &err, &st);
+    m = open_tiny("q3_k", &err, &st); /* not a dtype qvl has */
     assert_null(m);
     assert_int_equal(st, QVL_E_INVALID);
-    assert_non_null(strstr(err.msg, "q4_k"));
+    assert_non_null(strstr(err.msg, "q3_k"));
+    m = open_tiny("q4_k", &err, &st); /* the fixture's rows (64) are not whole 256-blocks */
+    assert_null(m);
+    assert_int_equal(st, QVL_E_SHAPE);
+    assert_non_null(strstr(err.msg, "cannot be stored as q4_k"));
     free(ref);
     free(got);
 }

@@ -38,7 +38,7 @@ static bool f16_is_nan(uint16_t h) {
 
 static void test_names_and_sizes(void **state) {
     (void)state;
-    const char *names[] = {"f32", "f16", "bf16", "q8_0", "i32"};
+    const char *names[] = {"f32", "f16", "bf16", "q8_0", "i32", "q4_k", "q6_k"};
     for (int t = 0; t < QVL_DTYPE_COUNT; t++) {
         qvl_dtype parsed;
         assert_string_equal(qvl_dtype_name((qvl_dtype)t), names[t]);

@@ -31,7 +31,8 @@ static const char TABLE48[] =
     "    \"num_position_embeddings\": 2304 } }\n";
 
 static qvl_graph *build_vision(const qvl_qwen3vl_config *c, const qvl_image_grid *grids, size_t n) {
-    qvl_vision_graph_opts o = {n, grids, QVL_F32, QVL_F32};
+    qvl_vision_graph_opts o = {.n_images = n, .grids = grids, .weight_dtype = QVL_F32,
+                               .norm_dtype = QVL_F32};
     qvl_graph *g = NULL;
     qvl_error err = {0};
     if (qvl_qwen3vl_build_vision(c, &o, &g, &err) != QVL_OK) fail_msg("build_vision: %s", err.msg);
@@ -94,7 +95,8 @@ static void test_vision_structure(void **state) {
     /* Grids must be whole merge windows; the config must have a vision part. */
     qvl_error err = {0};
     const qvl_image_grid odd = {1, 4, 5};
-    qvl_vision_graph_opts o = {1, &odd, QVL_F32, QVL_F32};
+    qvl_vision_graph_opts o = {.n_images = 1, .grids = &odd, .weight_dtype = QVL_F32,
+                               .norm_dtype = QVL_F32};
     g = NULL;
     assert_int_not_equal(qvl_qwen3vl_build_vision(&c, &o, &g, &err), QVL_OK);
     assert_null(g);

@@ -1,15 +1,14 @@
 # Images: decoding, preprocessing, 3-D positions, the row-scatter ops, and parity of the whole
 # image path with Hugging Face on the committed fixtures.
-pkg_check_modules(STB_TEST REQUIRED IMPORTED_TARGET stb)
 qvl_add_test(test_image SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_image.c
-  LIBS qvl-qwen3vl PkgConfig::STB_TEST m)
+  LIBS qvl-qwen3vl qvl-test-image-write m)
 qvl_add_test(test_scatter_ops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scatter_ops.c
   LIBS qvl-test-support m
   DEFS QVL_REFERENCE_SO="$<TARGET_FILE:qvl-reference>")
 add_dependencies(test_scatter_ops qvl-reference)
 pkg_check_modules(CJSON_VISION_TEST REQUIRED IMPORTED_TARGET libcjson)
 qvl_add_test(test_vision_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_vision_parity.c
-  LIBS qvl-qwen3vl PkgConfig::CJSON_VISION_TEST m)
+  LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
 add_dependencies(test_vision_parity qvl-reference)
 add_test(NAME cli_qvl_image COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl_image.sh $<TARGET_FILE:qvl>
   ${CMAKE_SOURCE_DIR} ${QVL_SHARED_DATA_DIR})

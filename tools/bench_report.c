@@ -118,9 +118,9 @@ void bench_print_text(FILE *f, const bench_results *r) {
     fprintf(f, "  %-22s %10.3f s    (config %.3f, map %.3f, backend %.3f, weights %.3f, cache %.3f)\n",
             "load", r->load_seconds, l->config_seconds, l->map_seconds, l->backend_seconds,
             l->bind_seconds, l->cache_seconds);
-    fprintf(f, "  %-22s %10.1f MiB in place (no copy), %.1f MiB converted/uploaded; KV cache %.1f MiB\n",
+    fprintf(f, "  %-22s %10.1f MiB in place (no copy), %.1f MiB converted/uploaded; KV cache %.1f MiB %s\n",
             "weights", mib(l->weights_in_place_bytes), mib(l->weights_copied_bytes),
-            mib(l->kv_bytes));
+            mib(l->kv_bytes), qvl_dtype_name(l->kv_dtype));
     fprintf(f, "  %-22s %10.3f s    (load %.3f s + first prefill of %lld tokens %.3f s, cold)\n",
             "time to first token", r->load_seconds + r->first_prefill_seconds, r->load_seconds,
             (long long)r->n_prompt, r->first_prefill_seconds);

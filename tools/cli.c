@@ -18,6 +18,15 @@ static cli_opt *find_short(cli_opt *opts, size_t n, char c) {
     return NULL;
 }
 
+/* The option an alias spelling (arg's first len bytes) stands for. */
+static cli_opt *find_alias(cli_opt *opts, size_t n, const cli_alias *aliases, size_t n_aliases,
+                           const char *arg, size_t len) {
+    for (size_t i = 0; i < n_aliases; i++)
+        if (strlen(aliases[i].spelling) == len && strncmp(aliases[i].spelling, arg, len) == 0)
+            return find_long(opts, n, aliases[i].name, strlen(aliases[i].name));
+    return NULL;
+}
+
 static int set_value(const char *prog, cli_opt *o, const char *value) {
     char *end = NULL;
     errno = 0;
@@ -54,6 +63,13 @@ static int set_value(const char *prog, cli_opt *o, const char *value) {
 
 int cli_parse(const char *prog, cli_opt *opts, size_t n_opts, int argc, char **argv,
               const char **positional, size_t max_positional, size_t *n_positional) {
+    return cli_parse_aliased(prog, opts, n_opts, NULL, 0, argc, argv, positional, max_positional,
+                             n_positional);
+}
+
+int cli_parse_aliased(const char *prog, cli_opt *opts, size_t n_opts, const cli_alias *aliases,
+                      size_t n_aliases, int argc, char **argv, const char **positional,
+                      size_t max_positional, size_t *n_positional) {
     *n_positional = 0;
     bool only_positional = false;
     for (int i = 0; i < argc; i++) {
@@ -80,6 +96,11 @@ int cli_parse(const char *prog, cli_opt *opts, size_t n_opts, int argc, char **a
             if (eq) inline_value = eq + 1;
         } else if (a[2] == '\0') {
             o = find_short(opts, n_opts, a[1]);
+        }
+        if (!o && n_aliases > 0) {
+            const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+            o = find_alias(opts, n_opts, aliases, n_aliases, a, eq ? (size_t)(eq - a) : strlen(a));
+            inline_value = o && eq ? eq + 1 : NULL;
         }
         if (!o) {
             fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
@@ -110,8 +131,20 @@ int cli_parse(const char *prog, cli_opt *opts, size_t n_opts, int argc, char **a
 }
 
 void cli_print_help(FILE *f, const char *usage, const cli_opt *opts, size_t n_opts) {
+    cli_print_help_ex(f, usage, opts, n_opts, NULL, 0, NULL);
+}
+
+static bool is_hidden(const char *const *hidden, const char *name) {
+    for (; hidden && *hidden; hidden++)
+        if (strcmp(*hidden, name) == 0) return true;
+    return false;
+}
+
+void cli_print_help_ex(FILE *f, const char *usage, const cli_opt *opts, size_t n_opts,
+                       const cli_alias *aliases, size_t n_aliases, const char *const *hidden) {
     fprintf(f, "%s\n\noptions:\n", usage);
     for (size_t i = 0; i < n_opts; i++) {
+        if (is_hidden(hidden, opts[i].name)) continue;
         char left[64];
         const char *mv = opts[i].kind == CLI_FLAG ? "" : (opts[i].metavar ? opts[i].metavar : "V");
         if (opts[i].short_name)
@@ -119,6 +152,14 @@ void cli_print_help(FILE *f, const char *usage, const cli_opt *opts, size_t n_op
         else
             snprintf(left, sizeof left, "    --%s %s", opts[i].name, mv);
         fprintf(f, "  %-28s %s\n", left, opts[i].help);
+        bool first = true;
+        for (size_t k = 0; k < n_aliases; k++) {
+            if (strcmp(aliases[k].name, opts[i].name) != 0) continue;
+            if (first) fprintf(f, "  %-28s (also %s", "", aliases[k].spelling);
+            else fprintf(f, ", %s", aliases[k].spelling);
+            first = false;
+        }
+        if (!first) fprintf(f, ")\n");
     }
     fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
 }

@@ -35,6 +35,22 @@ int cli_parse(const char *prog, cli_opt *opts, size_t n_opts, int argc, char **a
               const char **positional, size_t max_positional, size_t *n_positional);
 void cli_print_help(FILE *f, const char *usage, const cli_opt *opts, size_t n_opts);
 
+/* Another spelling of an option, with its dashes: {"-sys", "system"}, {"--ctx-size", "ctx"}
+ * (llama.cpp's names; a single dash may lead a multi-letter alias). */
+typedef struct cli_alias {
+    const char *spelling;
+    const char *name; /* the option's long name */
+} cli_alias;
+
+/* cli_parse that also takes the aliases ("--alias=VALUE" works for "--" spellings). */
+int cli_parse_aliased(const char *prog, cli_opt *opts, size_t n_opts, const cli_alias *aliases,
+                      size_t n_aliases, int argc, char **argv, const char **positional,
+                      size_t max_positional, size_t *n_positional);
+/* cli_print_help that shows each option's aliases and leaves out the options named in
+ * `hidden` (NULL-terminated long names, or NULL): those of another subcommand. */
+void cli_print_help_ex(FILE *f, const char *usage, const cli_opt *opts, size_t n_opts,
+                       const cli_alias *aliases, size_t n_aliases, const char *const *hidden);
+
 /* "1,2,3" or "1 2 3" (commas and/or blanks) into a malloc'd array; NULL on a malformed list
  * (with a message on stderr naming prog). */
 int32_t *cli_parse_ids(const char *prog, const char *text, size_t *n);

@@ -394,7 +394,8 @@ int main(int argc, char **argv) {
     fc.rng = (uint64_t)a.seed;
     fc.vocab = cfg.text.vocab_size;
     if (kind == G_VISION) {
-        qvl_vision_graph_opts vo = {n_grids, grids, wdt, QVL_F32};
+        qvl_vision_graph_opts vo = {.n_images = n_grids, .grids = grids, .weight_dtype = wdt,
+                                    .norm_dtype = QVL_F32};
         if (qvl_qwen3vl_build_vision(&cfg, &vo, &g, &err) != QVL_OK) goto fail;
         int64_t S = 0, G = 0;
         for (size_t i = 0; i < n_grids; i++) {

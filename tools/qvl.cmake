@@ -1,8 +1,29 @@
+# qvl: run, chat, tokenize, mkmodel. The version line (qvl --version) carries the git commit
+# seen at configure time and the compiler.
+find_package(Threads REQUIRED)
+find_package(Git QUIET)
+set(QVL_GIT_COMMIT "unknown")
+if(GIT_FOUND)
+  execute_process(COMMAND ${GIT_EXECUTABLE} -C ${CMAKE_SOURCE_DIR} rev-parse --short=12 HEAD
+    OUTPUT_VARIABLE _qvl_commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _qvl_git_rc)
+  if(_qvl_git_rc EQUAL 0 AND _qvl_commit)
+    set(QVL_GIT_COMMIT "${_qvl_commit}")
+  endif()
+endif()
 add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/qvl_main.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_answer.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_images.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_progress.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_prompt.c
+  ${CMAKE_CURRENT_LIST_DIR}/qvl_version.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_tokenize.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_mkmodel.c
+  ${CMAKE_CURRENT_LIST_DIR}/qvl_decode.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c)
-target_link_libraries(qvl PRIVATE qvl-qwen3vl m)
+target_compile_definitions(qvl PRIVATE QVL_VERSION="${PROJECT_VERSION}"
+  QVL_GIT_COMMIT="${QVL_GIT_COMMIT}" QVL_COMPILER="${CMAKE_C_COMPILER_ID} ${CMAKE_C_COMPILER_VERSION}")
+target_link_libraries(qvl PRIVATE qvl-qwen3vl Threads::Threads m)
 install(TARGETS qvl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

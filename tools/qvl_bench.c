@@ -32,7 +32,7 @@
 #define PROBE_PASSES 5
 
 typedef struct bench_args {
-    const char *model, *backend, *plugins, *weights, *image;
+    const char *model, *backend, *plugins, *weights, *image, *kv_type;
     int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx;
     bool json, no_profile, no_probe, no_mmap, verbose;
 } bench_args;
@@ -261,7 +261,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     snprintf(threads_text, sizeof threads_text, "%lld", (long long)a->threads);
     qvl_model_options mo = {
         .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->ctx ? a->ctx : a->n_prompt + a->n_gen,
-        .weight_dtype = a->weights, .no_mmap = a->no_mmap, .backend_options = threads_opt->seen ? &backend_opts : NULL,
+        .weight_dtype = a->weights, .kv_type = a->kv_type, .no_mmap = a->no_mmap, .backend_options = threads_opt->seen ? &backend_opts : NULL,
     };
 
     uint64_t free_before = 0;
@@ -359,7 +359,7 @@ int main(int argc, char **argv) {
         {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors)", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
-        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "convert matrix weights once at load: bf16, f16, f32 or q8_0 (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
+        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "convert matrix weights once at load: bf16, f16, f32, q8_0, q4_k, q6_k or q4_k_m (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
         {"n-prompt", 'p', CLI_INT, &a.n_prompt, "N", "prompt length in tokens (default 128)", 1, 1 << 20, false},
         {"n-gen", 'n', CLI_INT, &a.n_gen, "N", "decode steps after the prompt (default 32)", 1, 1 << 20, false},
         {"image", 0, CLI_STRING, &a.image, "WxH", "also time the vision encoder on a synthetic image of this size", 0, 0, false},
@@ -368,6 +368,7 @@ int main(int argc, char **argv) {
         {"json", 0, CLI_FLAG, &a.json, NULL, "print one JSON object instead of text", 0, 0, false},
         {"no-profile", 0, CLI_FLAG, &a.no_profile, NULL, "skip the per-op profile (one extra prefill and decode step)", 0, 0, false},
         {"no-probe", 0, CLI_FLAG, &a.no_probe, NULL, "skip the memory-bandwidth and FMA probes", 0, 0, false},
+        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16)", 0, 0, false},
         {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
         {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default: -p + -n); e.g. 4096 to see the device memory a long context takes", 1, 1 << 24, false},
         {"probe-mib", 0, CLI_INT, &a.probe_mib, "MIB", "buffer of the memory-read probe in MiB (default 1024: far above any cache)", 1, 1 << 20, false},

@@ -1,4 +1,6 @@
-/* qvl run / qvl chat: prompt -> chat template -> tokens -> model -> sampled answer. */
+/* qvl run / qvl chat: prompt -> chat template -> tokens -> model -> sampled answer.
+ * Everything that can be decided without the model is decided first (prompt, picture sizes,
+ * whether it all fits the context), so a bad request costs no loading or encoding. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -11,193 +13,29 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "qvl/chat.h"
-#include "qvl/gen_config.h"
+#include "qvl/file.h"
 #include "qvl/generate.h"
-#include "qvl/image.h"
-#include "qvl/image_preprocess.h"
 #include "qvl/log.h"
-#include "qvl/mm_prompt.h"
-#include "qvl/qwen3vl_model.h"
-#include "qvl/sampling.h"
-#include "qvl/text_stream.h"
-#include "qvl/tokenizer.h"
 #include "qvl_commands.h"
-
-typedef struct run_args {
-    const char *model, *prompt, *system, *ids, *dump_logits, *backend, *plugins, *weights;
-    const char *image_help; /* --image is collected before parsing (repeatable) */
-    int64_t n_predict, top_k, seed, ctx, min_pixels, max_pixels;
-    double temp, top_p, min_p, repeat_penalty, presence_penalty;
-    bool print_ids, no_fuse, no_mmap, verbose;
-} run_args;
+#include "run_answer.h"
+#include "run_session.h"
 
 enum {
     OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_SEED, OPT_MIN_PIXELS,
-    OPT_MAX_PIXELS, OPT_COUNT
+    OPT_MAX_PIXELS, OPT_MIN_TOKENS, OPT_MAX_TOKENS, OPT_THREADS, OPT_COUNT
 };
 
-/* The pictures of the prompt, from files to the encoder's features. */
-typedef struct run_images {
-    size_t n;
-    const char **paths;     /* --image values in order (point into argv) */
-    qvl_image_grid *grids;  /* per image, in patches */
-    int64_t *tokens;        /* LLM tokens per image */
-    float *pixels;          /* all images' pixel matrices, concatenated */
-    int32_t pad_id;         /* the model's image_token_id */
-    qvl_image_features feats;
-} run_images;
+/* llama.cpp's spellings. */
+static const cli_alias run_aliases[] = {
+    {"-sys", "system"}, {"--system-prompt", "system"}, {"--ctx-size", "ctx"},
+    {"-cnv", "interactive"}, {"--conversation", "interactive"},
+};
+/* Options of qvl run only: qvl chat's help leaves them out. */
+static const char *const run_only[] = {"prompt", "file", "ids", "dump-logits", "interactive", NULL};
 
-static void run_images_free(run_images *im) {
-    free(im->paths);
-    free(im->grids);
-    free(im->tokens);
-    free(im->pixels);
-    qvl_image_features_free(&im->feats);
-}
-
-/* Take every "--image FILE" / "--image=FILE" out of argv (cli_parse has no repeatable flags);
- * returns the new argc, or -1 when --image lacks its value. */
-static int collect_images(const char *prog, int argc, char **argv, run_images *im) {
-    im->paths = calloc((size_t)argc + 1, sizeof *im->paths);
-    if (!im->paths) return -1;
-    int out = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) { /* the rest is positional: keep it as it is */
-            while (i < argc) argv[out++] = argv[i++];
-            break;
-        }
-        if (strcmp(argv[i], "--image") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: --image needs a FILE\n", prog);
-                return -1;
-            }
-            im->paths[im->n++] = argv[++i];
-        } else if (strncmp(argv[i], "--image=", 8) == 0) {
-            im->paths[im->n++] = argv[i] + 8;
-        } else {
-            argv[out++] = argv[i];
-        }
-    }
-    return out;
-}
-
-/* Decode and preprocess every picture; prints what each becomes. */
-static qvl_status prepare_images(const run_args *a, const cli_opt *opts, run_images *im,
-                                 qvl_error *err) {
-    if (im->n == 0) return QVL_OK;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.json", a->model);
-    qvl_qwen3vl_config cfg;
-    qvl_status st = qvl_qwen3vl_config_load(path, &cfg, err);
-    if (st != QVL_OK) return st;
-    if (!cfg.has_vision || cfg.image_token_id < 0)
-        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s: the model has no vision_config / image_token_id",
-                        path);
-    im->pad_id = (int32_t)cfg.image_token_id;
-    qvl_preprocess_config pc;
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", a->model);
-    st = qvl_preprocess_config_load(path, &cfg.vision, &pc, err);
-    if (st == QVL_E_NOT_FOUND) {
-        QVL_LOG_I("%s not found: the Qwen3-VL defaults", path);
-        qvl_preprocess_config_default(&cfg.vision, &pc);
-        st = QVL_OK;
-    }
-    if (st != QVL_OK) return st;
-    if (opts[OPT_MIN_PIXELS].seen) pc.min_pixels = a->min_pixels;
-    if (opts[OPT_MAX_PIXELS].seen) pc.max_pixels = a->max_pixels;
-    if (pc.min_pixels > pc.max_pixels)
-        return qvl_fail(err, QVL_E_INVALID, "--min-pixels %lld exceeds --max-pixels %lld",
-                        (long long)pc.min_pixels, (long long)pc.max_pixels);
-    if (pc.patch_size != cfg.vision.patch_size || pc.merge_size != cfg.vision.spatial_merge_size ||
-        pc.temporal_patch_size != cfg.vision.temporal_patch_size)
-        return qvl_fail(err, QVL_E_INVALID, "%s: patch/merge/temporal sizes differ from config.json",
-                        path);
-    im->grids = calloc(im->n, sizeof *im->grids);
-    im->tokens = calloc(im->n, sizeof *im->tokens);
-    if (!im->grids || !im->tokens) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    int64_t rows = 0;
-    for (size_t i = 0; i < im->n; i++) {
-        qvl_image img;
-        float *px = NULL;
-        st = qvl_image_load(im->paths[i], &img, err);
-        if (st == QVL_OK) {
-            st = qvl_image_preprocess(&img, &pc, &px, &im->grids[i], err);
-            if (st != QVL_OK) qvl_error_prefix(err, "%s", im->paths[i]);
-        }
-        if (st != QVL_OK) {
-            qvl_image_free(&img);
-            return st;
-        }
-        const int64_t n_rows = qvl_image_grid_patches(&im->grids[i]);
-        const int64_t width = 3 * pc.temporal_patch_size * pc.patch_size * pc.patch_size;
-        float *grown = realloc(im->pixels, (size_t)((rows + n_rows) * width) * sizeof *grown);
-        if (!grown) {
-            free(px);
-            qvl_image_free(&img);
-            return qvl_fail(err, QVL_E_NOMEM, "out of memory for the pixels of %s", im->paths[i]);
-        }
-        im->pixels = grown;
-        memcpy(im->pixels + rows * width, px, (size_t)(n_rows * width) * sizeof *px);
-        rows += n_rows;
-        im->tokens[i] = qvl_image_grid_tokens(&im->grids[i], pc.merge_size);
-        fprintf(stderr, "image %zu: %dx%d -> grid %lldx%lld, %lld tokens\n", i + 1, img.width,
-                img.height, (long long)im->grids[i].h, (long long)im->grids[i].w,
-                (long long)im->tokens[i]);
-        free(px);
-        qvl_image_free(&img);
-    }
-    return QVL_OK;
-}
-
-static const char image_marker[] = "<image>";
-
-static size_t count_markers(const char *text) {
-    size_t n = 0;
-    for (const char *p = strstr(text, image_marker); p; p = strstr(p + 1, image_marker)) n++;
-    return n;
-}
-
-/* The user's message: the pictures at "<image>" markers in the text when it has any (as many
- * markers as pictures), else all pictures first and then the text. */
-static qvl_status add_user_message(qvl_chat *chat, const char *text, size_t n_images,
-                                   qvl_error *err) {
-    const char *marker = image_marker;
-    /* Without pictures "<image>" is just text. */
-    size_t n_markers = n_images > 0 ? count_markers(text) : 0;
-    qvl_status st = qvl_chat_add(chat, QVL_CHAT_USER, NULL, err);
-    if (st != QVL_OK) return st;
-    if (n_markers == 0) {
-        for (size_t i = 0; st == QVL_OK && i < n_images; i++) st = qvl_chat_add_image(chat, err);
-        return st == QVL_OK ? qvl_chat_add_text(chat, text, err) : st;
-    }
-    if (n_markers != n_images)
-        return qvl_fail(err, QVL_E_INVALID, "the prompt has %zu <image> markers but %zu --image "
-                        "files were given", n_markers, n_images);
-    const char *p = text;
-    for (const char *q = strstr(p, marker); st == QVL_OK && q; q = strstr(p, marker)) {
-        if (q > p) {
-            char *part = strndup(p, (size_t)(q - p));
-            if (!part) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-            st = qvl_chat_add_text(chat, part, err);
-            free(part);
-        }
-        if (st == QVL_OK) st = qvl_chat_add_image(chat, err);
-        p = q + strlen(marker);
-    }
-    if (st == QVL_OK && *p) st = qvl_chat_add_text(chat, p, err);
-    return st;
-}
-
-/* What the generation callback needs. */
-typedef struct run_output {
-    const qvl_tokenizer *tok;
-    bool print_text;
-    qvl_text_stream stream;
-    int32_t *ids;
-    size_t n_ids, cap_ids;
-    bool oom;
-} run_output;
+/* Prompts read from a file or stdin are refused above this (a mistaken -f on a model file
+ * should cost one line, not the tokenizer's time). */
+#define PROMPT_MAX_BYTES ((size_t)64 << 20)
 
 static void write_stdout(const char *text, size_t len, void *user) {
     (void)user;
@@ -226,11 +64,6 @@ static void on_token(int32_t id, void *user) {
     }
 }
 
-static bool file_exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
 static int fail(const char *cmd, const qvl_error *err) {
     fprintf(stderr, "qvl %s: %s\n", cmd, err->msg);
     return 1;
@@ -247,77 +80,39 @@ static qvl_status write_logits(const char *path, const float *logits, size_t cou
     return QVL_OK;
 }
 
-/* Tokenize text (the rendered chat) with the model's tokenizer. */
-static qvl_status encode(qvl_tokenizer *tok, const char *text, int32_t **ids, int64_t *n,
-                         qvl_error *err) {
-    size_t count = 0;
-    qvl_status st = qvl_tokenizer_encode(tok, text, strlen(text), ids, &count, err);
-    *n = (int64_t)count;
-    if (st == QVL_OK && count == 0) {
-        free(*ids);
-        *ids = NULL;
-        return qvl_fail(err, QVL_E_INVALID, "the prompt is empty");
-    }
-    return st;
-}
-
-static void print_stats(const qvl_generation_result *r, int64_t n_prompt) {
-    QVL_LOG_I("prompt: %lld tokens in %.2f s (%.1f tok/s); generated %lld tokens in %.2f s "
-              "(%.2f tok/s)",
-              (long long)n_prompt, r->prefill_seconds,
-              r->prefill_seconds > 0 ? n_prompt / r->prefill_seconds : 0.0,
-              (long long)r->n_generated, r->decode_seconds,
-              r->decode_seconds > 0 ? r->n_generated / r->decode_seconds : 0.0);
-}
-
-/* One generation: prompt ids in, answer streamed out. */
-static qvl_status answer(qvl_model *m, const run_args *a, qvl_sampler *sampler,
-                         const qvl_gen_config *gen, run_output *out, const int32_t *ids,
-                         int64_t n, bool feed_last, const run_images *im, qvl_error *err) {
-    int64_t vocab = qvl_model_config(m)->text.vocab_size;
-    int32_t *pos = NULL;
-    if (im && im->n > 0) { /* 3-D positions: images change them (qvl_model_positions) */
-        pos = malloc((size_t)n * 3 * sizeof *pos);
-        if (!pos) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        qvl_status st = qvl_model_positions(m, ids, n, im->grids, im->n, pos, err);
-        if (st != QVL_OK) {
-            free(pos);
-            return st;
-        }
-    }
+qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_last,
+                      const run_images *im, qvl_error *err) {
+    const run_args *a = s->a;
+    int64_t vocab = qvl_model_config(s->m)->text.vocab_size;
     float *prompt_logits = NULL;
     if (a->dump_logits) {
         prompt_logits = malloc((size_t)n * (size_t)vocab * sizeof(float));
-        if (!prompt_logits) {
-            free(pos);
-            return qvl_fail(err, QVL_E_NOMEM, "out of memory for --dump-logits");
-        }
+        if (!prompt_logits) return qvl_fail(err, QVL_E_NOMEM, "out of memory for --dump-logits");
     }
     qvl_generation g = {
-        .max_new = a->n_predict, .stop = gen, .sampler = sampler, .feed_last = feed_last,
-        .on_token = on_token, .user = out, .prompt_logits = prompt_logits,
-        .prompt_pos = pos, .images = im && im->n > 0 ? &im->feats : NULL,
+        .max_new = a->n_predict, .stop = s->gen, .sampler = s->sampler, .feed_last = feed_last,
+        .on_token = on_token, .user = &s->out,
     };
+    run_prompt pr = {.ids = ids, .n = n, .images = im, .batch = a->batch,
+                     .prompt_logits = prompt_logits};
     qvl_generation_result r;
-    out->n_ids = 0;
-    qvl_status st = qvl_generate(m, ids, n, &g, &r, err);
-    if (st == QVL_OK && out->oom) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    s->out.n_ids = 0;
+    qvl_status st = run_generate(s->m, &pr, &g, s->progress, &s->timings, &r, err);
+    if (st == QVL_OK && s->out.oom) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     if (st == QVL_OK && prompt_logits)
         st = write_logits(a->dump_logits, prompt_logits, (size_t)n * (size_t)vocab, err);
     free(prompt_logits);
-    free(pos);
-    qvl_text_stream_flush(&out->stream);
+    qvl_text_stream_flush(&s->out.stream);
     if (st != QVL_OK) return st;
-    if (out->print_text) fputc('\n', stdout);
+    if (s->out.print_text) fputc('\n', stdout);
     if (a->print_ids) {
-        for (size_t i = 0; i < out->n_ids; i++) printf(i ? " %d" : "%d", out->ids[i]);
+        for (size_t i = 0; i < s->out.n_ids; i++) printf(i ? " %d" : "%d", s->out.ids[i]);
         printf("\n");
     }
     fflush(stdout);
-    print_stats(&r, n);
     if (r.stop == QVL_STOP_CONTEXT)
         return qvl_fail(err, QVL_E_LIMIT, "the context of %lld tokens is full (raise --ctx)",
-                        (long long)qvl_model_ctx(m));
+                        (long long)qvl_model_ctx(s->m));
     return QVL_OK;
 }
 
@@ -334,7 +129,6 @@ static qvl_status make_sampler(const run_args *a, const cli_opt *opts, const qvl
     if (opts[OPT_MIN_P].seen) p.min_p = (float)a->min_p;
     if (opts[OPT_REPEAT].seen) p.repetition_penalty = (float)a->repeat_penalty;
     if (opts[OPT_PRESENCE].seen) p.presence_penalty = (float)a->presence_penalty;
-    /* A sampling setting given on the command line means the user wants to sample. */
     p.seed = opts[OPT_SEED].seen ? (uint64_t)a->seed : (uint64_t)time(NULL) ^ (uint64_t)getpid();
     int32_t vocab = (int32_t)qvl_model_config(m)->text.vocab_size;
     /* Rows past the tokenizer's last id are untrained padding: never sample them. */
@@ -343,214 +137,250 @@ static qvl_status make_sampler(const run_args *a, const cli_opt *opts, const qvl
     return qvl_sampler_create(&p, vocab, out, err);
 }
 
-/* Tokenize rendered text and give each image placeholder its token count. */
-static qvl_status encode_with_images(qvl_tokenizer *tok, const char *text, const run_images *im,
-                                     int32_t image_pad, int32_t **ids, int64_t *n,
-                                     qvl_error *err) {
-    qvl_status st = encode(tok, text, ids, n, err);
-    if (st != QVL_OK || !im || im->n == 0) return st;
-    int32_t *expanded = NULL;
-    int64_t n_expanded = 0;
-    st = qvl_expand_image_pads(*ids, *n, image_pad, im->tokens, im->n, &expanded, &n_expanded,
-                               err);
-    free(*ids);
-    *ids = expanded;
-    *n = n_expanded;
-    return st;
-}
-
-static int run_chat_loop(qvl_model *m, const run_args *a, qvl_sampler *sampler,
-                         const qvl_gen_config *gen, qvl_tokenizer *tok, run_output *out,
-                         const run_images *im) {
-    qvl_error err = {0};
-    qvl_chat *chat = NULL;
-    if (qvl_chat_create(&chat, &err) != QVL_OK) return fail("chat", &err);
-    if (a->system && qvl_chat_add(chat, QVL_CHAT_SYSTEM, a->system, &err) != QVL_OK) {
-        qvl_chat_free(chat);
-        return fail("chat", &err);
-    }
-    bool interactive = isatty(STDIN_FILENO);
-    char *line = NULL;
-    size_t line_cap = 0;
-    bool first_turn = true;
-    int rc = 0;
-    for (;;) {
-        if (interactive) fprintf(stderr, "> ");
-        ssize_t len = getline(&line, &line_cap, stdin);
-        if (len < 0) break;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (len == 0) continue;
-        if (strcmp(line, "/exit") == 0 || strcmp(line, "/quit") == 0) break;
-        size_t user_index = qvl_chat_count(chat);
-        char *text = NULL;
-        /* The pictures go with the first message. */
-        const size_t n_img = first_turn && im ? im->n : 0;
-        qvl_status st = add_user_message(chat, line, n_img, &err);
-        if (st == QVL_OK)
-            st = first_turn ? qvl_chat_render(chat, true, &text, NULL, &err)
-                            : qvl_chat_render_continuation(chat, user_index, true, &text, NULL, &err);
-        int32_t *ids = NULL;
-        int64_t n = 0;
-        if (st == QVL_OK)
-            st = encode_with_images(tok, text, n_img ? im : NULL,
-                                    (int32_t)qvl_model_config(m)->image_token_id, &ids, &n, &err);
-        free(text);
-        /* The sampler keeps its history across turns: the penalties see the whole
-         * conversation, as they would if it were sent again as one prompt. */
-        if (st == QVL_OK) st = answer(m, a, sampler, gen, out, ids, n, true, n_img ? im : NULL, &err);
-        free(ids);
-        char *reply = NULL;
-        if (st == QVL_OK)
-            st = qvl_tokenizer_decode(tok, out->ids, out->n_ids, false, &reply, NULL, &err);
-        if (st == QVL_OK) st = qvl_chat_add(chat, QVL_CHAT_ASSISTANT, reply, &err);
-        free(reply);
-        if (st != QVL_OK) {
-            rc = fail("chat", &err);
-            break;
-        }
-        first_turn = false;
-    }
-    free(line);
-    qvl_chat_free(chat);
-    return rc;
-}
-
 /* --ids with --image: the ids must already hold each picture's pad tokens. */
 static qvl_status check_id_pads(const int32_t *ids, int64_t n, const run_images *im,
                                 qvl_error *err) {
-    int64_t have = 0, want = 0;
+    int64_t have = 0;
     for (int64_t i = 0; i < n; i++) have += ids[i] == im->pad_id;
-    for (size_t i = 0; i < im->n; i++) want += im->tokens[i];
-    if (have != want)
+    if (have != im->total_tokens)
         return qvl_fail(err, QVL_E_INVALID,
                         "--ids holds %lld image pad ids (%d) but the %zu image(s) need %lld",
-                        (long long)have, (int)im->pad_id, im->n, (long long)want);
+                        (long long)have, (int)im->pad_id, im->n, (long long)im->total_tokens);
     return QVL_OK;
+}
+
+/* The whole prompt against the context, before any picture is decoded or the model loaded. */
+static qvl_status check_fits(int64_t n_prompt, const run_images *im, int64_t ctx,
+                             qvl_error *err) {
+    if (n_prompt <= ctx) return QVL_OK;
+    if (im->n == 0)
+        return qvl_fail(err, QVL_E_LIMIT, "the prompt is %lld tokens but the context holds %lld: "
+                        "raise --ctx (-c)", (long long)n_prompt, (long long)ctx);
+    return qvl_fail(err, QVL_E_LIMIT,
+                    "the prompt is %lld tokens (%lld of them for %zu image(s)) but the context "
+                    "holds %lld: raise --ctx (-c) or lower --image-max-tokens",
+                    (long long)n_prompt, (long long)im->total_tokens, im->n, (long long)ctx);
+}
+
+/* -f FILE, or -p - (stdin): the prompt text, one trailing newline run dropped. */
+static qvl_status read_prompt(const char *path, char **out, qvl_error *err) {
+    size_t len = 0;
+    char *buf = NULL;
+    if (strcmp(path, "-") == 0) {
+        size_t cap = 0;
+        for (;;) {
+            if (len + 4096 + 1 > cap) {
+                if (cap >= PROMPT_MAX_BYTES) {
+                    free(buf);
+                    return qvl_fail(err, QVL_E_LIMIT, "the prompt on stdin is over %zu MiB",
+                                    PROMPT_MAX_BYTES >> 20);
+                }
+                cap = cap ? 2 * cap : 65536;
+                char *grown = realloc(buf, cap);
+                if (!grown) {
+                    free(buf);
+                    return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+                }
+                buf = grown;
+            }
+            size_t got = fread(buf + len, 1, cap - len - 1, stdin);
+            len += got;
+            if (got == 0) break;
+        }
+        if (ferror(stdin)) {
+            free(buf);
+            return qvl_fail(err, QVL_E_IO, "reading the prompt from stdin failed");
+        }
+        if (!buf && !(buf = malloc(1))) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        buf[len] = '\0';
+    } else {
+        qvl_status st = qvl_read_file(path, PROMPT_MAX_BYTES, QVL_E_IO, &buf, &len, err);
+        if (st != QVL_OK) return st;
+    }
+    if (strlen(buf) != len) {
+        free(buf);
+        return qvl_fail(err, QVL_E_INVALID, "%s: the prompt holds a NUL byte",
+                        strcmp(path, "-") == 0 ? "stdin" : path);
+    }
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) buf[--len] = '\0';
+    *out = buf;
+    return QVL_OK;
+}
+
+static int check_model_dir(const char *prog, const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        fprintf(stderr, "%s: model directory not found: %s\n", prog, dir);
+        return 1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s: %s is not a directory (-m takes the model's directory)\n", prog, dir);
+        return 1;
+    }
+    return 0;
+}
+
+static int check_usage(const char *prog, const run_args *a, bool chat_mode) {
+    if (!a->model) {
+        fprintf(stderr, "%s: -m MODEL_DIR is required\n", prog);
+        return 2;
+    }
+    if (a->prompt && a->file) {
+        fprintf(stderr, "%s: -p and -f exclude each other\n", prog);
+        return 2;
+    }
+    if (!chat_mode && !a->prompt && !a->file && !a->ids) {
+        fprintf(stderr, "%s: give a prompt with -p TEXT, -f FILE (or token ids with --ids)\n", prog);
+        return 2;
+    }
+    if (!chat_mode && (a->prompt || a->file) && a->ids) {
+        fprintf(stderr, "%s: -p/-f and --ids exclude each other\n", prog);
+        return 2;
+    }
+    if (chat_mode && (a->ids || a->dump_logits || a->prompt || a->file)) {
+        fprintf(stderr, "%s: -p, -f, --ids and --dump-logits do not go with a chat (qvl chat, -i, -cnv)\n",
+                prog);
+        return 2;
+    }
+    return 0;
+}
+
+/* Prompt ids for qvl run from text: the chat template over it. */
+static qvl_status run_prompt_ids(const run_args *a, const char *text, qvl_tokenizer *tok,
+                                 const run_images *im, int32_t **ids, int64_t *n,
+                                 qvl_error *err) {
+    qvl_chat *chat = NULL;
+    char *rendered = NULL;
+    qvl_status st = qvl_chat_create(&chat, err);
+    if (st == QVL_OK && a->system) st = qvl_chat_add(chat, QVL_CHAT_SYSTEM, a->system, err);
+    if (st == QVL_OK) st = run_add_user_message(chat, text, im->n, err);
+    if (st == QVL_OK) st = qvl_chat_render(chat, true, &rendered, NULL, err);
+    if (st == QVL_OK) st = run_encode_text(tok, rendered, im, ids, n, err);
+    free(rendered);
+    qvl_chat_free(chat);
+    return st;
 }
 
 /* Everything after the command line is parsed. */
 static int run_parsed(const char *cmd, const char *prog, const run_args *args, const cli_opt *opts,
-                      bool chat_mode, run_images *im) {
+                      bool chat_mode, run_images *im, double start) {
     const run_args a = *args;
-    int rc = 0;
+    int rc = check_usage(prog, &a, chat_mode);
+    if (rc) return rc;
     if (a.verbose) qvl_log_level_set(QVL_LOG_INFO);
-    if (!a.model) {
-        fprintf(stderr, "%s: -m MODEL_DIR is required\n", prog);
-        return 2;
-    }
-    if (!chat_mode && !a.prompt && !a.ids) {
-        fprintf(stderr, "%s: give a prompt with -p TEXT (or token ids with --ids)\n", prog);
-        return 2;
-    }
-    if (!chat_mode && a.prompt && a.ids) {
-        fprintf(stderr, "%s: -p and --ids exclude each other\n", prog);
-        return 2;
-    }
-    if (chat_mode && (a.ids || a.dump_logits || a.prompt)) {
-        fprintf(stderr, "%s: -p, --ids and --dump-logits are for qvl run\n", prog);
-        return 2;
+    if ((rc = check_model_dir(prog, a.model))) return rc;
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    if (a.ids) {
+        size_t count = 0;
+        if (!(ids = cli_parse_ids(prog, a.ids, &count))) return 2;
+        n_ids = (int64_t)count;
     }
 
     qvl_error err = {0};
     char path[PATH_MAX];
+    char *text = NULL; /* the prompt of qvl run */
+    qvl_status st = QVL_OK;
+    if (a.file || (a.prompt && strcmp(a.prompt, "-") == 0))
+        st = read_prompt(a.file ? a.file : "-", &text, &err);
+    else if (a.prompt && !(text = strdup(a.prompt)))
+        st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
+    if (st != QVL_OK) {
+        free(ids);
+        return fail(cmd, &err);
+    }
     /* The tokenizer is needed unless ids go in and ids come out. */
     snprintf(path, sizeof path, "%s/tokenizer.json", a.model);
     bool need_tokenizer = chat_mode || !a.ids || !a.print_ids;
     qvl_tokenizer *tok = NULL;
-    if (file_exists(path)) {
-        if (qvl_tokenizer_load(path, &tok, &err) != QVL_OK) return fail(cmd, &err);
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        st = qvl_tokenizer_load(path, &tok, &err);
     } else if (need_tokenizer) {
         fprintf(stderr, "%s: %s: not found (needed to %s; --ids with --print-ids runs without it)\n",
                 prog, path, a.ids ? "print the answer as text" : "tokenize the prompt");
+        free(text);
+        free(ids);
         return 1;
     }
 
     qvl_gen_config gen;
     snprintf(path, sizeof path, "%s/generation_config.json", a.model);
-    qvl_status st = qvl_gen_config_load(path, &gen, &err);
+    if (st == QVL_OK) st = qvl_gen_config_load(path, &gen, &err);
     if (st == QVL_E_NOT_FOUND) {
         QVL_LOG_I("%s not found: greedy decoding, no stop token", path);
         st = QVL_OK;
     }
-    if (st == QVL_OK && a.prompt && im->n > 0) { /* before decoding any picture */
-        size_t n_markers = count_markers(a.prompt);
+    if (st == QVL_OK && text && im->n > 0) { /* before reading any picture */
+        size_t n_markers = run_count_markers(text);
         if (n_markers > 0 && n_markers != im->n)
             st = qvl_fail(&err, QVL_E_INVALID, "the prompt has %zu <image> markers but %zu --image "
                           "files were given", n_markers, im->n);
     }
-    if (st == QVL_OK) st = prepare_images(&a, opts, im, &err);
-    if (st != QVL_OK) {
-        qvl_tokenizer_free(tok);
-        return fail(cmd, &err);
+    if (st == QVL_OK) st = run_images_plan(a.model, &a.bounds, im, &err);
+
+    if (st == QVL_OK && text) st = run_prompt_ids(&a, text, tok, im, &ids, &n_ids, &err);
+    if (st == QVL_OK && a.ids && im->n > 0) st = check_id_pads(ids, n_ids, im, &err);
+    /* qvl chat: the pictures go with the first message, so they alone must fit. */
+    if (st == QVL_OK) st = check_fits(chat_mode ? im->total_tokens : n_ids, im, a.ctx, &err);
+    free(text);
+
+    run_session s = {.a = &a, .gen = &gen, .tok = tok,
+                     .out = {.tok = tok, .print_text = tok && !a.print_ids}};
+    s.progress = run_progress_create(!a.quiet && isatty(STDERR_FILENO));
+    s.timings.start = start;
+    s.timings.n_images = im->n;
+    s.timings.image_seconds = calloc(im->n + 1, sizeof *s.timings.image_seconds);
+    if (st == QVL_OK && (!s.progress || !s.timings.image_seconds))
+        st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK && im->n > 0) {
+        run_progress_begin(s.progress, "decoding %zu image(s)", im->n);
+        st = run_images_decode(im, &err);
+        run_progress_end(s.progress);
     }
 
-    int32_t *ids = NULL;
-    int64_t n_ids = 0;
-    if (a.ids) {
-        size_t n = 0;
-        ids = cli_parse_ids(prog, a.ids, &n);
-        if (!ids) {
-            qvl_tokenizer_free(tok);
-            return 2;
-        }
-        n_ids = (int64_t)n;
-        if (im->n > 0 && check_id_pads(ids, n_ids, im, &err) != QVL_OK) {
-            free(ids);
-            qvl_tokenizer_free(tok);
-            return fail(cmd, &err);
-        }
-    } else if (!chat_mode) {
-        qvl_chat *chat = NULL;
-        char *text = NULL;
-        st = qvl_chat_create(&chat, &err);
-        if (st == QVL_OK && a.system) st = qvl_chat_add(chat, QVL_CHAT_SYSTEM, a.system, &err);
-        if (st == QVL_OK) st = add_user_message(chat, a.prompt, im->n, &err);
-        if (st == QVL_OK) st = qvl_chat_render(chat, true, &text, NULL, &err);
-        if (st == QVL_OK) st = encode_with_images(tok, text, im, im->pad_id, &ids, &n_ids, &err);
-        free(text);
-        qvl_chat_free(chat);
-        if (st != QVL_OK) {
-            qvl_tokenizer_free(tok);
-            return fail(cmd, &err);
-        }
-    }
-
+    char threads_text[32];
+    const char *opt_keys[] = {"threads"}, *opt_values[] = {threads_text};
+    qvl_options backend_opts = {1, opt_keys, opt_values};
+    snprintf(threads_text, sizeof threads_text, "%lld", (long long)a.threads);
     qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
                             .no_fuse = a.no_fuse, .no_mmap = a.no_mmap,
-                            .weight_dtype = a.weights};
-    qvl_model *m = NULL;
-    qvl_sampler *sampler = NULL;
-    st = qvl_model_open(a.model, &mo, &m, &err);
-    if (st == QVL_OK) st = make_sampler(&a, opts, &gen, m, tok, &sampler, &err);
-    if (st == QVL_OK && im->n > 0) {
-        st = qvl_model_encode_images(m, im->pixels, im->n, im->grids, &im->feats, &err);
-        if (st == QVL_OK)
-            QVL_LOG_I("vision encoder: %zu image(s), %lld tokens in %.2f s", im->n,
-                      (long long)im->feats.n_tokens, im->feats.seconds);
+                            .weight_dtype = a.weights, .kv_type = a.kv_type,
+                            .backend_options = opts[OPT_THREADS].seen ? &backend_opts : NULL};
+    if (st == QVL_OK) {
+        run_progress_begin(s.progress, "loading %s", a.model);
+        double t0 = run_now_seconds();
+        st = qvl_model_open(a.model, &mo, &s.m, &err);
+        s.timings.load_seconds = run_now_seconds() - t0;
+        run_progress_end(s.progress);
     }
-    run_output out = {.tok = tok, .print_text = tok && !a.print_ids};
-    qvl_text_stream_init(&out.stream, write_stdout, NULL);
+    if (st == QVL_OK) st = make_sampler(&a, opts, &gen, s.m, tok, &s.sampler, &err);
+    if (st == QVL_OK && im->n > 0) st = run_encode_images(s.m, im, s.progress, &s.timings, &err);
+    qvl_text_stream_init(&s.out.stream, write_stdout, NULL);
     if (st == QVL_OK) {
         if (chat_mode)
-            rc = run_chat_loop(m, &a, sampler, &gen, tok, &out, im);
+            rc = run_chat_loop(&s, im);
         else
-            rc = answer(m, &a, sampler, &gen, &out, ids, n_ids, false, im, &err) == QVL_OK
-                     ? 0
-                     : fail(cmd, &err);
+            rc = run_answer(&s, ids, n_ids, false, im, &err) == QVL_OK ? 0 : fail(cmd, &err);
+        if (!a.quiet && (a.verbose || isatty(STDERR_FILENO))) run_timings_print(&s.timings, s.m);
     } else {
         rc = fail(cmd, &err);
     }
-    free(out.ids);
+    run_progress_free(s.progress);
+    free(s.timings.image_seconds);
+    free(s.out.ids);
     free(ids);
-    qvl_sampler_free(sampler);
-    qvl_model_close(m);
+    qvl_sampler_free(s.sampler);
+    qvl_model_close(s.m);
     qvl_tokenizer_free(tok);
     return rc;
 }
 
 int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
-    const char *cmd = chat_mode ? "chat" : "run";
-    run_args a = {.n_predict = 256, .ctx = 4096};
+    const double start = run_now_seconds();
+    run_args a = {.n_predict = 256, .ctx = 4096, .batch = 512,
+                  .bounds = {.max_tokens = RUN_IMAGE_MAX_TOKENS_DEFAULT}};
+    run_image_bounds *b = &a.bounds;
     cli_opt opts[] = {
         [OPT_TEMP] = {"temp", 0, CLI_FLOAT, &a.temp, "T", "sampling temperature; 0 = greedy (default: generation_config.json)", 0, 100, false},
         [OPT_TOP_K] = {"top-k", 0, CLI_INT, &a.top_k, "K", "keep the K most likely tokens; 0 = off", 0, 1e9, false},
@@ -558,46 +388,70 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         [OPT_MIN_P] = {"min-p", 0, CLI_FLOAT, &a.min_p, "P", "drop tokens below P x the top probability; 0 = off", 0, 1, false},
         [OPT_REPEAT] = {"repeat-penalty", 0, CLI_FLOAT, &a.repeat_penalty, "R", "repetition penalty (HF semantics); 1 = off", 1e-3, 100, false},
         [OPT_PRESENCE] = {"presence-penalty", 0, CLI_FLOAT, &a.presence_penalty, "P", "subtract P from tokens already generated; 0 = off", -100, 100, false},
-        [OPT_SEED] = {"seed", 0, CLI_INT, &a.seed, "S", "random seed (default: from the clock)", 0, 9.2e18, false},
-        [OPT_MIN_PIXELS] = {"min-pixels", 0, CLI_INT, &a.min_pixels, "N", "resize pictures to at least N pixels (default: preprocessor_config.json)", 1, 1e12, false},
-        [OPT_MAX_PIXELS] = {"max-pixels", 0, CLI_INT, &a.max_pixels, "N", "resize pictures to at most N pixels (default: preprocessor_config.json)", 1, 1e12, false},
-        {"image", 0, CLI_STRING, &a.image_help, "FILE", "a picture (PNG, JPEG, BMP, GIF, PNM) for the prompt; repeatable; placed at <image> markers in the text, else before it", 0, 0, false},
+        [OPT_SEED] = {"seed", 's', CLI_INT, &a.seed, "S", "random seed (default: from the clock)", 0, 9.2e18, false},
+        [OPT_MIN_PIXELS] = {"min-pixels", 0, CLI_INT, &b->min_pixels, "N", "resize pictures to at least N pixels (default: preprocessor_config.json)", 1, 1e12, false},
+        [OPT_MAX_PIXELS] = {"max-pixels", 0, CLI_INT, &b->max_pixels, "N", "resize pictures to at most N pixels (default: preprocessor_config.json, capped by --image-max-tokens)", 1, 1e12, false},
+        [OPT_MIN_TOKENS] = {"image-min-tokens", 0, CLI_INT, &b->min_tokens, "N", "resize pictures to at least N tokens (N x (patch x merge)^2 pixels)", 1, 1 << 24, false},
+        [OPT_MAX_TOKENS] = {"image-max-tokens", 0, CLI_INT, &b->max_tokens, "N", "resize pictures to at most N tokens (default 4096, as the processor would with N x (patch x merge)^2 max pixels)", 1, 1 << 24, false},
+        [OPT_THREADS] = {"threads", 't', CLI_INT, &a.threads, "N", "CPU threads of the backend (its `threads` option; overrides plugins.yaml; 0 = all cores)", 0, 4096, false},
+        {"image", 0, CLI_STRING, &a.image_help, "FILE", "a picture (JPEG, PNG, WebP, GIF, PPM/PGM) for the prompt; repeatable; placed at <image> markers in the text, else before it", 0, 0, false},
         {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
-        {"prompt", 'p', CLI_STRING, &a.prompt, "TEXT", "the user's message (run)", 0, 0, false},
+        {"prompt", 'p', CLI_STRING, &a.prompt, "TEXT", "the user's message; - reads it from stdin", 0, 0, false},
+        {"file", 'f', CLI_STRING, &a.file, "FILE", "read the user's message from FILE", 0, 0, false},
         {"system", 0, CLI_STRING, &a.system, "TEXT", "a system message before the conversation", 0, 0, false},
-        {"n-predict", 'n', CLI_INT, &a.n_predict, "N", "generate at most N tokens (default 256)", 1, 1e9, false},
-        {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default 4096)", 1, 1 << 24, false},
+        {"n-predict", 'n', CLI_INT, &a.n_predict, "N", "generate at most N tokens per answer (default 256)", 1, 1e9, false},
+        {"ctx", 'c', CLI_INT, &a.ctx, "N", "context (KV cache) size in tokens (default 4096)", 1, 1 << 24, false},
+        {"batch-size", 'b', CLI_INT, &a.batch, "N", "prompt tokens per prefill step (default 512)", 1, 1 << 24, false},
+        {"interactive", 'i', CLI_FLAG, &a.interactive, NULL, "chat instead of one answer (as qvl chat)", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
-        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "store matrix weights as bf16, f16, f32 or q8_0, converted once at load (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
+        {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "store matrix weights as bf16, f16, f32, q8_0, q4_k, q6_k or the q4_k_m mixture, converted once at load (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
+        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16; q8_0 is not supported yet)", 0, 0, false},
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
-        {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer (run)", 0, 0, false},
+        {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer", 0, 0, false},
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},
-        {"dump-logits", 0, CLI_STRING, &a.dump_logits, "FILE", "write the prompt's logits as float32 [n_prompt, vocab] (run)", 0, 0, false},
+        {"dump-logits", 0, CLI_STRING, &a.dump_logits, "FILE", "write the prompt's logits as float32 [n_prompt, vocab]", 0, 0, false},
         {"no-fuse", 0, CLI_FLAG, &a.no_fuse, NULL, "run the unfused graph (debugging)", 0, 0, false},
         {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
-        {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log progress and speed to stderr", 0, 0, false},
+        {"quiet", 'q', CLI_FLAG, &a.quiet, NULL, "no progress line, picture summary or timings on stderr", 0, 0, false},
+        {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log details (skipped backends, files) and print the timings even when stderr is not a terminal", 0, 0, false},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1];
     size_t n_pos = 0;
     char prog[32];
-    snprintf(prog, sizeof prog, "qvl %s", cmd);
+    snprintf(prog, sizeof prog, "qvl %s", chat_mode ? "chat" : "run");
     run_images im = {0};
-    argc = collect_images(prog, argc, argv, &im);
+    argc = run_images_collect(prog, argc, argv, &im);
     if (argc < 0) {
         run_images_free(&im);
         return 2;
     }
-    int rc = cli_parse(prog, opts, n_opts, argc, argv, pos, 0, &n_pos);
-    if (rc != CLI_OK) run_images_free(&im);
+    const size_t n_aliases = sizeof run_aliases / sizeof run_aliases[0];
+    int rc = cli_parse_aliased(prog, opts, n_opts, run_aliases, n_aliases, argc, argv, pos, 0,
+                               &n_pos);
     if (rc == CLI_HELP) {
-        cli_print_help(stdout, chat_mode ? "usage: qvl chat -m MODEL_DIR [options]   (one message per line; /exit ends)"
-                                         : "usage: qvl run -m MODEL_DIR -p \"PROMPT\" [options]",
-                       opts, n_opts);
+        cli_print_help_ex(stdout, chat_mode ? "usage: qvl chat -m MODEL_DIR [options]   "
+                                              "(one message per line; /exit or Ctrl-D ends)"
+                                            : "usage: qvl run -m MODEL_DIR -p \"PROMPT\" [options]",
+                          opts, n_opts, run_aliases, n_aliases, chat_mode ? run_only : NULL);
+        run_images_free(&im);
         return 0;
     }
-    if (rc != CLI_OK) return 2;
-    rc = run_parsed(cmd, prog, &a, opts, chat_mode, &im);
+    if (rc == CLI_OK && chat_mode && a.interactive) {
+        fprintf(stderr, "%s: -i/-cnv is for qvl run (qvl chat is interactive already)\n", prog);
+        rc = CLI_ERROR;
+    }
+    if (rc != CLI_OK) {
+        run_images_free(&im);
+        return 2;
+    }
+    b->min_pixels_set = opts[OPT_MIN_PIXELS].seen;
+    b->max_pixels_set = opts[OPT_MAX_PIXELS].seen;
+    b->min_tokens_set = opts[OPT_MIN_TOKENS].seen;
+    b->max_tokens_set = opts[OPT_MAX_TOKENS].seen;
+    im.quiet = a.quiet;
+    const bool chat = chat_mode || a.interactive;
+    rc = run_parsed(chat ? "chat" : "run", prog, &a, opts, chat, &im, start);
     run_images_free(&im);
     return rc;
 }

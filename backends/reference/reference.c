@@ -117,11 +117,13 @@ static qvl_status ref_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-/* Indexed by qvl_op. The base dtypes are read wherever the contract allows them (dtypes all
- * 0: QVL_DTYPES_BASE). VIEW has no kernel: the executor makes the alias. */
+/* Indexed by qvl_op. The base dtypes are read wherever the contract allows them (a 0 slot:
+ * QVL_DTYPES_BASE); the weight slots name the 4-bit formats too (read through qvl_elem_get,
+ * like every dtype here). VIEW has no kernel: the executor makes the alias. */
+#define REF_WEIGHTS (QVL_DTYPES_BASE | QVL_DTYPE_BIT(QVL_Q4_K) | QVL_DTYPE_BIT(QVL_Q6_K))
 static const qvl_op_impl ref_ops[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = {ref_get_rows, {0}},
-    [QVL_OP_MATMUL] = {ref_matmul, {0}},
+    [QVL_OP_GET_ROWS] = {ref_get_rows, {REF_WEIGHTS, 0}},                  /* table, ids */
+    [QVL_OP_MATMUL] = {ref_matmul, {0, REF_WEIGHTS, 0}},                   /* a, w, bias */
     [QVL_OP_ADD] = {ref_add, {0}},
     [QVL_OP_MUL] = {ref_mul, {0}},
     [QVL_OP_SCALE] = {ref_scale, {0}},
@@ -137,9 +139,9 @@ static const qvl_op_impl ref_ops[QVL_OP_COUNT] = {
     [QVL_OP_VIEW] = {NULL, {0}},
     [QVL_OP_CONT] = {ref_cont, {0}},
     [QVL_OP_STORE_ROWS] = {ref_store_rows, {0}},
-    [QVL_OP_NORM_LINEAR] = {ref_norm_linear, {0}},
+    [QVL_OP_NORM_LINEAR] = {ref_norm_linear, {0, 0, 0, REF_WEIGHTS, 0, REF_WEIGHTS, 0, REF_WEIGHTS, 0}},
     [QVL_OP_ATTENTION] = {ref_attention, {0}},
-    [QVL_OP_MLP_RESIDUAL] = {ref_mlp_residual, {0}},
+    [QVL_OP_MLP_RESIDUAL] = {ref_mlp_residual, {0, 0, REF_WEIGHTS}},       /* res, a, w_down */
     [QVL_OP_SET_ROWS] = {ref_set_rows, {0}},
     [QVL_OP_ADD_ROWS] = {ref_add_rows, {0}},
     [QVL_OP_STORE_ROWS_AT] = {ref_store_rows_at, {0}},

@@ -11,9 +11,12 @@
 
 static const char *const dtype_names[QVL_DTYPE_COUNT] = {
     [QVL_F32] = "f32", [QVL_F16] = "f16", [QVL_BF16] = "bf16", [QVL_Q8_0] = "q8_0", [QVL_I32] = "i32",
+    [QVL_Q4_K] = "q4_k", [QVL_Q6_K] = "q6_k",
 };
 
 _Static_assert(sizeof(qvl_block_q8_0) == 2 + QVL_Q8_0_BLOCK, "q8_0 block must be 34 bytes");
+_Static_assert(sizeof(qvl_block_q4_k) == 144, "q4_k block must be 144 bytes (GGUF Q4_K)");
+_Static_assert(sizeof(qvl_block_q6_k) == 210, "q6_k block must be 210 bytes (GGUF Q6_K)");
 
 bool qvl_dtype_valid(int t) {
     return t >= 0 && t < QVL_DTYPE_COUNT;
@@ -35,7 +38,8 @@ bool qvl_dtype_parse(const char *name, qvl_dtype *out) {
 }
 
 size_t qvl_dtype_block_elems(qvl_dtype t) {
-    return t == QVL_Q8_0 ? QVL_Q8_0_BLOCK : 1;
+    if (t == QVL_Q8_0) return QVL_Q8_0_BLOCK;
+    return t == QVL_Q4_K || t == QVL_Q6_K ? QVL_QK_K : 1;
 }
 
 size_t qvl_dtype_block_bytes(qvl_dtype t) {
@@ -45,6 +49,8 @@ size_t qvl_dtype_block_bytes(qvl_dtype t) {
     case QVL_BF16: return 2;
     case QVL_Q8_0: return sizeof(qvl_block_q8_0);
     case QVL_I32: return 4;
+    case QVL_Q4_K: return sizeof(qvl_block_q4_k);
+    case QVL_Q6_K: return sizeof(qvl_block_q6_k);
     case QVL_DTYPE_COUNT: break;
     }
     return 0; /* invalid dtype */
@@ -52,6 +58,10 @@ size_t qvl_dtype_block_bytes(qvl_dtype t) {
 
 bool qvl_dtype_is_float(qvl_dtype t) {
     return t == QVL_F32 || t == QVL_F16 || t == QVL_BF16;
+}
+
+bool qvl_dtype_is_quant(qvl_dtype t) {
+    return t == QVL_Q8_0 || t == QVL_Q4_K || t == QVL_Q6_K;
 }
 
 bool qvl_dtype_row_bytes(qvl_dtype t, int64_t n, size_t *out) {
@@ -215,6 +225,12 @@ void qvl_to_f32(qvl_dtype from, const void *src, float *dst, int64_t n) {
     case QVL_Q8_0:
         qvl_dequantize_row_q8_0(src, dst, n);
         break;
+    case QVL_Q4_K:
+        qvl_dequantize_row_q4_k(src, dst, n);
+        break;
+    case QVL_Q6_K:
+        qvl_dequantize_row_q6_k(src, dst, n);
+        break;
     case QVL_I32:
     case QVL_DTYPE_COUNT:
         break;
@@ -239,6 +255,12 @@ void qvl_from_f32(qvl_dtype to, const float *src, void *dst, int64_t n) {
     }
     case QVL_Q8_0:
         qvl_quantize_row_q8_0(src, dst, n);
+        break;
+    case QVL_Q4_K:
+        qvl_quantize_row_q4_k(src, dst, n, true);
+        break;
+    case QVL_Q6_K:
+        qvl_quantize_row_q6_k(src, dst, n, true);
         break;
     case QVL_I32:
     case QVL_DTYPE_COUNT:

@@ -177,16 +177,25 @@ static qvl_status want_small_weight(const infer_ctx *c, uint32_t i) {
     return QVL_OK;
 }
 
-/* Matmul-like weights and get_rows tables: f32, f16, bf16, or q8_0 with whole blocks per row. */
+/* A block dtype's rows (the inner dim) must hold whole blocks: 32 for q8_0, 256 for q4_k/q6_k. */
+static qvl_status want_whole_blocks(const infer_ctx *c, uint32_t i) {
+    const qvl_tensor_desc *d = slot(c, i);
+    int64_t block = (int64_t)qvl_dtype_block_elems(d->dtype);
+    if (dim(d, 0) % block != 0)
+        return fail(c, QVL_E_SHAPE, "%s is %s: %s needs the inner dim to be a multiple of %lld",
+                    in(c, i).s, dt(d).s, qvl_dtype_name(d->dtype), (long long)block);
+    return QVL_OK;
+}
+
+/* Matmul-like weights and get_rows tables: f32, f16, bf16, or a block dtype (q8_0, q4_k,
+ * q6_k) with whole blocks per row. */
 static qvl_status want_big_weight(const infer_ctx *c, uint32_t i) {
     const qvl_tensor_desc *d = slot(c, i);
     if (qvl_dtype_is_float(d->dtype)) return QVL_OK;
-    if (d->dtype != QVL_Q8_0)
-        return fail(c, QVL_E_DTYPE, "%s is %s, expected dtype f32, f16, bf16 or q8_0", in(c, i).s, dt(d).s);
-    if (dim(d, 0) % QVL_Q8_0_BLOCK != 0)
-        return fail(c, QVL_E_SHAPE, "%s is %s: q8_0 needs the inner dim to be a multiple of %d",
-                    in(c, i).s, dt(d).s, QVL_Q8_0_BLOCK);
-    return QVL_OK;
+    if (!qvl_dtype_is_quant(d->dtype))
+        return fail(c, QVL_E_DTYPE, "%s is %s, expected dtype f32, f16, bf16, q8_0, q4_k or q6_k",
+                    in(c, i).s, dt(d).s);
+    return want_whole_blocks(c, i);
 }
 
 static qvl_status want_ndim(const infer_ctx *c, uint32_t i, int lo, int hi, const char *what) {
@@ -244,7 +253,7 @@ static qvl_status check_desc(const infer_ctx *c, uint32_t i) {
     }
     if (!qvl_desc_span_bytes(d, NULL))
         return fail(c, QVL_E_SHAPE,
-                    "%s is %s with strides that are negative, overflow, or break q8_0 blocks",
+                    "%s is %s with strides that are negative, overflow, or break quant blocks",
                     in(c, i).s, dt(d).s);
     return QVL_OK;
 }
@@ -485,12 +494,12 @@ static qvl_status infer_view(const infer_ctx *c, qvl_tensor_desc *out) {
             return fail(c, QVL_E_SHAPE, "output %s has dim %d < 1", os, k);
     }
     if (!qvl_desc_span_bytes(out, NULL))
-        return fail(c, QVL_E_SHAPE, "output %s has strides that are negative, overflow, or break q8_0 blocks",
+        return fail(c, QVL_E_SHAPE, "output %s has strides that are negative, overflow, or break quant blocks",
                     os);
     if (off < 0) return fail(c, QVL_E_SHAPE, "offset %lld is negative", (long long)off);
-    if (x->dtype == QVL_Q8_0 && off % QVL_Q8_0_BLOCK != 0)
-        return fail(c, QVL_E_SHAPE, "offset %lld into q8_0 %s %s is not a multiple of %d", (long long)off,
-                    in(c, 0).s, dt(x).s, QVL_Q8_0_BLOCK);
+    if (off % (int64_t)qvl_dtype_block_elems(x->dtype) != 0)
+        return fail(c, QVL_E_SHAPE, "offset %lld into %s %s is not a multiple of %lld (its blocks)",
+                    (long long)off, in(c, 0).s, dt(x).s, (long long)qvl_dtype_block_elems(x->dtype));
     int64_t xlo, xhi, lo, hi, first, last;
     offset_range(x, &xlo, &xhi);
     offset_range(out, &lo, &hi);
@@ -506,9 +515,7 @@ static qvl_status infer_view(const infer_ctx *c, qvl_tensor_desc *out) {
 static qvl_status infer_cont(const infer_ctx *c, qvl_tensor_desc *out) {
     const qvl_tensor_desc *x;
     TRY(need(c, 0, &x));
-    if (x->dtype == QVL_Q8_0 && dim(x, 0) % QVL_Q8_0_BLOCK != 0)
-        return fail(c, QVL_E_SHAPE, "%s is %s: q8_0 needs the inner dim to be a multiple of %d", in(c, 0).s,
-                    dt(x).s, QVL_Q8_0_BLOCK);
+    TRY(want_whole_blocks(c, 0));
     if (!qvl_desc_init(out, x->dtype, x->ndim, x->shape))
         return fail(c, QVL_E_LIMIT, "output shape of %s %s overflows", in(c, 0).s, dt(x).s);
     return QVL_OK;

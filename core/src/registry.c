@@ -377,6 +377,9 @@ qvl_status qvl_backend_select(const qvl_plugin_config *cfg, const char *force_na
 
     if (cfg->n == 0) return qvl_fail(err, QVL_E_NOT_FOUND, "no usable backend (none listed)");
     char tried[768] = "";
+    qvl_error last; /* the last backend's reason, for the error when none loads */
+    qvl_error_clear(&last);
+    const char *last_name = "";
     size_t used = 0;
     for (size_t i = 0; i < cfg->n; i++) {
         const qvl_plugin_spec *spec = &cfg->specs[i];
@@ -392,18 +395,19 @@ qvl_status qvl_backend_select(const qvl_plugin_config *cfg, const char *force_na
                                 cfg->path, spec->line, why.msg);
             return qvl_fail(err, st, "required backend '%s': %s", spec->name, why.msg);
         }
-        if (cfg->path)
-            QVL_LOG_W("skipping backend '%s' (%s:%d): %s", spec->name, cfg->path, spec->line,
-                      reason);
-        else
-            QVL_LOG_W("skipping backend '%s': %s", spec->name, reason);
+        /* Skipping is by design (a GPU backend listed first on a machine without one): only
+         * -v / QVL_LOG=info says so, once, in one line. */
+        QVL_LOG_I("backend %s skipped: %s", spec->name, reason);
+        last = why;
+        last_name = spec->name;
         if (used < sizeof tried) {
             int w = snprintf(tried + used, sizeof tried - used, "%s%s", i ? ", " : "",
                              spec->name);
             if (w > 0) used += (size_t)w;
         }
     }
-    return qvl_fail(err, QVL_E_NOT_FOUND, "no usable backend (tried: %s)", tried);
+    return qvl_fail(err, QVL_E_NOT_FOUND, "no usable backend (tried: %s); %s: %s", tried,
+                    last_name, skip_name_prefix(last.msg, last_name));
 }
 
 qvl_status qvl_backend_open(const char *plugins_path, const char *backend_name,

@@ -51,25 +51,26 @@ bool qvl_desc_is_contiguous(const qvl_tensor_desc *d) {
 bool qvl_desc_span_bytes(const qvl_tensor_desc *d, size_t *out) {
     if (!d || d->ndim < 1 || d->ndim > QVL_MAX_DIMS || !qvl_dtype_valid((int)d->dtype)) return false;
     int64_t max_off = 0;
+    const int64_t block = (int64_t)qvl_dtype_block_elems(d->dtype);
     for (int i = 0; i < d->ndim; i++) {
         if (d->shape[i] < 1) return false;
         if (d->shape[i] == 1) continue; /* stride unused */
         if (d->stride[i] < 0) return false;
-        if (d->dtype == QVL_Q8_0) {
+        if (block > 1) {
             /* Blocks are indivisible: rows run along the innermost dim, every other step
              * moves by whole blocks. */
             bool inner = i == d->ndim - 1;
-            if (inner ? d->stride[i] != 1 : d->stride[i] % QVL_Q8_0_BLOCK != 0) return false;
+            if (inner ? d->stride[i] != 1 : d->stride[i] % block != 0) return false;
         }
         int64_t step;
         if (!qvl_mul_i64(d->shape[i] - 1, d->stride[i], &step)) return false;
         if (!qvl_add_i64(max_off, step, &max_off)) return false;
     }
     size_t bytes;
-    if (d->dtype == QVL_Q8_0) {
+    if (block > 1) {
         /* Through the end of the block holding the last element. */
-        size_t blocks = (size_t)(max_off / QVL_Q8_0_BLOCK) + 1;
-        if (!qvl_mul_size(blocks, sizeof(qvl_block_q8_0), &bytes)) return false;
+        size_t blocks = (size_t)(max_off / block) + 1;
+        if (!qvl_mul_size(blocks, qvl_dtype_block_bytes(d->dtype), &bytes)) return false;
     } else {
         if (!qvl_mul_size((size_t)max_off, qvl_dtype_block_bytes(d->dtype), &bytes)) return false;
         if (!qvl_add_size(bytes, qvl_dtype_block_bytes(d->dtype), &bytes)) return false;
@@ -81,9 +82,8 @@ bool qvl_desc_span_bytes(const qvl_tensor_desc *d, size_t *out) {
 /* Negative offsets have no byte position: they map to 0 (callers validate offsets first). */
 size_t qvl_dtype_offset_bytes(qvl_dtype t, int64_t elem_offset) {
     if (elem_offset <= 0) return 0;
-    uint64_t off = (uint64_t)elem_offset;
-    if (t == QVL_Q8_0)
-        return (size_t)(off / QVL_Q8_0_BLOCK * sizeof(qvl_block_q8_0) + off % QVL_Q8_0_BLOCK);
+    uint64_t off = (uint64_t)elem_offset, block = qvl_dtype_block_elems(t);
+    if (block > 1) return (size_t)(off / block * qvl_dtype_block_bytes(t) + off % block);
     return (size_t)(off * qvl_dtype_block_bytes(t));
 }
 

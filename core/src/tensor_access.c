@@ -5,7 +5,8 @@
 
 #include "qvl/dtype.h"
 
-/* q8_0 storage: blocks of 32 elements, each an f16 scale followed by 32 int8 quants (34 bytes).
+/* q4_k / q6_k: element off is element off % 256 of super-block off / 256 (quant_k.c).
+ * q8_0 storage: blocks of 32 elements, each an f16 scale followed by 32 int8 quants (34 bytes).
  * The layout rule in tensor.h (innermost stride 1, other strides multiples of 32) makes the
  * element offset of any element split cleanly into (block, position in block). */
 static float get_q8_0(const void *data, int64_t off) {
@@ -24,6 +25,10 @@ float qvl_elem_get(const qvl_tensor *t, int64_t off) {
     case QVL_F16: return qvl_f16_to_f32(((const uint16_t *)t->data)[off]);
     case QVL_BF16: return qvl_bf16_to_f32(((const uint16_t *)t->data)[off]);
     case QVL_Q8_0: return get_q8_0(t->data, off);
+    case QVL_Q4_K:
+        return qvl_q4_k_elem((const qvl_block_q4_k *)t->data + off / QVL_QK_K, (int)(off % QVL_QK_K));
+    case QVL_Q6_K:
+        return qvl_q6_k_elem((const qvl_block_q6_k *)t->data + off / QVL_QK_K, (int)(off % QVL_QK_K));
     default: return 0.0f; /* i32 holds no floats; the op contract never asks */
     }
 }
@@ -42,6 +47,16 @@ int32_t qvl_elem_get_i32(const qvl_tensor *t, int64_t off) {
 }
 
 void qvl_elem_gather(const qvl_tensor *t, int64_t off, int64_t step, int64_t n, float *out) {
+    /* Whole super-blocks in a row (a q4_k/q6_k weight row): decode each block once instead of
+     * its scales per element. Same values: both paths use the same arithmetic. */
+    qvl_dtype dt = t->desc.dtype;
+    if ((dt == QVL_Q4_K || dt == QVL_Q6_K) && step == 1 && off % QVL_QK_K == 0 &&
+        n % QVL_QK_K == 0) {
+        const char *base =
+            (const char *)t->data + off / QVL_QK_K * (int64_t)qvl_dtype_block_bytes(dt);
+        qvl_to_f32(dt, base, out, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) out[i] = qvl_elem_get(t, off + i * step);
 }
 

@@ -18,9 +18,17 @@
 #include <unistd.h>
 
 #include "qvl/checked.h"
+#include "qvl/json_bounds.h"
 
 /* A valid header nests 3 deep (root, entry, array); anything much deeper is hostile. */
 #define ST_MAX_NESTING 8
+/* Longer arrays are refused before parsing; a shape a little over QVL_ST_MAX_DIMS still gets
+ * the entry's own message (which names the tensor). */
+#define ST_MAX_ARRAY 64
+/* At most this many __metadata__ entries (a string each; writers store a handful). */
+#define ST_MAX_META 4096
+/* An entry's values: its object, dtype, shape array and dims, offsets array and two offsets. */
+#define ST_VALUES_PER_ENTRY (5 + QVL_ST_MAX_DIMS + 1)
 #define ST_MAX_INT 9007199254740992.0 /* 2^53: JSON numbers above it are not exact doubles */
 
 struct qvl_safetensors {
@@ -60,30 +68,6 @@ static int cmp_tensor_begin(const void *a, const void *b) {
     uintptr_t pa = (uintptr_t)(*x)->data, pb = (uintptr_t)(*y)->data;
     if (pa != pb) return pa < pb ? -1 : 1;
     return (*x)->nbytes < (*y)->nbytes ? -1 : (*x)->nbytes > (*y)->nbytes;
-}
-
-/* Before handing the header to cJSON (which recurses per level and allocates per value):
- * the maximum {}/[] nesting outside strings and the number of top-level keys. */
-static void prescan(const char *s, size_t n, int *max_depth, size_t *top_keys) {
-    int depth = 0;
-    bool in_str = false;
-    *max_depth = 0;
-    *top_keys = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '{' || c == '[') {
-            if (++depth > *max_depth) *max_depth = depth;
-        } else if (c == '}' || c == ']') {
-            depth--;
-        } else if (c == ':' && depth == 1) {
-            ++*top_keys;
-        }
-    }
 }
 
 /* A JSON number that is a whole number in [0, max]. */
@@ -220,15 +204,31 @@ static qvl_status parse_entry(qvl_safetensors *st, const char *name, const cJSON
 }
 
 static qvl_status parse_header(qvl_safetensors *st, const char *hdr, size_t n, qvl_error *err) {
-    int depth;
-    size_t keys;
-    prescan(hdr, n, &depth, &keys);
-    if (depth > ST_MAX_NESTING)
+    /* Before cJSON (which recurses per level and allocates 60-100 bytes per value) builds it: a
+     * valid header nests 3 deep, its arrays are shapes (at most QVL_ST_MAX_DIMS) and offsets
+     * (2), an entry object has 3 members and the metadata a few, so its values number at most
+     * ST_VALUES_PER_ENTRY per top-level entry plus the metadata's: memory stays proportional to
+     * the tensors it describes (a header of "0,0,0,..." is refused here, not after 4 GB). */
+    qvl_json_shape sh;
+    qvl_json_measure(hdr, n, &sh);
+    const size_t keys = sh.root_members;
+    if (sh.max_depth > ST_MAX_NESTING)
         return qvl_fail(err, QVL_E_LIMIT, "%s: header: JSON nests deeper than %d levels", st->path,
                         ST_MAX_NESTING);
     if (keys > QVL_ST_MAX_TENSORS + 1)
         return qvl_fail(err, QVL_E_LIMIT, "%s: header: %zu entries exceed the limit of %u tensors",
                         st->path, keys, QVL_ST_MAX_TENSORS);
+    if (sh.max_array > ST_MAX_ARRAY)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "%s: header: a JSON array of %zu elements (shapes have at most %d)",
+                        st->path, sh.max_array, QVL_ST_MAX_DIMS);
+    if (sh.max_members > ST_MAX_META)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "%s: header: a JSON object of %zu members (at most %d metadata entries)",
+                        st->path, sh.max_members, ST_MAX_META);
+    if (sh.values > ST_VALUES_PER_ENTRY * keys + ST_MAX_META + 1)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: header: %zu JSON values for %zu entries", st->path,
+                        sh.values, keys);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
     if (!root) {

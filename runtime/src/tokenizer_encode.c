@@ -18,11 +18,12 @@ static qvl_status encode_valid(qvl_tokenizer *tok, const char *text, size_t len,
             len = norm_len;
         }
     }
-    qvl_status st = QVL_OK;
+    tok_starts starts;
+    qvl_status st = qvl_tok_matcher_scan(&tok->norm_matcher, text, len, &starts, err);
     size_t pos = 0;
     while (pos < len && st == QVL_OK) {
         tok_match m;
-        bool found = qvl_tok_matcher_find(&tok->norm_matcher, tok->added, text, len, pos, pos, &m);
+        bool found = qvl_tok_starts_next(&starts, tok->added, text, len, pos, pos, &m);
         size_t seg_end = found ? m.start : len;
         st = qvl_tok_pretokenize(tok, text + pos, seg_end - pos, qvl_tok_bpe_piece, out, err);
         if (!found) break;
@@ -30,6 +31,7 @@ static qvl_status encode_valid(qvl_tokenizer *tok, const char *text, size_t len,
             st = qvl_fail(err, QVL_E_NOMEM, "tokenizer: out of memory");
         pos = m.end;
     }
+    qvl_tok_starts_free(&starts);
     free(norm);
     return st;
 }
@@ -69,11 +71,12 @@ qvl_status qvl_tokenizer_encode(qvl_tokenizer *tok, const char *text, size_t len
     /* a rough guess (English averages over 4 bytes per token) that avoids most regrowth */
     if (!qvl_tok_ids_reserve(&out, len / 4 + 16))
         return qvl_fail(err, QVL_E_NOMEM, "tokenizer: out of memory for %zu bytes of text", len);
-    qvl_status st = QVL_OK;
+    tok_starts starts;
+    qvl_status st = qvl_tok_matcher_scan(&tok->raw_matcher, text, len, &starts, err);
     size_t pos = 0;
-    while (pos < len) {
+    while (pos < len && st == QVL_OK) {
         tok_match m;
-        bool found = qvl_tok_matcher_find(&tok->raw_matcher, tok->added, text, len, pos, pos, &m);
+        bool found = qvl_tok_starts_next(&starts, tok->added, text, len, pos, pos, &m);
         size_t seg_end = found ? m.start : len;
         if ((st = encode_segment(tok, text + pos, seg_end - pos, &out, err))) break;
         if (!found) break;
@@ -83,6 +86,7 @@ qvl_status qvl_tokenizer_encode(qvl_tokenizer *tok, const char *text, size_t len
         }
         pos = m.end;
     }
+    qvl_tok_starts_free(&starts);
     if (st != QVL_OK) {
         free(out.data);
         return st;

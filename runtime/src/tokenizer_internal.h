@@ -118,9 +118,13 @@ int qvl_tok_cp_to_byte(uint32_t cp);
 
 /* ---- added tokens (tokenizer_added.c) ---- */
 
+/* A trie of the added tokens' contents written backwards, with Aho-Corasick failure links: one
+ * pass over a text from its end finds, at every position, the longest token starting there. */
 typedef struct tok_trie_node {
     uint32_t first_edge; /* UINT32_MAX when the node has no children */
-    int32_t token;       /* index into added[], -1 when no token ends here */
+    uint32_t fail;       /* the node of the longest proper suffix of this node's string */
+    int32_t token;       /* index into added[] of the token whose reversal ends here, or -1 */
+    int32_t best;        /* the longest token ending here or along the fail chain, or -1 */
 } tok_trie_node;
 
 typedef struct tok_trie_edge {
@@ -129,15 +133,22 @@ typedef struct tok_trie_edge {
     uint8_t byte;
 } tok_trie_edge;
 
-/* A leftmost-longest matcher over a set of added tokens (a byte trie). */
+/* A leftmost-longest matcher over a set of added tokens. */
 typedef struct tok_matcher {
     tok_trie_node *nodes;
     size_t n_nodes, cap_nodes;
     tok_trie_edge *edges;
     size_t n_edges, cap_edges;
-    uint8_t first_byte[32]; /* bitset: bytes that start some token */
     bool empty;
 } tok_matcher;
+
+/* The positions of one text where some token starts, ascending, each with its longest token;
+ * `next` is where the following search resumes. */
+typedef struct tok_starts {
+    size_t *pos;
+    int32_t *token;
+    size_t n, cap, next;
+} tok_starts;
 
 typedef struct tok_added {
     int32_t id;
@@ -155,10 +166,15 @@ typedef struct tok_match {
 qvl_status qvl_tok_matcher_build(tok_matcher *m, const tok_added *added, size_t n_added,
                              bool normalized, qvl_error *err);
 void qvl_tok_matcher_free(tok_matcher *m);
-/* Finds the first match at or after `from` (not extending before `floor` when
- * lstrip eats whitespace). False when none. */
-bool qvl_tok_matcher_find(const tok_matcher *m, const tok_added *added, const char *text,
-                      size_t len, size_t from, size_t floor, tok_match *out);
+/* Every position of text[0, len) where a token starts, with the longest one: time linear in len
+ * (plus the matches), whatever the tokens' lengths. */
+qvl_status qvl_tok_matcher_scan(const tok_matcher *m, const char *text, size_t len,
+                                tok_starts *out, qvl_error *err);
+/* The leftmost match at or after `from` (then the longest), from a scan of the same text; its
+ * span includes what lstrip/rstrip take (not reaching before `floor`). False when none. */
+bool qvl_tok_starts_next(tok_starts *s, const tok_added *added, const char *text, size_t len,
+                         size_t from, size_t floor, tok_match *out);
+void qvl_tok_starts_free(tok_starts *s);
 
 /* ---- the tokenizer ---- */
 
@@ -175,6 +191,28 @@ typedef struct tok_entry {
 } tok_entry;
 
 #define TOK_MAX_SPLIT_STAGES 4
+
+/* tokenizer.json nests about 6 deep (root, pre_tokenizer, pretokenizers, one, pattern); more than
+ * this is refused before cJSON recurses into it. */
+#define QVL_TOKENIZER_MAX_JSON_DEPTH 32
+
+/* The work one pre-tokenizer match may cost, in PCRE2 match-limit steps: QVL_TOK_REGEX_BASE_STEPS
+ * plus QVL_TOK_REGEX_STEPS_PER_BYTE for every byte it moves on (the gap searched before the match
+ * and the match itself), so a whole text costs at most BASE per match plus PER_BYTE per byte
+ * (tokenizer_pretok.c). Then PCRE2's own limits of one attempt: nested backtracking points and
+ * KiB of backtracking memory (pcre2_set_depth_limit, pcre2_set_heap_limit). */
+#ifndef QVL_TOK_REGEX_BASE_STEPS
+#define QVL_TOK_REGEX_BASE_STEPS 2000
+#endif
+#ifndef QVL_TOK_REGEX_STEPS_PER_BYTE
+#define QVL_TOK_REGEX_STEPS_PER_BYTE 16
+#endif
+#ifndef QVL_TOK_REGEX_DEPTH_LIMIT
+#define QVL_TOK_REGEX_DEPTH_LIMIT 10000
+#endif
+#ifndef QVL_TOK_REGEX_HEAP_LIMIT_KIB
+#define QVL_TOK_REGEX_HEAP_LIMIT_KIB 65536
+#endif
 
 typedef struct tok_split_stage {
     pcre2_code *code;

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "qvl/file.h"
+#include "qvl/json_bounds.h"
 #include "tokenizer_internal.h"
 
 /* A vocab token's bytes: its characters mapped back through the byte table. A token with a
@@ -76,6 +77,11 @@ static qvl_status init_encode_state(qvl_tokenizer *tok, const char *name, qvl_er
      * takes over (see tokenizer_pretok.c). Without one, JIT matching still works. */
     tok->jit_stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, NULL);
     if (tok->jit_stack) pcre2_jit_stack_assign(tok->match_ctx, NULL, tok->jit_stack);
+    /* Far below PCRE2's defaults (20 GB of backtracking memory): a Split regex from a stranger's
+     * tokenizer.json must not cost that much on any prompt. The step limit is set per match
+     * (tokenizer_pretok.c). */
+    pcre2_set_depth_limit(tok->match_ctx, QVL_TOK_REGEX_DEPTH_LIMIT);
+    pcre2_set_heap_limit(tok->match_ctx, QVL_TOK_REGEX_HEAP_LIMIT_KIB);
     return QVL_OK;
 }
 
@@ -112,6 +118,14 @@ qvl_status qvl_tokenizer_load_buffer(const char *json, size_t len, const char *n
     if (len > QVL_TOKENIZER_MAX_FILE_BYTES)
         return qvl_fail(err, QVL_E_LIMIT, "%s: %zu bytes is larger than the %zu byte limit", name,
                         len, QVL_TOKENIZER_MAX_FILE_BYTES);
+    /* The densest valid tokenizer.json holds a value every 2.5 bytes (merges written as
+     * ["a","b"]: 3 values in 10 bytes, 8 with empty strings); valid ones nest about 6 deep. The
+     * tree cJSON builds (60-100 bytes a value) stays proportional to what such a file needs. */
+    static const qvl_json_limits limits = {.max_depth = QVL_TOKENIZER_MAX_JSON_DEPTH,
+                                           .values_per_1000_bytes = 400,
+                                           .values_slack = 1024};
+    qvl_status jst = qvl_json_check(json ? json : "", len, &limits, name, err);
+    if (jst != QVL_OK) return jst;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json ? json : "", len, &end, 0);
     if (!root) {

@@ -24,11 +24,12 @@ qvl_status qvl_tok_nfc(const char *text, size_t len, char **norm, size_t *norm_l
     return QVL_OK;
 }
 
-static int run_match(const qvl_tokenizer *tok, const tok_split_stage *stage, const char *text,
-                     size_t len, size_t from) {
+static int match_once(const qvl_tokenizer *tok, const tok_split_stage *stage, const char *text,
+                      size_t len, size_t from, uint32_t limit) {
     /* the text was validated once; letting PCRE2 re-check it on every call would be quadratic
      * (pcre2_jit_match never checks) */
     uint32_t options = PCRE2_NO_UTF_CHECK;
+    pcre2_set_match_limit(tok->match_ctx, limit);
     int rc = stage->jit ? pcre2_jit_match(stage->code, (PCRE2_SPTR)text, len, from, 0,
                                           tok->match_data, tok->match_ctx)
                         : pcre2_match(stage->code, (PCRE2_SPTR)text, len, from, options,
@@ -37,6 +38,34 @@ static int run_match(const qvl_tokenizer *tok, const tok_split_stage *stage, con
         rc = pcre2_match(stage->code, (PCRE2_SPTR)text, len, from, options | PCRE2_NO_JIT,
                          tok->match_data, tok->match_ctx);
     return rc;
+}
+
+/* The next match from `from`, costing at most about QVL_TOK_REGEX_BASE_STEPS plus
+ * QVL_TOK_REGEX_STEPS_PER_BYTE for each byte it moves on. PCRE2 cannot say how many steps a
+ * match took, so the step limit starts at BASE and doubles while the limit is hit (up to what
+ * the rest of the text could allow); a match found with limit L took more than L / 2 steps
+ * (the previous try failed), so it is accepted only when L / 2 is within the allowance of the
+ * bytes it covers. The retries cost less than the last try, so one call costs at most four times
+ * the allowance of what it consumes: linear in the text, whatever the regex. Real pre-tokenizer
+ * regexes need a few steps a byte (a long run of spaces: about 3). */
+static int run_match(const qvl_tokenizer *tok, const tok_split_stage *stage, const char *text,
+                     size_t len, size_t from) {
+    const uint64_t base = QVL_TOK_REGEX_BASE_STEPS, per = QVL_TOK_REGEX_STEPS_PER_BYTE;
+    uint64_t cap = base + per * (uint64_t)(len - from);
+    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    uint64_t limit = base;
+    for (;;) {
+        int rc = match_once(tok, stage, text, len, from, (uint32_t)limit);
+        if (rc == PCRE2_ERROR_MATCHLIMIT) {
+            if (limit >= cap) return rc;
+            limit = limit * 2 < cap ? limit * 2 : cap;
+            continue;
+        }
+        if (limit == base || (rc < 0 && rc != PCRE2_ERROR_NOMATCH)) return rc;
+        const size_t end = rc >= 0 ? pcre2_get_ovector_pointer(tok->match_data)[1] : len;
+        const size_t moved = end > from ? end - from : 1;
+        return limit / 2 <= base + per * (uint64_t)moved ? rc : PCRE2_ERROR_MATCHLIMIT;
+    }
 }
 
 /* Isolated splitting: every match is a piece and so is every non-empty gap between matches. */
@@ -53,6 +82,11 @@ static qvl_status split(qvl_tokenizer *tok, size_t stage, const char *text, size
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
+            if (rc == PCRE2_ERROR_MATCHLIMIT)
+                return qvl_fail(err, QVL_E_LIMIT,
+                                "tokenizer: pre-tokenizer regex too costly at byte %zu (more "
+                                "than %d steps plus %d a byte; see docs/hostile-input.md)",
+                                from, QVL_TOK_REGEX_BASE_STEPS, QVL_TOK_REGEX_STEPS_PER_BYTE);
             return qvl_fail(err, QVL_E_LIMIT,
                             "tokenizer: pre-tokenizer regex failed at byte %zu: %s", from,
                             (const char *)msg);

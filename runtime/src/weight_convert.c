@@ -1,4 +1,4 @@
-/* Weight conversion at load (--weights q8_0 and friends): chunks of whole q8_0 blocks handed
+/* Weight conversion at load (--weights q8_0 and friends): chunks of whole blocks handed
  * to a few threads. Each chunk is copied to an aligned buffer first (a safetensors mapping may
  * place a tensor at any byte offset), widened to f32, then narrowed to the target dtype, so
  * the memory used on the side is a few small buffers per thread, not a copy of the tensor. */
@@ -6,13 +6,15 @@
 
 #include "qvl/weight_convert.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define CHUNK_ELEMS ((int64_t)1 << 16) /* a multiple of the q8_0 block (32) */
+#define CHUNK_ELEMS ((int64_t)1 << 16) /* a multiple of every block (32 for q8_0, 256 for q4_k) */
 #define MAX_THREADS 16
 
 typedef struct convert_job {
@@ -22,6 +24,9 @@ typedef struct convert_job {
     int64_t n, n_chunks;
     int64_t next_chunk; /* taken atomically: any number of threads share the work */
     int working;        /* threads that got their buffers: one is enough to finish */
+    bool measure;       /* sum the squared error of the result and of the source (below) */
+    pthread_mutex_t lock;
+    double err2, ref2;
 } convert_job;
 
 static size_t bytes_of(qvl_dtype t, int64_t elems) {
@@ -30,11 +35,29 @@ static size_t bytes_of(qvl_dtype t, int64_t elems) {
     return b;
 }
 
+/* The converted chunk read back against its f32 source: squared error and squared source, in
+ * double (a tensor has millions of elements). */
+static void measure_chunk(convert_job *j, const float *f32, const void *dst, int64_t count,
+                          float *back) {
+    qvl_to_f32(j->to, dst, back, count);
+    double e = 0, r = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double d = (double)back[i] - f32[i];
+        e += d * d;
+        r += (double)f32[i] * f32[i];
+    }
+    pthread_mutex_lock(&j->lock);
+    j->err2 += e;
+    j->ref2 += r;
+    pthread_mutex_unlock(&j->lock);
+}
+
 static void *convert_chunks(void *arg) {
     convert_job *j = arg;
     float *f32 = malloc((size_t)CHUNK_ELEMS * sizeof *f32);
+    float *back = j->measure ? malloc((size_t)CHUNK_ELEMS * sizeof *back) : NULL;
     void *aligned = malloc(bytes_of(j->from, CHUNK_ELEMS) + sizeof(float));
-    if (f32 && aligned) {
+    if (f32 && aligned && (back || !j->measure)) {
         __atomic_fetch_add(&j->working, 1, __ATOMIC_RELAXED);
         int64_t c;
         while ((c = __atomic_fetch_add(&j->next_chunk, 1, __ATOMIC_RELAXED)) < j->n_chunks) {
@@ -43,21 +66,29 @@ static void *convert_chunks(void *arg) {
             memcpy(aligned, j->src + bytes_of(j->from, first), bytes_of(j->from, count));
             qvl_to_f32(j->from, aligned, f32, count);
             qvl_from_f32(j->to, f32, j->dst + bytes_of(j->to, first), count);
+            if (j->measure) measure_chunk(j, f32, j->dst + bytes_of(j->to, first), count, back);
         }
     }
     free(f32);
+    free(back);
     free(aligned);
     return NULL;
 }
 
 qvl_status qvl_convert_elements(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
                                 int64_t n, int threads, qvl_error *err) {
+    return qvl_convert_elements_measured(from, src, to, dst, n, threads, NULL, err);
+}
+
+qvl_status qvl_convert_elements_measured(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
+                                         int64_t n, int threads, double *rel_rms, qvl_error *err) {
     size_t unused;
     if (n < 0 || !qvl_dtype_row_bytes(from, n, &unused) || !qvl_dtype_row_bytes(to, n, &unused))
         return qvl_fail(err, QVL_E_SHAPE, "%lld elements are not whole blocks of %s and %s",
                         (long long)n, qvl_dtype_name(from), qvl_dtype_name(to));
     convert_job j = {.from = from, .to = to, .src = src, .dst = dst, .n = n,
-                     .n_chunks = (n + CHUNK_ELEMS - 1) / CHUNK_ELEMS};
+                     .n_chunks = (n + CHUNK_ELEMS - 1) / CHUNK_ELEMS, .measure = rel_rms != NULL};
+    pthread_mutex_init(&j.lock, NULL);
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads > j.n_chunks) threads = (int)j.n_chunks;
     pthread_t tid[MAX_THREADS];
@@ -66,8 +97,10 @@ qvl_status qvl_convert_elements(qvl_dtype from, const void *src, qvl_dtype to, v
         started++;
     convert_chunks(&j);
     for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&j.lock);
     if (j.working == 0 && j.n_chunks > 0)
         return qvl_fail(err, QVL_E_NOMEM, "out of memory converting weights");
+    if (rel_rms) *rel_rms = j.ref2 > 0 ? sqrt(j.err2 / j.ref2) : sqrt(j.err2);
     return QVL_OK;
 }
 

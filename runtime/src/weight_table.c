@@ -4,6 +4,7 @@
 #include "qvl/weight_table.h"
 
 #include "qvl/file.h"
+#include "qvl/json_bounds.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -85,6 +86,17 @@ static qvl_status open_sharded(qvl_weights *w, const char *dir, const char *inde
     size_t len = 0;
     qvl_status s = read_text_file(index_path, &text, &len, err);
     if (s != QVL_OK) return s;
+    /* A valid index is {"metadata": {...}, "weight_map": {"name": "file", ...}}: each value
+     * takes at least 8 bytes ("a":"b",), nothing nests deep and no array is long; refused
+     * before cJSON spends 60-100 bytes on each value of a "0,0,0,..." text. */
+    static const qvl_json_limits limits = {.max_depth = 8, .values_per_1000_bytes = 125,
+                                           .values_slack = 4096, .max_array = 1024,
+                                           .max_members = QVL_ST_MAX_TENSORS};
+    s = qvl_json_check(text, len, &limits, index_path, err);
+    if (s != QVL_OK) {
+        free(text);
+        return s;
+    }
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     entry *map_e = NULL;

@@ -1,5 +1,5 @@
-/* Fuzz target: picture decoding (PNG, JPEG, BMP, GIF, PNM through stb_image, the JPEG structure
- * walk and EXIF orientation) and the image processor (smart_resize, antialiased bicubic
+/* Fuzz target: picture decoding (JPEG, PNG, GIF, WebP through libjpeg-turbo, libpng, giflib and
+ * libwebp; PGM/PPM parsed by qvl; the JPEG structure walk and EXIF orientation) and the image processor (smart_resize, antialiased bicubic
  * resampling, normalisation, merge-window patchify).
  *
  * An input starting with '{' is a preprocessor_config.json instead: it is read through a memfd
@@ -130,6 +130,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FUZZ_CHECK(img.rgb != NULL && img.width > 0 && img.height > 0);
     FUZZ_CHECK((int64_t)img.width * img.height <= qvl_image_max_pixels());
+    /* The header-only probe gives the same upright size as the decode. */
+    int32_t pw = 0, ph = 0;
+    qvl_error perr = {0};
+    FUZZ_CHECK(qvl_image_probe(data, size, "fuzz", &pw, &ph, &perr) == QVL_OK);
+    FUZZ_CHECK(pw == img.width && ph == img.height);
     const int32_t lo = img.width < img.height ? img.width : img.height;
     const int32_t hi = img.width < img.height ? img.height : img.width;
     FUZZ_CHECK((int64_t)hi <= (int64_t)QVL_IMAGE_MAX_ASPECT * lo);

@@ -216,6 +216,14 @@ put("image", "jpeg_8x4", JPEG_8x4)
 put("image", "jpeg_exif6_le", JPEG_8x4[:2] + exif_app1(6) + JPEG_8x4[2:])
 put("image", "jpeg_exif7_be", JPEG_8x4[:2] + exif_app1(7, le=False) + JPEG_8x4[2:])
 put("image", "jpeg_truncated", JPEG_8x4[:400])
+# A few of the Pillow parity pictures (scripts/make_image_fixtures.py): WebP, interlaced and
+# 16-bit PNG, an offset transparent interlaced GIF, CMYK and progressive JPEG, a rescaled PPM.
+for name in ["webp_lossy.webp", "webp_lossless_alpha.webp", "webp_animated.webp",
+             "webp_exif6.webp", "gif_offset_transparent_interlaced.gif", "png_interlaced_rgb8.png",
+             "png_grey16.png", "jpeg_cmyk.jpg", "jpeg_progressive_420.jpg",
+             "pnm_rgb_maxval1000.ppm"]:
+    with open(os.path.join(FIXTURES, "images", name), "rb") as f:
+        put("image", "fixture_" + name, f.read())
 put("image", "preprocessor_config.json",
     read(os.path.join(FIXTURES, "tiny-tied", "preprocessor_config.json")))
 put("image", "preprocessor_config_old.json",

@@ -2,7 +2,8 @@
  *
  * Conventions for every op:
  *  - Activations are f32. Weights (the "w"/"table"/"gamma" inputs) may be f32, f16, bf16 or
- *    (for matmul-like weights and get_rows tables) q8_0. Ids, positions and segments are i32.
+ *    (for matmul-like weights and get_rows tables) a block dtype, q8_0, q4_k or q6_k, whose
+ *    rows hold whole blocks (32, 256, 256 elements). Ids, positions and segments are i32.
  *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides) and
  *    STORE_ROWS / STORE_ROWS_AT (aliases of their destination). Inputs may be strided views
  *    unless stated otherwise.

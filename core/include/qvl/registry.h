@@ -78,8 +78,9 @@ qvl_status qvl_plugin_resolve_library(const qvl_plugin_config *cfg, const qvl_pl
 /* dlopen + entry symbol + ABI check + init. Errors name the file and the reason. */
 qvl_status qvl_backend_load(const qvl_plugin_config *cfg, const qvl_plugin_spec *spec,
                             qvl_loaded_backend **out, qvl_error *err);
-/* Try backends in priority order: one that fails is skipped with a one-line warning naming the
- * file and the reason, unless it is `required`. With force_name (--backend) only that backend
+/* Try backends in priority order: one that fails is skipped, unless it is `required`, with one
+ * info-level line naming the reason (seen at -v / QVL_LOG=info; when none loads, the error
+ * names them all and the last reason). With force_name (--backend) only that backend
  * is tried (taken from the config if listed there, else found by the default search) and its
  * failure is an error. */
 qvl_status qvl_backend_select(const qvl_plugin_config *cfg, const char *force_name,

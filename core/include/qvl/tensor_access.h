@@ -1,7 +1,8 @@
 /* Reading and writing elements of host-memory tensors of any dtype through their strides.
  *
  * For kernels on host memory (and for tests): a kernel asks for element offsets (in elements,
- * as in qvl_tensor_desc) and gets f32 values back, whatever the dtype (f32, f16, bf16, q8_0)
+ * as in qvl_tensor_desc) and gets f32 values back, whatever the dtype (f32, f16, bf16, q8_0,
+ * q4_k, q6_k)
  * and whatever the layout (contiguous or a permuted view). These are the slow, obviously
  * correct paths; fast kernels use them for the odd layouts only. */
 #ifndef QVL_TENSOR_ACCESS_H
@@ -15,7 +16,7 @@
 extern "C" {
 #endif
 
-/* Element at element offset off (f32, f16, bf16 or q8_0), converted to f32; 0 for a dtype
+/* Element at element offset off (any float or block dtype), converted to f32; 0 for a dtype
  * that holds no floats. */
 float qvl_elem_get(const qvl_tensor *t, int64_t off);
 /* Store v at element offset off, rounded to the tensor's dtype (f32, f16 or bf16). */

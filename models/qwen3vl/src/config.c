@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "qvl/file.h"
+#include "qvl/json_bounds.h"
 #include "qvl/qwen3vl_config.h"
 
 #define CONFIG_MAX_BYTES (16u * 1024u * 1024u)
@@ -404,6 +405,11 @@ qvl_status qvl_qwen3vl_config_parse(const char *json, size_t len, const char *pa
     parse_ctx c = {path ? path : "config.json", err};
     if (!json || !out) return qvl_fail(err, QVL_E_INVALID, "%s: no text to parse", c.path);
     memset(out, 0, sizeof *out);
+    /* A config holds a few hundred values nested 4 deep; bounded before cJSON builds its tree
+     * (60-100 bytes a value: 16 MiB of "0,0,0,..." would take 0.7 GB). */
+    static const qvl_json_limits limits = {.max_depth = 16, .max_values = 100000};
+    qvl_status jst = qvl_json_check(json, len, &limits, c.path, err);
+    if (jst != QVL_OK) return jst;
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();

@@ -39,7 +39,23 @@ typedef struct text_dims {
     int64_t n, hidden, heads, kv_heads, head_dim, ffn;
     float eps;
     qvl_dtype wdt, ndt;
+    qvl_weight_dtype_fn dtype_of;
+    const void *dtype_ctx;
 } text_dims;
+
+/* A weight matrix: its dtype from the per-name lookup when the options give one. */
+static qvl_tid matrix(qvl_graph *g, const text_dims *d, int64_t d0, int64_t d1, const char *fmt, ...)
+    QVL_PRINTF(5, 6);
+static qvl_tid matrix(qvl_graph *g, const text_dims *d, int64_t d0, int64_t d1, const char *fmt, ...) {
+    char buf[QVL_TENSOR_NAME_MAX + 32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const int64_t shape[2] = {d0, d1};
+    qvl_dtype dt = d->dtype_of ? d->dtype_of(d->dtype_ctx, buf, d->wdt) : d->wdt;
+    return qvl_g_weight(g, buf, dt, 2, shape);
+}
 
 /* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. */
 static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
@@ -48,13 +64,13 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
     const int64_t N = d->n, H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
     const int64_t q_out = H * D, kv_out = Hkv * D;
     qvl_tid wq =
-        weight(g, d->wdt, 2, q_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.q_proj.weight", l);
+        matrix(g, d, q_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.q_proj.weight", l);
     qvl_tid wk =
-        weight(g, d->wdt, 2, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.k_proj.weight", l);
+        matrix(g, d, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.k_proj.weight", l);
     qvl_tid wv =
-        weight(g, d->wdt, 2, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.v_proj.weight", l);
+        matrix(g, d, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.v_proj.weight", l);
     qvl_tid wo =
-        weight(g, d->wdt, 2, d->hidden, q_out, TEXT_PREFIX "layers.%d.self_attn.o_proj.weight", l);
+        matrix(g, d, d->hidden, q_out, TEXT_PREFIX "layers.%d.self_attn.o_proj.weight", l);
     qvl_tid qn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.q_norm.weight", l);
     qvl_tid kn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.k_norm.weight", l);
 
@@ -78,9 +94,9 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
     char name[64];
     snprintf(name, sizeof name, "kv.%d.k", l);
     const int64_t cache_shape[3] = {o->kv_capacity, Hkv, D};
-    qvl_tid kc = qvl_g_input(g, name, QVL_F32, 3, cache_shape);
+    qvl_tid kc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
     snprintf(name, sizeof name, "kv.%d.v", l);
-    qvl_tid vc = qvl_g_input(g, name, QVL_F32, 3, cache_shape);
+    qvl_tid vc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
     qvl_tid k_all = kv_at >= 0 ? qvl_g_store_rows_at(g, kc, k, kv_at)
                                : qvl_g_store_rows(g, kc, k, o->n_past);
     qvl_tid v_all = kv_at >= 0 ? qvl_g_store_rows_at(g, vc, v, kv_at)
@@ -111,11 +127,11 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
 /* SwiGLU MLP of layer l on the normalised input x; returns the down projection. */
 static qvl_tid build_mlp(qvl_graph *g, const text_dims *d, int l, qvl_tid x) {
     qvl_tid wg =
-        weight(g, d->wdt, 2, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.gate_proj.weight", l);
+        matrix(g, d, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.gate_proj.weight", l);
     qvl_tid wu =
-        weight(g, d->wdt, 2, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.up_proj.weight", l);
+        matrix(g, d, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.up_proj.weight", l);
     qvl_tid wd =
-        weight(g, d->wdt, 2, d->hidden, d->ffn, TEXT_PREFIX "layers.%d.mlp.down_proj.weight", l);
+        matrix(g, d, d->hidden, d->ffn, TEXT_PREFIX "layers.%d.mlp.down_proj.weight", l);
     qvl_tid gate = named(g, qvl_g_matmul(g, x, wg, -1), "blk.%d.ffn_gate", l);
     qvl_tid up = named(g, qvl_g_matmul(g, x, wu, -1), "blk.%d.ffn_up", l);
     qvl_tid act = named(g, qvl_g_unary(g, QVL_OP_SILU, gate), "blk.%d.ffn_act", l);
@@ -153,6 +169,9 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
     if (!qvl_dtype_valid(o->weight_dtype) || o->weight_dtype == QVL_I32 ||
         !qvl_dtype_valid(o->norm_dtype) || o->norm_dtype == QVL_I32)
         return qvl_fail(err, QVL_E_DTYPE, "text graph: weight and norm dtypes must be float types");
+    if (!qvl_dtype_is_float(o->kv_dtype))
+        return qvl_fail(err, QVL_E_DTYPE, "text graph: the KV cache dtype %s is not f32, f16 or bf16",
+                        qvl_dtype_name(o->kv_dtype));
     const qvl_text_config *t = &cfg->text;
     if (t->num_hidden_layers < 1 || t->head_dim < 2 || t->num_key_value_heads < 1 ||
         t->num_attention_heads % t->num_key_value_heads != 0)
@@ -177,6 +196,8 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
         .eps = (float)t->rms_norm_eps,
         .wdt = o->weight_dtype,
         .ndt = o->norm_dtype,
+        .dtype_of = o->matrix_dtype_of,
+        .dtype_ctx = o->matrix_dtype_ctx,
     };
     qvl_rope_params rope = {
         .mode = QVL_ROPE_MROPE_INTERLEAVED,
@@ -193,7 +214,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, 2, pos_shape);
     const int64_t at_shape[1] = {1};
     qvl_tid kv_at = o->kv_at_input ? qvl_g_input(g, "kv_at", QVL_I32, 1, at_shape) : -1;
-    qvl_tid embed = weight(g, d.wdt, 2, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
+    qvl_tid embed = matrix(g, &d, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
     qvl_tid h = named(g, qvl_g_get_rows(g, embed, ids), "tok_embd");
     const int64_t K = o->n_image_tokens;
     qvl_tid image_rows = -1;
@@ -233,7 +254,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     h = named(g, qvl_g_rms_norm(g, h, norm_w, d.eps), "output_norm");
     qvl_tid lm = cfg->tie_word_embeddings
                      ? embed
-                     : weight(g, d.wdt, 2, t->vocab_size, d.hidden, "lm_head.weight");
+                     : matrix(g, &d, t->vocab_size, d.hidden, "lm_head.weight");
     qvl_tid logits = named(g, qvl_g_matmul(g, h, lm, -1), "logits");
     qvl_g_output(g, logits, "logits");
 

@@ -210,6 +210,19 @@ qvl_status qvl_image_resize_bicubic(const qvl_image *src, int32_t ow, int32_t oh
 
 /* ---- the whole processor ------------------------------------------------------------------ */
 
+qvl_status qvl_image_plan_grid(int64_t width, int64_t height, const qvl_preprocess_config *pc,
+                               qvl_image_grid *grid, qvl_error *err) {
+    const int64_t p = pc->patch_size, m = pc->merge_size;
+    if (p < 1 || pc->temporal_patch_size < 1 || m < 1)
+        return qvl_fail(err, QVL_E_INVALID, "image preprocess: patch sizes must be positive");
+    int64_t rh, rw;
+    qvl_status st = qvl_smart_resize(height, width, p * m, pc->min_pixels, pc->max_pixels, &rh,
+                                     &rw, err);
+    if (st != QVL_OK) return st;
+    *grid = (qvl_image_grid){.t = 1, .h = rh / p, .w = rw / p}; /* one frame repeated */
+    return QVL_OK;
+}
+
 qvl_status qvl_image_preprocess(const qvl_image *img, const qvl_preprocess_config *pc,
                                 float **pixels, qvl_image_grid *grid, qvl_error *err) {
     *pixels = NULL;

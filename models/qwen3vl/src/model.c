@@ -18,6 +18,7 @@
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
 #include "qvl/weight_convert.h"
+#include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 
 /* One weight as the backend holds it, in the dtype the graphs read. */
@@ -45,6 +46,7 @@ typedef struct model_instruments {
 } model_instruments;
 static double now_seconds(void);
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
+static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
 static qvl_status open_backend(const qvl_model_options *opts, qvl_loaded_backend **out,
                                qvl_error *err);
 
@@ -52,7 +54,8 @@ struct qvl_model {
     qvl_qwen3vl_config cfg;
     qvl_weights *weights;
     qvl_loaded_backend *lb;
-    qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs */
+    qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs (the main one of a mixture) */
+    bool mix_q4_k_m;        /* --weights q4_k_m: per-tensor dtypes (weight_mix.c) */
     qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
     bool host_memory;       /* the backend's buffers are host memory (describe()) */
     int convert_threads;    /* threads converting weights at load (--weights) */
@@ -61,7 +64,8 @@ struct qvl_model {
     int64_t ctx;
     bool no_fuse;
     bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
-    qvl_buffer kv;      /* all layers' K and V caches, f32 [ctx, n_kv_heads, head_dim] each */
+    qvl_dtype kv_dtype; /* dtype of the KV cache (--kv-type) */
+    qvl_buffer kv;      /* all layers' K and V caches, [ctx, n_kv_heads, head_dim] each */
     size_t kv_layer_bytes;
     int64_t n_past;
     int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
@@ -76,6 +80,12 @@ static int cmp_bound(const void *a, const void *b) {
 static const bound_weight *find_bound(const qvl_model *m, const char *name) {
     bound_weight key = {.name = name};
     return bsearch(&key, m->bound, m->n_bound, sizeof key, cmp_bound);
+}
+
+/* The graphs read each matrix in the dtype it was bound in (one dtype, or a mixture). */
+static qvl_dtype bound_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
+    const bound_weight *w = find_bound(ctx, name);
+    return w ? w->dtype : dflt;
 }
 
 static bool is_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
@@ -108,8 +118,14 @@ static qvl_status bind_weight(qvl_model *m, const qvl_st_tensor *t, qvl_dtype wa
         return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory converting to %s", t->name,
                         qvl_dtype_name(want));
     }
+    double rel_rms = 0;
+    bool quantised = qvl_dtype_is_quant(want);
     if (t->dtype == want) memcpy(host, t->data, t->nbytes);
-    else st = qvl_convert_elements(t->dtype, t->data, want, host, n, m->convert_threads, err);
+    else st = qvl_convert_elements_measured(t->dtype, t->data, want, host, n, m->convert_threads,
+                                            quantised ? &rel_rms : NULL, err);
+    if (st == QVL_OK && quantised && t->dtype != want)
+        QVL_LOG_I("%s: %s -> %s, RMS error %.3g of the source's RMS", t->name,
+                  qvl_dtype_name(t->dtype), qvl_dtype_name(want), rel_rms);
     if (st == QVL_OK && !m->host_memory)
         st = be->upload(m->lb->be, out->buf.data, host, want_bytes, err);
     if (!m->host_memory) free(host);
@@ -127,7 +143,10 @@ static qvl_status bind_all_weights(qvl_model *m, qvl_error *err) {
     if (!m->bound) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
-        qvl_dtype want = t->ndim >= 2 ? m->matrix_dtype : m->vector_dtype;
+        qvl_dtype want = t->ndim < 2      ? m->vector_dtype
+                         : m->mix_q4_k_m ? qvl_qwen3vl_mix_dtype(&m->cfg, t->name, t->ndim,
+                                                                 t->shape, m->vector_dtype)
+                                         : m->matrix_dtype;
         qvl_status st = bind_weight(m, t, want, &m->bound[m->n_bound], err);
         if (st != QVL_OK) return st;
         m->n_bound++;
@@ -139,16 +158,20 @@ static qvl_status bind_all_weights(qvl_model *m, qvl_error *err) {
 static qvl_status alloc_kv(qvl_model *m, qvl_error *err) {
     const qvl_text_config *t = &m->cfg.text;
     size_t row, layer, total;
-    if (!qvl_mul_size((size_t)t->num_key_value_heads, (size_t)t->head_dim, &row) ||
-        !qvl_mul_size(row, sizeof(float), &row) ||
+    int64_t row_elems;
+    if (!qvl_mul_i64(t->num_key_value_heads, t->head_dim, &row_elems) ||
+        !qvl_dtype_row_bytes(m->kv_dtype, row_elems, &row) ||
         !qvl_mul_size(row, (size_t)m->ctx, &layer) ||
         !qvl_mul_size(layer, 2 * (size_t)t->num_hidden_layers, &total))
         return qvl_fail(err, QVL_E_LIMIT, "KV cache for --ctx %lld overflows", (long long)m->ctx);
     m->kv_layer_bytes = layer;
     qvl_status st = m->lb->iface->buffer_alloc(m->lb->be, total, &m->kv, err);
     if (st != QVL_OK)
-        return qvl_error_prefix(err, "KV cache of %.1f MiB for --ctx %lld", total / 1048576.0,
-                                (long long)m->ctx);
+        return qvl_error_prefix(err, "KV cache of %.1f MiB (%s) for --ctx %lld", total / 1048576.0,
+                                qvl_dtype_name(m->kv_dtype), (long long)m->ctx);
+    QVL_LOG_I("KV cache: %s, %lld tokens x %lld layers, %zu bytes (%.1f MiB)",
+              qvl_dtype_name(m->kv_dtype), (long long)m->ctx, (long long)t->num_hidden_layers,
+              total, total / 1048576.0);
     return QVL_OK;
 }
 
@@ -191,6 +214,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
             if (st != QVL_OK)
                 qvl_error_prefix(err, "plugins.yaml: backend %s, option weights", m->lb->name);
         }
+        if (st == QVL_OK) st = choose_kv_dtype(m, opts, err);
     }
     if (st == QVL_OK) {
         qvl_device_info info = {.host_memory = false};
@@ -211,7 +235,8 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     }
     QVL_LOG_I("model %s: %lld layers, hidden %lld, vocab %lld, weights %s, backend %s", dir,
               (long long)m->cfg.text.num_hidden_layers, (long long)m->cfg.text.hidden_size,
-              (long long)m->cfg.text.vocab_size, qvl_dtype_name(m->matrix_dtype),
+              (long long)m->cfg.text.vocab_size,
+              m->mix_q4_k_m ? "q4_k_m" : qvl_dtype_name(m->matrix_dtype),
               m->lb->name);
     *out = m;
     return QVL_OK;
@@ -358,8 +383,9 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
     decode_step *d = &m->decode;
     if (d->ex || d->unavailable) return QVL_OK;
     qvl_text_graph_opts go = {
-        .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx,
+        .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+        .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m,
     };
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &d->g, err);
     if (st == QVL_OK) st = qvl_graph_fuse(d->g, m->lb->iface, m->lb->be, NULL, err);
@@ -420,8 +446,10 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
                             qvl_error *err) {
     const int64_t vocab = m->cfg.text.vocab_size;
     qvl_text_graph_opts go = {
-        .n_tokens = n, .n_past = m->n_past, .kv_capacity = m->ctx, .all_logits = all_logits,
+        .n_tokens = n, .n_past = m->n_past, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
+        .all_logits = all_logits,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+        .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m,
         .n_image_tokens = img ? img->n_tokens : 0, .n_deepstack = img ? img->n_deepstack : 0,
     };
     qvl_graph *g = NULL;
@@ -549,7 +577,8 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
                         "fit the text model", (long long)v->out_hidden_size, (int)v->n_deepstack);
     const double t0 = now_seconds();
     qvl_vision_graph_opts vo = {.n_images = n_images, .grids = grids,
-                                .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype};
+                                .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+                                .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m};
     qvl_graph *g = NULL;
     qvl_exec *ex = NULL;
     qvl_status st = qvl_qwen3vl_build_vision(&m->cfg, &vo, &g, err);
@@ -600,25 +629,46 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* --weights: matrices in another dtype. q8_0 blocks run along rows, so every matrix's row
- * (all elements after the first dimension) must hold whole blocks. */
+/* --weights: matrices in another dtype, or the q4_k_m mixture. Blocks run along rows, so for a
+ * block dtype every matrix's row (all elements after the first dimension) must hold whole
+ * blocks (the mixture falls back per tensor instead). */
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err) {
     qvl_dtype d;
-    if (!qvl_dtype_parse(name, &d) || !qvl_dtype_valid((int)d) || d == QVL_I32)
+    m->mix_q4_k_m = strcmp(name, "q4_k_m") == 0;
+    if (m->mix_q4_k_m) d = QVL_Q4_K;
+    else if (!qvl_dtype_parse(name, &d) || !qvl_dtype_valid((int)d) || d == QVL_I32)
         return qvl_fail(err, QVL_E_INVALID,
-                        "weight dtype '%s' is not one of f32, f16, bf16, q8_0", name);
-    if (d == QVL_Q8_0) {
-        for (size_t i = 0; i < qvl_weights_count(m->weights); i++) {
-            const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
-            int64_t row = 1;
-            for (int k = 1; k < t->ndim; k++) row *= t->shape[k];
-            if (t->ndim >= 2 && row % QVL_Q8_0_BLOCK != 0)
-                return qvl_fail(err, QVL_E_SHAPE,
-                                "%s: rows of %lld elements cannot be stored as q8_0 (blocks of "
-                                "%d)", t->name, (long long)row, QVL_Q8_0_BLOCK);
-        }
+                        "weight dtype '%s' is not one of f32, f16, bf16, q8_0, q4_k, q6_k, "
+                        "q4_k_m", name);
+    const int64_t block = (int64_t)qvl_dtype_block_elems(d);
+    for (size_t i = 0; block > 1 && !m->mix_q4_k_m && i < qvl_weights_count(m->weights); i++) {
+        const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
+        int64_t row = 1;
+        for (int k = 1; k < t->ndim; k++) row *= t->shape[k];
+        if (t->ndim >= 2 && row % block != 0)
+            return qvl_fail(err, QVL_E_SHAPE,
+                            "%s: rows of %lld elements cannot be stored as %s (blocks of %lld; "
+                            "--weights q4_k_m falls back per tensor)",
+                            t->name, (long long)row, qvl_dtype_name(d), (long long)block);
     }
     m->matrix_dtype = d;
+    return QVL_OK;
+}
+
+/* --kv-type, else the backend's `kv_type:` option, else f16: half the bytes of f32 for every
+ * step's cache reads, with the logit error stated in docs/MODEL.md. q8_0 needs block-quantised
+ * rows in STORE_ROWS and ATTENTION, which the op contract does not define yet. */
+static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err) {
+    const char *name = opts->kv_type ? opts->kv_type : m->lb->kv_type;
+    const char *where = opts->kv_type ? "--kv-type" : "plugins.yaml option kv_type";
+    m->kv_dtype = QVL_F16;
+    if (!name) return QVL_OK;
+    if (strcmp(name, "f32") == 0) m->kv_dtype = QVL_F32;
+    else if (strcmp(name, "q8_0") == 0)
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s q8_0: a q8_0 KV cache is not supported yet "
+                        "(use f16 or f32)", where);
+    else if (strcmp(name, "f16") != 0)
+        return qvl_fail(err, QVL_E_INVALID, "%s '%s' is not one of f32, f16, q8_0", where, name);
     return QVL_OK;
 }
 
@@ -647,6 +697,7 @@ void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
         if (read_by_decode(m, w->name)) out->decode_weight_bytes += w->buf.size;
     }
     out->kv_bytes = m->kv.size;
+    out->kv_dtype = m->kv_dtype;
     out->matrix_dtype = m->matrix_dtype;
 }
 

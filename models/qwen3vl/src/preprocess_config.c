@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,13 @@ void qvl_preprocess_config_default(const qvl_vision_config *v, qvl_preprocess_co
         .image_mean = {0.5, 0.5, 0.5},
         .image_std = {0.5, 0.5, 0.5},
     };
+}
+
+int64_t qvl_preprocess_tokens_to_pixels(const qvl_preprocess_config *pc, int64_t tokens) {
+    const int64_t f = pc->patch_size * pc->merge_size;
+    if (tokens < 0 || f < 1 || f > ((int64_t)1 << 20)) return -1;
+    if (tokens > INT64_MAX / (f * f)) return -1;
+    return tokens * f * f;
 }
 
 static const cJSON *get(const cJSON *root, const char *key) {

@@ -1,7 +1,8 @@
-/* Decoding pictures to 8-bit RGB: PNG, JPEG, BMP, GIF (first frame) and PNM through stb_image.
- * Alpha is dropped (the colour channels are kept as stored, like PIL's convert("RGB") in
- * transformers' load_image), grey becomes R = G = B, and a JPEG's EXIF orientation is applied so
- * the pixels are the way the picture is meant to be seen (load_image's exif_transpose). */
+/* Decoding pictures to 8-bit RGB: JPEG (libjpeg-turbo), PNG (libpng), GIF (giflib, first frame),
+ * WebP (libwebp, first frame) and binary PGM/PPM, each to the bytes Pillow gives for
+ * ImageOps.exif_transpose(Image.open(f)).convert("RGB") as transformers' load_image does: alpha
+ * dropped, grey copied to R, G and B, CMYK converted with Pillow's formula, and the EXIF
+ * orientation (JPEG APP1, PNG eXIf, WebP EXIF) applied. BMP is refused. */
 #ifndef QVL_IMAGE_H
 #define QVL_IMAGE_H
 
@@ -23,7 +24,8 @@ extern "C" {
 #ifndef QVL_IMAGE_MAX_PIXELS
 #define QVL_IMAGE_MAX_PIXELS 67108864LL
 #endif
-/* stb_image sizes its buffers with int: more than this could not be decoded at all. */
+/* The environment cannot raise the limit past this: 3 bytes a pixel stays under 2^31, which the
+ * decoders' int row and size arithmetic needs. */
 #define QVL_IMAGE_MAX_PIXELS_CEILING 536870911LL
 /* max(w, h) / min(w, h) above this is refused (the model's processor refuses it too). */
 #define QVL_IMAGE_MAX_ASPECT 200
@@ -35,20 +37,25 @@ typedef struct qvl_image {
 } qvl_image;
 
 /* Read and decode a file. Errors name the file: unreadable, empty, unknown format, truncated,
- * zero-sized, too many pixels (qvl_image_max_pixels(), or more than a PNG or sequential JPEG of
- * that many bytes can hold at all), aspect ratio over QVL_IMAGE_MAX_ASPECT. Also refuses (one
+ * zero-sized, too many pixels (qvl_image_max_pixels(), or more than a PNG, sequential JPEG or PNM
+ * of that many bytes can hold at all), aspect ratio over QVL_IMAGE_MAX_ASPECT. Also refuses (one
  * line naming the path) a path that is not a regular file or a file over 2 GiB. */
 qvl_status qvl_image_load(const char *path, qvl_image *out, qvl_error *err);
 /* The same from memory; `what` names the source in messages. */
 qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
                             qvl_error *err);
+/* The size a decode would give (EXIF orientations 5-8 swap the sides) from the headers alone,
+ * with the same size checks and errors as qvl_image_decode; pixels are not decoded, so a picture
+ * whose data is corrupt past its header passes here and fails in qvl_image_decode. */
+qvl_status qvl_image_probe(const void *data, size_t size, const char *what, int32_t *width,
+                           int32_t *height, qvl_error *err);
 void qvl_image_free(qvl_image *img);
 /* The pixel limit in force: QVL_IMAGE_MAX_PIXELS from the environment when it holds a whole
  * number in range, else the built-in QVL_IMAGE_MAX_PIXELS. */
 int64_t qvl_image_max_pixels(void);
 
-/* EXIF orientation (1..8) stored in a JPEG's APP1 segment; 1 when there is none or the data is
- * not a JPEG or the tag is malformed. */
+/* EXIF orientation (1..8) stored in a JPEG's first APP1 Exif segment; 1 when there is none or the
+ * data is not a JPEG or the tag is malformed. */
 int qvl_jpeg_exif_orientation(const void *data, size_t size);
 /* Rotate/flip img in place so that an image stored with EXIF orientation o (1..8) is upright
  * (o = 1 or out of range: unchanged). */

@@ -41,6 +41,18 @@ qvl_status qvl_preprocess_config_load(const char *path, const qvl_vision_config 
 qvl_status qvl_smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                             int64_t max_pixels, int64_t *out_h, int64_t *out_w, qvl_error *err);
 
+/* Pixels that `tokens` merged tokens cover: tokens x (patch_size x merge_size)^2 (one merged
+ * token is a merge_size x merge_size block of patches). How a token bound becomes the pixel
+ * bound smart_resize takes: with max_pixels = this, a still picture never yields more than
+ * `tokens` tokens, and with min_pixels = this never fewer. -1 when it overflows int64. */
+int64_t qvl_preprocess_tokens_to_pixels(const qvl_preprocess_config *pc, int64_t tokens);
+
+/* The patch grid qvl_image_preprocess gives a width x height picture (after any EXIF rotation),
+ * without touching pixels: smart_resize with factor patch_size x merge_size. The same errors as
+ * qvl_smart_resize. */
+qvl_status qvl_image_plan_grid(int64_t width, int64_t height, const qvl_preprocess_config *pc,
+                               qvl_image_grid *grid, qvl_error *err);
+
 /* Bicubic resampling with antialiasing of interleaved RGB uint8 (torchvision resize(BICUBIC,
  * antialias=True) on uint8, PIL's filter: a = -0.5, support widened by the downscale factor,
  * horizontal pass then vertical, each rounded and clamped to uint8). dst holds ow*oh*3. */

@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* The dtype of one weight matrix (2-D and up) by its checkpoint name, for weights stored in a
+ * mixture of dtypes (--weights q4_k_m); returns dflt for a name it does not know. */
+typedef qvl_dtype (*qvl_weight_dtype_fn)(const void *ctx, const char *name, qvl_dtype dflt);
+
 typedef struct qvl_text_graph_opts {
     int64_t n_tokens;     /* tokens processed by this graph (prefill: prompt length; decode: 1) */
     int64_t n_past;       /* tokens already in the KV cache (0 with kv_at_input) */
@@ -22,16 +26,19 @@ typedef struct qvl_text_graph_opts {
      * depends on the position, so one graph (and one executor) serves every decode step. */
     bool kv_at_input;
     int64_t kv_capacity;  /* rows of each KV cache tensor (>= n_past + n_tokens) */
+    qvl_dtype kv_dtype;   /* dtype of the KV cache tensors: f32 (0, the zero value), f16, bf16 */
     bool all_logits;      /* logits for every token (parity, --dump-logits) or only the last */
     qvl_dtype weight_dtype; /* dtype of matrix weights (embeddings, projections) */
     qvl_dtype norm_dtype;   /* dtype of norm weights */
+    qvl_weight_dtype_fn matrix_dtype_of; /* NULL: weight_dtype for every matrix */
+    const void *matrix_dtype_ctx;
     /* Image features inside this batch (0: text only). */
     int64_t n_image_tokens; /* rows of "image_embeds" / "image_rows" */
     int32_t n_deepstack;    /* "deepstack.<k>" inputs, added after decoder layers 0..n-1 */
 } qvl_text_graph_opts;
 
 /* Inputs:  "ids" [n_tokens] i32; "pos" [3, n_tokens] i32 (t, h, w rows);
- *          "kv.<l>.k", "kv.<l>.v" [kv_capacity, n_kv_heads, head_dim] f32 for each layer l
+ *          "kv.<l>.k", "kv.<l>.v" [kv_capacity, n_kv_heads, head_dim] kv_dtype for each layer l
  *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS);
  *          with kv_at_input: "kv_at" [1] i32 = n_past (STORE_ROWS_AT, MASK_CAUSAL_AT);
  *          with n_image_tokens = K > 0: "image_rows" [K] i32 (positions within the batch),
@@ -49,6 +56,8 @@ typedef struct qvl_vision_graph_opts {
     const qvl_image_grid *grids;  /* h and w multiples of spatial_merge_size */
     qvl_dtype weight_dtype;
     qvl_dtype norm_dtype;
+    qvl_weight_dtype_fn matrix_dtype_of; /* as in qvl_text_graph_opts */
+    const void *matrix_dtype_ctx;
 } qvl_vision_graph_opts;
 
 /* Inputs:  "patches" [S, in_ch*t*p*p] f32 (S = sum t*h*w, merge-window order, see docs/MODEL.md);

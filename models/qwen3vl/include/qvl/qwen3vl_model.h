@@ -34,6 +34,9 @@ typedef struct qvl_model_options {
      * to this dtype (q8_0 needs every row length to be a multiple of 32). NULL: the opened
      * backend's `weights:` option in plugins.yaml, else as stored. */
     const char *weight_dtype;
+    /* "f32", "f16" or "q8_0": the dtype of the KV cache (--kv-type). NULL: the opened backend's
+     * `kv_type:` option in plugins.yaml, else f16. q8_0 is refused as not supported yet. */
+    const char *kv_type;
     /* Laid over the plugins.yaml options of the backend that is opened (same key: this value
      * wins), e.g. {threads: 4} from qvl-bench -t. NULL: plugins.yaml's options only. */
     const qvl_options *backend_options;
@@ -109,6 +112,7 @@ typedef struct qvl_model_load_stats {
      * step reads one row of it, which is left out). In the dtypes the graphs read. */
     size_t decode_weight_bytes;
     size_t kv_bytes;               /* the KV cache */
+    qvl_dtype kv_dtype;            /* dtype of the KV cache */
     qvl_dtype matrix_dtype;        /* dtype the graphs read matrix weights in */
 } qvl_model_load_stats;
 void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out);

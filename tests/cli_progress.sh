@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Progress and timings: on a terminal (run here under a pseudo-terminal) qvl shows a progress
+# line for loading, each picture's encoding and the prefill (tokens done / total), erased
+# before the answer, then the timings summary; --quiet silences both; with stderr not a
+# terminal nothing of it is printed (unless -v asks for the timings).
+# usage: cli_progress.sh QVL_BINARY SOURCE_DIR SHARED_DATA_DIR
+set -u
+qvl=$1; src=$2
+fx=$src/tests/fixtures/tiny-untied
+command -v python3 >/dev/null || { echo "skip: python3 (its pty module) is needed"; exit 77; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+failures=0; passed=0
+ok()   { passed=$((passed + 1)); echo "ok   $1"; }
+bad()  { failures=$((failures + 1)); echo "FAIL $1"; }
+
+# in_pty OUT CMD...: run CMD with stdin, stdout and stderr on a pseudo-terminal; its bytes go to
+# OUT; the exit status is CMD's.
+in_pty() {
+  local out=$1; shift
+  python3 - "$out" "$@" <<'PY'
+import os, pty, sys
+out = sys.argv[1]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+data = b""
+while True:
+    try:
+        chunk = os.read(fd, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    data += chunk
+_, status = os.waitpid(pid, 0)
+open(out, "wb").write(data)
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+}
+
+img=$(tr -d ' \n' < "$fx/fixture_images.json" | sed -E 's/.*"name":"img_two",//')
+prompt=$(echo "$img" | sed -E 's/.*"prompt_ids":\[([0-9,]*)\].*/\1/')
+greedy=$(echo "$img" | sed -E 's/.*"greedy_ids":\[([0-9,]*)\].*/\1/' | tr ',' ' ')
+n_prompt=$(echo "$prompt" | tr ',' '\n' | grep -c .)
+args=(run -m "$fx" --ids "$prompt" --image "$fx/tall.png" --image "$fx/small.png" --print-ids -n 10
+      --temp 0 --backend reference -b 4)
+
+in_pty "$tmp/tty" "$qvl" "${args[@]}"; rc=$?
+[ "$rc" -eq 0 ] && ok "runs under a terminal" || bad "exit $rc: $(cat -v "$tmp/tty")"
+for want in "loading $fx ..." "encoding image 1/2 (6 tokens) ..." "encoding image 2/2 (4 tokens) ..." \
+            "prefill 0/$n_prompt tokens ..." "prefill 4/$n_prompt tokens ..." "prefill 8/$n_prompt tokens ..."; do
+  grep -qF -- "$want" "$tmp/tty" && ok "progress: '$want'" || bad "no progress '$want': $(cat -v "$tmp/tty")"
+done
+# Each progress line is erased (CR, erase-line) before anything else is printed: the answer
+# line itself carries no progress text.
+tr '\r' '\n' < "$tmp/tty" | sed 's/\x1b\[K//g' | grep -qx "$greedy" && ok "the answer stands on its own line" \
+  || bad "answer line: $(cat -v "$tmp/tty")"
+grep -q $'\033\\[K' "$tmp/tty" && ok "progress lines are erased" || bad "no erase sequence"
+for want in "timings: load " "timings: vision " "image 1: " "image 2: " "timings: prefill " \
+            ", $n_prompt tokens (" "timings: first token " "timings: decode " "10 tokens generated" \
+            "timings: memory " "peak resident "; do
+  grep -qF -- "$want" "$tmp/tty" && ok "summary: '$want'" || bad "summary lacks '$want': $(cat -v "$tmp/tty")"
+done
+
+in_pty "$tmp/quiet" "$qvl" "${args[@]}" --quiet
+grep -q "timings\|loading\|prefill\|encoding\|^image" "$tmp/quiet" && bad "--quiet: $(cat -v "$tmp/quiet")" \
+  || ok "--quiet on a terminal: no progress, no timings"
+tr -d '\r' < "$tmp/quiet" | grep -qx "$greedy" && ok "--quiet keeps the answer" || bad "--quiet answer: $(cat -v "$tmp/quiet")"
+
+# Not a terminal: no progress, no timings; -v adds the timings only.
+"$qvl" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+[ "$(cat "$tmp/out")" = "$greedy" ] && ! grep -q $'\r\|timings\|loading\|prefill' "$tmp/err" \
+  && ok "no terminal: no progress or timings" || bad "no terminal: $(cat -v "$tmp/err")"
+"$qvl" "${args[@]}" -v >"$tmp/out" 2>"$tmp/err"
+grep -q "^timings: decode " "$tmp/err" && ! grep -q $'\r' "$tmp/err" \
+  && ok "no terminal, -v: timings without progress" || bad "-v: $(cat -v "$tmp/err")"
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]

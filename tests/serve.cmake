@@ -1,0 +1,11 @@
+# qvl serve end to end (tests/serve_test.py): the server is started on a free loopback port
+# with a random-weight model made by qvl mkmodel around the real Qwen3-VL tokenizer; skipped
+# (exit 77) when ../shared/data has no tokenizer. Python 3's standard library is the client.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/serve_test.py
+    $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR} ${QVL_SHARED_DATA_DIR})
+  set_tests_properties(serve PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+else()
+  message(STATUS "qvl: no python3: the serve test is not registered")
+endif()

@@ -1,0 +1,194 @@
+/* Vision encoder per picture and batched prefill for qvl run/chat (run_answer.h). */
+#include "run_answer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pictures ------------------------------------------------------------------------------ */
+
+/* dst gets src appended: the merger rows after dst's, and each deepstack set after dst's rows
+ * of the same set (the layout of qvl_image_features: sets are consecutive blocks). src is
+ * consumed (moved or freed) either way. */
+static qvl_status append_features(qvl_image_features *dst, qvl_image_features *src,
+                                  qvl_error *err) {
+    if (dst->n_tokens == 0) {
+        qvl_image_features_free(dst);
+        *dst = *src;
+        memset(src, 0, sizeof *src);
+        return QVL_OK;
+    }
+    if (src->hidden != dst->hidden || src->n_deepstack != dst->n_deepstack) {
+        qvl_image_features_free(src);
+        return qvl_fail(err, QVL_E_SHAPE, "vision encoder: feature shapes differ between pictures");
+    }
+    const int64_t n = dst->n_tokens + src->n_tokens, h = dst->hidden;
+    float *e = malloc((size_t)(n * h) * sizeof *e);
+    float *d = dst->n_deepstack ? malloc((size_t)(dst->n_deepstack * n * h) * sizeof *d) : NULL;
+    if (!e || (dst->n_deepstack && !d)) {
+        free(e);
+        free(d);
+        qvl_image_features_free(src);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory for the image features");
+    }
+    memcpy(e, dst->embeds, (size_t)(dst->n_tokens * h) * sizeof *e);
+    memcpy(e + dst->n_tokens * h, src->embeds, (size_t)(src->n_tokens * h) * sizeof *e);
+    for (int32_t k = 0; k < dst->n_deepstack; k++) {
+        memcpy(d + k * n * h, dst->deepstack + k * dst->n_tokens * h,
+               (size_t)(dst->n_tokens * h) * sizeof *d);
+        memcpy(d + k * n * h + dst->n_tokens * h, src->deepstack + k * src->n_tokens * h,
+               (size_t)(src->n_tokens * h) * sizeof *d);
+    }
+    free(dst->embeds);
+    free(dst->deepstack);
+    dst->embeds = e;
+    dst->deepstack = d;
+    dst->n_tokens = n;
+    dst->seconds += src->seconds;
+    qvl_image_features_free(src);
+    return QVL_OK;
+}
+
+qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_timings *t,
+                             qvl_error *err) {
+    const qvl_preprocess_config *pc = &im->pc;
+    const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
+    int64_t row = 0;
+    qvl_image_features_free(&im->feats);
+    memset(&im->feats, 0, sizeof im->feats);
+    for (size_t i = 0; i < im->n; i++) {
+        run_progress_begin(p, "encoding image %zu/%zu (%lld tokens)", i + 1, im->n,
+                           (long long)im->tokens[i]);
+        qvl_image_features one = {0};
+        double t0 = run_now_seconds();
+        qvl_status st = qvl_model_encode_images(m, im->pixels + row * width, 1, &im->grids[i],
+                                                &one, err);
+        if (st != QVL_OK) qvl_image_features_free(&one);
+        if (st == QVL_OK) {
+            t->image_seconds[i] += run_now_seconds() - t0;
+            st = append_features(&im->feats, &one, err);
+        }
+        run_progress_end(p);
+        if (st != QVL_OK) return qvl_error_prefix(err, "%s", im->paths[i]);
+        row += qvl_image_grid_patches(&im->grids[i]);
+    }
+    return QVL_OK;
+}
+
+/* ---- batched prefill ----------------------------------------------------------------------- */
+
+/* Columns [c0, c0+len) of 3 rows of n positions. */
+static void slice_pos(const int32_t *pos, int64_t n, int64_t c0, int64_t len, int32_t *out) {
+    for (int r = 0; r < 3; r++) memcpy(out + r * len, pos + r * n + c0, (size_t)len * sizeof *out);
+}
+
+/* The image rows [k0, k0+cnt) of all as a features set of its own (deepstack sets copied: a set's
+ * rows are laid out with all's row count as the stride). */
+static qvl_status slice_features(const qvl_image_features *all, int64_t k0, int64_t cnt,
+                                 qvl_image_features *out, qvl_error *err) {
+    memset(out, 0, sizeof *out);
+    out->n_tokens = cnt;
+    out->hidden = all->hidden;
+    out->n_deepstack = all->n_deepstack;
+    if (cnt == 0) return QVL_OK;
+    const int64_t h = all->hidden;
+    out->embeds = all->embeds + k0 * h; /* borrowed: contiguous already */
+    if (all->n_deepstack == 0) return QVL_OK;
+    out->deepstack = malloc((size_t)(all->n_deepstack * cnt * h) * sizeof *out->deepstack);
+    if (!out->deepstack) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (int32_t k = 0; k < all->n_deepstack; k++)
+        memcpy(out->deepstack + k * cnt * h, all->deepstack + (k * all->n_tokens + k0) * h,
+               (size_t)(cnt * h) * sizeof *out->deepstack);
+    return QVL_OK;
+}
+
+typedef struct first_token_hook {
+    void (*inner)(int32_t id, void *user);
+    void *user;
+    run_progress *p;
+    run_timings *t;
+    bool seen;
+} first_token_hook;
+
+static void on_first_token(int32_t id, void *user) {
+    first_token_hook *h = user;
+    if (!h->seen) {
+        h->seen = true;
+        run_progress_end(h->p);
+        if (h->t->first_token_at == 0) h->t->first_token_at = run_now_seconds();
+    }
+    if (h->inner) h->inner(id, h->user);
+}
+
+qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation *g,
+                        run_progress *p, run_timings *t, qvl_generation_result *r,
+                        qvl_error *err) {
+    const run_images *im = pr->images && pr->images->n > 0 ? pr->images : NULL;
+    const int64_t n = pr->n, vocab = qvl_model_config(m)->text.vocab_size;
+    const int32_t pad = im ? im->pad_id : -1;
+    int32_t *pos = NULL, *pos_part = NULL;
+    float *scratch = NULL;
+    qvl_status st = QVL_OK;
+    memset(r, 0, sizeof *r);
+    if (im) { /* 3-D positions: images change them (qvl_model_positions) */
+        pos = malloc((size_t)n * 3 * sizeof *pos);
+        pos_part = malloc((size_t)n * 3 * sizeof *pos_part);
+        if (!pos || !pos_part) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        if (st == QVL_OK) st = qvl_model_positions(m, pr->ids, n, im->grids, im->n, pos, err);
+    }
+    /* The last batch (1..batch tokens) goes to qvl_generate, which samples after it. */
+    const int64_t head = ((n - 1) / pr->batch) * pr->batch;
+    if (st == QVL_OK && head > 0 && !pr->prompt_logits) {
+        scratch = malloc((size_t)vocab * sizeof *scratch);
+        if (!scratch) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    }
+    double t0 = run_now_seconds();
+    int64_t k0 = 0; /* image rows the earlier batches took */
+    if (st == QVL_OK) run_progress_begin(p, "prefill 0/%lld tokens", (long long)n);
+    for (int64_t c0 = 0; st == QVL_OK && c0 < head; c0 += pr->batch) {
+        const int64_t len = pr->batch;
+        int64_t cnt = 0;
+        for (int64_t i = 0; im && i < len; i++) cnt += pr->ids[c0 + i] == pad;
+        qvl_image_features part = {0};
+        if (im) {
+            st = slice_features(&im->feats, k0, cnt, &part, err);
+            slice_pos(pos, n, c0, len, pos_part);
+        }
+        float *out = pr->prompt_logits ? pr->prompt_logits + c0 * vocab : scratch;
+        if (st == QVL_OK)
+            st = qvl_model_eval_images(m, pr->ids + c0, len, im ? pos_part : NULL,
+                                       im ? &part : NULL, pr->prompt_logits != NULL, out, err);
+        free(part.deepstack);
+        if (st == QVL_OK) st = qvl_sampler_accept_prompt(g->sampler, pr->ids + c0, (size_t)len, err);
+        k0 += cnt;
+        run_progress_update(p, "prefill %lld/%lld tokens", (long long)(c0 + len), (long long)n);
+    }
+    double head_seconds = run_now_seconds() - t0;
+    qvl_image_features rest = {0};
+    if (st == QVL_OK && im) {
+        st = slice_features(&im->feats, k0, im->feats.n_tokens - k0, &rest, err);
+        slice_pos(pos, n, head, n - head, pos_part);
+    }
+    if (st == QVL_OK) {
+        qvl_generation last = *g;
+        last.prompt_logits = pr->prompt_logits ? pr->prompt_logits + head * vocab : NULL;
+        last.prompt_pos = im ? pos_part : NULL;
+        last.images = im ? &rest : NULL;
+        /* The progress line stays until the first token (the last batch is prefilled in
+         * there), then goes before the answer is printed. */
+        first_token_hook hook = {.inner = g->on_token, .user = g->user, .p = p, .t = t};
+        last.on_token = on_first_token;
+        last.user = &hook;
+        st = qvl_generate(m, pr->ids + head, n - head, &last, r, err);
+    }
+    run_progress_end(p);
+    free(rest.deepstack);
+    r->prefill_seconds += head_seconds;
+    t->prefill_tokens += n;
+    t->prefill_seconds += r->prefill_seconds;
+    t->decode_tokens += r->n_generated;
+    t->decode_seconds += r->decode_seconds;
+    free(scratch);
+    free(pos_part);
+    free(pos);
+    return st;
+}

@@ -1,0 +1,270 @@
+/* Pictures for qvl run/chat: plan from the headers, then decode (run_images.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "run_images.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#include "qvl/file.h"
+#include "qvl/image.h"
+#include "qvl/log.h"
+
+void run_images_free(run_images *im) {
+    if (im->files)
+        for (size_t i = 0; i < im->n; i++) free(im->files[i]);
+    free(im->files);
+    free(im->file_sizes);
+    free(im->paths);
+    free(im->widths);
+    free(im->heights);
+    free(im->grids);
+    free(im->tokens);
+    free(im->pixels);
+    qvl_image_features_free(&im->feats);
+    memset(im, 0, sizeof *im);
+}
+
+int run_images_collect(const char *prog, int argc, char **argv, run_images *im) {
+    im->paths = calloc((size_t)argc + 1, sizeof *im->paths);
+    if (!im->paths) return -1;
+    int out = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) { /* the rest is positional: keep it as it is */
+            while (i < argc) argv[out++] = argv[i++];
+            break;
+        }
+        if (strcmp(argv[i], "--image") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s: --image needs a FILE\n", prog);
+                return -1;
+            }
+            im->paths[im->n++] = argv[++i];
+        } else if (strncmp(argv[i], "--image=", 8) == 0) {
+            im->paths[im->n++] = argv[i] + 8;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    return out;
+}
+
+/* ---- bounds -------------------------------------------------------------------------------- */
+
+/* One side of the size window and where it came from, for messages. */
+typedef struct bound {
+    int64_t px;
+    bool from_user;
+    char what[128];
+} bound;
+
+static void describe_tokens(bound *b, const char *flag, bool is_default, int64_t tokens,
+                            int64_t px) {
+    snprintf(b->what, sizeof b->what, "%s%s %lld (%lld pixels)", is_default ? "the default " : "",
+             flag, (long long)tokens, (long long)px);
+}
+
+static qvl_status token_pixels(const qvl_preprocess_config *pc, const char *flag, int64_t tokens,
+                               int64_t *px, qvl_error *err) {
+    *px = qvl_preprocess_tokens_to_pixels(pc, tokens);
+    if (*px < 1) return qvl_fail(err, QVL_E_INVALID, "%s %lld is too large", flag, (long long)tokens);
+    return QVL_OK;
+}
+
+/* Flags replace the file's bound; with no flag for the largest size the processor's maximum is
+ * capped at the default token budget (the processor alone allows 16.7 Mpixel: 16384 tokens). */
+static qvl_status resolve_bounds(const run_image_bounds *b, const char *source,
+                                 qvl_preprocess_config *pc, char *cap_what, size_t cap_size,
+                                 qvl_error *err) {
+    bound lo = {0}, hi = {0};
+    int64_t px;
+    qvl_status st;
+    if (b->max_pixels_set || b->max_tokens_set) {
+        hi.px = INT64_MAX;
+        hi.from_user = true;
+        if (b->max_pixels_set) {
+            hi.px = b->max_pixels;
+            snprintf(hi.what, sizeof hi.what, "--max-pixels %lld", (long long)b->max_pixels);
+        }
+        if (b->max_tokens_set) {
+            if ((st = token_pixels(pc, "--image-max-tokens", b->max_tokens, &px, err))) return st;
+            if (px < hi.px) {
+                hi.px = px;
+                describe_tokens(&hi, "--image-max-tokens", false, b->max_tokens, px);
+            }
+        }
+    } else {
+        hi.px = pc->max_pixels;
+        snprintf(hi.what, sizeof hi.what, "%s's max pixels %lld", source, (long long)hi.px);
+        if ((st = token_pixels(pc, "--image-max-tokens", RUN_IMAGE_MAX_TOKENS_DEFAULT, &px, err)))
+            return st;
+        if (px < hi.px) {
+            hi.px = px;
+            describe_tokens(&hi, "--image-max-tokens", true, RUN_IMAGE_MAX_TOKENS_DEFAULT, px);
+        }
+    }
+    if (b->min_pixels_set || b->min_tokens_set) {
+        lo.px = 0;
+        lo.from_user = true;
+        if (b->min_pixels_set) {
+            lo.px = b->min_pixels;
+            snprintf(lo.what, sizeof lo.what, "--min-pixels %lld", (long long)b->min_pixels);
+        }
+        if (b->min_tokens_set) {
+            if ((st = token_pixels(pc, "--image-min-tokens", b->min_tokens, &px, err))) return st;
+            if (px > lo.px) {
+                lo.px = px;
+                describe_tokens(&lo, "--image-min-tokens", false, b->min_tokens, px);
+            }
+        }
+    } else {
+        lo.px = pc->min_pixels;
+        snprintf(lo.what, sizeof lo.what, "%s's min pixels %lld", source, (long long)lo.px);
+    }
+    /* A bound the user gave wins over one they did not: the other follows it. */
+    if (lo.px > hi.px && hi.from_user && !lo.from_user) {
+        QVL_LOG_I("%s is below %s: the minimum follows it", hi.what, lo.what);
+        lo.px = hi.px;
+    } else if (lo.px > hi.px && lo.from_user && !hi.from_user) {
+        QVL_LOG_I("%s exceeds %s: the maximum follows it", lo.what, hi.what);
+        hi.px = lo.px;
+        snprintf(hi.what, sizeof hi.what, "%s", lo.what);
+    } else if (lo.px > hi.px) {
+        return qvl_fail(err, QVL_E_INVALID, "%s exceeds %s", lo.what, hi.what);
+    }
+    pc->min_pixels = lo.px;
+    pc->max_pixels = hi.px;
+    snprintf(cap_what, cap_size, "%s", hi.what);
+    return QVL_OK;
+}
+
+/* config.json's vision sizes and preprocessor_config.json (or the processor's defaults). */
+static qvl_status load_processor(const char *model_dir, run_images *im, const char **source,
+                                 qvl_error *err) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    qvl_qwen3vl_config cfg;
+    qvl_status st = qvl_qwen3vl_config_load(path, &cfg, err);
+    if (st != QVL_OK) return st;
+    if (!cfg.has_vision || cfg.image_token_id < 0)
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s: the model has no vision_config / image_token_id",
+                        path);
+    im->pad_id = (int32_t)cfg.image_token_id;
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", model_dir);
+    *source = "preprocessor_config.json";
+    st = qvl_preprocess_config_load(path, &cfg.vision, &im->pc, err);
+    if (st == QVL_E_NOT_FOUND) {
+        QVL_LOG_I("%s not found: the Qwen3-VL defaults", path);
+        qvl_preprocess_config_default(&cfg.vision, &im->pc);
+        *source = "the Qwen3-VL processor";
+        st = QVL_OK;
+    }
+    if (st != QVL_OK) return st;
+    const qvl_preprocess_config *pc = &im->pc;
+    if (pc->patch_size != cfg.vision.patch_size || pc->merge_size != cfg.vision.spatial_merge_size ||
+        pc->temporal_patch_size != cfg.vision.temporal_patch_size)
+        return qvl_fail(err, QVL_E_INVALID, "%s: patch/merge/temporal sizes differ from config.json",
+                        path);
+    return QVL_OK;
+}
+
+/* ---- plan ---------------------------------------------------------------------------------- */
+
+/* The picture's upright size from its headers (EXIF orientations 5-8 swap the sides), with the
+ * decoder's own size checks and errors. */
+static qvl_status probe_size(const char *path, const char *data, size_t size, int32_t *w,
+                             int32_t *h, qvl_error *err) {
+    return qvl_image_probe(data, size, path, w, h, err);
+}
+
+qvl_status run_images_plan(const char *model_dir, const run_image_bounds *b, run_images *im,
+                           qvl_error *err) {
+    if (im->n == 0) return QVL_OK;
+    const char *source = NULL;
+    qvl_status st = load_processor(model_dir, im, &source, err);
+    char cap_what[128] = "";
+    if (st == QVL_OK) st = resolve_bounds(b, source, &im->pc, cap_what, sizeof cap_what, err);
+    if (st != QVL_OK) return st;
+    im->files = calloc(im->n, sizeof *im->files);
+    im->file_sizes = calloc(im->n, sizeof *im->file_sizes);
+    im->widths = calloc(im->n, sizeof *im->widths);
+    im->heights = calloc(im->n, sizeof *im->heights);
+    im->grids = calloc(im->n, sizeof *im->grids);
+    im->tokens = calloc(im->n, sizeof *im->tokens);
+    if (!im->files || !im->file_sizes || !im->widths || !im->heights || !im->grids || !im->tokens)
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    /* The same size window without the upper bound: tells whether the bound scaled it down. */
+    qvl_preprocess_config uncapped = im->pc;
+    uncapped.max_pixels = INT64_MAX;
+    im->total_tokens = 0;
+    for (size_t i = 0; i < im->n; i++) {
+        const char *path = im->paths[i];
+        st = qvl_read_file(path, (size_t)INT32_MAX, QVL_E_IO, &im->files[i], &im->file_sizes[i],
+                           err);
+        if (st == QVL_OK)
+            st = probe_size(path, im->files[i], im->file_sizes[i], &im->widths[i],
+                            &im->heights[i], err);
+        if (st == QVL_OK) {
+            st = qvl_image_plan_grid(im->widths[i], im->heights[i], &im->pc, &im->grids[i], err);
+            if (st != QVL_OK) qvl_error_prefix(err, "%s", path);
+        }
+        if (st != QVL_OK) return st;
+        im->tokens[i] = qvl_image_grid_tokens(&im->grids[i], im->pc.merge_size);
+        im->total_tokens += im->tokens[i];
+        qvl_image_grid full;
+        qvl_error ignore = {0};
+        bool capped = qvl_image_plan_grid(im->widths[i], im->heights[i], &uncapped, &full,
+                                          &ignore) == QVL_OK &&
+                      qvl_image_grid_tokens(&full, im->pc.merge_size) > im->tokens[i];
+        if (!im->quiet)
+            fprintf(stderr, "image %zu: %dx%d -> grid %lldx%lld, %lld tokens%s%s%s\n", i + 1,
+                    im->widths[i], im->heights[i], (long long)im->grids[i].h,
+                    (long long)im->grids[i].w, (long long)im->tokens[i],
+                    capped ? " (scaled down to fit " : "", capped ? cap_what : "",
+                    capped ? ")" : "");
+    }
+    return QVL_OK;
+}
+
+/* ---- decode -------------------------------------------------------------------------------- */
+
+qvl_status run_images_decode(run_images *im, qvl_error *err) {
+    const qvl_preprocess_config *pc = &im->pc;
+    const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
+    int64_t rows = 0;
+    for (size_t i = 0; i < im->n; i++) rows += qvl_image_grid_patches(&im->grids[i]);
+    free(im->pixels);
+    im->pixels = malloc((size_t)(rows * width) * sizeof *im->pixels);
+    if (!im->pixels) return qvl_fail(err, QVL_E_NOMEM, "out of memory for the pictures' pixels");
+    rows = 0;
+    for (size_t i = 0; i < im->n; i++) {
+        qvl_image img;
+        float *px = NULL;
+        qvl_image_grid grid;
+        qvl_status st = qvl_image_decode(im->files[i], im->file_sizes[i], im->paths[i], &img, err);
+        free(im->files[i]);
+        im->files[i] = NULL;
+        if (st == QVL_OK && (img.width != im->widths[i] || img.height != im->heights[i]))
+            st = qvl_fail(err, QVL_E_PARSE, "%s: decoded size %dx%d differs from the header's %dx%d",
+                          im->paths[i], img.width, img.height, im->widths[i], im->heights[i]);
+        if (st == QVL_OK) {
+            st = qvl_image_preprocess(&img, pc, &px, &grid, err);
+            if (st != QVL_OK) qvl_error_prefix(err, "%s", im->paths[i]);
+        }
+        qvl_image_free(&img);
+        if (st != QVL_OK) return st;
+        const int64_t n_rows = qvl_image_grid_patches(&grid);
+        if (grid.h != im->grids[i].h || grid.w != im->grids[i].w || grid.t != im->grids[i].t) {
+            free(px);
+            return qvl_fail(err, QVL_E_MISMATCH, "%s: preprocessed grid differs from the plan",
+                            im->paths[i]);
+        }
+        memcpy(im->pixels + rows * width, px, (size_t)(n_rows * width) * sizeof *px);
+        rows += n_rows;
+        free(px);
+    }
+    return QVL_OK;
+}

@@ -1,0 +1,58 @@
+/* The pictures of a qvl run/chat prompt, in two steps so that no work is wasted on a picture
+ * that cannot be used: run_images_plan reads each file and its header only and decides the
+ * size the processor will give it (and so its token count); run_images_decode then decodes and
+ * preprocesses the pixels. Between the two the caller checks that the prompt fits the context. */
+#ifndef QVL_TOOLS_RUN_IMAGES_H
+#define QVL_TOOLS_RUN_IMAGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qvl/image_preprocess.h"
+#include "qvl/qwen3vl_model.h"
+#include "qvl/status.h"
+
+/* Default of --image-max-tokens: a picture never costs more tokens than this unless asked
+ * (4096 merged tokens = 4,194,304 pixels with 16-pixel patches merged 2x2). */
+#define RUN_IMAGE_MAX_TOKENS_DEFAULT 4096
+
+/* The pixel/token bounds as the user gave them; *_set says the flag was on the command line. */
+typedef struct run_image_bounds {
+    int64_t min_pixels, max_pixels, min_tokens, max_tokens;
+    bool min_pixels_set, max_pixels_set, min_tokens_set, max_tokens_set;
+} run_image_bounds;
+
+typedef struct run_images {
+    size_t n;
+    const char **paths;      /* --image values in order (point into argv) */
+    char **files;            /* each file's bytes, read once, until decoded */
+    size_t *file_sizes;
+    int32_t *widths, *heights; /* as the picture is meant to be seen (EXIF applied) */
+    qvl_image_grid *grids;   /* per image, in patches */
+    int64_t *tokens;         /* LLM tokens per image */
+    int64_t total_tokens;
+    float *pixels;           /* all images' pixel matrices, concatenated (after decode) */
+    int32_t pad_id;          /* the model's image_token_id */
+    qvl_preprocess_config pc;
+    qvl_image_features feats;
+    bool quiet;              /* no per-picture line on stderr */
+} run_images;
+
+void run_images_free(run_images *im);
+
+/* Take every "--image FILE" / "--image=FILE" out of argv (the flag parser has no repeatable
+ * flags); returns the new argc, or -1 when --image lacks its value (message printed). */
+int run_images_collect(const char *prog, int argc, char **argv, run_images *im);
+
+/* Read DIR's config.json and preprocessor_config.json, resolve the bounds (flags over the
+ * files; --image-max-tokens caps the processor's default size), read every file's header and
+ * plan its grid. Prints one line per picture on stderr ("image 1: WxH -> grid HxW, N tokens").
+ * Errors name the file or the flags the user gave. */
+qvl_status run_images_plan(const char *model_dir, const run_image_bounds *b, run_images *im,
+                           qvl_error *err);
+
+/* Decode and preprocess every planned picture into im->pixels (and drop the file bytes). */
+qvl_status run_images_decode(run_images *im, qvl_error *err);
+
+#endif

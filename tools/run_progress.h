@@ -1,0 +1,47 @@
+/* What qvl run/chat tells the user while it works: a progress line on stderr for each long step
+ * (only when stderr is a terminal and not --quiet), and the timings summary at the end. */
+#ifndef QVL_TOOLS_RUN_PROGRESS_H
+#define QVL_TOOLS_RUN_PROGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qvl/qwen3vl_model.h"
+
+/* A step in progress: "label ... 2.3 s", drawn at once and redrawn in place four times a second
+ * by a helper thread until run_progress_end erases it. Does nothing when off. */
+typedef struct run_progress run_progress;
+
+/* enabled: draw at all (the caller decides: stderr is a TTY and no --quiet). NULL on OOM. */
+run_progress *run_progress_create(bool enabled);
+void run_progress_free(run_progress *p);
+bool run_progress_on(const run_progress *p);
+/* Start a step (ends any step still shown). */
+void run_progress_begin(run_progress *p, const char *fmt, ...) QVL_PRINTF(2, 3);
+/* Change the label of the step shown (e.g. "prefill 512/4030 tokens"). */
+void run_progress_update(run_progress *p, const char *fmt, ...) QVL_PRINTF(2, 3);
+/* Erase the line. */
+void run_progress_end(run_progress *p);
+
+double run_now_seconds(void);
+
+/* What the summary reports; seconds are wall-clock. */
+typedef struct run_timings {
+    double start;          /* run_now_seconds() when the command began */
+    double load_seconds;   /* qvl_model_open */
+    size_t n_images;
+    double *image_seconds; /* per picture: the vision encoder (n_images) */
+    int64_t prefill_tokens;
+    double prefill_seconds;
+    double first_token_at; /* run_now_seconds() of the first generated token; 0 = none */
+    int64_t decode_tokens;
+    double decode_seconds;
+} run_timings;
+
+/* The summary, a few lines "timings: ..." on stderr: load, vision per picture, prefill tok/s,
+ * time to first token (from the start of the command), decode tok/s and tokens generated,
+ * peak resident memory and, for a backend with memory of its own, its device memory in use. */
+void run_timings_print(const run_timings *t, const qvl_model *m);
+
+#endif

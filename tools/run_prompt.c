@@ -1,0 +1,65 @@
+/* From the user's text to prompt ids: <image> markers, tokenizing, image pad expansion. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "qvl/mm_prompt.h"
+#include "run_session.h"
+
+static const char image_marker[] = "<image>";
+
+size_t run_count_markers(const char *text) {
+    size_t n = 0;
+    for (const char *p = strstr(text, image_marker); p; p = strstr(p + 1, image_marker)) n++;
+    return n;
+}
+
+qvl_status run_add_user_message(qvl_chat *chat, const char *text, size_t n_images,
+                                qvl_error *err) {
+    /* Without pictures "<image>" is just text. */
+    size_t n_markers = n_images > 0 ? run_count_markers(text) : 0;
+    qvl_status st = qvl_chat_add(chat, QVL_CHAT_USER, NULL, err);
+    if (st != QVL_OK) return st;
+    if (n_markers == 0) {
+        for (size_t i = 0; st == QVL_OK && i < n_images; i++) st = qvl_chat_add_image(chat, err);
+        return st == QVL_OK ? qvl_chat_add_text(chat, text, err) : st;
+    }
+    if (n_markers != n_images)
+        return qvl_fail(err, QVL_E_INVALID, "the prompt has %zu <image> markers but %zu --image "
+                        "files were given", n_markers, n_images);
+    const char *p = text;
+    for (const char *q = strstr(p, image_marker); st == QVL_OK && q; q = strstr(p, image_marker)) {
+        if (q > p) {
+            char *part = strndup(p, (size_t)(q - p));
+            if (!part) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+            st = qvl_chat_add_text(chat, part, err);
+            free(part);
+        }
+        if (st == QVL_OK) st = qvl_chat_add_image(chat, err);
+        p = q + strlen(image_marker);
+    }
+    if (st == QVL_OK && *p) st = qvl_chat_add_text(chat, p, err);
+    return st;
+}
+
+qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_images *im,
+                           int32_t **ids, int64_t *n, qvl_error *err) {
+    size_t count = 0;
+    qvl_status st = qvl_tokenizer_encode(tok, text, strlen(text), ids, &count, err);
+    *n = (int64_t)count;
+    if (st == QVL_OK && count == 0) {
+        free(*ids);
+        *ids = NULL;
+        return qvl_fail(err, QVL_E_INVALID, "the prompt is empty");
+    }
+    if (st != QVL_OK || !im || im->n == 0) return st;
+    int32_t *expanded = NULL;
+    int64_t n_expanded = 0;
+    st = qvl_expand_image_pads(*ids, *n, im->pad_id, im->tokens, im->n, &expanded, &n_expanded,
+                               err);
+    free(*ids);
+    *ids = expanded;
+    *n = n_expanded;
+    return st;
+}

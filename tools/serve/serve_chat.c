@@ -1,0 +1,104 @@
+/* POST /v1/chat/completions: parse, tokenize, queue, then wait for the answer (or for its
+ * first token when streaming, so that a request that fails before answering still gets its
+ * proper status). While waiting, the connection thread checks every WAIT_MS whether the client
+ * has gone; if so the job is cancelled and the engine drops it before its next token. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve_http.h"
+
+#define WAIT_MS 100
+
+static const char *finish_name(serve_finish f) {
+    return f == SERVE_FINISH_LENGTH ? "length" : "stop";
+}
+
+/* "chatcmpl-" and 24 hex digits, unique within the process and unlikely to repeat across
+ * restarts (the id is a label, not a secret). */
+static void make_id(char *out, size_t n) {
+    static atomic_uint_fast64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec;
+    uint64_t k = atomic_fetch_add(&counter, 1) + 1;
+    x ^= k * 0x9e3779b97f4a7c15ULL;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    snprintf(out, n, "chatcmpl-%016llx%08llx", (unsigned long long)x,
+             (unsigned long long)(k & 0xffffffffULL));
+}
+
+static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s, serve_job *j,
+                                      const serve_oai_meta *meta) {
+    enum MHD_Result rc;
+    pthread_mutex_lock(&j->mu);
+    serve_finish f = j->finish;
+    if (f == SERVE_FINISH_ERROR) {
+        char msg[sizeof j->error];
+        memcpy(msg, j->error, sizeof msg);
+        pthread_mutex_unlock(&j->mu);
+        const bool stopping = serve_engine_state(s->engine) == SERVE_STOPPING;
+        rc = serve_reply_error(c, s, stopping ? 503 : 500, msg, NULL, NULL);
+    } else if (f == SERVE_FINISH_CANCELLED) {
+        pthread_mutex_unlock(&j->mu);
+        rc = MHD_NO; /* only a client that left cancels: nobody to answer */
+    } else {
+        serve_oai_usage u = {.prompt = j->n_ids, .completion = j->completion_tokens,
+                             .cached = j->cached_tokens};
+        char *body = serve_oai_completion(meta, j->text ? j->text : "", finish_name(f), &u);
+        pthread_mutex_unlock(&j->mu);
+        rc = serve_reply(c, s, 200, "application/json", body);
+    }
+    serve_job_release(j);
+    return rc;
+}
+
+enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len) {
+    if (serve_engine_state(s->engine) != SERVE_READY)
+        return serve_reply_error(c, s, 503, "the server is not serving (loading or stopping)",
+                                 NULL, "model_loading");
+    serve_parse_ctx ctx;
+    serve_engine_parse_ctx(s->engine, &ctx);
+    serve_request *req = NULL;
+    serve_bad bad;
+    if (!serve_request_parse(body, len, &ctx, &req, &bad))
+        return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
+    const bool stream = req->stream, include_usage = req->include_usage;
+    serve_job *j = NULL;
+    if (!serve_engine_prepare(s->engine, req, &j, &bad))
+        return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
+    int rc = serve_engine_submit(s->engine, j);
+    if (rc != 0) {
+        serve_job_release(j);
+        char msg[160];
+        if (rc == 429)
+            snprintf(msg, sizeof msg, "the server is busy: %d slots and %d queued requests are "
+                     "taken; retry later", s->cfg->parallel, s->cfg->queue);
+        else
+            snprintf(msg, sizeof msg, "the server is not serving (loading or stopping)");
+        return serve_reply_error(c, s, (unsigned)rc, msg, NULL,
+                                 rc == 429 ? "queue_full" : "model_loading");
+    }
+    char id[48];
+    make_id(id, sizeof id);
+    serve_oai_meta meta = {.id = id, .created = (long long)time(NULL), .model = s->cfg->model_id};
+    for (;;) {
+        serve_job_wait(j, 0, stream, WAIT_MS);
+        pthread_mutex_lock(&j->mu);
+        const bool finished = j->finish != SERVE_RUNNING, started = j->started;
+        pthread_mutex_unlock(&j->mu);
+        if (finished && (!stream || !started)) return finished_reply(c, s, j, &meta);
+        if (stream && started) return serve_sse_start(c, s, j, &meta, include_usage);
+        if (serve_peer_gone(c)) {
+            atomic_store(&j->cancel, true);
+            serve_job_release(j);
+            return MHD_NO;
+        }
+    }
+}

@@ -1,0 +1,27 @@
+/* qvl serve: the settings of one server (from the command line; read-only once it runs). */
+#ifndef QVL_SERVE_CONFIG_H
+#define QVL_SERVE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct serve_config {
+    const char *model;     /* model directory */
+    const char *model_id;  /* the name /v1/models reports and responses carry */
+    const char *host;      /* address to bind: an IPv4 or IPv6 literal */
+    int port;
+    int parallel;          /* slots: sequences decoded at once, each with its own KV cache */
+    int queue;             /* requests that may wait for a slot; one more is refused (429) */
+    int64_t ctx;           /* KV cache capacity of each slot, in tokens */
+    const char *api_key;   /* NULL: no authentication */
+    const char *image_dir; /* NULL: local image files are refused */
+    int max_images;        /* pictures per request */
+    size_t max_body;       /* request body bytes */
+    int timeout;           /* seconds a connection may stay idle (slow or stalled clients) */
+    int max_connections;   /* connections served at once; more are refused by the listener */
+    const char *backend, *plugins, *weights; /* as qvl run's --backend, --plugins, --weights */
+    bool verbose;
+} serve_config;
+
+#endif

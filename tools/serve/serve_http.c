@@ -1,0 +1,292 @@
+/* Daemon setup, routing, authentication, request bodies and the small endpoints.
+ *
+ * Checks that need no body answer on the first call of the request (before the body is read):
+ * 404, 405, 401, 503, 415 and 413 when Content-Length is too big. A body sent without a length
+ * (chunked) that grows past --max-body has the connection closed, since libmicrohttpd cannot
+ * queue an answer in the middle of an upload. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "serve_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "serve_oai.h"
+
+typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS } route;
+
+typedef struct conn_state {
+    route r;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} conn_state;
+
+enum MHD_Result serve_reply(struct MHD_Connection *c, serve_server *s, unsigned status,
+                            const char *content_type, char *body) {
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":null}}";
+        status = 500;
+        content_type = "application/json";
+        body = strdup(oom);
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    serve_metrics_response(s->metrics, (int)status);
+    return ok;
+}
+
+enum MHD_Result serve_reply_error(struct MHD_Connection *c, serve_server *s, unsigned status,
+                                  const char *message, const char *param, const char *code) {
+    return serve_reply(c, s, status, "application/json",
+                       serve_oai_error((int)status, message, param, code));
+}
+
+bool serve_peer_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    char byte;
+    ssize_t n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return true; /* orderly shutdown by the client */
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+static route route_of(const char *url) {
+    if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
+    if (strcmp(url, "/v1/models") == 0) return R_MODELS;
+    if (strcmp(url, "/health") == 0) return R_HEALTH;
+    if (strcmp(url, "/metrics") == 0) return R_METRICS;
+    return R_NOT_FOUND;
+}
+
+/* Constant-time comparison: the time taken says nothing about how much of the key matched. */
+static bool key_matches(const char *given, const char *key) {
+    size_t gl = strlen(given), kl = strlen(key);
+    unsigned char diff = (unsigned char)(gl != kl);
+    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(key[i] ^ (i < gl ? given[i] : 0));
+    return diff == 0;
+}
+
+static bool authorized(struct MHD_Connection *c, const serve_config *cfg) {
+    if (!cfg->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_matches(h, cfg->api_key);
+}
+
+static bool json_content_type(struct MHD_Connection *c) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    static const char want[] = "application/json";
+    if (!ct || strncasecmp(ct, want, sizeof want - 1) != 0) return false;
+    char next = ct[sizeof want - 1];
+    return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+static enum MHD_Result reply_405(struct MHD_Connection *c, serve_server *s, const char *allow,
+                                  const char *msg) {
+    char *body = serve_oai_error(405, msg, NULL, "method_not_allowed");
+    struct MHD_Response *r =
+        body ? MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result rc = MHD_queue_response(c, 405, r);
+    MHD_destroy_response(r);
+    serve_metrics_response(s->metrics, 405);
+    return rc;
+}
+
+static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, route r) {
+    serve_state st = serve_engine_state(s->engine);
+    switch (r) {
+    case R_HEALTH:
+        return st == SERVE_READY
+                   ? serve_reply(c, s, 200, "application/json", strdup("{\"status\":\"ok\"}"))
+                   : serve_reply(c, s, 503, "application/json",
+                                 strdup(st == SERVE_LOADING ? "{\"status\":\"loading\"}"
+                                                            : "{\"status\":\"unavailable\"}"));
+    case R_MODELS:
+        return serve_reply(c, s, 200, "application/json",
+                           serve_oai_models(s->cfg->model_id, s->started));
+    case R_METRICS:
+        return serve_reply(c, s, 200, "text/plain; version=0.0.4; charset=utf-8",
+                           serve_metrics_render(s->metrics));
+    default:
+        return serve_reply_error(c, s, 404, "not found", NULL, "not_found");
+    }
+}
+
+/* First call of a request: everything that can be decided from the headers. Returns true when
+ * a response was queued (*rc holds the result). */
+static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, const char *method,
+                         enum MHD_Result *rc) {
+    const bool allowed = r == R_CHAT ? strcmp(method, "POST") == 0
+                                     : strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    char msg[160];
+    if (r == R_NOT_FOUND) {
+        *rc = serve_reply_error(c, s, 404, "not found: the server answers POST "
+                                "/v1/chat/completions, GET /v1/models, /health and /metrics",
+                                NULL, "not_found");
+        return true;
+    }
+    if (!allowed) {
+        snprintf(msg, sizeof msg, "method %.16s is not allowed here (use %s)", method,
+                 r == R_CHAT ? "POST" : "GET");
+        *rc = reply_405(c, s, r == R_CHAT ? "POST" : "GET, HEAD", msg);
+        return true;
+    }
+    if (r != R_HEALTH && !authorized(c, s->cfg)) {
+        *rc = serve_reply_error(c, s, 401, "invalid API key (send Authorization: Bearer KEY)",
+                                NULL, "invalid_api_key");
+        return true;
+    }
+    if (r != R_CHAT) {
+        *rc = get_endpoint(c, s, r);
+        return true;
+    }
+    if (serve_engine_state(s->engine) != SERVE_READY) {
+        *rc = serve_reply_error(c, s, 503, "the model is loading; retry when GET /health says ok",
+                                NULL, "model_loading");
+        return true;
+    }
+    if (!json_content_type(c)) {
+        *rc = serve_reply_error(c, s, 415, "the body must be sent as Content-Type: "
+                                "application/json", NULL, "unsupported_media_type");
+        return true;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno != 0 || end == cl || n > s->cfg->max_body) {
+            snprintf(msg, sizeof msg, "the body is larger than %zu bytes (--max-body)",
+                     s->cfg->max_body);
+            *rc = serve_reply_error(c, s, 413, msg, NULL, "body_too_large");
+            return true;
+        }
+    }
+    return false;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    serve_server *s = cls;
+    conn_state *st = *con_cls;
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st) return MHD_NO;
+        *con_cls = st;
+        st->r = route_of(url);
+        enum MHD_Result rc;
+        if (answer_early(c, s, st->r, method, &rc)) return rc;
+        return MHD_YES; /* the body follows */
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (st->len + n > s->cfg->max_body) return MHD_NO; /* chunked and too large: close */
+        if (st->len + n + 1 > st->cap) {
+            size_t cap = st->cap ? st->cap : 4096;
+            while (cap < st->len + n + 1) cap *= 2;
+            char *grown = realloc(st->body, cap);
+            if (!grown) return MHD_NO;
+            st->body = grown;
+            st->cap = cap;
+        }
+        memcpy(st->body + st->len, upload_data, n);
+        st->len += n;
+        st->body[st->len] = '\0';
+        return MHD_YES;
+    }
+    if (st->len == 0)
+        return serve_reply_error(c, s, 400, "the request has no body", NULL, "invalid_json");
+    return serve_chat(c, s, st->body, st->len);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_state *st = *con_cls;
+    if (!st) return;
+    free(st->body);
+    free(st);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    const serve_config *cfg = cls;
+    if (!cfg->verbose) return;
+    fprintf(stderr, "qvl serve: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
+    const serve_config *cfg = s->cfg;
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ERROR_LOG;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->port);
+    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(msg, msg_len, "--host %s: not an IPv4 or IPv6 address", cfg->host);
+        return false;
+    }
+    s->started = (long long)time(NULL);
+    /* The logger goes first so that it also receives messages about the options after it. */
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, (void *)cfg, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    if (!s->daemon) {
+        snprintf(msg, msg_len, "cannot listen on %s port %d (in use, or not an address of this "
+                 "machine)", cfg->host, cfg->port);
+        return false;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    return true;
+}
+
+void serve_http_stop(serve_server *s) {
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+}

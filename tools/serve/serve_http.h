@@ -1,0 +1,49 @@
+/* The HTTP side of qvl serve, on libmicrohttpd: one thread per connection (a connection
+ * thread may block while its answer is generated; the engine thread never touches sockets). */
+#ifndef QVL_SERVE_HTTP_H
+#define QVL_SERVE_HTTP_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "serve_config.h"
+#include "serve_engine.h"
+#include "serve_job.h"
+#include "serve_metrics.h"
+#include "serve_oai.h"
+
+typedef struct serve_server {
+    const serve_config *cfg;
+    serve_engine *engine;
+    serve_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    long long started; /* Unix seconds: /v1/models' "created" */
+    int port;          /* the port bound (--port 0 picks a free one) */
+} serve_server;
+
+/* Listen on cfg->host:cfg->port. false: msg says why. */
+bool serve_http_start(serve_server *s, char *msg, size_t msg_len);
+/* Stop accepting, close every connection and join their threads. Jobs the connections wait
+ * on must be finished first (serve_engine_stop) so no thread stays blocked. */
+void serve_http_stop(serve_server *s);
+
+/* ---- shared by the handlers (serve_http.c, serve_chat.c, serve_sse.c) ---------------------- */
+/* Queue a response with this body (taken; NULL: a 500 for lack of memory) and count it. */
+enum MHD_Result serve_reply(struct MHD_Connection *c, serve_server *s, unsigned status,
+                            const char *content_type, char *body);
+/* An error in OpenAI's shape. */
+enum MHD_Result serve_reply_error(struct MHD_Connection *c, serve_server *s, unsigned status,
+                                  const char *message, const char *param, const char *code);
+/* True once the client has closed its side or reset the connection. */
+bool serve_peer_gone(struct MHD_Connection *c);
+
+/* POST /v1/chat/completions with its whole body (serve_chat.c). */
+enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len);
+
+/* Answer with a Server-Sent Events stream of j's answer (serve_sse.c); takes the caller's
+ * reference to j. meta's strings are copied. */
+enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, serve_job *j,
+                                const serve_oai_meta *meta, bool include_usage);
+
+#endif

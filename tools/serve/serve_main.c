@@ -1,0 +1,137 @@
+/* qvl serve: an OpenAI-compatible HTTP server for one model. The listener starts first (so
+ * /health can say "loading"), the engine thread loads the model, and the main thread waits for
+ * SIGINT/SIGTERM, then shuts down in order: engine (finishing every job), then connections. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "qvl/log.h"
+#include "qvl_commands.h"
+#include "serve_engine.h"
+#include "serve_http.h"
+
+/* The name a model directory goes by: its last path component. */
+static const char *base_name(const char *dir, char *buf, size_t n) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && dir[start - 1] != '/') start--;
+    snprintf(buf, n, "%.*s", (int)(len - start), dir + start);
+    return buf;
+}
+
+/* Wait for a stop signal; returns 0 on a signal, 1 when loading failed. */
+static int wait_for_stop(const sigset_t *stop, serve_engine *e, const serve_server *s) {
+    bool announced = false;
+    for (;;) {
+        struct timespec tick = {0, 100 * 1000000L};
+        int sig = sigtimedwait(stop, NULL, &tick);
+        if (sig > 0) {
+            fprintf(stderr, "qvl serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            return 0;
+        }
+        serve_state st = serve_engine_state(e);
+        if (st == SERVE_FAILED) {
+            fprintf(stderr, "qvl serve: %s\n", serve_engine_error(e));
+            return 1;
+        }
+        if (st == SERVE_READY && !announced) {
+            fprintf(stderr, "qvl serve: model loaded, %d slot(s) of %lld tokens\n",
+                    s->cfg->parallel, (long long)s->cfg->ctx);
+            announced = true;
+        }
+    }
+}
+
+int qvl_cmd_serve(int argc, char **argv) {
+    serve_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16,
+                        .ctx = 4096, .max_images = 8, .max_body = (size_t)32 << 20,
+                        .timeout = 30, .max_connections = 64};
+    int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
+    int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
+    cli_opt opts[] = {
+        {"model", 'm', CLI_STRING, &cfg.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
+        {"host", 0, CLI_STRING, &cfg.host, "ADDR", "address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or :: for all)", 0, 0, false},
+        {"port", 0, CLI_INT, &port, "N", "TCP port (default 8080; 0 picks a free one)", 0, 65535, false},
+        {"parallel", 0, CLI_INT, &parallel, "N", "slots: requests answered at once, each with its own KV cache (default 1)", 1, 256, false},
+        {"queue", 0, CLI_INT, &queue, "N", "requests that may wait for a slot; beyond that 429 (default 16)", 0, 1 << 20, false},
+        {"ctx", 0, CLI_INT, &cfg.ctx, "N", "KV cache size of each slot in tokens: prompt + answer (default 4096)", 16, 1 << 24, false},
+        {"api-key", 0, CLI_STRING, &cfg.api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, false},
+        {"image-dir", 0, CLI_STRING, &cfg.image_dir, "DIR", "allow image_url to name files inside DIR (default: data: URLs only)", 0, 0, false},
+        {"max-images", 0, CLI_INT, &max_images, "N", "pictures per request (default 8)", 0, 1024, false},
+        {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body; larger is 413 (default 33554432)", 1024, 1LL << 32, false},
+        {"timeout", 0, CLI_INT, &timeout, "S", "close a connection idle for S seconds (default 30)", 1, 86400, false},
+        {"max-connections", 0, CLI_INT, &max_conn, "N", "connections served at once (default 64)", 1, 65536, false},
+        {"alias", 0, CLI_STRING, &cfg.model_id, "NAME", "model name in /v1/models and responses (default: the directory's name)", 0, 0, false},
+        {"backend", 0, CLI_STRING, &cfg.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
+        {"weights", 0, CLI_STRING, &cfg.weights, "DTYPE", "store matrix weights as bf16, f16, f32 or q8_0 (as qvl run)", 0, 0, false},
+        {"plugins", 0, CLI_STRING, &cfg.plugins, "FILE", "plugins.yaml to use (as qvl run)", 0, 0, false},
+        {"verbose", 'v', CLI_FLAG, &cfg.verbose, NULL, "log loading, speed and HTTP problems to stderr", 0, 0, false},
+    };
+    const size_t n_opts = sizeof opts / sizeof opts[0];
+    const char *pos[1];
+    size_t n_pos = 0;
+    int rc = cli_parse("qvl serve", opts, n_opts, argc, argv, pos, 0, &n_pos);
+    if (rc == CLI_HELP) {
+        cli_print_help(stdout, "usage: qvl serve -m MODEL_DIR [options]   (OpenAI-compatible "
+                       "POST /v1/chat/completions, GET /v1/models, /health, /metrics)", opts, n_opts);
+        return 0;
+    }
+    if (rc != CLI_OK) return 2;
+    if (!cfg.model) {
+        fprintf(stderr, "qvl serve: -m MODEL_DIR is required\n");
+        return 2;
+    }
+    cfg.port = (int)port;
+    cfg.parallel = (int)parallel;
+    cfg.queue = (int)queue;
+    cfg.max_images = (int)max_images;
+    cfg.max_body = (size_t)max_body;
+    cfg.timeout = (int)timeout;
+    cfg.max_connections = (int)max_conn;
+    char name[256];
+    if (!cfg.model_id) cfg.model_id = base_name(cfg.model, name, sizeof name);
+    if (cfg.verbose) qvl_log_level_set(QVL_LOG_INFO);
+
+    /* Signals go to the main thread only: block them before any thread starts. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client that left is a failed write, not a dead server */
+
+    serve_metrics *metrics = serve_metrics_create(cfg.parallel);
+    if (!metrics) {
+        fprintf(stderr, "qvl serve: out of memory\n");
+        return 1;
+    }
+    qvl_error err = {0};
+    serve_engine *engine = serve_engine_start(&cfg, metrics, &err);
+    if (!engine) {
+        fprintf(stderr, "qvl serve: %s\n", err.msg);
+        serve_metrics_free(metrics);
+        return 1;
+    }
+    serve_server srv = {.cfg = &cfg, .engine = engine, .metrics = metrics};
+    char msg[256];
+    if (!serve_http_start(&srv, msg, sizeof msg)) {
+        fprintf(stderr, "qvl serve: %s\n", msg);
+        serve_engine_free(engine);
+        serve_metrics_free(metrics);
+        return 1;
+    }
+    const bool v6 = strchr(cfg.host, ':') != NULL;
+    fprintf(stderr, "qvl serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg.host,
+            v6 ? "]" : "", srv.port);
+    rc = wait_for_stop(&stop, engine, &srv);
+    serve_engine_stop(engine);
+    serve_http_stop(&srv);
+    serve_engine_free(engine);
+    serve_metrics_free(metrics);
+    return rc;
+}

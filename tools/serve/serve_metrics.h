@@ -1,0 +1,28 @@
+/* Server counters for GET /metrics (Prometheus text format 0.0.4). Updated from the
+ * connection threads and the engine thread; every function is thread-safe. */
+#ifndef QVL_SERVE_METRICS_H
+#define QVL_SERVE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct serve_metrics serve_metrics;
+
+serve_metrics *serve_metrics_create(int n_slots);
+void serve_metrics_free(serve_metrics *m);
+
+/* One HTTP response with this status (any endpoint). */
+void serve_metrics_response(serve_metrics *m, int status);
+/* A chat completion finished: prompt tokens (cached: taken from a slot's cache), generated
+ * tokens, and whether the client went away first. */
+void serve_metrics_completion(serve_metrics *m, int64_t prompt, int64_t cached, int64_t generated,
+                              int cancelled);
+/* Time the model spent: prefill of n tokens, or decode steps yielding n tokens. */
+void serve_metrics_prefill(serve_metrics *m, int64_t n, double seconds);
+void serve_metrics_decode(serve_metrics *m, int64_t n, double seconds);
+void serve_metrics_set_queue(serve_metrics *m, int64_t waiting, int64_t busy_slots);
+
+/* The text of GET /metrics (malloc'd, NUL-terminated); NULL when out of memory. */
+char *serve_metrics_render(serve_metrics *m);
+
+#endif

@@ -1,0 +1,115 @@
+/* OpenAI response shapes, built with cJSON (which escapes the text). */
+#include "serve_oai.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+static char *print_free(cJSON *root, bool ok) {
+    char *s = ok && root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+static bool add_string_or_null(cJSON *obj, const char *key, const char *value) {
+    return value && value[0] ? cJSON_AddStringToObject(obj, key, value) != NULL
+                             : cJSON_AddNullToObject(obj, key) != NULL;
+}
+
+static const char *error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 500: return "server_error";
+    case 503: return "service_unavailable_error";
+    default: return "invalid_request_error";
+    }
+}
+
+char *serve_oai_error(int status, const char *message, const char *param, const char *code) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(root, "error");
+    bool ok = e && cJSON_AddStringToObject(e, "message", message) &&
+              cJSON_AddStringToObject(e, "type", error_type(status)) &&
+              add_string_or_null(e, "param", param) && add_string_or_null(e, "code", code);
+    return print_free(root, ok);
+}
+
+static cJSON *meta_object(const serve_oai_meta *m, const char *object) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    if (!cJSON_AddStringToObject(root, "id", m->id) ||
+        !cJSON_AddStringToObject(root, "object", object) ||
+        !cJSON_AddNumberToObject(root, "created", (double)m->created) ||
+        !cJSON_AddStringToObject(root, "model", m->model) ||
+        !cJSON_AddNullToObject(root, "system_fingerprint")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+static bool add_usage(cJSON *root, const serve_oai_usage *u) {
+    cJSON *o = cJSON_AddObjectToObject(root, "usage");
+    cJSON *d = o ? cJSON_CreateObject() : NULL;
+    bool ok = d && cJSON_AddNumberToObject(o, "prompt_tokens", (double)u->prompt) &&
+              cJSON_AddNumberToObject(o, "completion_tokens", (double)u->completion) &&
+              cJSON_AddNumberToObject(o, "total_tokens", (double)(u->prompt + u->completion)) &&
+              cJSON_AddNumberToObject(d, "cached_tokens", (double)u->cached);
+    if (!ok) {
+        cJSON_Delete(d);
+        return false;
+    }
+    cJSON_AddItemToObject(o, "prompt_tokens_details", d);
+    return true;
+}
+
+char *serve_oai_completion(const serve_oai_meta *m, const char *text, const char *finish,
+                           const serve_oai_usage *u) {
+    cJSON *root = meta_object(m, "chat.completion");
+    cJSON *choices = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
+    cJSON *c = choices ? cJSON_CreateObject() : NULL;
+    if (c) cJSON_AddItemToArray(choices, c);
+    cJSON *msg = c ? cJSON_AddObjectToObject(c, "message") : NULL;
+    bool ok = msg && cJSON_AddNumberToObject(c, "index", 0) &&
+              cJSON_AddStringToObject(msg, "role", "assistant") &&
+              cJSON_AddStringToObject(msg, "content", text) &&
+              cJSON_AddNullToObject(msg, "refusal") && cJSON_AddNullToObject(c, "logprobs") &&
+              cJSON_AddStringToObject(c, "finish_reason", finish) && add_usage(root, u);
+    return print_free(root, ok);
+}
+
+char *serve_oai_chunk(const serve_oai_meta *m, bool role, const char *content, const char *finish,
+                      bool usage_null) {
+    cJSON *root = meta_object(m, "chat.completion.chunk");
+    cJSON *choices = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
+    cJSON *c = choices ? cJSON_CreateObject() : NULL;
+    if (c) cJSON_AddItemToArray(choices, c);
+    cJSON *delta = c ? cJSON_AddObjectToObject(c, "delta") : NULL;
+    bool ok = delta && cJSON_AddNumberToObject(c, "index", 0);
+    if (ok && role) ok = cJSON_AddStringToObject(delta, "role", "assistant") != NULL;
+    if (ok && content) ok = cJSON_AddStringToObject(delta, "content", content) != NULL;
+    if (ok) ok = cJSON_AddNullToObject(c, "logprobs") != NULL;
+    if (ok) ok = add_string_or_null(c, "finish_reason", finish);
+    if (ok && usage_null) ok = cJSON_AddNullToObject(root, "usage") != NULL;
+    return print_free(root, ok);
+}
+
+char *serve_oai_usage_chunk(const serve_oai_meta *m, const serve_oai_usage *u) {
+    cJSON *root = meta_object(m, "chat.completion.chunk");
+    bool ok = root && cJSON_AddArrayToObject(root, "choices") && add_usage(root, u);
+    return print_free(root, ok);
+}
+
+char *serve_oai_models(const char *model, long long created) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *data = root ? cJSON_AddArrayToObject(root, "data") : NULL;
+    cJSON *e = data ? cJSON_CreateObject() : NULL;
+    if (e) cJSON_AddItemToArray(data, e);
+    bool ok = e && cJSON_AddStringToObject(root, "object", "list") &&
+              cJSON_AddStringToObject(e, "id", model) &&
+              cJSON_AddStringToObject(e, "object", "model") &&
+              cJSON_AddNumberToObject(e, "created", (double)created) &&
+              cJSON_AddStringToObject(e, "owned_by", "qvl");
+    return print_free(root, ok);
+}

@@ -1,0 +1,39 @@
+/* The JSON bodies of OpenAI's API that the server writes: errors, chat completions, stream
+ * chunks, the model list. Every function returns a malloc'd NUL-terminated string, or NULL
+ * when out of memory. */
+#ifndef QVL_SERVE_OAI_H
+#define QVL_SERVE_OAI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The fields shared by a completion and its chunks. */
+typedef struct serve_oai_meta {
+    const char *id;    /* "chatcmpl-..." */
+    long long created; /* Unix seconds */
+    const char *model;
+} serve_oai_meta;
+
+typedef struct serve_oai_usage {
+    int64_t prompt, completion, cached;
+} serve_oai_usage;
+
+/* {"error": {"message", "type", "param", "code"}}; param and code may be NULL or "" (null).
+ * type follows from the status (invalid_request_error, authentication_error, ...). */
+char *serve_oai_error(int status, const char *message, const char *param, const char *code);
+
+/* A whole answer: object "chat.completion" with one choice and usage. */
+char *serve_oai_completion(const serve_oai_meta *m, const char *text, const char *finish,
+                           const serve_oai_usage *u);
+
+/* One "chat.completion.chunk": delta with role (first chunk) and/or content; finish NULL while
+ * running. usage_null: write "usage": null (when the client asked for usage at the end). */
+char *serve_oai_chunk(const serve_oai_meta *m, bool role, const char *content, const char *finish,
+                      bool usage_null);
+/* The last chunk under stream_options.include_usage: no choices, the usage. */
+char *serve_oai_usage_chunk(const serve_oai_meta *m, const serve_oai_usage *u);
+
+/* GET /v1/models. */
+char *serve_oai_models(const char *model, long long created);
+
+#endif

@@ -1,0 +1,347 @@
+/* Chat Completions request parsing. Unknown keys are ignored (clients send many); keys that
+ * would change the answer in ways qvl cannot honour (n > 1, logprobs, tools, JSON mode) are
+ * refused rather than silently dropped. A null value counts as absent, as in OpenAI's API. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "serve_request.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "qvl/chat.h"
+
+static bool bad_set(serve_bad *bad, int status, const char *param, const char *code,
+                    const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bad->message, sizeof bad->message, fmt, ap);
+    va_end(ap);
+    bad->status = status;
+    snprintf(bad->param, sizeof bad->param, "%s", param ? param : "");
+    bad->code = code;
+    return false;
+}
+
+int serve_json_depth(const char *text, size_t len, int limit) {
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\') i++;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > deepest) deepest = depth;
+            if (deepest > limit) return deepest;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
+void serve_request_free(serve_request *r) {
+    if (!r) return;
+    free(r->prompt);
+    for (size_t i = 0; i < r->n_images; i++) serve_image_free(&r->images[i]);
+    free(r->images);
+    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stops);
+    free(r);
+}
+
+/* A key that is absent or null gives NULL. */
+static const cJSON *field(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static bool get_number(const cJSON *obj, const char *key, double lo, double hi, bool *seen,
+                       double *out, serve_bad *bad) {
+    const cJSON *v = field(obj, key);
+    *seen = v != NULL;
+    if (!v) return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return bad_set(bad, 400, key, "invalid_type", "'%s' must be a number", key);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return bad_set(bad, 400, key, "invalid_value", "'%s' must be in [%g, %g] (got %g)", key,
+                       lo, hi, v->valuedouble);
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool get_int(const cJSON *obj, const char *key, double lo, double hi, bool *seen,
+                    int64_t *out, serve_bad *bad) {
+    double d = 0;
+    if (!get_number(obj, key, lo, hi, seen, &d, bad)) return false;
+    if (*seen && d != floor(d))
+        return bad_set(bad, 400, key, "invalid_type", "'%s' must be an integer", key);
+    if (*seen) *out = (int64_t)d;
+    return true;
+}
+
+static bool get_bool(const cJSON *obj, const char *key, bool *out, serve_bad *bad) {
+    const cJSON *v = field(obj, key);
+    if (!v) return true;
+    if (!cJSON_IsBool(v))
+        return bad_set(bad, 400, key, "invalid_type", "'%s' must be true or false", key);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static bool add_stop(serve_request *r, const cJSON *v, const char *param, serve_bad *bad) {
+    if (!cJSON_IsString(v))
+        return bad_set(bad, 400, param, "invalid_type", "'stop' must be a string or a list of strings");
+    size_t n = strlen(v->valuestring);
+    if (n == 0) return bad_set(bad, 400, param, "invalid_value", "a stop string is empty");
+    if (n > SERVE_MAX_STOP_BYTES)
+        return bad_set(bad, 400, param, "invalid_value", "a stop string is over %d bytes",
+                       SERVE_MAX_STOP_BYTES);
+    char *copy = strdup(v->valuestring);
+    if (!copy) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    r->stops[r->n_stops++] = copy;
+    return true;
+}
+
+static bool parse_stop(const cJSON *root, serve_request *r, serve_bad *bad) {
+    const cJSON *v = field(root, "stop");
+    if (!v) return true;
+    r->stops = calloc(SERVE_MAX_STOPS, sizeof *r->stops);
+    if (!r->stops) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    if (cJSON_IsString(v)) return add_stop(r, v, "stop", bad);
+    if (!cJSON_IsArray(v))
+        return bad_set(bad, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
+    if (cJSON_GetArraySize(v) > SERVE_MAX_STOPS)
+        return bad_set(bad, 400, "stop", "invalid_value", "'stop' holds more than %d strings",
+                       SERVE_MAX_STOPS);
+    const cJSON *s;
+    cJSON_ArrayForEach(s, v) if (!add_stop(r, s, "stop", bad)) return false;
+    return true;
+}
+
+/* A seed for requests without one: different for every request. */
+static uint64_t fresh_seed(void) {
+    static atomic_uint_fast64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t n = atomic_fetch_add(&counter, 1);
+    return ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^ (n * 0x9e3779b97f4a7c15ULL) ^
+           (uint64_t)getpid();
+}
+
+static bool parse_sampling(const cJSON *root, const serve_parse_ctx *ctx, serve_request *r,
+                           serve_bad *bad) {
+    qvl_sampling_params p = *ctx->defaults;
+    bool seen;
+    double d;
+    int64_t i;
+    if (!get_number(root, "temperature", 0, 2, &seen, &d, bad)) return false;
+    if (seen) p.temperature = (float)d;
+    if (!get_number(root, "top_p", 0, 1, &seen, &d, bad)) return false;
+    if (seen) p.top_p = (float)d;
+    if (!get_number(root, "min_p", 0, 1, &seen, &d, bad)) return false;
+    if (seen) p.min_p = (float)d;
+    if (!get_int(root, "top_k", -1, 1e9, &seen, &i, bad)) return false;
+    if (seen) p.top_k = i < 0 ? 0 : (int32_t)i; /* -1 means off, as in vLLM */
+    if (!get_number(root, "presence_penalty", -2, 2, &seen, &d, bad)) return false;
+    if (seen) p.presence_penalty = (float)d;
+    if (!get_number(root, "repetition_penalty", 1e-3, 100, &seen, &d, bad)) return false;
+    if (seen) p.repetition_penalty = (float)d;
+    if (!get_number(root, "frequency_penalty", -2, 2, &seen, &d, bad)) return false;
+    r->frequency_penalty = seen ? (float)d : 0.0f;
+    if (!get_int(root, "seed", -9.2e18, 9.2e18, &seen, &i, bad)) return false;
+    p.seed = seen ? (uint64_t)i : fresh_seed();
+    r->sampling = p;
+    return true;
+}
+
+static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
+    bool seen_a, seen_b;
+    int64_t a = -1, b = -1;
+    if (!get_int(root, "max_tokens", 1, 1e9, &seen_a, &a, bad)) return false;
+    if (!get_int(root, "max_completion_tokens", 1, 1e9, &seen_b, &b, bad)) return false;
+    r->max_tokens = seen_b ? b : seen_a ? a : -1; /* the newer name wins */
+    bool seen;
+    int64_t n = 1;
+    if (!get_int(root, "n", -1e9, 1e9, &seen, &n, bad)) return false;
+    if (seen && n != 1)
+        return bad_set(bad, 400, "n", "unsupported_value", "only n = 1 is supported (got %lld)",
+                       (long long)n);
+    if (!get_bool(root, "stream", &r->stream, bad)) return false;
+    const cJSON *so = field(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so))
+            return bad_set(bad, 400, "stream_options", "invalid_type", "'stream_options' must be an object");
+        if (!get_bool(so, "include_usage", &r->include_usage, bad)) return false;
+    }
+    bool logprobs = false;
+    if (!get_bool(root, "logprobs", &logprobs, bad)) return false;
+    if (logprobs) return bad_set(bad, 400, "logprobs", "unsupported_parameter", "logprobs are not supported");
+    const cJSON *tools = field(root, "tools");
+    if (tools && (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) > 0))
+        return bad_set(bad, 400, "tools", "unsupported_parameter", "tools are not supported");
+    const cJSON *rf = field(root, "response_format");
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
+            return bad_set(bad, 400, "response_format", "unsupported_parameter",
+                           "only response_format {\"type\": \"text\"} is supported");
+    }
+    return true;
+}
+
+static bool add_image(qvl_chat *chat, serve_request *r, const serve_parse_ctx *ctx,
+                      const cJSON *part, const char *param, serve_bad *bad) {
+    const cJSON *iu = field(part, "image_url");
+    const cJSON *url = cJSON_IsObject(iu) ? field(iu, "url") : iu; /* object, or a bare string */
+    if (!cJSON_IsString(url))
+        return bad_set(bad, 400, param, "invalid_type", "an image_url part needs image_url.url (a string)");
+    if (!ctx->pc)
+        return bad_set(bad, 400, param, "unsupported_value", "this model has no vision encoder");
+    if ((int)r->n_images >= ctx->max_images)
+        return bad_set(bad, 400, param, "invalid_value", "more than %d images in one request "
+                       "(--max-images)", ctx->max_images);
+    /* Every picture and at least one text token and one answer token must fit the context. */
+    int64_t used = 0;
+    for (size_t i = 0; i < r->n_images; i++) used += r->images[i].n_tokens;
+    serve_image_limits lim = {.pc = ctx->pc, .image_dir = ctx->image_dir,
+                              .max_file_bytes = ctx->max_file_bytes,
+                              .token_budget = ctx->ctx - 2 - used};
+    serve_image im;
+    char msg[400];
+    int st = serve_image_from_url(url->valuestring, &lim, &im, msg, sizeof msg);
+    if (st != 0) return bad_set(bad, st, param, st == 400 ? "invalid_image" : NULL, "%s", msg);
+    r->images[r->n_images++] = im;
+    qvl_error err = {0};
+    if (qvl_chat_add_image(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+    return true;
+}
+
+static bool add_parts(qvl_chat *chat, serve_request *r, const serve_parse_ctx *ctx,
+                      const cJSON *content, size_t index, bool user, serve_bad *bad) {
+    size_t k = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        char param[96];
+        snprintf(param, sizeof param, "messages[%zu].content[%zu]", index, k++);
+        const cJSON *type = cJSON_IsObject(part) ? field(part, "type") : NULL;
+        if (!cJSON_IsString(type))
+            return bad_set(bad, 400, param, "invalid_type", "a content part needs a 'type'");
+        qvl_error err = {0};
+        if (strcmp(type->valuestring, "text") == 0) {
+            const cJSON *text = field(part, "text");
+            if (!cJSON_IsString(text))
+                return bad_set(bad, 400, param, "invalid_type", "a text part needs 'text' (a string)");
+            if (qvl_chat_add_text(chat, text->valuestring, &err) != QVL_OK)
+                return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+        } else if (strcmp(type->valuestring, "image_url") == 0) {
+            if (!user)
+                return bad_set(bad, 400, param, "invalid_value", "only user messages may hold images");
+            if (!add_image(chat, r, ctx, part, param, bad)) return false;
+        } else {
+            return bad_set(bad, 400, param, "unsupported_value",
+                           "content part type '%.40s' is not supported (text, image_url)",
+                           type->valuestring);
+        }
+    }
+    return true;
+}
+
+static bool add_message(qvl_chat *chat, serve_request *r, const serve_parse_ctx *ctx,
+                        const cJSON *msg, size_t index, serve_bad *bad) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu]", index);
+    if (!cJSON_IsObject(msg)) return bad_set(bad, 400, param, "invalid_type", "a message must be an object");
+    const cJSON *role = field(msg, "role");
+    if (!cJSON_IsString(role)) return bad_set(bad, 400, param, "invalid_type", "a message needs a 'role'");
+    qvl_chat_role cr;
+    const char *rs = role->valuestring;
+    /* OpenAI's newer "developer" role is the system prompt under another name. */
+    if (strcmp(rs, "system") == 0 || strcmp(rs, "developer") == 0) cr = QVL_CHAT_SYSTEM;
+    else if (strcmp(rs, "user") == 0) cr = QVL_CHAT_USER;
+    else if (strcmp(rs, "assistant") == 0) cr = QVL_CHAT_ASSISTANT;
+    else return bad_set(bad, 400, param, "unsupported_value",
+                        "role '%.40s' is not supported (system, developer, user, assistant)", rs);
+    const cJSON *content = field(msg, "content");
+    qvl_error err = {0};
+    qvl_status st;
+    if (!content) {
+        if (cr != QVL_CHAT_ASSISTANT)
+            return bad_set(bad, 400, param, "invalid_value", "a %s message needs 'content'", rs);
+        st = qvl_chat_add(chat, cr, "", &err);
+    } else if (cJSON_IsString(content)) {
+        st = qvl_chat_add(chat, cr, content->valuestring, &err);
+    } else if (cJSON_IsArray(content)) {
+        st = qvl_chat_add(chat, cr, NULL, &err);
+        if (st == QVL_OK) return add_parts(chat, r, ctx, content, index, cr == QVL_CHAT_USER, bad);
+    } else {
+        return bad_set(bad, 400, param, "invalid_type", "'content' must be a string or a list of parts");
+    }
+    if (st != QVL_OK)
+        return bad_set(bad, st == QVL_E_NOMEM ? 500 : 400, param, "invalid_value", "%s", err.msg);
+    return true;
+}
+
+static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_request *r,
+                           serve_bad *bad) {
+    const cJSON *msgs = field(root, "messages");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return bad_set(bad, 400, "messages", "invalid_value", "'messages' must be a non-empty list");
+    if (cJSON_GetArraySize(msgs) > SERVE_MAX_MESSAGES)
+        return bad_set(bad, 400, "messages", "invalid_value", "more than %d messages",
+                       SERVE_MAX_MESSAGES);
+    r->images = calloc((size_t)ctx->max_images + 1, sizeof *r->images);
+    qvl_chat *chat = NULL;
+    qvl_error err = {0};
+    if (!r->images || qvl_chat_create(&chat, &err) != QVL_OK)
+        return bad_set(bad, 500, NULL, NULL, "out of memory");
+    bool ok = true;
+    size_t index = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        ok = add_message(chat, r, ctx, m, index++, bad);
+        if (!ok) break;
+    }
+    if (ok && qvl_chat_render(chat, true, &r->prompt, NULL, &err) != QVL_OK)
+        ok = bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
+    qvl_chat_free(chat);
+    return ok;
+}
+
+bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ctx,
+                         serve_request **out, serve_bad *bad) {
+    *out = NULL;
+    memset(bad, 0, sizeof *bad);
+    if (serve_json_depth(body, len, SERVE_MAX_JSON_DEPTH) > SERVE_MAX_JSON_DEPTH)
+        return bad_set(bad, 400, NULL, "invalid_json", "the JSON body is nested deeper than %d",
+                       SERVE_MAX_JSON_DEPTH);
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) return bad_set(bad, 400, NULL, "invalid_json", "the body is not valid JSON");
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return bad_set(bad, 400, NULL, "invalid_json", "the body must be a JSON object");
+    }
+    serve_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        cJSON_Delete(root);
+        return bad_set(bad, 500, NULL, NULL, "out of memory");
+    }
+    bool ok = parse_limits(root, r, bad) && parse_sampling(root, ctx, r, bad) &&
+              parse_stop(root, r, bad) && parse_messages(root, ctx, r, bad);
+    cJSON_Delete(root);
+    if (!ok) {
+        serve_request_free(r);
+        return false;
+    }
+    *out = r;
+    return true;
+}

@@ -1,0 +1,284 @@
+/* One slot's generation: prefix reuse, prefill with pictures, then one token per step. The
+ * loop is qvl_generate's (models/qwen3vl/src/generate.c) taken apart so the engine can
+ * interleave slots, stop at stop strings and cancel between tokens. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "serve_slot.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "qvl/mm_prompt.h"
+#include "serve_stop.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+qvl_status serve_slot_open(serve_slot *s, int index, const char *dir, const qvl_model_options *mo,
+                           qvl_error *err) {
+    memset(s, 0, sizeof *s);
+    s->index = index;
+    qvl_status st = qvl_model_open(dir, mo, &s->m, err);
+    if (st != QVL_OK) return st;
+    const size_t ctx = (size_t)qvl_model_ctx(s->m);
+    const size_t vocab = (size_t)qvl_model_config(s->m)->text.vocab_size;
+    s->keys = malloc(ctx * sizeof *s->keys);
+    s->generated = malloc(ctx * sizeof *s->generated);
+    s->logits = malloc(vocab * sizeof *s->logits);
+    s->work = malloc(vocab * sizeof *s->work);
+    if (!s->keys || !s->generated || !s->logits || !s->work)
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory for slot %d", index);
+    return QVL_OK;
+}
+
+void serve_slot_close(serve_slot *s) {
+    qvl_model_close(s->m);
+    qvl_sampler_free(s->sampler);
+    free(s->keys);
+    free(s->generated);
+    free(s->logits);
+    free(s->work);
+    memset(s, 0, sizeof *s);
+}
+
+int64_t serve_slot_reusable(const serve_slot *s, const serve_job *j) {
+    int64_t n = 0;
+    while (n < s->n_keys && n < j->n_ids && s->keys[n] == j->keys[n]) n++;
+    /* The last prompt token is always run again: its logits choose the first answer token. */
+    if (n >= j->n_ids) n = j->n_ids - 1;
+    /* A picture is encoded whole: never keep only part of its pads. */
+    const serve_request *r = j->req;
+    for (size_t i = 0; i < r->n_images; i++) {
+        int64_t a = j->image_at[i];
+        if (n > a && n < a + r->images[i].n_tokens) n = a;
+    }
+    return n < 0 ? 0 : n;
+}
+
+void serve_slot_end(serve_slot *s, const serve_slot_env *env, serve_finish how, const char *error) {
+    serve_job *j = s->job;
+    if (!j) return;
+    if (how == SERVE_FINISH_STOP || how == SERVE_FINISH_LENGTH) {
+        qvl_text_stream_flush(&s->stream);
+        if (s->oom) {
+            how = SERVE_FINISH_ERROR;
+            error = "out of memory for the answer";
+        }
+    }
+    pthread_mutex_lock(&j->mu);
+    j->completion_tokens = s->n_generated;
+    int64_t cached = j->cached_tokens;
+    pthread_mutex_unlock(&j->mu);
+    serve_job_finish(j, how, error);
+    serve_metrics_completion(env->metrics, j->n_ids, cached, s->n_generated,
+                             how == SERVE_FINISH_CANCELLED);
+    qvl_sampler_free(s->sampler);
+    s->sampler = NULL;
+    s->job = NULL;
+    serve_job_release(j);
+}
+
+/* Answer text from the UTF-8 stream. A NUL byte (a token of its own in byte-level BPE) becomes
+ * U+FFFD: the answer is handled as a C string and cJSON cannot write "\u0000". */
+static void emit_text(const char *text, size_t len, void *user) {
+    serve_slot *s = user;
+    static const char replacement[] = "\xEF\xBF\xBD";
+    while (len > 0 && !s->oom) {
+        const char *nul = memchr(text, '\0', len);
+        size_t n = nul ? (size_t)(nul - text) : len;
+        if (n > 0 && !serve_job_append(s->job, text, n)) s->oom = true;
+        if (nul && !s->oom && !serve_job_append(s->job, replacement, sizeof replacement - 1))
+            s->oom = true;
+        n += nul != NULL;
+        text += n;
+        len -= n;
+    }
+}
+
+/* Positions of the prompt tokens [from, n) as 3 rows of n - from, computed over the whole
+ * prompt (text from position 0, pictures as in get_rope_index): the cache's rope offset is not
+ * trusted after truncation. */
+static qvl_status suffix_positions(const qvl_model *m, const serve_job *j, int64_t from,
+                                   int32_t **out, qvl_error *err) {
+    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
+    const serve_request *r = j->req;
+    const int64_t n = j->n_ids, k = n - from;
+    int32_t *all = malloc((size_t)n * 3 * sizeof *all);
+    int32_t *part = malloc((size_t)k * 3 * sizeof *part);
+    qvl_image_grid *grids = calloc(r->n_images + 1, sizeof *grids);
+    qvl_status st = all && part && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; st == QVL_OK && i < r->n_images; i++) grids[i] = r->images[i].grid;
+    if (st == QVL_OK)
+        st = qvl_mrope_positions(j->ids, n, (int32_t)cfg->image_token_id, grids, r->n_images,
+                                 cfg->vision.spatial_merge_size, 0, all, NULL, err);
+    if (st == QVL_OK)
+        for (int c = 0; c < 3; c++)
+            memcpy(part + (size_t)c * (size_t)k, all + (size_t)c * (size_t)n + from,
+                   (size_t)k * sizeof *part);
+    free(all);
+    free(grids);
+    if (st != QVL_OK) {
+        free(part);
+        return st;
+    }
+    *out = part;
+    return QVL_OK;
+}
+
+/* Run the vision encoder on the pictures from index `first` on (those not in the cache). */
+static qvl_status encode_images(qvl_model *m, const serve_request *r, size_t first,
+                                qvl_image_features *feats, qvl_error *err) {
+    memset(feats, 0, sizeof *feats);
+    size_t count = r->n_images - first;
+    if (count == 0) return QVL_OK;
+    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
+    const int64_t width = 3 * cfg->vision.temporal_patch_size * cfg->vision.patch_size *
+                          cfg->vision.patch_size;
+    int64_t rows = 0;
+    for (size_t i = first; i < r->n_images; i++) rows += r->images[i].n_rows;
+    float *pixels = malloc((size_t)(rows * width) * sizeof *pixels);
+    qvl_image_grid *grids = malloc(count * sizeof *grids);
+    qvl_status st = pixels && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    int64_t at = 0;
+    for (size_t i = first; st == QVL_OK && i < r->n_images; i++) {
+        memcpy(pixels + at * width, r->images[i].pixels,
+               (size_t)(r->images[i].n_rows * width) * sizeof *pixels);
+        at += r->images[i].n_rows;
+        grids[i - first] = r->images[i].grid;
+    }
+    if (st == QVL_OK) st = qvl_model_encode_images(m, pixels, count, grids, feats, err);
+    free(pixels);
+    free(grids);
+    return st;
+}
+
+static qvl_status prefill(serve_slot *s, serve_job *j, const serve_slot_env *env, int64_t keep,
+                          qvl_error *err) {
+    const serve_request *r = j->req;
+    qvl_model_truncate(s->m, keep);
+    s->n_keys = keep;
+    size_t first = 0; /* first picture not in the kept prefix */
+    while (first < r->n_images && j->image_at[first] < keep) first++;
+    double t0 = now_seconds();
+    int32_t *pos = NULL;
+    qvl_image_features feats;
+    memset(&feats, 0, sizeof feats);
+    qvl_status st = suffix_positions(s->m, j, keep, &pos, err);
+    if (st == QVL_OK) st = encode_images(s->m, r, first, &feats, err);
+    if (st == QVL_OK)
+        st = qvl_model_eval_images(s->m, j->ids + keep, j->n_ids - keep, pos,
+                                   feats.n_tokens > 0 ? &feats : NULL, false, s->logits, err);
+    free(pos);
+    qvl_image_features_free(&feats);
+    if (st != QVL_OK) {
+        /* What the cache holds after a failed evaluation is unknown: forget it all. */
+        qvl_model_truncate(s->m, 0);
+        s->n_keys = 0;
+        return st;
+    }
+    memcpy(s->keys + keep, j->keys + keep, (size_t)(j->n_ids - keep) * sizeof *s->keys);
+    s->n_keys = j->n_ids;
+    serve_metrics_prefill(env->metrics, j->n_ids - keep, now_seconds() - t0);
+    st = qvl_sampler_create(&r->sampling, env->vocab, &s->sampler, err);
+    if (st == QVL_OK) st = qvl_sampler_accept_prompt(s->sampler, j->ids, (size_t)j->n_ids, err);
+    return st;
+}
+
+void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env) {
+    s->job = j;
+    s->n_generated = 0;
+    s->searched = 0;
+    s->oom = false;
+    qvl_text_stream_init(&s->stream, emit_text, s);
+    const int64_t room = qvl_model_ctx(s->m) - j->n_ids;
+    s->max_new = j->req->max_tokens > 0 && j->req->max_tokens < room ? j->req->max_tokens : room;
+    if (atomic_load(&j->cancel)) {
+        serve_slot_end(s, env, SERVE_FINISH_CANCELLED, NULL);
+        return;
+    }
+    const int64_t keep = serve_slot_reusable(s, j);
+    qvl_error err = {0};
+    if (prefill(s, j, env, keep, &err) != QVL_OK) {
+        serve_slot_end(s, env, SERVE_FINISH_ERROR, err.msg);
+        return;
+    }
+    serve_job_set_started(j, keep);
+}
+
+/* After new text: end at a stop string, else publish what no stop string can still claim. */
+static bool check_stops(serve_slot *s) {
+    serve_job *j = s->job;
+    const serve_request *r = j->req;
+    /* The engine is the only writer of j->text, so it reads it without the lock. */
+    size_t len = j->len, at;
+    if (r->n_stops > 0 && serve_stop_find(r->stops, r->n_stops, j->text, len, s->searched, &at)) {
+        serve_job_truncate(j, at);
+        return true;
+    }
+    s->searched = len;
+    size_t hold = r->n_stops > 0 ? serve_stop_holdback(r->stops, r->n_stops, j->text, len) : 0;
+    serve_job_set_visible(j, len - hold);
+    return false;
+}
+
+void serve_slot_step(serve_slot *s, const serve_slot_env *env) {
+    serve_job *j = s->job;
+    if (!j) return;
+    if (atomic_load(&j->cancel)) {
+        serve_slot_end(s, env, SERVE_FINISH_CANCELLED, NULL);
+        return;
+    }
+    qvl_error err = {0};
+    const float *row = s->logits;
+    const float fp = j->req->frequency_penalty;
+    if (fp != 0.0f && s->n_generated > 0) {
+        /* Once per occurrence: logit -= penalty x count. */
+        memcpy(s->work, s->logits, (size_t)env->vocab * sizeof *s->work);
+        for (int64_t i = 0; i < s->n_generated; i++) s->work[s->generated[i]] -= fp;
+        row = s->work;
+    }
+    int32_t id;
+    if (qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK ||
+        (!qvl_gen_config_is_eos(env->gen, id) &&
+         qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
+        serve_slot_end(s, env, SERVE_FINISH_ERROR, err.msg);
+        return;
+    }
+    if (qvl_gen_config_is_eos(env->gen, id)) {
+        serve_slot_end(s, env, SERVE_FINISH_STOP, NULL);
+        return;
+    }
+    s->generated[s->n_generated++] = id;
+    if (!qvl_tokenizer_is_special(env->tok, id)) {
+        const char *bytes;
+        size_t len;
+        if (qvl_tokenizer_token_to_piece(env->tok, id, &bytes, &len, NULL) == QVL_OK)
+            qvl_text_stream_feed(&s->stream, bytes, len);
+    }
+    if (s->oom) {
+        serve_slot_end(s, env, SERVE_FINISH_ERROR, "out of memory for the answer");
+        return;
+    }
+    if (check_stops(s)) {
+        s->stream.n_pending = 0; /* the cut text ends before any unfinished character */
+        serve_slot_end(s, env, SERVE_FINISH_STOP, NULL);
+        return;
+    }
+    if (s->n_generated >= s->max_new || qvl_model_n_past(s->m) >= qvl_model_ctx(s->m)) {
+        serve_slot_end(s, env, SERVE_FINISH_LENGTH, NULL);
+        return;
+    }
+    double t0 = now_seconds();
+    if (qvl_model_eval(s->m, &id, 1, NULL, false, s->logits, &err) != QVL_OK) {
+        qvl_model_truncate(s->m, 0);
+        s->n_keys = 0;
+        serve_slot_end(s, env, SERVE_FINISH_ERROR, err.msg);
+        return;
+    }
+    serve_metrics_decode(env->metrics, 1, now_seconds() - t0);
+    s->keys[s->n_keys++] = (uint64_t)(uint32_t)id;
+}

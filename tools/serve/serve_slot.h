@@ -1,0 +1,64 @@
+/* A slot: one sequence the server decodes, with its own model context and KV cache, and the
+ * job it is answering. Driven by the engine thread only.
+ *
+ * Prefix reuse: a slot remembers, per KV cache entry, a key of what the entry depends on (the
+ * token id, or for a picture's pad token the picture's hash and the pad's index). A new
+ * request keeps the longest common run of keys and prefills only the rest; pictures inside the
+ * kept run are not encoded again. */
+#ifndef QVL_SERVE_SLOT_H
+#define QVL_SERVE_SLOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qvl/gen_config.h"
+#include "qvl/qwen3vl_model.h"
+#include "qvl/text_stream.h"
+#include "qvl/tokenizer.h"
+#include "serve_job.h"
+#include "serve_metrics.h"
+
+/* What every slot shares (read-only while serving). */
+typedef struct serve_slot_env {
+    const qvl_tokenizer *tok;
+    const qvl_gen_config *gen; /* stop tokens */
+    serve_metrics *metrics;
+    int32_t vocab;             /* logits row length */
+} serve_slot_env;
+
+typedef struct serve_slot {
+    int index;
+    qvl_model *m;
+    uint64_t *keys;       /* [ctx]: keys of the tokens in the KV cache */
+    int64_t n_keys;
+    uint64_t last_used;   /* engine tick of the last job, to pick the least recently used */
+
+    serve_job *job;       /* NULL: idle */
+    qvl_sampler *sampler;
+    float *logits, *work; /* [vocab]: the model's next-token logits; a penalised copy */
+    int32_t *generated;   /* [ctx]: ids generated for the job */
+    int64_t n_generated, max_new;
+    size_t searched;      /* answer bytes already searched for stop strings */
+    qvl_text_stream stream;
+    bool oom;
+} serve_slot;
+
+qvl_status serve_slot_open(serve_slot *s, int index, const char *dir, const qvl_model_options *mo,
+                           qvl_error *err);
+void serve_slot_close(serve_slot *s);
+
+/* Prompt tokens of j this slot's cache already holds (what serve_slot_start would reuse). */
+int64_t serve_slot_reusable(const serve_slot *s, const serve_job *j);
+
+/* Take j (the slot keeps a reference) and prefill its prompt. On failure the job is finished
+ * with an error and released; the slot is idle again. */
+void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env);
+
+/* One token for the slot's job. When the job ends (stop, length, cancelled, error) it is
+ * finished and released and the slot becomes idle. */
+void serve_slot_step(serve_slot *s, const serve_slot_env *env);
+
+/* Finish the slot's job (if any) this way and release it. */
+void serve_slot_end(serve_slot *s, const serve_slot_env *env, serve_finish how, const char *error);
+
+#endif
