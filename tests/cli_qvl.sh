@@ -83,6 +83,10 @@ JSON
   [ "$out" = "151644 872 198 9707" ] && ok "tokenize special tokens" || bad "tokenize special: '$out'"
   out=$("$qvl" tokenize -m "$tmp/m" --decode "9707,1879" 2>&1)
   [ "$out" = "Hello world" ] && ok "tokenize --decode" || bad "tokenize --decode: '$out'"
+  expect_fail "tokenize --decode of an id without a token" 1 "no token has id 999999" -- \
+    "$qvl" tokenize -m "$tmp/m" --decode "9707,999999"
+  expect_fail "tokenize -f /dev/zero stops at its limit" 1 "larger than" -- \
+    "$qvl" tokenize -m "$tmp/m" -f /dev/zero
   printf 'Hello world' > "$tmp/text"
   out=$("$qvl" tokenize -m "$tmp/m" -f - < "$tmp/text" 2>&1)
   [ "$out" = "9707 1879" ] && ok "tokenize -f -" || bad "tokenize -f -: '$out'"

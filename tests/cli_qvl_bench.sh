@@ -13,7 +13,7 @@ bad() { failures=$((failures + 1)); echo "FAIL $1"; }
 "$bench" --help >"$tmp/help" && grep -q -- "--weights" "$tmp/help" && grep -q -- "--json" "$tmp/help" \
   && ok "--help lists the flags" || bad "--help"
 
-for args in "--bogus" "-p 0" "--weights q4" "--image 448" "-r x"; do
+for args in "--bogus" "-p 0" "--weights q4" "--image 448" "-r x" "--image 60000x60000"; do
   # shellcheck disable=SC2086
   "$bench" -m "$fx" $args >"$tmp/out" 2>"$tmp/err"; rc=$?
   lines=$(grep -c . "$tmp/err")

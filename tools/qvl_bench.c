@@ -409,6 +409,12 @@ int main(int argc, char **argv) {
             fprintf(stderr, PROG ": --image: '%s' is not WIDTHxHEIGHT (e.g. 448x448)\n", a.image);
             return 2;
         }
+        /* the synthetic picture obeys the limit every decoded picture does (image.h) */
+        if (r.image_w * r.image_h > qvl_image_max_pixels()) {
+            fprintf(stderr, PROG ": --image %s: %lld pixels, more than the %lld a picture may have\n",
+                    a.image, (long long)(r.image_w * r.image_h), (long long)qvl_image_max_pixels());
+            return 2;
+        }
         r.image_requested = true;
     }
     qvl_log_level_set(a.verbose ? QVL_LOG_INFO : QVL_LOG_WARN);

@@ -12,7 +12,9 @@
 #include "qvl/tokenizer.h"
 #include "qvl_commands.h"
 
-#define MAX_INPUT_BYTES ((size_t)1 << 30)
+/* Far more text than any context holds (about 16M tokens); /dev/zero is refused after this
+ * much, not after a gigabyte. */
+#define MAX_INPUT_BYTES ((size_t)64 << 20)
 
 /* Read a whole file ("-" = stdin) into memory. */
 static char *read_all(const char *path, size_t *len, qvl_error *err) {
@@ -95,8 +97,21 @@ int qvl_cmd_tokenize(int argc, char **argv) {
         int32_t *ids = cli_parse_ids("qvl tokenize", decode, &n);
         char *text = NULL;
         size_t len = 0;
+        /* the library skips ids it has no piece for (a model's vocabulary may be padded past
+         * the tokenizer's); asked to decode, the user hears about them */
+        for (size_t i = 0; ids && i < n; i++) {
+            const char *piece;
+            size_t piece_len;
+            if (qvl_tokenizer_token_to_piece(tok, ids[i], &piece, &piece_len, &err) != QVL_OK) {
+                fprintf(stderr, "qvl tokenize: --decode: %s\n", err.msg);
+                free(ids);
+                ids = NULL;
+                rc = 1;
+                break;
+            }
+        }
         if (!ids) {
-            rc = 2;
+            if (rc == 0) rc = 2;
         } else if (qvl_tokenizer_decode(tok, ids, n, false, &text, &len, &err) != QVL_OK) {
             fprintf(stderr, "qvl tokenize: %s\n", err.msg);
             rc = 1;
