@@ -8,7 +8,8 @@
 pkgs="libyaml-0-2 libyaml-dev libcmocka0 libcmocka-dev libcjson1 libcjson-dev libpcre2-8-0
       libpcre2-dev libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc2 libutf8proc-dev
       libjpeg62-turbo libjpeg62-turbo-dev libpng16-16 libpng-dev zlib1g-dev libgif7 libgif-dev
-      libwebp7 libwebpdemux2 libwebpmux3 libwebp-dev pkgconf pkgconf-bin libpkgconf3 libmicrohttpd12 libmicrohttpd-dev"
+      libwebp7 libwebpdemux2 libwebpmux3 libwebp-dev pkgconf pkgconf-bin libpkgconf3 libmicrohttpd12 libmicrohttpd-dev
+      libedit2 libedit-dev libbsd0 libmd0"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${1:-}" in
 fetch)

@@ -7,10 +7,11 @@ pascal=0
 [ "${1:-}" = "--pascal" ] && pascal=1
 # libjpeg62-turbo-dev, libpng-dev, libgif-dev, libwebp-dev: the picture decoders (the libraries
 # Pillow uses, so pictures decode to Hugging Face's pixels).
+# libedit-dev: line editing and history in qvl chat.
 # clang: compiles the cuda_sm61 kernels for sm_61 as a build check when a CUDA toolkit is
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
 pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
-      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev graphviz clang)
+      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang)
 [ $pascal -eq 1 ] && pkgs+=(python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do

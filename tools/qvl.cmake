@@ -1,6 +1,11 @@
 # qvl: run, chat, tokenize, mkmodel. The version line (qvl --version) carries the git commit
 # seen at configure time and the compiler.
 find_package(Threads REQUIRED)
+# Line editing and history in qvl chat: libedit (BSD-licensed, unlike GNU readline's GPL).
+pkg_check_modules(QVL_LIBEDIT QUIET IMPORTED_TARGET libedit)
+if(NOT QVL_LIBEDIT_FOUND)
+  message(FATAL_ERROR "qvl chat needs libedit (Debian: libedit-dev; scripts/install-deps.sh)")
+endif()
 find_package(Git QUIET)
 set(QVL_GIT_COMMIT "unknown")
 if(GIT_FOUND)
@@ -15,6 +20,8 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/qvl_run.c
   ${CMAKE_CURRENT_LIST_DIR}/run_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
+  ${CMAKE_CURRENT_LIST_DIR}/chat_images.c
+  ${CMAKE_CURRENT_LIST_DIR}/chat_input.c
   ${CMAKE_CURRENT_LIST_DIR}/run_images.c
   ${CMAKE_CURRENT_LIST_DIR}/run_progress.c
   ${CMAKE_CURRENT_LIST_DIR}/run_prompt.c
@@ -25,5 +32,5 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/cli.c)
 target_compile_definitions(qvl PRIVATE QVL_VERSION="${PROJECT_VERSION}"
   QVL_GIT_COMMIT="${QVL_GIT_COMMIT}" QVL_COMPILER="${CMAKE_C_COMPILER_ID} ${CMAKE_C_COMPILER_VERSION}")
-target_link_libraries(qvl PRIVATE qvl-qwen3vl Threads::Threads m)
+target_link_libraries(qvl PRIVATE qvl-qwen3vl PkgConfig::QVL_LIBEDIT Threads::Threads m)
 install(TARGETS qvl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

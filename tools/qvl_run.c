@@ -431,7 +431,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
                                &n_pos);
     if (rc == CLI_HELP) {
         cli_print_help_ex(stdout, chat_mode ? "usage: qvl chat -m MODEL_DIR [options]   "
-                                              "(one message per line; /exit or Ctrl-D ends)"
+                                              "(one message per line; /help lists the commands)"
                                             : "usage: qvl run -m MODEL_DIR -p \"PROMPT\" [options]",
                           opts, n_opts, run_aliases, n_aliases, chat_mode ? run_only : NULL);
         run_images_free(&im);

@@ -103,6 +103,7 @@ static qvl_status slice_features(const qvl_image_features *all, int64_t k0, int6
 
 typedef struct first_token_hook {
     void (*inner)(int32_t id, void *user);
+    bool (*cancel)(void *user);
     void *user;
     run_progress *p;
     run_timings *t;
@@ -117,6 +118,11 @@ static void on_first_token(int32_t id, void *user) {
         if (h->t->first_token_at == 0) h->t->first_token_at = run_now_seconds();
     }
     if (h->inner) h->inner(id, h->user);
+}
+
+static bool hook_cancel(void *user) {
+    const first_token_hook *h = user;
+    return h->cancel && h->cancel(h->user);
 }
 
 qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation *g,
@@ -144,7 +150,12 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
     double t0 = run_now_seconds();
     int64_t k0 = 0; /* image rows the earlier batches took */
     if (st == QVL_OK) run_progress_begin(p, "prefill 0/%lld tokens", (long long)n);
+    bool cancelled = false; /* between batches: the cache then holds whole batches only */
     for (int64_t c0 = 0; st == QVL_OK && c0 < head; c0 += pr->batch) {
+        if (g->cancel && g->cancel(g->user)) {
+            cancelled = true;
+            break;
+        }
         const int64_t len = pr->batch;
         int64_t cnt = 0;
         for (int64_t i = 0; im && i < len; i++) cnt += pr->ids[c0 + i] == pad;
@@ -164,19 +175,22 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
     }
     double head_seconds = run_now_seconds() - t0;
     qvl_image_features rest = {0};
-    if (st == QVL_OK && im) {
+    if (st == QVL_OK && cancelled) r->stop = QVL_STOP_CANCELLED;
+    if (st == QVL_OK && !cancelled && im) {
         st = slice_features(&im->feats, k0, im->feats.n_tokens - k0, &rest, err);
         slice_pos(pos, n, head, n - head, pos_part);
     }
-    if (st == QVL_OK) {
+    if (st == QVL_OK && !cancelled) {
         qvl_generation last = *g;
         last.prompt_logits = pr->prompt_logits ? pr->prompt_logits + head * vocab : NULL;
         last.prompt_pos = im ? pos_part : NULL;
         last.images = im ? &rest : NULL;
         /* The progress line stays until the first token (the last batch is prefilled in
          * there), then goes before the answer is printed. */
-        first_token_hook hook = {.inner = g->on_token, .user = g->user, .p = p, .t = t};
+        first_token_hook hook = {.inner = g->on_token, .cancel = g->cancel, .user = g->user,
+                                 .p = p, .t = t};
         last.on_token = on_first_token;
+        last.cancel = hook_cancel;
         last.user = &hook;
         st = qvl_generate(m, pr->ids + head, n - head, &last, r, err);
     }

@@ -30,7 +30,9 @@ typedef struct run_prompt {
 /* qvl_generate with the prompt split in batches of at most prompt->batch tokens: every batch
  * but the last goes through the model here (the sampler's history sees it in order), the last
  * through qvl_generate. The same tokens as one prefill step: the cache holds exactly what one
- * step would have written, only computed in parts. Adds to t's prefill and decode figures. */
+ * step would have written, only computed in parts. Adds to t's prefill and decode figures.
+ * g->cancel is also asked between prefill batches: true there ends with r->stop
+ * QVL_STOP_CANCELLED, nothing generated and the cache holding the batches done. */
 qvl_status run_generate(qvl_model *m, const run_prompt *prompt, const qvl_generation *g,
                         run_progress *p, run_timings *t, qvl_generation_result *r,
                         qvl_error *err);

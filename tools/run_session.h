@@ -61,7 +61,9 @@ size_t run_count_markers(const char *text);
 qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_images *im,
                            int32_t **ids, int64_t *n, qvl_error *err);
 
-/* The interactive loop of qvl chat; returns the exit status. */
-int run_chat_loop(run_session *s, const run_images *im);
+/* The interactive loop of qvl chat; returns the exit status (130 after Ctrl-C at the prompt).
+ * im's pictures (encoded already) go with the first message: the chat takes them over and
+ * leaves im empty. */
+int run_chat_loop(run_session *s, run_images *im);
 
 #endif

@@ -38,6 +38,10 @@ qvl_status qvl_generate(qvl_model *m, const int32_t *prompt, int64_t n_prompt,
     res->prefill_seconds = t1 - t0;
 
     while (st == QVL_OK) {
+        if (g->cancel && g->cancel(g->user)) {
+            res->stop = QVL_STOP_CANCELLED;
+            break;
+        }
         int32_t id;
         st = qvl_sampler_sample(g->sampler, logits, (size_t)vocab, &id, err);
         if (st != QVL_OK) break;

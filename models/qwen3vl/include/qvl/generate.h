@@ -18,6 +18,7 @@ typedef enum qvl_stop_reason {
     QVL_STOP_EOS = 0,      /* a stop token was sampled (it is not fed to the model) */
     QVL_STOP_MAX_NEW = 1,  /* max_new tokens generated */
     QVL_STOP_CONTEXT = 2,  /* the KV cache is full */
+    QVL_STOP_CANCELLED = 3, /* cancel returned true */
 } qvl_stop_reason;
 
 typedef struct qvl_generation {
@@ -29,6 +30,9 @@ typedef struct qvl_generation {
     bool feed_last;
     /* Called with each generated token (not with the stop token). */
     void (*on_token)(int32_t id, void *user);
+    /* Optional: asked before each token is sampled (with user); true ends generation there.
+     * Every token already passed to on_token is then in the cache (a chat continues from it). */
+    bool (*cancel)(void *user);
     void *user;
     /* Optional: receives the logits of every prompt position, [n_prompt, vocab]. */
     float *prompt_logits;
