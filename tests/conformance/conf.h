@@ -76,7 +76,9 @@ void conf_case_free(conf_case *c);
 void conf_describe(conf_case *c, const char *fmt, ...) QVL_PRINTF(2, 3);
 
 /* A contiguous tensor with its own storage, filled with random values in [lo, hi) (q8_0:
- * random rows quantised; i32: integers in [lo, hi]). Returns the tensor index. */
+ * random rows quantised; q4_k / q6_k: random rows whose 16-element groups vary in centre and
+ * amplitude, quantised with the project's scale search, or its round-to-nearest mode above
+ * 16K values; i32: integers in [lo, hi]). Returns the tensor index. */
 int conf_rand(conf_case *c, qvl_dtype dt, int ndim, const int64_t *shape, float lo, float hi);
 /* A contiguous i32 tensor holding values. */
 int conf_i32(conf_case *c, int64_t n, const int32_t *values);
@@ -84,7 +86,7 @@ int conf_i32(conf_case *c, int64_t n, const int32_t *values);
  * element a kernel forgets to write cannot match. */
 int conf_out(conf_case *c, qvl_dtype dt, int ndim, const int64_t *shape);
 /* A view into base's storage: own shape and strides (elements), element 0 at `offset`
- * elements past base's element 0. */
+ * elements past base's element 0 (a whole number of blocks for a block dtype). */
 int conf_view(conf_case *c, int base, int ndim, const int64_t *shape, const int64_t *stride,
               int64_t offset);
 /* Overwrites element i (row-major over t's shape) of tensor t in host storage. */
@@ -168,6 +170,8 @@ void conf_gen_norm_rope(conf_case *c, int i);
 
 /* Shared by the generators: a random float weight dtype (q8_0 only when allowed). */
 qvl_dtype conf_weight_dtype(conf_rng *r, bool q8_allowed);
+/* q4_k or q6_k, at random (rows of whole 256-element super-blocks). */
+qvl_dtype conf_kquant_dtype(conf_rng *r);
 /* A random small-weight dtype (gamma, beta, bias): f32, f16 or bf16. */
 qvl_dtype conf_small_dtype(conf_rng *r);
 /* An f32 input of the given shape, sometimes a strided view (rows padded, an offset, or a

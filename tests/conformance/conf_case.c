@@ -77,16 +77,20 @@ static void die(const char *what) {
     exit(2);
 }
 
+/* Whole blocks for a block dtype (a q8_0 tensor of odd size still gets its last block). */
 static size_t storage_bytes(qvl_dtype dt, int64_t n) {
-    if (dt == QVL_Q8_0) return (size_t)((n + 31) / 32) * sizeof(qvl_block_q8_0);
-    return (size_t)n * qvl_dtype_block_bytes(dt);
+    int64_t block = (int64_t)qvl_dtype_block_elems(dt);
+    return (size_t)((n + block - 1) / block) * qvl_dtype_block_bytes(dt);
 }
+
+static bool is_kquant(qvl_dtype dt) { return dt == QVL_Q4_K || dt == QVL_Q6_K; }
 
 /* Where a storage starts in its buffer: 0 or a few elements in, so that kernels meet
  * addresses that are element-aligned but not vector-aligned (weights mapped from safetensors
  * are only 2-byte aligned). */
 static size_t random_pad(conf_rng *r, qvl_dtype dt) {
     if (dt == QVL_Q8_0) return (size_t)(conf_irand(r, 0, 1) * 2); /* blocks hold an f16 */
+    if (is_kquant(dt)) return (size_t)(conf_irand(r, 0, 3) * 2);  /* f16 fields; 144 = 9 * 16 */
     return (size_t)conf_irand(r, 0, 3) * qvl_dtype_block_bytes(dt);
 }
 
@@ -122,6 +126,20 @@ static int new_contiguous(conf_case *c, qvl_dtype dt, int ndim, const int64_t *s
     return new_tensor(c, dt, ndim, d.shape, d.stride, s, 0);
 }
 
+/* Values in [lo, hi) for a q4_k / q6_k tensor, 16 at a time (a q6_k sub-block; two make a
+ * q4_k one) around a random centre with a random amplitude of (hi - lo) / 2^0..6, some groups
+ * zero: with uniform data every sub-block gets a similar scale and min, so a kernel that read
+ * a neighbouring sub-block's would be off by little and could pass the matmul tolerance. */
+static void kquant_values(conf_rng *r, float *v, int64_t n, float lo, float hi) {
+    for (int64_t g = 0; g < n; g += 16) {
+        bool zero = conf_irand(r, 0, 15) == 0;
+        float half = (hi - lo) * 0.5f / (float)(1 << conf_irand(r, 0, 6));
+        float mid = conf_frand(r, lo + half, hi - half);
+        for (int64_t i = g; i < g + 16 && i < n; i++)
+            v[i] = zero ? 0.0f : conf_frand(r, mid - half, mid + half);
+    }
+}
+
 int conf_rand(conf_case *c, qvl_dtype dt, int ndim, const int64_t *shape, float lo, float hi) {
     int t = new_contiguous(c, dt, ndim, shape);
     conf_storage *s = &c->st[c->t[t].storage];
@@ -131,11 +149,21 @@ int conf_rand(conf_case *c, qvl_dtype dt, int ndim, const int64_t *shape, float 
             ((int32_t *)s->host)[i] = (int32_t)conf_irand(c->rng, (int64_t)lo, (int64_t)hi);
         return t;
     }
-    int64_t nf = dt == QVL_Q8_0 ? (n + 31) / 32 * 32 : n;
+    int64_t block = (int64_t)qvl_dtype_block_elems(dt), nf = (n + block - 1) / block * block;
     float *v = malloc((size_t)nf * sizeof *v);
     if (!v) die("out of memory");
-    for (int64_t i = 0; i < nf; i++) v[i] = conf_frand(c->rng, lo, hi);
-    qvl_from_f32(dt, v, s->host, nf);
+    if (is_kquant(dt)) {
+        kquant_values(c->rng, v, nf, lo, hi);
+    } else {
+        for (int64_t i = 0; i < nf; i++) v[i] = conf_frand(c->rng, lo, hi);
+    }
+    /* The project's quantisers. The q4_k / q6_k scale search costs ~0.4 us per value, so
+     * tensors over 16K values (64 super-blocks) take its round-to-nearest mode:
+     * same layout, same kind of blocks, 40x faster. */
+    bool search = nf <= 16384;
+    if (dt == QVL_Q4_K) qvl_quantize_row_q4_k(v, (qvl_block_q4_k *)(void *)s->host, nf, search);
+    else if (dt == QVL_Q6_K) qvl_quantize_row_q6_k(v, (qvl_block_q6_k *)(void *)s->host, nf, search);
+    else qvl_from_f32(dt, v, s->host, nf);
     free(v);
     return t;
 }
@@ -159,7 +187,7 @@ int conf_view(conf_case *c, int base, int ndim, const int64_t *shape, const int6
               int64_t offset) {
     const conf_tensor *b = &c->t[base];
     qvl_dtype dt = b->desc.dtype;
-    if (dt == QVL_Q8_0 && offset % 32 != 0) die("q8_0 view offset inside a block");
+    if (offset % (int64_t)qvl_dtype_block_elems(dt) != 0) die("view offset inside a block");
     return new_tensor(c, dt, ndim, shape, stride, b->storage,
                       b->byte_off + qvl_dtype_offset_bytes(dt, offset));
 }
@@ -205,6 +233,16 @@ double conf_get(const conf_tensor *t, const unsigned char *base, int64_t i) {
         memcpy(&b, p + (size_t)(off / 32) * sizeof b, sizeof b);
         return (double)qvl_f16_to_f32(b.d) * b.qs[off % 32];
     }
+    case QVL_Q4_K: {
+        qvl_block_q4_k b;
+        memcpy(&b, p + (size_t)(off / QVL_QK_K) * sizeof b, sizeof b);
+        return qvl_q4_k_elem(&b, (int)(off % QVL_QK_K));
+    }
+    case QVL_Q6_K: {
+        qvl_block_q6_k b;
+        memcpy(&b, p + (size_t)(off / QVL_QK_K) * sizeof b, sizeof b);
+        return qvl_q6_k_elem(&b, (int)(off % QVL_QK_K));
+    }
     default: return NAN;
     }
 }
@@ -239,6 +277,10 @@ void conf_set(conf_case *c, int t, int64_t i, double v) {
 qvl_dtype conf_weight_dtype(conf_rng *r, bool q8_allowed) {
     static const qvl_dtype all[] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
     return all[conf_irand(r, 0, q8_allowed ? 3 : 2)];
+}
+
+qvl_dtype conf_kquant_dtype(conf_rng *r) {
+    return conf_irand(r, 0, 1) ? QVL_Q6_K : QVL_Q4_K;
 }
 
 qvl_dtype conf_small_dtype(conf_rng *r) {

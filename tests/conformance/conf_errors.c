@@ -74,7 +74,7 @@ static void bad_matmul(conf_case *c, qvl_dtype w_dt, int64_t w_k) {
     conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
 }
 
-/* Malformed node m (0..7). */
+/* Malformed node m (0..8). */
 static void malformed(conf_case *c, int m) {
     switch (m) {
     case 0:
@@ -122,6 +122,15 @@ static void malformed(conf_case *c, int m) {
         c->src[3] = c->src[1];
         conf_out(c, QVL_F32, 2, CONF_SHAPE(2, 8));
         break;
+    case 7: {
+        /* rows of 128 values: half a super-block (a view of a [4, 256] q4_k matrix) */
+        conf_describe(c, " a q4_k weight with rows of 128 (half a super-block)");
+        c->src[0] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(3, 128), -1, 1);
+        int w = conf_rand(c, QVL_Q4_K, 2, CONF_SHAPE(4, 256), -1, 1);
+        c->src[1] = conf_view(c, w, 2, CONF_SHAPE(4, 128), CONF_SHAPE(256, 1), 0);
+        conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
+        break;
+    }
     default: {
         conf_describe(c, " 2 rows at 3 into 4");
         int cache = conf_rand(c, QVL_F32, 2, CONF_SHAPE(4, 3), -1, 1);
@@ -159,10 +168,10 @@ static bool build(err_case *e, int k, conf_rng *r) {
         conf_case_init(&e->c, QVL_OP_ATTENTION, r);
         bad_attention_at(&e->c, bad_at_att[k - 12]);
         e->device_rule = MAY_RUN; /* it must still never read past L (compute-sanitizer) */
-    } else if (k < 24) {
-        static const qvl_op ops[8] = {QVL_OP_MATMUL, QVL_OP_MATMUL, QVL_OP_MUL, QVL_OP_RMS_NORM,
+    } else if (k < 25) {
+        static const qvl_op ops[9] = {QVL_OP_MATMUL, QVL_OP_MATMUL, QVL_OP_MUL, QVL_OP_RMS_NORM,
                                       QVL_OP_ROPE, QVL_OP_ATTENTION, QVL_OP_MLP_RESIDUAL,
-                                      QVL_OP_STORE_ROWS};
+                                      QVL_OP_MATMUL, QVL_OP_STORE_ROWS};
         conf_case_init(&e->c, ops[k - 16], r);
         malformed(&e->c, k - 16);
         e->device_rule = MALFORMED;

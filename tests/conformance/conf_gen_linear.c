@@ -1,8 +1,11 @@
 /* Cases of the matmul-like ops: MATMUL (2-D weights with and without bias, 3-D weight
  * batches shared by groups of a's batches), NORM_LINEAR (1..3 projections, rms and layer
  * norm, biases) and MLP_RESIDUAL (silu gated, gelu tanh/erf, none). Every weight dtype the
- * contract allows (q8_0 with whole 32-element blocks per row), activations and weights as
- * strided views. */
+ * contract allows (q8_0 with whole 32-element blocks per row, q4_k and q6_k with whole
+ * 256-element super-blocks), activations and weights as strided views (for the block dtypes
+ * only those tensor.h's layout rule allows: rows of a bigger matrix, windows of wider rows
+ * that start at a block, heads-first 3-D views). Each op's fixed cases are its float/q8_0
+ * edge shapes, then its q4_k/q6_k edge shapes, then random ones of every dtype. */
 #include "conf.h"
 
 /* ---- MATMUL ---- */
@@ -12,8 +15,9 @@ enum {
     MM_A_PAD = 2,      /* a's rows padded (row stride > K), at an offset */
     MM_A_T = 4,        /* a transposed (column stride != 1) */
     MM_W_ODD = 8,      /* w = every other row of a bigger matrix */
-    MM_W_SHIFT = 16,   /* w one element into its storage (misaligned rows; not q8_0) */
+    MM_W_SHIFT = 16,   /* w one element into its storage (misaligned rows; not block dtypes) */
     MM_A_3D = 32,      /* a as a 3-D view [2, M/2, K] of padded rows */
+    MM_W_WIN = 64,     /* w = columns [blk, blk + K) of rows 2 blocks wider (blk: 1 or a block) */
 };
 
 /* Shapes that cross the blocking of known kernels and end part-way through each block:
@@ -35,7 +39,30 @@ static const struct { int64_t M, K, N; int flags; } mm_edges[] = {
 #define N_MM_EDGES ((int)(sizeof mm_edges / sizeof mm_edges[0]))
 #define N_MM_2D_EDGE_CASES (N_MM_EDGES * 4)
 
+/* q4_k / q6_k shapes, K whole super-blocks: decode GEMVs (M of 1 or 2, N from 1 to 1030, K up to
+ * the model's 6144-wide down projection), GEMM tiles (M of 6, 13, 40, 150), bias, and every
+ * weight view the layout rule allows. Each runs with q4_k and q6_k. */
+static const struct { int64_t M, K, N; int flags; } mm_kq_edges[] = {
+    {1, 256, 33, 0},                 {1, 2048, 1030, MM_BIAS},
+    {1, 6144, 64, MM_W_WIN},         {2, 256, 1, 0},
+    {3, 512, 41, MM_BIAS | MM_W_ODD}, {6, 768, 16, MM_A_PAD},
+    {7, 256, 17, MM_A_T | MM_W_WIN},  {13, 1024, 144, MM_BIAS},
+    {150, 768, 130, MM_BIAS},        {152, 512, 97, MM_A_3D | MM_BIAS | MM_W_WIN},
+    {40, 2048, 200, MM_A_PAD | MM_W_ODD},
+};
+#define N_MM_KQ_EDGES ((int)(sizeof mm_kq_edges / sizeof mm_kq_edges[0]))
+#define N_MM_FIXED_CASES (N_MM_2D_EDGE_CASES + 2 * N_MM_KQ_EDGES)
+
 static const qvl_dtype w_dtypes[4] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
+static const qvl_dtype kq_dtypes[2] = {QVL_Q4_K, QVL_Q6_K};
+
+static bool is_kquant(qvl_dtype dt) { return dt == QVL_Q4_K || dt == QVL_Q6_K; }
+
+/* K rounded up to whole blocks of wd. */
+static int64_t whole_blocks(qvl_dtype wd, int64_t K) {
+    int64_t b = (int64_t)qvl_dtype_block_elems(wd);
+    return (K + b - 1) / b * b;
+}
 
 /* a [M, K] f32 with the layout flags ask for. */
 static int mm_activation(conf_case *c, int64_t M, int64_t K, int flags) {
@@ -58,15 +85,20 @@ static int mm_weight(conf_case *c, qvl_dtype wd, int64_t N, int64_t K, int flags
         int b = conf_rand(c, wd, 2, CONF_SHAPE(2 * N, K), -1, 1);
         return conf_view(c, b, 2, CONF_SHAPE(N, K), CONF_SHAPE(2 * K, 1), K);
     }
-    if ((flags & MM_W_SHIFT) && wd != QVL_Q8_0) {
+    if ((flags & MM_W_SHIFT) && !qvl_dtype_is_quant(wd)) {
         int b = conf_rand(c, wd, 2, CONF_SHAPE(N + 1, K), -1, 1);
         return conf_view(c, b, 2, CONF_SHAPE(N, K), CONF_SHAPE(K, 1), 1);
+    }
+    if (flags & MM_W_WIN) {
+        int64_t blk = (int64_t)qvl_dtype_block_elems(wd), wide = K + 2 * blk;
+        int b = conf_rand(c, wd, 2, CONF_SHAPE(N, wide), -1, 1);
+        return conf_view(c, b, 2, CONF_SHAPE(N, K), CONF_SHAPE(wide, 1), blk);
     }
     return conf_rand(c, wd, 2, CONF_SHAPE(N, K), -1, 1);
 }
 
 static void mm_2d(conf_case *c, qvl_dtype wd, int64_t M, int64_t K, int64_t N, int flags) {
-    if (wd == QVL_Q8_0) K = (K + 31) / 32 * 32;
+    K = whole_blocks(wd, K);
     if (flags & MM_A_3D) M = M / 2 * 2;
     conf_describe(c, " 2-D w %s M=%lld K=%lld N=%lld flags=%d", qvl_dtype_name(wd), (long long)M,
                   (long long)K, (long long)N, flags);
@@ -85,7 +117,9 @@ static void mm_3d(conf_case *c, int i) {
     int64_t M = conf_size(r, 40), K = conf_size(r, 70), N = conf_size(r, 70);
     int layout = i % 3;
     qvl_dtype wd = conf_weight_dtype(r, layout == 0);
+    if (layout < 2 && conf_irand(r, 0, 3) == 0) wd = conf_kquant_dtype(r); /* v^T splits blocks */
     if (wd == QVL_Q8_0) K = 32 * conf_irand(r, 1, 3);
+    if (is_kquant(wd)) K = QVL_QK_K * conf_irand(r, 1, 2);
     conf_describe(c, " 3-D w %s B=%lld Bw=%lld M=%lld K=%lld N=%lld layout %d", qvl_dtype_name(wd),
                   (long long)B, (long long)Bw, (long long)M, (long long)K, (long long)N, layout);
     if (layout == 0) { /* contiguous */
@@ -111,13 +145,21 @@ void conf_gen_matmul(conf_case *c, int i) {
         mm_2d(c, w_dtypes[i % 4], mm_edges[e].M, mm_edges[e].K, mm_edges[e].N, mm_edges[e].flags);
         return;
     }
+    if (i < N_MM_FIXED_CASES) {
+        int k = i - N_MM_2D_EDGE_CASES, e = k / 2;
+        mm_2d(c, kq_dtypes[k % 2], mm_kq_edges[e].M, mm_kq_edges[e].K, mm_kq_edges[e].N,
+              mm_kq_edges[e].flags);
+        return;
+    }
     if (i % 4 == 0) {
         mm_3d(c, i / 4);
         return;
     }
-    qvl_dtype wd = w_dtypes[i % 4 == 3 ? conf_irand(r, 0, 3) : i % 4 - 1];
+    static const qvl_dtype any[6] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
+    qvl_dtype wd = i % 4 == 3 ? any[conf_irand(r, 0, 5)] : w_dtypes[i % 4 - 1];
     int64_t M = conf_size(r, 40), K = conf_size(r, 300), N = conf_size(r, 80);
-    int flags = (int)conf_irand(r, 0, 63);
+    int flags = (int)conf_irand(r, 0, 127);
+    if (is_kquant(wd)) K = QVL_QK_K * conf_irand(r, 1, 3);
     if ((flags & MM_A_3D) && M < 2) M = 2;
     if ((flags & MM_A_T) && (flags & MM_A_3D)) flags &= ~MM_A_T;
     mm_2d(c, wd, M, K, N, flags);
@@ -134,12 +176,29 @@ static const struct { int64_t M, D, N[3]; int n_proj; } nl_edges[] = {
 };
 #define N_NL_EDGES ((int)(sizeof nl_edges / sizeof nl_edges[0]))
 
+/* q4_k / q6_k projections (D whole super-blocks): the model's decode and prefill QKV with
+ * q6_k v as Q4_K_M mixes them, q4_k / q6_k next to float and q8_0 projections, one block.
+ * Each runs twice: rms then layer norm, q4_k and q6_k swapped. */
+static const struct { int64_t M, D, N[3]; int n_proj; qvl_dtype wd[3]; } nl_kq_edges[] = {
+    {1, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q6_K}},
+    {3, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q4_K}},
+    {8, 512, {301, 77, 130}, 3, {QVL_Q6_K, QVL_Q4_K, QVL_F16}},
+    {7, 256, {13, 0, 0}, 1, {QVL_Q4_K}},
+    {150, 768, {72, 40, 40}, 3, {QVL_Q6_K, QVL_Q8_0, QVL_Q6_K}},
+    {2, 256, {301, 77, 0}, 2, {QVL_Q4_K, QVL_BF16}},
+};
+#define N_NL_KQ_EDGES ((int)(sizeof nl_kq_edges / sizeof nl_kq_edges[0]))
+
 static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *N, int n_proj,
                              int norm, const qvl_dtype *wd) {
     conf_rng *r = c->rng;
-    bool any_q8 = false;
-    for (int j = 0; j < n_proj; j++) any_q8 |= wd[j] == QVL_Q8_0;
+    bool any_q8 = false, any_kq = false;
+    for (int j = 0; j < n_proj; j++) {
+        any_q8 |= wd[j] == QVL_Q8_0;
+        any_kq |= is_kquant(wd[j]);
+    }
     if (any_q8) D = (D + 31) / 32 * 32;
+    if (any_kq) D = whole_blocks(QVL_Q4_K, D);
     c->params.norm_linear = (qvl_norm_linear_params){.norm = norm, .eps = 1e-6f, .n_proj = n_proj};
     conf_describe(c, " %s M=%lld D=%lld", norm == QVL_NORM_RMS ? "rms" : "layer", (long long)M,
                   (long long)D);
@@ -149,7 +208,14 @@ static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *
         c->src[2] = conf_rand(c, conf_small_dtype(r), 1, &D, -1, 1);
     int64_t total = 0;
     for (int j = 0; j < n_proj; j++) {
-        c->src[3 + 2 * j] = conf_rand(c, wd[j], 2, CONF_SHAPE(N[j], D), -0.5f, 0.5f);
+        if (is_kquant(wd[j]) && conf_irand(r, 0, 2) == 0) { /* columns [256, 256 + D) */
+            int b = conf_rand(c, wd[j], 2, CONF_SHAPE(N[j], D + 2 * QVL_QK_K), -0.5f, 0.5f);
+            c->src[3 + 2 * j] =
+                conf_view(c, b, 2, CONF_SHAPE(N[j], D), CONF_SHAPE(D + 2 * QVL_QK_K, 1), QVL_QK_K);
+            conf_describe(c, " (w%d a window)", j + 1);
+        } else {
+            c->src[3 + 2 * j] = conf_rand(c, wd[j], 2, CONF_SHAPE(N[j], D), -0.5f, 0.5f);
+        }
         if (conf_irand(r, 0, 1)) c->src[4 + 2 * j] = conf_rand(c, conf_small_dtype(r), 1, &N[j], -1, 1);
         conf_describe(c, " w%d %s [%lld]%s", j + 1, qvl_dtype_name(wd[j]), (long long)N[j],
                       c->src[4 + 2 * j] >= 0 ? "+b" : "");
@@ -168,14 +234,27 @@ void conf_gen_norm_linear(conf_case *c, int i) {
                          i % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd);
         return;
     }
+    if (i < N_NL_EDGES * 4 + N_NL_KQ_EDGES * 2) {
+        int k = i - N_NL_EDGES * 4, e = k / 2;
+        for (int j = 0; j < 3; j++) {
+            wd[j] = nl_kq_edges[e].wd[j];
+            if (k % 2 && is_kquant(wd[j])) wd[j] = wd[j] == QVL_Q4_K ? QVL_Q6_K : QVL_Q4_K;
+        }
+        norm_linear_case(c, nl_kq_edges[e].M, nl_kq_edges[e].D, nl_kq_edges[e].N,
+                         nl_kq_edges[e].n_proj, k % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd);
+        return;
+    }
     int n_proj = (int)conf_irand(r, 1, 3);
     int64_t N[3];
     for (int j = 0; j < 3; j++) {
         wd[j] = conf_weight_dtype(r, true);
         N[j] = conf_size(r, 70);
     }
-    norm_linear_case(c, conf_size(r, 20), conf_size(r, 200), N, n_proj,
-                     (int)conf_irand(r, 0, 1), wd);
+    int64_t M = conf_size(r, 20), D = conf_size(r, 200);
+    int norm = (int)conf_irand(r, 0, 1);
+    if (i % 8 == 7) /* one in eight random cases has a q4_k or q6_k first projection */
+        wd[0] = conf_kquant_dtype(r);
+    norm_linear_case(c, M, D, N, n_proj, norm, wd);
 }
 
 /* ---- MLP_RESIDUAL ---- */
@@ -186,10 +265,18 @@ static const struct { int64_t M, D, F; } mlp_edges[] = {
 };
 #define N_MLP_EDGES ((int)(sizeof mlp_edges / sizeof mlp_edges[0]))
 
+/* q4_k / q6_k down projections (F whole super-blocks): a decode MLP as long as the model's
+ * (F 6144; D kept small for the run time), a vision-sized one, prefill rows, one block. Each
+ * runs with q4_k and q6_k, the activation turning with the case. */
+static const struct { int64_t M, D, F; } mlp_kq_edges[] = {
+    {1, 320, 6144}, {3, 96, 1536}, {150, 150, 512}, {20, 40, 256}, {1, 13, 768}, {8, 64, 4096},
+};
+#define N_MLP_KQ_EDGES ((int)(sizeof mlp_kq_edges / sizeof mlp_kq_edges[0]))
+
 static void mlp_case(conf_case *c, int64_t M, int64_t D, int64_t F, int act, qvl_dtype wd,
                      bool bias) {
     conf_rng *r = c->rng;
-    if (wd == QVL_Q8_0) F = (F + 31) / 32 * 32;
+    F = whole_blocks(wd, F);
     c->params.mlp.act = act;
     static const char *const names[] = {"silu", "gelu_tanh", "gelu_erf", "none"};
     conf_describe(c, " %s w %s M=%lld D=%lld F=%lld%s", names[act], qvl_dtype_name(wd),
@@ -217,6 +304,16 @@ void conf_gen_mlp_residual(conf_case *c, int i) {
                  i % 3 != 0);
         return;
     }
-    mlp_case(c, conf_size(r, 20), conf_size(r, 60), conf_size(r, 200), (int)conf_irand(r, 0, 3),
-             conf_weight_dtype(r, true), conf_irand(r, 0, 1));
+    if (i < N_MLP_EDGES * 4 + N_MLP_KQ_EDGES * 2) {
+        int k = i - N_MLP_EDGES * 4, e = k / 2;
+        mlp_case(c, mlp_kq_edges[e].M, mlp_kq_edges[e].D, mlp_kq_edges[e].F, (k + k / 2) % 4,
+                 kq_dtypes[k % 2], k % 3 != 0); /* every activation with each dtype */
+        return;
+    }
+    int64_t M = conf_size(r, 20), D = conf_size(r, 60), F = conf_size(r, 200);
+    int act = (int)conf_irand(r, 0, 3);
+    qvl_dtype wd = conf_weight_dtype(r, true);
+    bool bias = conf_irand(r, 0, 1);
+    if (i % 8 == 7) wd = conf_kquant_dtype(r); /* one in eight random cases */
+    mlp_case(c, M, D, F, act, wd, bias);
 }

@@ -1,25 +1,52 @@
-/* Cases of the ops that move rows: GET_ROWS (every table dtype), CONT (every dtype,
+/* Cases of the ops that move rows: GET_ROWS (every table dtype; q4_k / q6_k tables of whole
+ * 256-element super-blocks; block tables contiguous, every other row, or a window of wider
+ * rows), CONT (every dtype,
  * permuted and row-subset views), STORE_ROWS and STORE_ROWS_AT (f32 rows into f32, f16 and
  * bf16 caches: the whole cache is compared, so rows that must not be touched are checked too),
  * SET_ROWS and ADD_ROWS (repeated indices: the last wins / they add up in order). */
 #include "conf.h"
 
-static const qvl_dtype all_weights[4] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
+static const qvl_dtype all_weights[6] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
 
 /* ---- GET_ROWS ---- */
 
+/* q4_k / q6_k tables: one block per row, the model's 2048-wide embedding rows (one id, as in
+ * decode), three blocks. Each with q4_k and q6_k. */
+static const struct { int64_t V, D, N; } gr_kq_edges[] = {
+    {50, 256, 7}, {9, 2048, 1}, {60, 768, 20},
+};
+#define N_GR_KQ_EDGES ((int)(sizeof gr_kq_edges / sizeof gr_kq_edges[0]))
+
+/* Fixed cases 0..7: every float/q8_0 dtype at [50, 37] and [*, 2048]; then the q4_k / q6_k
+ * edges; then random cases of all six dtypes. */
 void conf_gen_get_rows(conf_case *c, int i) {
     conf_rng *r = c->rng;
-    qvl_dtype dt = all_weights[i % 4];
+    int kq = i - 8;
+    qvl_dtype dt = i < 8 ? all_weights[i % 4]
+                 : kq < 2 * N_GR_KQ_EDGES ? all_weights[4 + kq % 2] : all_weights[i % 6];
     int64_t V = i < 4 ? 50 : conf_size(r, 60), D = i < 4 ? 37 : i < 8 ? 2048 : conf_size(r, 200);
     int64_t N = i < 4 ? 7 : i < 8 ? 1 : conf_size(r, 20);
+    if (i >= 8 && kq < 2 * N_GR_KQ_EDGES) {
+        V = gr_kq_edges[kq / 2].V;
+        D = gr_kq_edges[kq / 2].D;
+        N = gr_kq_edges[kq / 2].N;
+    } else if (dt == QVL_Q4_K || dt == QVL_Q6_K) {
+        D = QVL_QK_K * conf_irand(r, 1, 3);
+    }
     if (dt == QVL_Q8_0) D = (D + 31) / 32 * 32;
     conf_describe(c, " table %s [%lld, %lld] N=%lld", qvl_dtype_name(dt), (long long)V, (long long)D,
                   (long long)N);
-    if (conf_irand(r, 0, 3) == 0) { /* the table as every other row of a bigger one */
+    int layout = (int)conf_irand(r, 0, 3);
+    if (layout == 0) { /* the table as every other row of a bigger one */
         int big = conf_rand(c, dt, 2, CONF_SHAPE(2 * V, D), -2, 2);
         c->src[0] = conf_view(c, big, 2, CONF_SHAPE(V, D), CONF_SHAPE(2 * D, 1), D);
         conf_describe(c, " (odd rows)");
+    } else if (layout == 1 && qvl_dtype_is_quant(dt)) {
+        /* columns [blk, blk + D) of rows two blocks wider: a window that starts at a block */
+        int64_t blk = (int64_t)qvl_dtype_block_elems(dt), W = D + 2 * blk;
+        int big = conf_rand(c, dt, 2, CONF_SHAPE(V, W), -2, 2);
+        c->src[0] = conf_view(c, big, 2, CONF_SHAPE(V, D), CONF_SHAPE(W, 1), blk);
+        conf_describe(c, " (a window of wider rows)");
     } else {
         c->src[0] = conf_rand(c, dt, 2, CONF_SHAPE(V, D), -2, 2);
     }

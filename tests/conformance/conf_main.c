@@ -24,8 +24,8 @@
  * so every budget is at least the number of edge cases. The budgets keep a release run near
  * 10 s per backend on two cores and an ASan/UBSan run under a minute. */
 static const conf_op_cases op_cases[] = {
-    {QVL_OP_GET_ROWS, conf_gen_get_rows, 120},
-    {QVL_OP_MATMUL, conf_gen_matmul, 400},
+    {QVL_OP_GET_ROWS, conf_gen_get_rows, 126},
+    {QVL_OP_MATMUL, conf_gen_matmul, 422},
     {QVL_OP_ADD, conf_gen_add, 160},
     {QVL_OP_MUL, conf_gen_mul, 160},
     {QVL_OP_SCALE, conf_gen_scale, 80},
@@ -40,9 +40,9 @@ static const conf_op_cases op_cases[] = {
     {QVL_OP_MASK_SEGMENTS, conf_gen_mask_segments, 80},
     {QVL_OP_CONT, conf_gen_cont, 100},
     {QVL_OP_STORE_ROWS, conf_gen_store_rows, 100},
-    {QVL_OP_NORM_LINEAR, conf_gen_norm_linear, 240},
+    {QVL_OP_NORM_LINEAR, conf_gen_norm_linear, 252},
     {QVL_OP_ATTENTION, conf_gen_attention, 300},
-    {QVL_OP_MLP_RESIDUAL, conf_gen_mlp_residual, 200},
+    {QVL_OP_MLP_RESIDUAL, conf_gen_mlp_residual, 212},
     {QVL_OP_SET_ROWS, conf_gen_set_rows, 80},
     {QVL_OP_ADD_ROWS, conf_gen_add_rows, 80},
     {QVL_OP_STORE_ROWS_AT, conf_gen_store_rows_at, 100},

@@ -2,8 +2,9 @@
  *
  * For every element i of the output:   |got - want| <= atol + rtol * scale + q8[i]
  * where scale = max |want| over the node's finite outputs, and q8[i] (only for matmul-like
- * ops with q8_0 weights) is the rounding bound explained below. Infinities and NaN must be
- * reproduced exactly (-inf from masks, all -inf rows, NaN where the oracle gives NaN).
+ * ops with q8_0, q4_k or q6_k weights) is the activation-rounding bound explained below.
+ * Infinities and NaN must be reproduced exactly (-inf from masks, all -inf rows, NaN where
+ * the oracle gives NaN).
  *
  * The values are the ones the per-backend harnesses this suite replaces asserted
  * (test_cpu_avx2_ops.c, test_cuda_ops.c, test_reference_ops.c), taking for each op the
@@ -15,17 +16,24 @@
  *     MUL, SCALE. Each output element is a copy, an exact dtype conversion (dtype.h: f16/bf16/
  *     q8_0 to f32 is exact, f32 to f16/bf16 rounds to nearest even), -inf, or ONE correctly
  *     rounded f32 operation (repeated ADD_ROWS indices add in k order, as ops.h says). Any
- *     IEEE implementation gives the same bits.
+ *     IEEE implementation gives the same bits. q4_k and q6_k decode the same way: d*sc*q
+ *     (f16 d: 11 significant bits, times integers below 2^10 for q4_k's 6-bit sc and 4-bit q,
+ *     below 2^12 for q6_k's |sc * (q - 32)|) and dmin*m are exact in f32 in any order, so
+ *     q4_k's d*sc*q - dmin*m is one correctly rounded subtraction and q6_k's value is exact.
  *  matmul (atol 1e-6, rtol 1e-6 sqrt(K)): the oracle sums K products in double, a backend in
  *     f32 in any order. A sum of K f32 roundings grows like sqrt(K) * 6e-8 relative to the
  *     magnitude of the terms; 1e-6 sqrt(K) leaves a margin of ~16x over what cpu_avx2
- *     measured (~1e-7 sqrt(K)). Both sides read the same stored weights (decoding is exact),
- *     so the weight dtype does not enter, except:
- *  q8_0 weights: a backend may round the activations to int8 blocks too (scale max|a|/127 per
- *     32 values, as llama.cpp and cuda_sm61's __dp4a path do), moving each a_k by at most
- *     max|a_block|/254. q8[i] is that rigorous bound: sum over blocks of max|a_block|/254 *
- *     sum_k |w_k|, +1% because the kernel's a is f32, computed from the host inputs (for
- *     NORM_LINEAR from the normalised rows, for MLP_RESIDUAL from act(a) (* up), in double).
+ *     measured (~1e-7 sqrt(K)). Both sides read the same stored weights (decoding is exact,
+ *     see above, for q4_k and q6_k too), so the weight dtype does not enter, except:
+ *  q8_0, q4_k, q6_k weights: a backend may round the activations to int8 blocks too (scale
+ *     max|a|/127 per 32 values, as llama.cpp and cuda_sm61's __dp4a path do for q8_0, and as
+ *     int8 kernels for q4_k / q6_k on cpu_avx2 and cuda_sm61 may), moving each a_k by at most
+ *     max|a_block|/254. q8[i] is that rigorous bound: sum over 32-element blocks of
+ *     max|a_block|/254 * sum_k |w_k| (w decoded from the stored blocks), +1% because the
+ *     kernel's a is f32, computed from the host inputs (for NORM_LINEAR from the normalised
+ *     rows, for MLP_RESIDUAL from act(a) (* up), in double). It does not cover activations
+ *     rounded over blocks longer than 32 (one int8 scale per 256 values): such a kernel
+ *     needs this bound stated for its block first.
  *  norm_linear, mlp_residual (atol 1e-5, rtol 1e-6 sqrt(K) + 1e-6): the matmul bound, plus
  *     the norm's or the activation's own f32 rounding (1e-6 relative, see norms) carried
  *     through the projection.
@@ -56,14 +64,14 @@ typedef struct conf_tol {
     double atol;
     double rtol;       /* times scale */
     double rtol_sqrtk; /* times sqrt(K) * scale, K = the op's dot-product length */
-    bool q8;           /* add the q8_0 activation-rounding bound */
+    bool q8;           /* add the int8 activation-rounding bound (block-dtype weights) */
     const char *text;
 } conf_tol;
 
 #define EXACT {0, 0, 0, false, "exact"}
 static const conf_tol tols[QVL_OP_COUNT] = {
     [QVL_OP_GET_ROWS] = EXACT,
-    [QVL_OP_MATMUL] = {1e-6, 0, 1e-6, true, "1e-6 + 1e-6 sqrt(K) max|ref| (+ q8_0 bound)"},
+    [QVL_OP_MATMUL] = {1e-6, 0, 1e-6, true, "1e-6 + 1e-6 sqrt(K) max|ref| (+ int8 bound: q8_0/q4_k/q6_k w)"},
     [QVL_OP_ADD] = EXACT,
     [QVL_OP_MUL] = EXACT,
     [QVL_OP_SCALE] = EXACT,
@@ -78,9 +86,9 @@ static const conf_tol tols[QVL_OP_COUNT] = {
     [QVL_OP_MASK_SEGMENTS] = EXACT,
     [QVL_OP_CONT] = EXACT,
     [QVL_OP_STORE_ROWS] = EXACT,
-    [QVL_OP_NORM_LINEAR] = {1e-5, 1e-6, 1e-6, true, "1e-5 + (1e-6 + 1e-6 sqrt(K)) max|ref| (+ q8_0 bound)"},
+    [QVL_OP_NORM_LINEAR] = {1e-5, 1e-6, 1e-6, true, "1e-5 + (1e-6 + 1e-6 sqrt(K)) max|ref| (+ int8 bound)"},
     [QVL_OP_ATTENTION] = {1e-6, 1e-5, 0, false, "1e-6 + 1e-5 max|ref| + 8u max|v| T (T = max |scale| sum|q k|)"},
-    [QVL_OP_MLP_RESIDUAL] = {1e-5, 1e-6, 1e-6, true, "1e-5 + (1e-6 + 1e-6 sqrt(F)) max|ref| (+ q8_0 bound)"},
+    [QVL_OP_MLP_RESIDUAL] = {1e-5, 1e-6, 1e-6, true, "1e-5 + (1e-6 + 1e-6 sqrt(F)) max|ref| (+ int8 bound)"},
     [QVL_OP_SET_ROWS] = EXACT,
     [QVL_OP_ADD_ROWS] = EXACT,
     [QVL_OP_STORE_ROWS_AT] = EXACT,
@@ -92,7 +100,7 @@ const char *conf_tolerance_text(qvl_op op) {
     return (int)op >= 0 && op < QVL_OP_COUNT && tols[op].text ? tols[op].text : "?";
 }
 
-/* ---- the q8_0 activation-rounding bound ---- */
+/* ---- the int8 activation-rounding bound (q8_0, q4_k, q6_k weights) ---- */
 
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
 static double gelu_tanh_d(double x) {
@@ -102,30 +110,54 @@ static double gelu_tanh_d(double x) {
 }
 static double gelu_erf_d(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
 
-/* Adds, for activation rows x [rows, K] against weight w ([N, K] slice number wb of a 2-D or
- * 3-D weight; rows r use slice wslice(r)), the bound to extra[r * width + col + n]. */
-static void q8_rows(const conf_case *c, const double *x, int64_t rows, int64_t K, int w,
+#define ACT_BLOCK 32 /* the activation block the bound assumes */
+
+/* sums[n * nb + b] = sum |w| over block b of row n of slice `slice` of a block-dtype weight
+ * (rows of whole blocks, inner stride 1: tensor.h), decoded as the backends decode it. */
+static void weight_block_sums(const conf_tensor *wt, const unsigned char *host, int64_t slice,
+                              int64_t K, double *sums, float *row) {
+    const qvl_tensor_desc *d = &wt->desc;
+    int64_t N = d->shape[d->ndim - 2], nb = (K + ACT_BLOCK - 1) / ACT_BLOCK;
+    for (int64_t n = 0; n < N; n++) {
+        int64_t off = n * d->stride[d->ndim - 2] + (d->ndim == 3 ? slice * d->stride[0] : 0);
+        qvl_to_f32(d->dtype, host + wt->byte_off + qvl_dtype_offset_bytes(d->dtype, off), row, K);
+        double *s = sums + n * nb;
+        for (int64_t b = 0; b < nb; b++) s[b] = 0;
+        for (int64_t k = 0; k < K; k++) s[k / ACT_BLOCK] += fabs(row[k]);
+    }
+}
+
+/* Adds, for activation rows x [rows, K] against weight w ([N, K] slice of a 2-D or 3-D
+ * weight; row r uses slice (r / rows_per_slice) / group), the bound to
+ * extra[r * width + col + n]. False when out of memory. */
+static bool q8_rows(const conf_case *c, const double *x, int64_t rows, int64_t K, int w,
                     int64_t rows_per_slice, int64_t group, int64_t col, int64_t width,
                     double *extra) {
     const conf_tensor *wt = &c->t[w];
     const unsigned char *wb = c->st[wt->storage].host;
-    int64_t N = wt->desc.shape[wt->desc.ndim - 2];
-    for (int64_t r = 0; r < rows; r++) {
+    int64_t N = wt->desc.shape[wt->desc.ndim - 2], nb = (K + ACT_BLOCK - 1) / ACT_BLOCK;
+    double *sums = malloc((size_t)(N * nb) * sizeof *sums);
+    double *amax = malloc((size_t)nb * sizeof *amax);
+    float *row = malloc((size_t)K * sizeof *row);
+    bool ok = sums && amax && row;
+    int64_t have = -1; /* the slice in sums */
+    for (int64_t r = 0; ok && r < rows; r++) {
         int64_t slice = wt->desc.ndim == 3 ? (r / rows_per_slice) / group : 0;
+        if (slice != have) weight_block_sums(wt, wb, have = slice, K, sums, row);
         const double *xr = x + r * K;
+        for (int64_t b = 0; b < nb; b++) amax[b] = 0;
+        for (int64_t k = 0; k < K; k++)
+            amax[k / ACT_BLOCK] = fmax(amax[k / ACT_BLOCK], fabs(xr[k]));
         for (int64_t n = 0; n < N; n++) {
             double sum = 0;
-            for (int64_t k0 = 0; k0 < K; k0 += 32) {
-                double amax = 0, wsum = 0;
-                for (int64_t k = k0; k < k0 + 32 && k < K; k++) {
-                    amax = fmax(amax, fabs(xr[k]));
-                    wsum += fabs(conf_get(wt, wb, (slice * N + n) * K + k));
-                }
-                sum += amax / 254.0 * wsum;
-            }
+            for (int64_t b = 0; b < nb; b++) sum += amax[b] / 254.0 * sums[n * nb + b];
             extra[r * width + col + n] += sum * 1.01;
         }
     }
+    free(sums);
+    free(amax);
+    free(row);
+    return ok;
 }
 
 /* The activation rows a kernel would quantise, in double, for a matmul-like op. */
@@ -169,15 +201,17 @@ static double *activation_rows(const conf_case *c, int64_t *rows_out, int64_t *k
     return v;
 }
 
-/* Per-element q8_0 allowance, or NULL when the node has no q8_0 weight (caller frees). */
-static double *q8_bound(const conf_case *c) {
+/* Per-element int8 allowance, or NULL when the node has no block-dtype weight (caller frees);
+ * *nomem set when it could not be computed. */
+static double *q8_bound(const conf_case *c, bool *nomem) {
     int ws[3] = {-1, -1, -1};
     if (c->op == QVL_OP_MATMUL) ws[0] = c->src[1];
     else if (c->op == QVL_OP_MLP_RESIDUAL) ws[0] = c->src[2];
     else if (c->op == QVL_OP_NORM_LINEAR)
         for (int j = 0; j < 3; j++) ws[j] = c->src[3 + 2 * j];
     bool any = false;
-    for (int j = 0; j < 3; j++) any |= ws[j] >= 0 && c->t[ws[j]].desc.dtype == QVL_Q8_0;
+    for (int j = 0; j < 3; j++) any |= ws[j] >= 0 && qvl_dtype_is_quant(c->t[ws[j]].desc.dtype);
+    *nomem = false;
     if (!any) return NULL;
     const qvl_tensor_desc *od = &c->t[c->dst].desc;
     int64_t width = od->shape[od->ndim - 1], rows, K;
@@ -185,6 +219,7 @@ static double *q8_bound(const conf_case *c) {
     double *x = extra ? activation_rows(c, &rows, &K) : NULL;
     if (!x) {
         free(extra);
+        *nomem = true;
         return NULL;
     }
     /* 3-D weights: rows of batch b = r / M use weight slice b / (B / Bw) */
@@ -197,8 +232,13 @@ static double *q8_bound(const conf_case *c) {
     int64_t col = 0;
     for (int j = 0; j < 3 && ws[j] >= 0; j++) {
         const qvl_tensor_desc *wd = &c->t[ws[j]].desc;
-        if (wd->dtype == QVL_Q8_0)
-            q8_rows(c, x, rows, K, ws[j], rows_per_slice, group, col, width, extra);
+        if (qvl_dtype_is_quant(wd->dtype) &&
+            !q8_rows(c, x, rows, K, ws[j], rows_per_slice, group, col, width, extra)) {
+            free(x);
+            free(extra);
+            *nomem = true;
+            return NULL;
+        }
         col += wd->shape[wd->ndim - 2];
     }
     free(x);
@@ -263,7 +303,13 @@ bool conf_compare(const conf_case *c, const unsigned char *want, const unsigned 
     double base = tol->atol + tol->rtol * scale;
     if (tol->rtol_sqrtk > 0) base += tol->rtol_sqrtk * sqrt((double)dot_length(c)) * scale;
     if (c->op == QVL_OP_ATTENTION) base += attention_score_bound(c);
-    double *extra = tol->q8 ? q8_bound(c) : NULL;
+    bool nomem = false;
+    double *extra = tol->q8 ? q8_bound(c, &nomem) : NULL;
+    if (nomem) { /* fail loudly rather than compare without the allowance */
+        snprintf(msg, msg_size, "out of memory for the int8 activation bound");
+        *closeness = INFINITY;
+        return false;
+    }
     double worst_excess = 0;
     int64_t worst = -1;
     *closeness = 0;
