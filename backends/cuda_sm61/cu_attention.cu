@@ -87,6 +87,48 @@ __device__ __forceinline__ int64_t cu_attn_d(int lane, int t) {
     return VEC ? 4 * lane + t : lane + CU_WARP * t;
 }
 
+/* The lane's elements d = lane + 32 t < D of keys jg .. jg + KU - 1 (zeros past j1 and D) of
+ * k or v [L, Hkv, D], head g, as f32. DT is x's dtype, or -1: x.dtype, looked at per load. */
+template <int DT, int REGS, int KU>
+__device__ __forceinline__ void cu_attn_rows_dt(const cu_view &x, int64_t jg, int64_t j1,
+                                                int64_t g, int lane, int64_t D,
+                                                float (&r)[KU][REGS]) {
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+        int64_t j = jg + u, base = j * x.stride[0] + g * x.stride[1];
+#pragma unroll
+        for (int t = 0; t < REGS; t++) {
+            int64_t d = lane + CU_WARP * t;
+            int32_t dt = DT < 0 ? x.dtype : DT;
+            r[u][t] = j < j1 && d < D ? cu_load(x.data, dt, base + d * x.stride[2]) : 0.0f;
+        }
+    }
+}
+
+/* The same for x's dtype (f32, f16 or bf16: the op contract). clang's code chooses it once for
+ * all KU * REGS loads: with the dtype switch inside every load it needed more registers than a
+ * thread has and spilled. nvcc's code keeps the switch per load, which costs it fewer
+ * registers than the three copies. */
+template <int REGS, int KU>
+__device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64_t j1,
+                                             int64_t g, int lane, int64_t D,
+                                             float (&r)[KU][REGS]) {
+    if (!CU_CLANG_DEVICE) {
+        cu_attn_rows_dt<-1, REGS, KU>(x, jg, j1, g, lane, D, r);
+        return;
+    }
+    switch (x.dtype) {
+    case QVL_F32: cu_attn_rows_dt<QVL_F32, REGS, KU>(x, jg, j1, g, lane, D, r); break;
+    case QVL_F16: cu_attn_rows_dt<QVL_F16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
+    case QVL_BF16: cu_attn_rows_dt<QVL_BF16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
+    default: /* no other dtype gets here */
+#pragma unroll
+        for (int u = 0; u < KU; u++)
+#pragma unroll
+            for (int t = 0; t < REGS; t++) r[u][t] = 0.0f;
+    }
+}
+
 /* REGS: per-lane share of a head (D <= 32 * REGS); KU: keys a warp loads together (their k
  * and v rows are all requested before any is used, so one memory round trip serves KU keys
  * instead of one: decode attention is latency-bound otherwise); VEC (REGS 4, D 128, k and v
@@ -127,25 +169,25 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     float m = -INFINITY, l = 0.0f;
     for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
         float kr[KU][REGS], vr[KU][REGS];
+        if (VEC) {
 #pragma unroll
-        for (int u = 0; u < KU; u++) {
-            int64_t j = jg + u;
-            int64_t k_base = j * k.stride[0] + g * k.stride[1];
-            int64_t v_base = j * v.stride[0] + g * v.stride[1];
-            if (VEC && j < j1) { /* k_base and v_base are multiples of 4 here */
-                float4 kf = cu_vec4_load(k, k_base / 4 + lane);
-                float4 vf = cu_vec4_load(v, v_base / 4 + lane);
-                kr[u][0] = kf.x, kr[u][1] = kf.y, kr[u][2] = kf.z, kr[u][3] = kf.w;
-                vr[u][0] = vf.x, vr[u][1] = vf.y, vr[u][2] = vf.z, vr[u][3] = vf.w;
-            } else {
+            for (int u = 0; u < KU; u++) {
+                int64_t j = jg + u;
+                int64_t k_base = j * k.stride[0] + g * k.stride[1];
+                int64_t v_base = j * v.stride[0] + g * v.stride[1];
+                if (j < j1) { /* k_base and v_base are multiples of 4 here */
+                    float4 kf = cu_vec4_load(k, k_base / 4 + lane);
+                    float4 vf = cu_vec4_load(v, v_base / 4 + lane);
+                    kr[u][0] = kf.x, kr[u][1] = kf.y, kr[u][2] = kf.z, kr[u][3] = kf.w;
+                    vr[u][0] = vf.x, vr[u][1] = vf.y, vr[u][2] = vf.z, vr[u][3] = vf.w;
+                } else {
 #pragma unroll
-                for (int t = 0; t < REGS; t++) {
-                    int64_t d = lane + CU_WARP * t;
-                    bool in = !VEC && j < j1 && d < D;
-                    kr[u][t] = in ? cu_view_load(k, k_base + d * k.stride[2]) : 0.0f;
-                    vr[u][t] = in ? cu_view_load(v, v_base + d * v.stride[2]) : 0.0f;
+                    for (int t = 0; t < REGS; t++) kr[u][t] = vr[u][t] = 0.0f;
                 }
             }
+        } else {
+            cu_attn_rows<REGS, KU>(k, jg, j1, g, lane, D, kr);
+            cu_attn_rows<REGS, KU>(v, jg, j1, g, lane, D, vr);
         }
         float sc[KU];
 #pragma unroll

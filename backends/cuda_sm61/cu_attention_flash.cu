@@ -31,13 +31,13 @@
 /* A staged chunk is 2048 values, 16 per thread: keys t0 + row0 + rstep * u (u < 16) at one
  * column col of x (a K or V view, kv head g); keys at or past hi read as 0. */
 #define CU_FA_PER_THREAD (2048 / CU_FA_THREADS)
-__device__ __forceinline__ void cu_fa_fetch(const cu_view &x, int64_t g, int64_t t0, int row0,
-                                            int rstep, int64_t col, int64_t hi,
+__device__ __forceinline__ void cu_fa_fetch(const cu_view &x, int64_t g, int t0, int row0,
+                                            int rstep, int64_t col, int hi,
                                             float r[CU_FA_PER_THREAD]) {
     int64_t base = g * x.stride[1] + col * x.stride[2];
 #pragma unroll
     for (int u = 0; u < CU_FA_PER_THREAD; u++) {
-        int64_t j = t0 + row0 + rstep * u;
+        int j = t0 + row0 + rstep * u;
         r[u] = j < hi ? cu_view_load(x, j * x.stride[0] + base) : 0.0f;
     }
 }
@@ -92,7 +92,9 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
                   : 0.0f;
     }
     __syncthreads();
-    const int64_t lo = range_s[0], hi = range_s[1];
+    /* key indices are ints: L + CU_FA_BK fits one (the launcher checks), and 64-bit ones cost
+     * clang's code registers it does not have */
+    const int lo = range_s[0], hi = range_s[1];
 
     /* S tile: query group sq of 4, keys SK * sk ...; O tile: query group sq, columns 8 * oc */
     const int sq = tid % NQG, sk = tid / NQG, oc = tid / NQG;
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
     float stage[CU_FA_PER_THREAD];
     if (lo < hi) cu_fa_fetch(k, g, lo, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi, stage);
 
-    for (int64_t t0 = lo; t0 < hi; t0 += CU_FA_BK) {
+    for (int t0 = lo; t0 < hi; t0 += CU_FA_BK) {
         /* ---- S = Q K^T over D, 32 dimensions at a time ---- */
         float s[4][SK];
 #pragma unroll
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
 #pragma unroll
         for (int b = 0; b < SK; b++) {
             int jj = SK * sk + b;
-            int64_t j = t0 + jj;
+            int j = t0 + jj;
             float4 col;
             col.x = j >= rj0[0] && j < rj1[0] ? s[0][b] : -INFINITY;
             col.y = j >= rj0[1] && j < rj1[1] ? s[1][b] : -INFINITY;
@@ -171,6 +173,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
             const int r = tid % BQ, part = tid / BQ;
             const int jb = part * (CU_FA_BK / PARTS), je = jb + CU_FA_BK / PARTS;
             float mx = -INFINITY;
+#pragma unroll 4 /* clang unrolls these fully, and spills then */
             for (int jj = jb; jj < je; jj++) mx = fmaxf(mx, p_t[jj * QS + r]);
             red_m[part][r] = mx;
             __syncthreads();
@@ -179,6 +182,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
 #pragma unroll
             for (int w = 0; w < PARTS; w++) m_new = fmaxf(m_new, red_m[w][r]);
             float sum = 0.0f;
+#pragma unroll 4
             for (int jj = jb; jj < je; jj++) {
                 float x = p_t[jj * QS + r];
                 float e = m_new == -INFINITY ? 0.0f : expf(x - m_new); /* exp(-inf) = 0 */
@@ -248,7 +252,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
  * fill its blocks); returns -1 otherwise, so the caller uses its general kernels. */
 int cu_launch_attention_flash(cu_stream s, const cu_attn_job &p) {
     int64_t N = p.q.shape[0], Hq = p.q.shape[1], D = p.q.shape[2], L = p.k.shape[0];
-    if ((D != 64 && D != 128) || N < 4096 / D / 2 || L >= 0x7fffffff || Hq > 65535 ||
+    if ((D != 64 && D != 128) || N < 4096 / D / 2 || L > 0x7fffffff - CU_FA_BK || Hq > 65535 ||
         (N + 4096 / D - 1) / (4096 / D) > 0x7fffffff)
         return -1;
     int64_t bq = 4096 / D;

@@ -23,6 +23,33 @@ static inline unsigned cu_blocks_for(int64_t n) {
     return (unsigned)b;
 }
 
+/* 1 where clang compiles the device code (the Pascal build, the sm_61 check), 0 under nvcc:
+ * for the few places where the formulation that keeps clang's code from spilling costs nvcc's
+ * code registers (both give the same results). */
+#if defined(__clang__) && !defined(__NVCC__)
+#define CU_CLANG_DEVICE 1
+#else
+#define CU_CLANG_DEVICE 0
+#endif
+
+/* a[i] for a run-time i in [0, N), read with constant indices only. Kernels take their
+ * arguments by value, and indexing such an argument's array with a run-time value makes
+ * clang copy the whole argument struct to local memory (nvcc indexes parameter space
+ * directly); N - 1 selects cost less than that copy. i outside [0, N) gives a[0]. */
+template <int N, typename T>
+__device__ __forceinline__ T cu_pick(const T (&a)[N], int i) {
+    T r = a[0];
+#pragma unroll
+    for (int j = 1; j < N; j++)
+        if (i == j) r = a[j];
+    return r;
+}
+
+/* Innermost stride of v (elements), read without run-time indexing (cu_pick). */
+__device__ __forceinline__ int64_t cu_inner_stride(const cu_view &v) {
+    return cu_pick(v.stride, v.ndim - 1);
+}
+
 __device__ __forceinline__ float cu_f16_to_f32(uint16_t h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -100,6 +127,20 @@ __device__ __forceinline__ int64_t cu_flat_offset(const cu_view &v, int64_t i) {
 __device__ __forceinline__ int64_t cu_row_offset(const cu_view &v, int64_t r) {
     int64_t off = 0;
     for (int d = v.ndim - 2; d >= 0; d--) {
+        off += (r % v.shape[d]) * v.stride[d];
+        r /= v.shape[d];
+    }
+    return off;
+}
+
+/* cu_row_offset, indexing v's shape and strides with constants only (see cu_pick) in clang's
+ * code, where the run-time indices cost spills; nvcc's code does better with the loop. */
+__device__ __forceinline__ int64_t cu_row_offset_unrolled(const cu_view &v, int64_t r) {
+    if (!CU_CLANG_DEVICE) return cu_row_offset(v, r);
+    int64_t off = 0;
+#pragma unroll
+    for (int d = QVL_MAX_DIMS - 2; d >= 0; d--) {
+        if (d > v.ndim - 2) continue;
         off += (r % v.shape[d]) * v.stride[d];
         r /= v.shape[d];
     }

@@ -50,7 +50,7 @@ struct cu_fused_args {
     cu_view aux, beta;   /* norm: gamma, beta; act: up (data NULL when absent) */
     cu_view res;         /* data NULL when there is no residual */
     int64_t x_row[CU_GEMV_MAX_ROWS], aux_row[CU_GEMV_MAX_ROWS], res_row[CU_GEMV_MAX_ROWS];
-    int64_t M, K;
+    int64_t M, K; /* K <= 12032 (M rows of K floats fit in 47 KiB): in-row indices are ints */
     int n_proj;
     const void *w[3];
     int64_t w_row_stride[3];
@@ -74,8 +74,8 @@ __device__ __forceinline__ float cu_fused_act(int act, bool gated, float x, floa
 #define CU_PRO_BATCH 2
 #endif
 #define CU_PRO_FOR(i0, n4) \
-    for (int64_t i0 = threadIdx.x; i0 < (n4); i0 += CU_PRO_BATCH * (int64_t)blockDim.x)
-#define CU_PRO_AT(i0, u) ((i0) + (int64_t)(u) * blockDim.x)
+    for (int i0 = threadIdx.x; i0 < (n4); i0 += CU_PRO_BATCH * (int)blockDim.x)
+#define CU_PRO_AT(i0, u) ((i0) + (u) * (int)blockDim.x)
 
 __device__ __forceinline__ float4 cu_act4(int act, bool gated, float4 a, float4 u) {
     return make_float4(cu_fused_act(act, gated, a.x, u.x), cu_fused_act(act, gated, a.y, u.y),
@@ -83,17 +83,18 @@ __device__ __forceinline__ float4 cu_act4(int act, bool gated, float4 a, float4 
 }
 
 /* Row m of the MLP activation into xr. */
-__device__ void cu_prologue_act(const cu_fused_args &p, int m, float *xr) {
+__device__ __forceinline__ void cu_prologue_act(const cu_fused_args &p, int m, float *xr) {
     bool gated = p.aux.data != NULL;
+    int64_t x_row = cu_pick(p.x_row, m), aux_row = cu_pick(p.aux_row, m);
     if (p.vec) {
-        const float4 *a4 = (const float4 *)((const float *)p.x.data + p.x_row[m]);
-        const float4 *u4 = (const float4 *)((const float *)p.aux.data + p.aux_row[m]);
-        int64_t n4 = p.K / 4;
+        const float4 *a4 = (const float4 *)((const float *)p.x.data + x_row);
+        const float4 *u4 = (const float4 *)((const float *)p.aux.data + aux_row);
+        int n4 = (int)p.K / 4;
         CU_PRO_FOR(i0, n4) {
             float4 a[CU_PRO_BATCH], u[CU_PRO_BATCH];
 #pragma unroll
             for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int64_t i = CU_PRO_AT(i0, j);
+                int i = CU_PRO_AT(i0, j);
                 a[j] = i < n4 ? a4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 u[j] = gated && i < n4 ? u4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
@@ -104,24 +105,26 @@ __device__ void cu_prologue_act(const cu_fused_args &p, int m, float *xr) {
         }
         return;
     }
-    int64_t sa = p.x.stride[p.x.ndim - 1], su = gated ? p.aux.stride[p.aux.ndim - 1] : 0;
-    for (int64_t i = threadIdx.x; i < p.K; i += blockDim.x) {
-        float u = gated ? cu_view_load(p.aux, p.aux_row[m] + i * su) : 0.0f;
-        xr[i] = cu_fused_act(p.act, gated, cu_view_load(p.x, p.x_row[m] + i * sa), u);
+    int64_t sa = cu_inner_stride(p.x), su = gated ? cu_inner_stride(p.aux) : 0;
+    for (int i = threadIdx.x; i < (int)p.K; i += blockDim.x) {
+        float u = gated ? cu_view_load(p.aux, aux_row + i * su) : 0.0f;
+        xr[i] = cu_fused_act(p.act, gated, cu_view_load(p.x, x_row + i * sa), u);
     }
 }
 
 /* Row m of x into xr as it is; returns this thread's sum of its elements (sq: of squares). */
-__device__ float cu_prologue_load(const cu_fused_args &p, int m, float *xr, bool sq) {
+__device__ __forceinline__ float cu_prologue_load(const cu_fused_args &p, int m, float *xr,
+                                                  bool sq) {
     float sum = 0.0f;
+    int64_t x_row = cu_pick(p.x_row, m);
     if (p.vec) {
-        const float4 *x4 = (const float4 *)((const float *)p.x.data + p.x_row[m]);
-        int64_t n4 = p.K / 4;
+        const float4 *x4 = (const float4 *)((const float *)p.x.data + x_row);
+        int n4 = (int)p.K / 4;
         CU_PRO_FOR(i0, n4) {
             float4 v[CU_PRO_BATCH];
 #pragma unroll
             for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int64_t i = CU_PRO_AT(i0, j);
+                int i = CU_PRO_AT(i0, j);
                 v[j] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
@@ -133,9 +136,9 @@ __device__ float cu_prologue_load(const cu_fused_args &p, int m, float *xr, bool
         }
         return sum;
     }
-    int64_t step = p.x.stride[p.x.ndim - 1];
-    for (int64_t i = threadIdx.x; i < p.K; i += blockDim.x) {
-        float v = cu_view_load(p.x, p.x_row[m] + i * step);
+    int64_t step = cu_inner_stride(p.x);
+    for (int i = threadIdx.x; i < (int)p.K; i += blockDim.x) {
+        float v = cu_view_load(p.x, x_row + i * step);
         xr[i] = v;
         sum += sq ? v * v : v;
     }
@@ -149,15 +152,16 @@ __device__ __forceinline__ float cu_norm_one(const cu_fused_args &p, float v, fl
 
 /* Row m of x normalised into xr (RMS: x * inv * g; layer: (x - mean) * inv * g + b). Each
  * thread only ever touches the elements it loaded, so only the reductions synchronise. */
-__device__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr, float *red) {
-    int64_t K = p.K;
+__device__ __forceinline__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr,
+                                                 float *red) {
+    int K = (int)p.K;
     float mean = 0.0f, inv;
     if (p.layer) {
         mean = cu_block_reduce(cu_prologue_load(p, m, xr, false), false, red) / (float)K;
         float ss = 0.0f;
-        int64_t per = p.vec ? 4 : 1; /* the elements cu_prologue_load gave this thread */
-        for (int64_t i = threadIdx.x; i < K / per; i += blockDim.x)
-            for (int64_t j = 0; j < per; j++) {
+        int per = p.vec ? 4 : 1; /* the elements cu_prologue_load gave this thread */
+        for (int i = threadIdx.x; i < K / per; i += blockDim.x)
+            for (int j = 0; j < per; j++) {
                 float d = xr[i * per + j] - mean;
                 ss += d * d;
             }
@@ -169,19 +173,19 @@ __device__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr, float
     }
     if (p.vec) { /* gamma and beta are unit-stride f32, f16 or bf16 vectors here */
         bool has_b = p.beta.data != NULL;
-        int64_t n4 = K / 4;
+        int n4 = K / 4;
         CU_PRO_FOR(i0, n4) {
             float4 g[CU_PRO_BATCH], b[CU_PRO_BATCH];
 #pragma unroll
             for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int64_t i = CU_PRO_AT(i0, j);
+                int i = CU_PRO_AT(i0, j);
                 g[j] = i < n4 ? cu_vec4_load(p.aux, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 b[j] = has_b && i < n4 ? cu_vec4_load(p.beta, i)
                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
             for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int64_t i = CU_PRO_AT(i0, j);
+                int i = CU_PRO_AT(i0, j);
                 if (i >= n4) break;
                 float4 v = ((float4 *)xr)[i];
                 ((float4 *)xr)[i] = make_float4(cu_norm_one(p, v.x, mean, inv, g[j].x, b[j].x),
@@ -193,7 +197,7 @@ __device__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr, float
         return;
     }
     int64_t sg = p.aux.stride[0], sb = p.beta.data ? p.beta.stride[0] : 0;
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+    for (int k = threadIdx.x; k < K; k += blockDim.x) {
         float b = p.beta.data ? cu_view_load(p.beta, k * sb) : 0.0f;
         xr[k] = cu_norm_one(p, xr[k], mean, inv, cu_view_load(p.aux, k * sg), b);
     }
@@ -204,15 +208,16 @@ __device__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr, float
  * between the loads and the dot products; each warp leaves its part of the sum of squares in
  * ss[m * CU_FG_WARPS + warp] for cu_rms_scale after the prologue's barrier. Unit-stride f32
  * rows only (p.vec). */
-__device__ void cu_prologue_rms_deferred(const cu_fused_args &p, int m, float *xr, float *ss) {
-    const float4 *x4 = (const float4 *)((const float *)p.x.data + p.x_row[m]);
-    int64_t n4 = p.K / 4;
+__device__ __forceinline__ void cu_prologue_rms_deferred(const cu_fused_args &p, int m, float *xr,
+                                                         float *ss) {
+    const float4 *x4 = (const float4 *)((const float *)p.x.data + cu_pick(p.x_row, m));
+    int n4 = (int)p.K / 4;
     float sum = 0.0f;
     CU_PRO_FOR(i0, n4) {
         float4 v[CU_PRO_BATCH], g[CU_PRO_BATCH];
 #pragma unroll
         for (int j = 0; j < CU_PRO_BATCH; j++) {
-            int64_t i = CU_PRO_AT(i0, j);
+            int i = CU_PRO_AT(i0, j);
             v[j] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             g[j] = i < n4 ? cu_vec4_load(p.aux, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
@@ -237,7 +242,7 @@ __device__ __forceinline__ float cu_rms_scale(const cu_fused_args &p, int m, con
 }
 
 /* The prologue: rows [M, K] of activations into xs. */
-__device__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red) {
+__device__ __forceinline__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red) {
     for (int m = 0; m < p.M; m++) {
         float *xr = xs + m * p.K;
         if (p.prologue == CU_FUSED_ACT) cu_prologue_act(p, m, xr);
@@ -253,8 +258,18 @@ template <int MR>
 __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, int64_t n,
                                                int64_t o, const float *acc, int lane,
                                                bool scaled = false, const float *scale = NULL) {
-    const cu_view &bias = p.bias[pj];
-    float b = bias.data ? cu_view_load(bias, n * bias.stride[0]) : 0.0f;
+    const void *bd = p.bias[0].data; /* p.bias[pj], with constant indices (cu_pick) */
+    int32_t bdt = p.bias[0].dtype;
+    int64_t bs = p.bias[0].stride[0];
+#pragma unroll
+    for (int j = 1; j < 3; j++)
+        if (pj == j) {
+            bd = p.bias[j].data;
+            bdt = p.bias[j].dtype;
+            bs = p.bias[j].stride[0];
+        }
+    float b = bd ? cu_load(bd, bdt, n * bs) : 0.0f;
+    int64_t rs = p.res.data ? cu_inner_stride(p.res) : 0;
 #pragma unroll
     for (int m = 0; m < MR; m++) {
         if (m >= p.M) break;
@@ -263,7 +278,7 @@ __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, i
         if (lane == 0) {
             y += b;
             if (p.res.data)
-                y = cu_view_load(p.res, p.res_row[m] + n * p.res.stride[p.res.ndim - 1]) + y;
+                y = cu_view_load(p.res, p.res_row[m] + n * rs) + y;
             p.out[m * p.ldo + o] = y;
         }
     }
@@ -272,7 +287,7 @@ __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, i
 /* Which projection output column o belongs to, and its row n there. */
 __device__ __forceinline__ int cu_fused_proj(const cu_fused_args &p, int64_t o, int64_t *n) {
     int pj = (p.n_proj > 1 && o >= p.n_off[1]) + (p.n_proj > 2 && o >= p.n_off[2]);
-    *n = o - p.n_off[pj];
+    *n = o - cu_pick(p.n_off, pj);
     return pj;
 }
 
@@ -280,17 +295,18 @@ __device__ __forceinline__ int cu_fused_proj(const cu_fused_args &p, int64_t o, 
  * or past the last column. */
 template <int DT, int U>
 __device__ __forceinline__ void cu_fused_load(const cu_fused_args &p, int64_t o, int64_t total,
-                                              int64_t b, int64_t chunks, int lane, uint4 *q) {
+                                              int b, int chunks, int lane, uint4 *q) {
     const int esize = DT == QVL_F32 ? 4 : 2;
     const uint4 *wrow = NULL;
     if (o < total) {
         int64_t n;
         int pj = cu_fused_proj(p, o, &n);
-        wrow = (const uint4 *)((const char *)p.w[pj] + n * p.w_row_stride[pj] * esize);
+        wrow = (const uint4 *)((const char *)cu_pick(p.w, pj) +
+                               n * cu_pick(p.w_row_stride, pj) * esize);
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        int64_t c = (b * U + u) * CU_WARP + lane;
+        int c = (b * U + u) * CU_WARP + lane;
         q[u] = wrow && c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
     }
 }
@@ -305,8 +321,8 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
     float *xs = (float *)xs4;
     const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    int64_t chunks = p.K / per, total = p.n_off[p.n_proj];
-    int64_t n_batch = (chunks + U * CU_WARP - 1) / (U * CU_WARP);
+    int chunks = (int)p.K / per, n_batch = (chunks + U * CU_WARP - 1) / (U * CU_WARP);
+    int64_t total = cu_pick(p.n_off, p.n_proj);
     int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
     int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
 
@@ -332,7 +348,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
         float acc[MR];
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[m] = 0.0f;
-        for (int64_t b = 0; b < n_batch; b++) {
+        for (int b = 0; b < n_batch; b++) {
             uint4 cur[U];
 #pragma unroll
             for (int u = 0; u < U; u++) cur[u] = next[u];
@@ -340,7 +356,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
             else cu_fused_load<DT, U>(p, o + step, total, 0, chunks, lane, next);
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                int64_t c = (b * U + u) * CU_WARP + lane;
+                int c = (b * U + u) * CU_WARP + lane;
                 if (c < chunks) cu_chunk_fma<DT, MR>(cur[u], rows, p.M, c, acc);
             }
         }
@@ -370,8 +386,8 @@ __device__ __forceinline__ const unsigned char *cu_q8_row(const cu_fused_args &p
     if (o >= total) return NULL;
     int64_t n;
     int pj = cu_fused_proj(p, o, &n);
-    return (const unsigned char *)p.w[pj] +
-           (n * p.w_row_stride[pj] / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+    return (const unsigned char *)cu_pick(p.w, pj) +
+           (n * cu_pick(p.w_row_stride, pj) / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
 }
 
 /* The unstaged loads: 2-byte words straight from global memory (rows only 2-byte aligned). */
@@ -464,7 +480,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     const int row_pieces = nb * (int)sizeof(qvl_block_q8_0) / 16;
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
     int sub = lane / 8, part = lane % 8; /* the quantisation's 8 lanes per block */
-    int64_t total = p.n_off[p.n_proj];
+    int64_t total = cu_pick(p.n_off, p.n_proj);
     int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
     int64_t o = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
     uint4 *stage = stages + (STAGED ? warp * CU_Q8_PIECES : 0);
@@ -517,7 +533,9 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     __syncthreads();
 
     for (; o < total; o += step) { /* warp-uniform loop */
-        const unsigned char *wnext = cu_q8_row(p, o + step, total);
+        /* the next column's row, looked up for the last batch's loads (n_batch >= 1): not
+         * kept in registers through the whole row */
+        const unsigned char *wnext = NULL;
         float acc[MR];
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[m] = 0.0f;
@@ -526,12 +544,18 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
             if (STAGED) {
                 cu_q8_raw raw = next_raw;
                 if (b + 1 < n_batch) cu_fused_load_q8_raw(wrow, b + 1, row_pieces, lane, &next_raw);
-                else cu_fused_load_q8_raw(wnext, 0, row_pieces, lane, &next_raw);
+                else {
+                    wnext = cu_q8_row(p, o + step, total);
+                    cu_fused_load_q8_raw(wnext, 0, row_pieces, lane, &next_raw);
+                }
                 cu_q8_unstage(raw, stage, lane, &cur);
             } else {
                 cur = next;
                 if (b + 1 < n_batch) cu_fused_load_q8(wrow, b + 1, nb, lane, &next);
-                else cu_fused_load_q8(wnext, 0, nb, lane, &next);
+                else {
+                    wnext = cu_q8_row(p, o + step, total);
+                    cu_fused_load_q8(wnext, 0, nb, lane, &next);
+                }
             }
             int c0 = b * CU_Q8_BATCH_BLOCKS + lane / 2; /* this lane's block for u = 0 */
 #pragma unroll

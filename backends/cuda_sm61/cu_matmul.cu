@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
 #pragma unroll
         for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
             acc[m] = 0.0f;
-            arow[m] = a + (m < p.M ? cu_row_offset(p.a, b * p.M + m) : 0);
+            arow[m] = a + (m < p.M ? cu_row_offset_unrolled(p.a, b * p.M + m) : 0);
         }
         for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_GEMV_UNROLL) {
             uint4 q[CU_GEMV_UNROLL];

@@ -58,7 +58,10 @@ if(QVL_WERROR)
 endif()
 # Device code is always optimised (-O3 -DNDEBUG, as nvcc's Release) whatever the build type;
 # the host side of the .cu files is launch glue, built -O2 as position-independent code.
-set(_pz_device ${_pz_common} --cuda-device-only -O3 -DNDEBUG)
+# -fcuda-short-ptr: 32-bit addresses for shared, local and constant memory, as nvcc's code
+# has; clang's default of 64 costs every shared-memory pointer two registers, which made the
+# GEMM tiles and flash attention spill under their __launch_bounds__.
+set(_pz_device ${_pz_common} --cuda-device-only -O3 -DNDEBUG -fcuda-short-ptr)
 set(_pz_host ${_pz_common} --cuda-host-only -O2 -fPIC -fvisibility=hidden)
 
 # A probe compile at configure time, so a clang that cannot do this fails here in one line.
