@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "qvl/qwen3vl_graph.h"
+#include "graph_weights.h"
 
 #define TEXT_PREFIX "model.language_model."
 
@@ -38,24 +39,9 @@ static qvl_tid weight(qvl_graph *g, qvl_dtype dt, int ndim, int64_t d0, int64_t 
 typedef struct text_dims {
     int64_t n, hidden, heads, kv_heads, head_dim, ffn;
     float eps;
-    qvl_dtype wdt, ndt;
-    qvl_weight_dtype_fn dtype_of;
-    const void *dtype_ctx;
+    qvl_dtype ndt;
+    qwen_matrices mat; /* the matrices' dtypes */
 } text_dims;
-
-/* A weight matrix: its dtype from the per-name lookup when the options give one. */
-static qvl_tid matrix(qvl_graph *g, const text_dims *d, int64_t d0, int64_t d1, const char *fmt, ...)
-    QVL_PRINTF(5, 6);
-static qvl_tid matrix(qvl_graph *g, const text_dims *d, int64_t d0, int64_t d1, const char *fmt, ...) {
-    char buf[QVL_TENSOR_NAME_MAX + 32];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    const int64_t shape[2] = {d0, d1};
-    qvl_dtype dt = d->dtype_of ? d->dtype_of(d->dtype_ctx, buf, d->wdt) : d->wdt;
-    return qvl_g_weight(g, buf, dt, 2, shape);
-}
 
 /* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. */
 static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
@@ -63,14 +49,14 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
                                const qvl_text_graph_opts *o) {
     const int64_t N = d->n, H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
     const int64_t q_out = H * D, kv_out = Hkv * D;
-    qvl_tid wq =
-        matrix(g, d, q_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.q_proj.weight", l);
-    qvl_tid wk =
-        matrix(g, d, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.k_proj.weight", l);
-    qvl_tid wv =
-        matrix(g, d, kv_out, d->hidden, TEXT_PREFIX "layers.%d.self_attn.v_proj.weight", l);
-    qvl_tid wo =
-        matrix(g, d, d->hidden, q_out, TEXT_PREFIX "layers.%d.self_attn.o_proj.weight", l);
+    qvl_tid wq = qwen_matrix(g, &d->mat, q_out, d->hidden,
+                             TEXT_PREFIX "layers.%d.self_attn.q_proj.weight", l);
+    qvl_tid wk = qwen_matrix(g, &d->mat, kv_out, d->hidden,
+                             TEXT_PREFIX "layers.%d.self_attn.k_proj.weight", l);
+    qvl_tid wv = qwen_matrix(g, &d->mat, kv_out, d->hidden,
+                             TEXT_PREFIX "layers.%d.self_attn.v_proj.weight", l);
+    qvl_tid wo = qwen_matrix(g, &d->mat, d->hidden, q_out,
+                             TEXT_PREFIX "layers.%d.self_attn.o_proj.weight", l);
     qvl_tid qn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.q_norm.weight", l);
     qvl_tid kn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.k_norm.weight", l);
 
@@ -127,11 +113,11 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
 /* SwiGLU MLP of layer l on the normalised input x; returns the down projection. */
 static qvl_tid build_mlp(qvl_graph *g, const text_dims *d, int l, qvl_tid x) {
     qvl_tid wg =
-        matrix(g, d, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.gate_proj.weight", l);
+        qwen_matrix(g, &d->mat, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.gate_proj.weight", l);
     qvl_tid wu =
-        matrix(g, d, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.up_proj.weight", l);
+        qwen_matrix(g, &d->mat, d->ffn, d->hidden, TEXT_PREFIX "layers.%d.mlp.up_proj.weight", l);
     qvl_tid wd =
-        matrix(g, d, d->hidden, d->ffn, TEXT_PREFIX "layers.%d.mlp.down_proj.weight", l);
+        qwen_matrix(g, &d->mat, d->hidden, d->ffn, TEXT_PREFIX "layers.%d.mlp.down_proj.weight", l);
     qvl_tid gate = named(g, qvl_g_matmul(g, x, wg, -1), "blk.%d.ffn_gate", l);
     qvl_tid up = named(g, qvl_g_matmul(g, x, wu, -1), "blk.%d.ffn_up", l);
     qvl_tid act = named(g, qvl_g_unary(g, QVL_OP_SILU, gate), "blk.%d.ffn_act", l);
@@ -194,10 +180,8 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
         .head_dim = t->head_dim,
         .ffn = t->intermediate_size,
         .eps = (float)t->rms_norm_eps,
-        .wdt = o->weight_dtype,
         .ndt = o->norm_dtype,
-        .dtype_of = o->matrix_dtype_of,
-        .dtype_ctx = o->matrix_dtype_ctx,
+        .mat = {o->weight_dtype, o->matrix_dtype_of, o->matrix_dtype_ctx},
     };
     qvl_rope_params rope = {
         .mode = QVL_ROPE_MROPE_INTERLEAVED,
@@ -214,7 +198,8 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, 2, pos_shape);
     const int64_t at_shape[1] = {1};
     qvl_tid kv_at = o->kv_at_input ? qvl_g_input(g, "kv_at", QVL_I32, 1, at_shape) : -1;
-    qvl_tid embed = matrix(g, &d, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
+    qvl_tid embed =
+        qwen_matrix(g, &d.mat, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
     qvl_tid h = named(g, qvl_g_get_rows(g, embed, ids), "tok_embd");
     const int64_t K = o->n_image_tokens;
     qvl_tid image_rows = -1;
@@ -254,7 +239,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     h = named(g, qvl_g_rms_norm(g, h, norm_w, d.eps), "output_norm");
     qvl_tid lm = cfg->tie_word_embeddings
                      ? embed
-                     : matrix(g, &d, t->vocab_size, d.hidden, "lm_head.weight");
+                     : qwen_matrix(g, &d.mat, t->vocab_size, d.hidden, "lm_head.weight");
     qvl_tid logits = named(g, qvl_g_matmul(g, h, lm, -1), "logits");
     qvl_g_output(g, logits, "logits");
 

@@ -8,6 +8,7 @@
 
 #include "qvl/checked.h"
 #include "qvl/qwen3vl_graph.h"
+#include "graph_weights.h"
 
 #define VIS_PREFIX "model.visual."
 #define VIS_EPS 1e-6f /* hard-coded in the reference model, not in config.json */
@@ -60,28 +61,13 @@ static qvl_tid view(qvl_graph *g, qvl_tid x, int ndim, const int64_t *shape, con
 typedef struct vis_dims {
     int64_t S, hidden, heads, head_dim, ffn, merged, merge_width, out_hidden;
     qvl_op block_act;
-    qvl_dtype wdt, ndt;
-    qvl_weight_dtype_fn dtype_of;
-    const void *dtype_ctx;
+    qvl_dtype ndt;
+    qwen_matrices mat; /* the matrices' dtypes */
 } vis_dims;
-
-/* A weight matrix: its dtype from the per-name lookup when the options give one. */
-static qvl_tid matrix(qvl_graph *g, const vis_dims *d, int64_t d0, int64_t d1, const char *fmt, ...)
-    QVL_PRINTF(5, 6);
-static qvl_tid matrix(qvl_graph *g, const vis_dims *d, int64_t d0, int64_t d1, const char *fmt, ...) {
-    char buf[QVL_TENSOR_NAME_MAX + 32];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    const int64_t shape[2] = {d0, d1};
-    qvl_dtype dt = d->dtype_of ? d->dtype_of(d->dtype_ctx, buf, d->wdt) : d->wdt;
-    return qvl_g_weight(g, buf, dt, 2, shape);
-}
 
 static qvl_tid linear(qvl_graph *g, const vis_dims *d, qvl_tid x, int64_t n_out, int64_t n_in,
                       const char *prefix) {
-    qvl_tid w = matrix(g, d, n_out, n_in, "%s.weight", prefix);
+    qvl_tid w = qwen_matrix(g, &d->mat, n_out, n_in, "%s.weight", prefix);
     qvl_tid b = weight(g, d->ndt, 1, n_out, 1, "%s.bias", prefix);
     return qvl_g_matmul(g, x, w, b);
 }
@@ -106,8 +92,8 @@ static qvl_tid build_embedding(qvl_graph *g, const vis_dims *d, const qvl_vision
     qvl_tid x =
         named(g, linear(g, d, patches, d->hidden, patch_width, VIS_PREFIX "patch_embed.proj"),
               "v.patch_embd");
-    qvl_tid table =
-        matrix(g, d, v->num_position_embeddings, d->hidden, VIS_PREFIX "pos_embed.weight");
+    qvl_tid table = qwen_matrix(g, &d->mat, v->num_position_embeddings, d->hidden,
+                                VIS_PREFIX "pos_embed.weight");
     qvl_tid sum = -1;
     for (int k = 0; k < 4; k++) {
         const int64_t one[1] = {1}, col_shape[2] = {S, 1}, col_stride[2] = {1, 1};
@@ -238,10 +224,8 @@ qvl_status qvl_qwen3vl_build_vision(const qvl_qwen3vl_config *cfg, const qvl_vis
         .merge_width = m2 * v->hidden_size,
         .out_hidden = v->out_hidden_size,
         .block_act = strcmp(v->hidden_act, "gelu") == 0 ? QVL_OP_GELU_ERF : QVL_OP_GELU_TANH,
-        .wdt = o->weight_dtype,
         .ndt = o->norm_dtype,
-        .dtype_of = o->matrix_dtype_of,
-        .dtype_ctx = o->matrix_dtype_ctx,
+        .mat = {o->weight_dtype, o->matrix_dtype_of, o->matrix_dtype_ctx},
     };
     const int64_t patch_width =
         v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
