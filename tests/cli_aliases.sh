@@ -6,17 +6,7 @@
 set -u
 qvl=$1; src=$2; shared=${3:-}
 fx=$src/tests/fixtures/tiny-untied
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-failures=0; passed=0
-ok()   { passed=$((passed + 1)); echo "ok   $1"; }
-bad()  { failures=$((failures + 1)); echo "FAIL $1"; }
-expect_fail() {
-  local name=$1 code=$2 pattern=$3; shift 4
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  local lines; lines=$(grep -c . "$tmp/err")
-  if [ "$rc" -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then ok "$name"
-  else bad "$name (exit $rc, $lines stderr lines: $(head -c 300 "$tmp/err"))"; fi
-}
+. "$(dirname "$0")/cli_lib.sh" # $tmp, ok/bad, expect_fail, write_tiny_config
 
 # --- help and version ---------------------------------------------------------------------------
 "$qvl" --help > "$tmp/help"
@@ -82,21 +72,7 @@ fi
 # --- text flags with a real tokenizer ---------------------------------------------------------------
 tokjson=$shared/qwen3-vl-2b-instruct/tokenizer.json
 if [ -f "$tokjson" ]; then
-  cat > "$tmp/config.json" <<'JSON'
-{"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
- "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
- "vision_end_token_id": 151653, "tie_word_embeddings": true,
- "text_config": {"vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64,
-   "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
-   "hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 5000000,
-   "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": true},
-   "max_position_embeddings": 4096, "attention_bias": false, "bos_token_id": 151643,
-   "eos_token_id": 151645, "tie_word_embeddings": true},
- "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-   "hidden_act": "gelu_pytorch_tanh", "patch_size": 16, "temporal_patch_size": 2,
-   "spatial_merge_size": 2, "in_channels": 3, "out_hidden_size": 32,
-   "num_position_embeddings": 16, "deepstack_visual_indexes": [0]}}
-JSON
+  write_tiny_config "$tmp/config.json" 1
   "$qvl" mkmodel --config "$tmp/config.json" --tokenizer "$tokjson" --out "$tmp/m" --std 0.5 2>/dev/null
   run() { "$qvl" run -m "$tmp/m" -n 6 --seed 5 --print-ids -v --backend reference "$@" 2>"$tmp/err"; }
   tokens() { sed -nE 's/^timings: prefill .*, ([0-9]+) tokens .*/\1/p' "$tmp/err"; }

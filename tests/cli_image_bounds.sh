@@ -8,17 +8,7 @@
 set -u
 qvl=$1; src=$2
 fx=$(cd "$src" && pwd)/tests/fixtures/tiny-untied
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-failures=0; passed=0
-ok()   { passed=$((passed + 1)); echo "ok   $1"; }
-bad()  { failures=$((failures + 1)); echo "FAIL $1"; }
-expect_fail() {
-  local name=$1 code=$2 pattern=$3; shift 4
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  local lines; lines=$(grep -c . "$tmp/err")
-  if [ "$rc" -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then ok "$name"
-  else bad "$name (exit $rc, $lines stderr lines: $(head -c 400 "$tmp/err"))"; fi
-}
+. "$(dirname "$0")/cli_lib.sh" # $tmp, ok/bad, expect_fail, write_tiny_config
 # pads N: N copies of the fixture's image_token_id, comma-terminated.
 pad=$(tr -d ' \n' < "$fx/config.json" | sed -E 's/.*"image_token_id":([0-9]+).*/\1/')
 pads() { local i; for ((i = 0; i < $1; i++)); do printf '%s,' "$pad"; done; }

@@ -6,10 +6,7 @@
 set -u
 qvl=$1; src=$2; shift 2
 fx=$src/tests/fixtures/tiny-tied
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-failures=0; passed=0
-ok()  { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failures=$((failures + 1)); echo "FAIL $1"; }
+. "$(dirname "$0")/cli_lib.sh" # $tmp, ok/bad, expect_fail, write_tiny_config
 
 run_ids() { "$qvl" run -m "$fx" --ids 1,2,3 --print-ids -n 8 --temp 0 --ctx 64 -v "$@" 2>"$tmp/err"; }
 

@@ -8,10 +8,7 @@ set -u
 qvl=$1; src=$2
 fx=$src/tests/fixtures/tiny-untied
 command -v python3 >/dev/null || { echo "skip: python3 (its pty module) is needed"; exit 77; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-failures=0; passed=0
-ok()   { passed=$((passed + 1)); echo "ok   $1"; }
-bad()  { failures=$((failures + 1)); echo "FAIL $1"; }
+. "$(dirname "$0")/cli_lib.sh" # $tmp, ok/bad, expect_fail, write_tiny_config
 
 # in_pty OUT CMD...: run CMD with stdin, stdout and stderr on a pseudo-terminal; its bytes go to
 # OUT; the exit status is CMD's.
