@@ -12,7 +12,7 @@ add_library(qvl-test-image-write STATIC ${CMAKE_CURRENT_LIST_DIR}/support/test_i
 target_include_directories(qvl-test-image-write PUBLIC ${CMAKE_CURRENT_LIST_DIR}/support)
 target_link_libraries(qvl-test-image-write PUBLIC PkgConfig::IMG_TEST_JPEG PkgConfig::IMG_TEST_PNG)
 
-# Issue 21's decoder regressions (16-bit PGM, undefined Huffman tables), GIF without frames,
+# Decoder regressions (16-bit PGM, undefined Huffman tables), GIF without frames,
 # the pixel limit before WebP, qvl_image_probe = decoded size on every fixture.
 qvl_add_test(test_image_hostile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_image_hostile.c
   LIBS qvl-runtime qvl-test-image-write)

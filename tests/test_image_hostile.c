@@ -1,4 +1,4 @@
-/* Pictures that broke the old decoder (issue 21) and the contracts of the new ones: a 16-bit
+/* Pictures that broke the old stb decoder and the contracts of the new ones: a 16-bit
  * grey PGM (stb_image read past its buffer converting it), a JPEG scan using Huffman tables no
  * DHT segment defined (stb_image decoded uninitialised memory), a GIF without frames, the pixel
  * limit in front of WebP, and qvl_image_probe agreeing with qvl_image_decode on every committed

@@ -1,4 +1,4 @@
-/* JSON element bounds (issue 21, item 10): qvl_json_measure counts exactly what cJSON builds on
+/* JSON element bounds: qvl_json_measure counts exactly what cJSON builds on
  * valid files, and each loader refuses a text whose tree would take far more memory than a
  * valid file of its kind (a safetensors header, model.safetensors.index.json, tokenizer.json,
  * config.json full of "0,0,0,...") with one line, before cJSON builds it. */

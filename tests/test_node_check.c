@@ -76,7 +76,7 @@ static void test_bad_inputs(void **state) {
 
 /* ---- a backend's declaration on top of the contract ---- */
 
-static qvl_status kernel_stub(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+static qvl_status kernel_not_run(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     (void)be;
     (void)n;
     (void)err;
@@ -92,7 +92,7 @@ static qvl_status no_wide_rows(qvl_backend *be, const qvl_node *n, qvl_error *er
 static void test_backend_declaration(void **state) {
     (void)state;
     static qvl_op_impl ops[QVL_OP_COUNT];
-    ops[QVL_OP_MATMUL].kernel = kernel_stub;
+    ops[QVL_OP_MATMUL].kernel = kernel_not_run;
     ops[QVL_OP_MATMUL].dtypes[1] = QVL_DTYPE_BIT(QVL_F32) | QVL_DTYPE_BIT(QVL_F16);
     qvl_backend_iface f = qvl_test_declared_iface("decl", ops, no_wide_rows);
 

@@ -231,6 +231,18 @@ static void test_load_dummy_with_options(void **state) {
     qvl_backend_unload(NULL);
 }
 
+/* qvl_backend_select with the log at info level (what -v shows; skipped backends are info
+ * lines), its log lines returned in *log. */
+static qvl_status select_at_verbose(const qvl_plugin_config *cfg, qvl_loaded_backend **lb,
+                                    qvl_error *err, const char **log) {
+    qvl_log_level_set(QVL_LOG_INFO);
+    capture_begin();
+    qvl_status st = qvl_backend_select(cfg, NULL, lb, err);
+    *log = capture_end();
+    qvl_log_level_set(QVL_LOG_WARN);
+    return st;
+}
+
 static void test_init_failure(void **state) {
     (void)state;
     char entry[1024];
@@ -246,11 +258,8 @@ static void test_init_failure(void **state) {
 
     /* In a selection it is skipped like any other failure; alone, nothing is usable. A skip
      * is one info line (shown at -v: a lower-priority backend taking over is by design). */
-    qvl_log_level_set(QVL_LOG_INFO);
-    capture_begin();
-    qvl_status st = qvl_backend_select(cfg, NULL, &lb, &err);
-    const char *log = capture_end();
-    qvl_log_level_set(QVL_LOG_WARN);
+    const char *log = NULL;
+    qvl_status st = select_at_verbose(cfg, &lb, &err, &log);
     assert_int_equal(st, QVL_E_NOT_FOUND);
     assert_null(lb);
     assert_contains(err.msg, "no usable backend (tried: dummy)");
@@ -343,11 +352,8 @@ static void test_select_falls_back(void **state) {
 
     qvl_loaded_backend *lb = NULL;
     qvl_error err = {0};
-    qvl_log_level_set(QVL_LOG_INFO);
-    capture_begin();
-    qvl_status st = qvl_backend_select(cfg, NULL, &lb, &err);
-    const char *log = capture_end();
-    qvl_log_level_set(QVL_LOG_WARN);
+    const char *log = NULL;
+    qvl_status st = select_at_verbose(cfg, &lb, &err, &log);
     if (st != QVL_OK) fail_msg("%s", err.msg);
     assert_string_equal(lb->name, "dummy");
     qvl_device_info info;
@@ -375,11 +381,8 @@ static void test_select_all_fail(void **state) {
     qvl_plugin_config *cfg = config_of(entries);
     qvl_loaded_backend *lb = NULL;
     qvl_error err = {0};
-    qvl_log_level_set(QVL_LOG_INFO);
-    capture_begin();
-    qvl_status st = qvl_backend_select(cfg, NULL, &lb, &err);
-    const char *log = capture_end();
-    qvl_log_level_set(QVL_LOG_WARN);
+    const char *log = NULL;
+    qvl_status st = select_at_verbose(cfg, &lb, &err, &log);
     assert_int_equal(st, QVL_E_NOT_FOUND);
     assert_null(lb);
     assert_contains(err.msg,

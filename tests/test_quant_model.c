@@ -27,8 +27,8 @@
 /* Random weights do not attenuate errors as trained ones do: each of the model's 57 matrices
  * adds its own relative error (q4_k: 0.068 of the weights' RMS, test_quant), and independent
  * errors add in quadrature, sqrt(57) x 0.068 = 0.51 of the logits' scale for all-q4_k. The
- * mixture must stay under that (measured: q8_0 0.041, q6_k 0.13, q4_k_m 0.41, q4_k 0.51 of
- * max|logit|). On trained models the error is far smaller (docs/QUANT.md). */
+ * mixture, which stores some matrices in q6_k, must stay under that (the measured errors per
+ * format are in docs/QUANT.md; on trained models they are far smaller). */
 #define Q4_K_M_BOUND 0.51
 
 static const int32_t prompt[] = {5, 17, 300, 42, 7, 123, 64, 11, 200, 37, 99, 410};

@@ -1,4 +1,4 @@
-/* What a stranger's tokenizer.json can make encoding cost (issue 21, item 9): a Split regex that
+/* What a stranger's tokenizer.json can make encoding cost: a Split regex that
  * backtracks heavily on every character is refused with one line instead of running for
  * minutes, while real pre-tokenizer regexes keep working on long runs; added tokens are found in
  * one pass whatever their length (a 1 MiB added token over 300,000 characters took minutes when

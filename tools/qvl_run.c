@@ -44,24 +44,7 @@ static void write_stdout(const char *text, size_t len, void *user) {
 }
 
 static void on_token(int32_t id, void *user) {
-    run_output *o = user;
-    if (o->n_ids == o->cap_ids) {
-        size_t cap = o->cap_ids ? 2 * o->cap_ids : 64;
-        int32_t *grown = realloc(o->ids, cap * sizeof *grown);
-        if (!grown) {
-            o->oom = true;
-            return;
-        }
-        o->ids = grown;
-        o->cap_ids = cap;
-    }
-    o->ids[o->n_ids++] = id;
-    if (o->print_text && o->tok && !qvl_tokenizer_is_special(o->tok, id)) {
-        const char *bytes;
-        size_t len;
-        if (qvl_tokenizer_token_to_piece(o->tok, id, &bytes, &len, NULL) == QVL_OK)
-            qvl_text_stream_feed(&o->stream, bytes, len);
-    }
+    run_output_token(user, id);
 }
 
 static int fail(const char *cmd, const qvl_error *err) {

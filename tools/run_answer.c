@@ -206,3 +206,23 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
     free(pos);
     return st;
 }
+
+void run_output_token(run_output *o, int32_t id) {
+    if (o->n_ids == o->cap_ids) {
+        size_t cap = o->cap_ids ? 2 * o->cap_ids : 64;
+        int32_t *grown = realloc(o->ids, cap * sizeof *grown);
+        if (!grown) {
+            o->oom = true;
+            return;
+        }
+        o->ids = grown;
+        o->cap_ids = cap;
+    }
+    o->ids[o->n_ids++] = id;
+    if (o->print_text && o->tok && !qvl_tokenizer_is_special(o->tok, id)) {
+        const char *bytes;
+        size_t len;
+        if (qvl_tokenizer_token_to_piece(o->tok, id, &bytes, &len, NULL) == QVL_OK)
+            qvl_text_stream_feed(&o->stream, bytes, len);
+    }
+}

@@ -13,6 +13,7 @@
 #include "qvl/sampling.h"
 #include "run_images.h"
 #include "run_progress.h"
+#include "run_session.h"
 
 /* Encode im's decoded pictures into im->feats; adds each picture's time to t->image_seconds
  * (which must hold im->n entries). */
@@ -36,5 +37,9 @@ typedef struct run_prompt {
 qvl_status run_generate(qvl_model *m, const run_prompt *prompt, const qvl_generation *g,
                         run_progress *p, run_timings *t, qvl_generation_result *r,
                         qvl_error *err);
+
+/* One generated token into o: its id appended (o->oom on failure), its text streamed when o
+ * prints text (special tokens are never printed). */
+void run_output_token(run_output *o, int32_t id);
 
 #endif

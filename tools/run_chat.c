@@ -152,24 +152,7 @@ static void drop_oldest(chat_state *cs, size_t from) {
 /* ---- generation --------------------------------------------------------------------------- */
 
 static void on_token(int32_t id, void *user) {
-    run_output *o = &((chat_state *)user)->s->out;
-    if (o->n_ids == o->cap_ids) {
-        size_t cap = o->cap_ids ? 2 * o->cap_ids : 64;
-        int32_t *grown = realloc(o->ids, cap * sizeof *grown);
-        if (!grown) {
-            o->oom = true;
-            return;
-        }
-        o->ids = grown;
-        o->cap_ids = cap;
-    }
-    o->ids[o->n_ids++] = id;
-    if (o->print_text && !qvl_tokenizer_is_special(o->tok, id)) {
-        const char *bytes;
-        size_t len;
-        if (qvl_tokenizer_token_to_piece(o->tok, id, &bytes, &len, NULL) == QVL_OK)
-            qvl_text_stream_feed(&o->stream, bytes, len);
-    }
+    run_output_token(&((chat_state *)user)->s->out, id);
 }
 
 static bool on_cancel(void *user) {

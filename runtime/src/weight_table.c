@@ -43,17 +43,6 @@ static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static char *join_path(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    size_t k = a;
-    if (a && dir[a - 1] != '/') p[k++] = '/';
-    memcpy(p + k, name, b + 1);
-    return p;
-}
-
 static bool is_file(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -158,7 +147,7 @@ static qvl_status open_sharded(qvl_weights *w, const char *dir, const char *inde
         goto done;
     }
     for (size_t i = 0; i < n_shards; i++) {
-        char *path = join_path(dir, shards[i]);
+        char *path = qvl_path_join(dir, shards[i]);
         if (!path) {
             s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", index_path);
             goto done;
@@ -338,8 +327,8 @@ qvl_status qvl_weights_open_specs(const char *model_dir, const qvl_tensor_spec *
     *out = NULL;
     qvl_weights *w = calloc(1, sizeof *w);
     if (!w) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", model_dir);
-    char *single = join_path(model_dir, "model.safetensors");
-    char *index = join_path(model_dir, "model.safetensors.index.json");
+    char *single = qvl_path_join(model_dir, "model.safetensors");
+    char *index = qvl_path_join(model_dir, "model.safetensors.index.json");
     const char *where = NULL;
     qvl_status s = QVL_OK;
     if (!single || !index) {

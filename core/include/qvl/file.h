@@ -22,6 +22,10 @@ extern "C" {
 qvl_status qvl_read_file(const char *path, size_t max_bytes, qvl_status if_missing, char **out,
                          size_t *out_len, qvl_error *err);
 
+/* dir + "/" + name (no second '/' when dir ends with one), malloc'ed; NULL when out of
+ * memory. */
+char *qvl_path_join(const char *dir, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

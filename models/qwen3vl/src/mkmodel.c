@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "qvl/file_write.h"
+#include "qvl/file.h"
 #include "qvl/log.h"
 #include "qvl/safetensors.h"
 
@@ -173,17 +174,6 @@ static qvl_status check_replaceable(const char *weights_path, qvl_error *err) {
                     weights_path);
 }
 
-static char *join_path(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    size_t k = a;
-    if (a && dir[a - 1] != '/') p[k++] = '/';
-    memcpy(p + k, name, b + 1);
-    return p;
-}
-
 /* The directory part of a path ("." when there is none). */
 static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -315,7 +305,7 @@ static qvl_status copy_or(const char *src_dir, const char *out_dir, const char *
                           qvl_status (*fallback)(const qvl_qwen3vl_config *, const char *,
                                                  qvl_error *),
                           const qvl_qwen3vl_config *cfg, qvl_error *err) {
-    char *from = join_path(src_dir, name), *to = join_path(out_dir, name);
+    char *from = qvl_path_join(src_dir, name), *to = qvl_path_join(out_dir, name);
     qvl_status s = QVL_OK;
     struct stat sb;
     if (!from || !to) s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", out_dir);
@@ -359,13 +349,13 @@ qvl_status qvl_qwen3vl_mkmodel(const char *config_path, const char *out_dir, uin
         goto done;
     }
     if ((s = mkdir_p(out_dir, err)) != QVL_OK) goto done;
-    if (!(path = join_path(out_dir, "model.safetensors"))) {
+    if (!(path = qvl_path_join(out_dir, "model.safetensors"))) {
         s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
         goto done;
     }
     if ((s = check_replaceable(path, err)) != QVL_OK) goto done;
     free(path);
-    if (!(path = join_path(out_dir, "config.json"))) {
+    if (!(path = qvl_path_join(out_dir, "config.json"))) {
         s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
         goto done;
     }
@@ -383,7 +373,7 @@ qvl_status qvl_qwen3vl_mkmodel(const char *config_path, const char *out_dir, uin
     free(path);
     path = NULL;
     if (tokenizer_path) {
-        if (!(path = join_path(out_dir, "tokenizer.json"))) {
+        if (!(path = qvl_path_join(out_dir, "tokenizer.json"))) {
             s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
             goto done;
         }
@@ -391,7 +381,7 @@ qvl_status qvl_qwen3vl_mkmodel(const char *config_path, const char *out_dir, uin
         free(path);
         path = NULL;
     }
-    if (!(path = join_path(out_dir, "model.safetensors"))) {
+    if (!(path = qvl_path_join(out_dir, "model.safetensors"))) {
         s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
         goto done;
     }
