@@ -14,10 +14,10 @@ for be in "$@"; do
   want=$(run_ids --backend "$be" --kv-type f32)
   if [ -z "$want" ] && grep -q "init failed" "$tmp/err"; then echo "skip $be: $(cat "$tmp/err")"; continue; fi
   # 2 layers x (K, V) x 64 rows x 2 kv heads x 32 head dim x 4 bytes (tiny-tied's config.json)
-  grep -q "KV cache: f32, 64 tokens x 2 layers, 65536 bytes" "$tmp/err" \
+  grep -q "KV cache on $be: f32, 64 tokens x 2 layers, 65536 bytes" "$tmp/err" \
     && ok "$be: -v states the f32 cache" || bad "$be f32: $(grep -i 'kv' "$tmp/err")"
   got=$(run_ids --backend "$be")
-  grep -q "KV cache: f16, 64 tokens x 2 layers, 32768 bytes" "$tmp/err" \
+  grep -q "KV cache on $be: f16, 64 tokens x 2 layers, 32768 bytes" "$tmp/err" \
     && ok "$be: f16 is the default, half the bytes" || bad "$be default: $(grep -i 'kv' "$tmp/err")"
   [ -n "$want" ] && [ "$got" = "$want" ] && ok "$be: f16 ids = f32 ids ($got)" \
     || bad "$be: f16 gave '$got', f32 '$want' ($(tail -1 "$tmp/err"))"
@@ -25,9 +25,9 @@ done
 
 printf 'backends:\n  - name: reference\n    options: { kv_type: f32 }\n' >"$tmp/f32.yaml"
 run_ids --plugins "$tmp/f32.yaml" >/dev/null
-grep -q "KV cache: f32" "$tmp/err" && ok "plugins.yaml kv_type: f32" || bad "kv_type option: $(cat "$tmp/err")"
+grep -q "KV cache on reference: f32" "$tmp/err" && ok "plugins.yaml kv_type: f32" || bad "kv_type option: $(cat "$tmp/err")"
 run_ids --plugins "$tmp/f32.yaml" --kv-type f16 >/dev/null
-grep -q "KV cache: f16" "$tmp/err" && ok "--kv-type wins over kv_type" || bad "override: $(cat "$tmp/err")"
+grep -q "KV cache on reference: f16" "$tmp/err" && ok "--kv-type wins over kv_type" || bad "override: $(cat "$tmp/err")"
 
 expect_error() { # name pattern args...
   local name=$1 pattern=$2; shift 2

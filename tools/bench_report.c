@@ -1,6 +1,7 @@
 /* Printing qvl-bench's figures. 1 GB = 1e9 bytes throughout (bandwidth convention); memory
  * sizes are also given in MiB where people compare them with top/free. */
 #include "bench_report.h"
+#include "memory_report.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -131,6 +132,8 @@ void bench_print_text(FILE *f, const bench_results *r) {
     if (r->has_device_memory)
         fprintf(f, "  %-22s %10.1f MiB (free memory before load minus after)\n", "device memory",
                 (double)r->device_memory_bytes / 1048576.0);
+    fprintf(f, "  placement: %s\n", r->placement);
+    for (size_t i = 0; i < r->n_mem; i++) memory_report_line(f, "  memory: ", &r->mem[i]);
     if (r->has_vision) {
         char what[64];
         snprintf(what, sizeof what, "vision %lldx%lld", (long long)r->image_w, (long long)r->image_h);

@@ -61,6 +61,10 @@ typedef struct bench_results {
     bool probed;
     bench_probe probe;
     double prefill_flops;    /* one prefill of n_prompt tokens, from the config */
+
+    char placement[256];     /* qvl_model_placement */
+    size_t n_mem;            /* memory per backend after the runs */
+    qvl_model_backend_memory mem[4];
 } bench_results;
 
 void bench_print_text(FILE *f, const bench_results *r);

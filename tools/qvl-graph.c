@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "graph_groups.h"
+#include "graph_split_stats.h"
 #include "qvl/graph.h"
 #include "qvl/qwen3vl_config.h"
 #include "qvl/qwen3vl_graph.h"
@@ -38,7 +39,8 @@ static const char USAGE[] =
     "inputs (judged: exit status 1 when a node differs beyond its dtype's tolerance).";
 
 typedef struct tool_args {
-    const char *config, *graph, *grid, *format, *cross, *plugins, *backend;
+    const char *config, *graph, *grid, *format, *cross, *plugins, *backend, *cpu_backend;
+    const char *gpu_layers;
     int64_t tokens, kv, seed;
     bool no_fuse, stats;
     const char *grid_list[MAX_GRIDS];
@@ -306,6 +308,10 @@ int main(int argc, char **argv) {
          false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "check that this backend supports the graph",
          0, 0, false},
+        {"gpu-layers", 0, CLI_STRING, &a.gpu_layers, "N", "text graphs: also show the split with the last N layers and the output head on --backend, the rest on --cpu-backend",
+         0, 0, false},
+        {"cpu-backend", 0, CLI_STRING, &a.cpu_backend, "NAME", "the other backend of --gpu-layers (default cpu_avx2)",
+         0, 0, false},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     const char *positional[1];
@@ -329,6 +335,16 @@ int main(int argc, char **argv) {
         kind = G_VISION;
     else
         return usage_error("--graph: '%s' is not text-prefill, text-decode or vision", a.graph);
+    int64_t ngl = -1;
+    if (a.gpu_layers) {
+        char *end;
+        long long v = strtoll(a.gpu_layers, &end, 10);
+        if (end == a.gpu_layers || *end || v < 0)
+            return usage_error("--gpu-layers: '%s' is not a number of layers", a.gpu_layers);
+        if (kind == G_VISION || !a.backend || a.cross)
+            return usage_error("--gpu-layers needs a text graph and --backend (no --cross-check)");
+        ngl = v;
+    }
     qvl_dump_format fmt;
     if (strcmp(a.format, "text") == 0)
         fmt = QVL_DUMP_TEXT;
@@ -371,7 +387,7 @@ int main(int argc, char **argv) {
 
     /* An explicitly named plugins file must exist and parse, cross-check or not. */
     qvl_plugin_config *pc = NULL;
-    qvl_loaded_backend *lb = NULL, *cross_lb[2] = {NULL, NULL};
+    qvl_loaded_backend *lb = NULL, *cpu_lb = NULL, *cross_lb[2] = {NULL, NULL};
     qvl_graph *g = NULL;
     int rc = EXIT_FAIL;
     fill_ctx fc;
@@ -381,6 +397,9 @@ int main(int argc, char **argv) {
     if ((a.plugins || a.backend || a.cross) && qvl_plugins_locate(a.plugins, &pc, &err) != QVL_OK)
         goto fail;
     if (a.backend && qvl_backend_select(pc, a.backend, &lb, &err) != QVL_OK) goto fail;
+    if (ngl >= 0 && qvl_backend_select(pc, a.cpu_backend ? a.cpu_backend : "cpu_avx2", &cpu_lb,
+                                       &err) != QVL_OK)
+        goto fail;
     for (int i = 0; a.cross && i < 2; i++)
         if (qvl_backend_select(pc, cross_names[i], &cross_lb[i], &err) != QVL_OK) goto fail;
 
@@ -452,6 +471,10 @@ int main(int argc, char **argv) {
                  to.n_tokens > 1 ? "s" : "", (long long)fc.n_past, (long long)to.kv_capacity);
     }
     if (qvl_graph_validate(g, &err) != QVL_OK) goto fail;
+    if (ngl >= 0 && graph_split_stats_print(stdout, fmt == QVL_DUMP_DOT ? "// " : "", g,
+                                            cfg.text.num_hidden_layers, ngl, lb, cpu_lb,
+                                            &err) != QVL_OK)
+        goto fail;
 
     /* Text: the graph as built; then fuse and show it again. */
     op_counts before, after;
@@ -563,6 +586,7 @@ fail:
     rc = EXIT_FAIL;
 done:
     qvl_backend_unload(lb);
+    qvl_backend_unload(cpu_lb);
     qvl_backend_unload(cross_lb[0]);
     qvl_backend_unload(cross_lb[1]);
     qvl_plugins_free(pc);

@@ -18,6 +18,8 @@ endif()
 add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/qvl_main.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/backend_args.c
+  ${CMAKE_CURRENT_LIST_DIR}/memory_report.c
   ${CMAKE_CURRENT_LIST_DIR}/run_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_images.c

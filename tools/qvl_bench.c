@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bench_probe.h"
+#include "backend_args.h"
 #include "bench_report.h"
 #include "cli.h"
 #include "qvl/image.h"
@@ -35,6 +36,7 @@ typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image, *kv_type;
     int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx;
     bool json, no_profile, no_probe, no_mmap, verbose;
+    backend_args be; /* -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib (threads: above) */
 } bench_args;
 
 static double now_seconds(void) {
@@ -255,14 +257,14 @@ static qvl_status run_vision(qvl_model *m, const bench_args *a, bench_results *r
 
 static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results *r) {
     qvl_error err = {0};
-    char threads_text[32];
-    const char *opt_keys[] = {"threads"}, *opt_values[] = {threads_text};
-    qvl_options backend_opts = {1, opt_keys, opt_values};
-    snprintf(threads_text, sizeof threads_text, "%lld", (long long)a->threads);
     qvl_model_options mo = {
         .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->ctx ? a->ctx : a->n_prompt + a->n_gen,
-        .weight_dtype = a->weights, .kv_type = a->kv_type, .no_mmap = a->no_mmap, .backend_options = threads_opt->seen ? &backend_opts : NULL,
+        .weight_dtype = a->weights, .kv_type = a->kv_type, .no_mmap = a->no_mmap,
     };
+    backend_args be = a->be;
+    be.threads = a->threads;
+    be.threads_seen = threads_opt->seen;
+    backend_args_apply(&be, &mo);
 
     uint64_t free_before = 0;
     qvl_loaded_backend *dev = device_memory_probe_open(a, &free_before);
@@ -308,6 +310,8 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     if (st == QVL_OK && !a->no_profile) st = run_profile(m, a, prompt, logits, r, &err);
     if (st == QVL_OK && r->image_requested) st = run_vision(m, a, r, &err);
     r->rss_peak = peak_rss_bytes();
+    qvl_model_placement(m, r->placement, sizeof r->placement);
+    r->n_mem = qvl_model_memory(m, r->mem, sizeof r->mem / sizeof r->mem[0]);
     free(prompt);
     free(logits);
     if (st != QVL_OK) {
@@ -370,6 +374,7 @@ int main(int argc, char **argv) {
         {"no-probe", 0, CLI_FLAG, &a.no_probe, NULL, "skip the memory-bandwidth and FMA probes", 0, 0, false},
         {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16)", 0, 0, false},
         {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
+        BACKEND_ARGS_CLI_OPTS(&a.be),
         {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default: -p + -n); e.g. 4096 to see the device memory a long context takes", 1, 1 << 24, false},
         {"probe-mib", 0, CLI_INT, &a.probe_mib, "MIB", "buffer of the memory-read probe in MiB (default 1024: far above any cache)", 1, 1 << 20, false},
         {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log loading details to stderr", 0, 0, false},
@@ -377,13 +382,16 @@ int main(int argc, char **argv) {
     const size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1];
     size_t n_pos = 0;
-    int rc = cli_parse(PROG, opts, n_opts, argc - 1, argv + 1, pos, 0, &n_pos);
+    static const cli_alias aliases[] = {{"-ngl", "gpu-layers"}, {"--n-gpu-layers", "gpu-layers"}};
+    const size_t n_aliases = sizeof aliases / sizeof aliases[0];
+    int rc = cli_parse_aliased(PROG, opts, n_opts, aliases, n_aliases, argc - 1, argv + 1, pos, 0,
+                               &n_pos);
     if (rc == CLI_HELP) {
-        cli_print_help(stdout, "usage: " PROG " -m MODEL_DIR [options]\n\n"
+        cli_print_help_ex(stdout, "usage: " PROG " -m MODEL_DIR [options]\n\n"
                        "Measures prefill and decode speed (median, min, max over repetitions), load\n"
                        "time, time to first token, peak RSS, a per-op time breakdown, and compares\n"
                        "them with memory-read and FMA probes run in the same process.",
-                       opts, n_opts);
+                       opts, n_opts, aliases, n_aliases, NULL);
         return 0;
     }
     if (rc != CLI_OK) return 2;

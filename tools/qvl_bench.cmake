@@ -3,6 +3,8 @@ add_executable(qvl-bench
   ${CMAKE_CURRENT_LIST_DIR}/qvl_bench.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_report.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_probe.c
+  ${CMAKE_CURRENT_LIST_DIR}/backend_args.c
+  ${CMAKE_CURRENT_LIST_DIR}/memory_report.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c)
 # On x86 the probe has AVX2/FMA kernels: only that file is compiled with -mavx2 -mfma, and it
 # runs only when the CPU reports both.

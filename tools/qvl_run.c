@@ -28,7 +28,8 @@ enum {
 /* llama.cpp's spellings. */
 static const cli_alias run_aliases[] = {
     {"-sys", "system"}, {"--system-prompt", "system"}, {"--ctx-size", "ctx"},
-    {"-cnv", "interactive"}, {"--conversation", "interactive"},
+    {"-cnv", "interactive"}, {"--conversation", "interactive"}, {"-ngl", "gpu-layers"},
+    {"--n-gpu-layers", "gpu-layers"},
 };
 /* Options of qvl run only: qvl chat's help leaves them out. */
 static const char *const run_only[] = {"prompt", "file", "ids", "dump-logits", "interactive", NULL};
@@ -322,20 +323,24 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
         run_progress_end(s.progress);
     }
 
-    char threads_text[32];
-    const char *opt_keys[] = {"threads"}, *opt_values[] = {threads_text};
-    qvl_options backend_opts = {1, opt_keys, opt_values};
-    snprintf(threads_text, sizeof threads_text, "%lld", (long long)a.threads);
     qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
                             .no_fuse = a.no_fuse, .no_mmap = a.no_mmap,
-                            .weight_dtype = a.weights, .kv_type = a.kv_type,
-                            .backend_options = opts[OPT_THREADS].seen ? &backend_opts : NULL};
+                            .weight_dtype = a.weights, .kv_type = a.kv_type};
+    backend_args be = a.be;
+    be.threads_seen = opts[OPT_THREADS].seen;
+    backend_args_apply(&be, &mo);
     if (st == QVL_OK) {
         run_progress_begin(s.progress, "loading %s", a.model);
         double t0 = run_now_seconds();
         st = qvl_model_open(a.model, &mo, &s.m, &err);
         s.timings.load_seconds = run_now_seconds() - t0;
         run_progress_end(s.progress);
+    }
+    /* a split or an automatic choice is worth one line; everything on one backend is not */
+    if (st == QVL_OK && !a.quiet && a.be.gpu_layers) {
+        char place[256];
+        qvl_model_placement(s.m, place, sizeof place);
+        fprintf(stderr, "placement: %s\n", place);
     }
     if (st == QVL_OK) st = make_sampler(&a, opts, &gen, s.m, tok, &s.sampler, &err);
     if (st == QVL_OK && im->n > 0) st = run_encode_images(s.m, im, s.progress, &s.timings, &err);
@@ -376,7 +381,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         [OPT_MAX_PIXELS] = {"max-pixels", 0, CLI_INT, &b->max_pixels, "N", "resize pictures to at most N pixels (default: preprocessor_config.json, capped by --image-max-tokens)", 1, 1e12, false},
         [OPT_MIN_TOKENS] = {"image-min-tokens", 0, CLI_INT, &b->min_tokens, "N", "resize pictures to at least N tokens (N x (patch x merge)^2 pixels)", 1, 1 << 24, false},
         [OPT_MAX_TOKENS] = {"image-max-tokens", 0, CLI_INT, &b->max_tokens, "N", "resize pictures to at most N tokens (default 4096, as the processor would with N x (patch x merge)^2 max pixels)", 1, 1 << 24, false},
-        [OPT_THREADS] = {"threads", 't', CLI_INT, &a.threads, "N", "CPU threads of the backend (its `threads` option; overrides plugins.yaml; 0 = all cores)", 0, 4096, false},
+        [OPT_THREADS] = {"threads", 't', CLI_INT, &a.be.threads, "N", "CPU threads of the backend (its `threads` option; overrides plugins.yaml; 0 = all cores)", 0, 4096, false},
         {"image", 0, CLI_STRING, &a.image_help, "FILE", "a picture (JPEG, PNG, WebP, GIF, PPM/PGM) for the prompt; repeatable; placed at <image> markers in the text, else before it", 0, 0, false},
         {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
         {"prompt", 'p', CLI_STRING, &a.prompt, "TEXT", "the user's message; - reads it from stdin", 0, 0, false},
@@ -389,6 +394,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "store matrix weights as bf16, f16, f32, q8_0, q4_k, q6_k or the q4_k_m mixture, converted once at load (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
         {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16; q8_0 is not supported yet)", 0, 0, false},
+        BACKEND_ARGS_CLI_OPTS(&a.be),
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
         {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer", 0, 0, false},
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},

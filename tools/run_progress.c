@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "run_progress.h"
+#include "memory_report.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -164,4 +165,11 @@ void run_timings_print(const run_timings *t, const qvl_model *m) {
                 (double)(info.memory_total - info.memory_free) / 1048576.0,
                 (double)info.memory_total / 1048576.0);
     fprintf(stderr, "\n");
+    if (m) run_memory_print(m);
+}
+
+void run_memory_print(const qvl_model *m) {
+    qvl_model_backend_memory mem[4];
+    size_t n = qvl_model_memory(m, mem, sizeof mem / sizeof mem[0]);
+    for (size_t i = 0; i < n; i++) memory_report_line(stderr, "memory:  ", &mem[i]);
 }

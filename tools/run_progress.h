@@ -43,5 +43,8 @@ typedef struct run_timings {
  * time to first token (from the start of the command), decode tok/s and tokens generated,
  * peak resident memory and, for a backend with memory of its own, its device memory in use. */
 void run_timings_print(const run_timings *t, const qvl_model *m);
+/* One line per backend the model uses: weights, KV cache, activations and, where the device
+ * reports its memory, the backend's own scratch. */
+void run_memory_print(const qvl_model *m);
 
 #endif

@@ -12,6 +12,7 @@
 #include "qvl/sampling.h"
 #include "qvl/text_stream.h"
 #include "qvl/tokenizer.h"
+#include "backend_args.h"
 #include "run_images.h"
 #include "run_progress.h"
 
@@ -19,7 +20,8 @@ typedef struct run_args {
     const char *model, *prompt, *file, *system, *ids, *dump_logits, *backend, *plugins, *weights;
     const char *kv_type; /* --kv-type */
     const char *image_help; /* --image is collected before parsing (repeatable) */
-    int64_t n_predict, top_k, seed, ctx, threads, batch;
+    int64_t n_predict, top_k, seed, ctx, batch;
+    backend_args be; /* -t, -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib */
     run_image_bounds bounds;
     double temp, top_p, min_p, repeat_penalty, presence_penalty;
     bool print_ids, no_fuse, no_mmap, verbose, quiet, interactive;

@@ -312,6 +312,11 @@ qvl_status qvl_exec_run_node(qvl_exec *ex, qvl_tid t, qvl_error *err) {
     return QVL_OK; /* a view: nothing runs */
 }
 
+size_t qvl_exec_arena_bytes(const qvl_exec *ex) {
+    if (!ex) return 0;
+    return ex->has_arena ? ex->arena.size : ex->g->stats.peak_bytes;
+}
+
 void *qvl_exec_addr(const qvl_exec *ex, qvl_tid t) {
     if (!ex || t < 0 || (size_t)t >= ex->n) return NULL;
     /* Asking for an address fixes the arena; ex is never a const object itself. */

@@ -103,6 +103,7 @@ qvl_tid qvl_gi_append(qvl_graph *g, qvl_tensor_kind kind, const qvl_tensor_desc 
     r->desc = *desc;
     r->name = copy;
     r->offset = QVL_GI_NO_OFFSET;
+    r->group = g->cur_group;
     for (int i = 0; i < QVL_MAX_SRC; i++) r->src[i] = -1;
     qvl_gi_invalidate_plan(g);
     qvl_tid t = (qvl_tid)g->n++;
@@ -274,4 +275,13 @@ void qvl_g_output(qvl_graph *g, qvl_tid t, const char *name) {
     if (!qvl_gi_names_add(g, t, (int32_t)(g->n_out - 1)))
         sticky_fail(g, QVL_E_NOMEM, "graph: out of memory indexing names");
     qvl_gi_invalidate_plan(g);
+}
+
+void qvl_g_set_group(qvl_graph *g, int32_t group) {
+    if (!g || g->err.status != QVL_OK) return;
+    if (group < 0) {
+        sticky_fail(g, QVL_E_INVALID, "graph: placement group %d is negative", (int)group);
+        return;
+    }
+    g->cur_group = group;
 }

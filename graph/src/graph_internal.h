@@ -24,6 +24,7 @@ typedef struct qvl_gtensor {
     qvl_tensor_desc desc;
     char *name;               /* NULL for unnamed nodes */
     size_t offset;            /* planned arena byte offset (QVL_GI_NO_OFFSET: none) */
+    int32_t group;            /* placement group (qvl_g_set_group) current when it was added */
 } qvl_gtensor;
 
 typedef struct qvl_goutput {
@@ -52,6 +53,7 @@ struct qvl_graph {
     qvl_goutput *out;
     size_t n_out, cap_out;
     qvl_error err; /* first builder error (status QVL_OK while none) */
+    int32_t cur_group; /* the group of tensors added from now on (qvl_g_set_group) */
     qvl_gi_name_slot *names; /* index of leaf and output names (graph_names.c) */
     size_t names_cap, names_used;
 

@@ -182,6 +182,10 @@ bool qvl_graph_is_live(const qvl_graph *g, qvl_tid t) {
     return qvl_gi_valid_tid(g, t) && g->t[t].live;
 }
 
+int32_t qvl_graph_group(const qvl_graph *g, qvl_tid t) {
+    return qvl_gi_valid_tid(g, t) ? g->t[t].group : -1;
+}
+
 qvl_tid qvl_graph_find(const qvl_graph *g, const char *name) {
     if (!g || !name) return -1;
     return qvl_gi_names_find(g, name);

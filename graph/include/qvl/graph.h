@@ -55,6 +55,12 @@ void qvl_g_name(qvl_graph *g, qvl_tid t, const char *fmt, ...) QVL_PRINTF(3, 4);
 /* Mark a tensor as a graph output under a name; outputs are kept alive until the end. */
 void qvl_g_output(qvl_graph *g, qvl_tid t, const char *name);
 
+/* Placement groups, for graphs split across backends (qvl/split.h): every tensor added from
+ * now on belongs to `group` (>= 0; a new graph starts in group 0). A group is an opaque
+ * number to the graph (a model uses one per decoder layer, say); a fused node keeps the group
+ * of the node it replaces. */
+void qvl_g_set_group(qvl_graph *g, int32_t group);
+
 /* Conveniences over qvl_g_node. */
 qvl_tid qvl_g_get_rows(qvl_graph *g, qvl_tid table, qvl_tid ids);
 qvl_tid qvl_g_matmul(qvl_graph *g, qvl_tid a, qvl_tid w, qvl_tid bias /* -1: none */);
@@ -93,6 +99,7 @@ qvl_op qvl_graph_op(const qvl_graph *g, qvl_tid t);
 const qvl_tid *qvl_graph_srcs(const qvl_graph *g, qvl_tid t);
 const qvl_params *qvl_graph_params(const qvl_graph *g, qvl_tid t);
 bool qvl_graph_is_live(const qvl_graph *g, qvl_tid t); /* false for nodes removed by fusion */
+int32_t qvl_graph_group(const qvl_graph *g, qvl_tid t); /* qvl_g_set_group; -1 for a bad tid */
 /* Look up an input, weight or output by name; -1 if absent. */
 qvl_tid qvl_graph_find(const qvl_graph *g, const char *name);
 size_t qvl_graph_n_outputs(const qvl_graph *g);
@@ -158,6 +165,8 @@ qvl_status qvl_exec_set(qvl_exec *ex, qvl_tid t, const void *host, size_t bytes,
 qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err);
 /* Copy a tensor (typically an output) to host; contiguous tensors only, bytes must match. */
 qvl_status qvl_exec_get(qvl_exec *ex, qvl_tid t, void *host, size_t bytes, qvl_error *err);
+/* Bytes of the executor's arena on its backend (the planned peak until it is allocated). */
+size_t qvl_exec_arena_bytes(const qvl_exec *ex);
 /* Backend address of a tensor (after create). */
 void *qvl_exec_addr(const qvl_exec *ex, qvl_tid t);
 

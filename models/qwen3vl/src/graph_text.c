@@ -211,6 +211,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     }
 
     for (int l = 0; l < (int)t->num_hidden_layers; l++) {
+        qvl_g_set_group(g, qvl_text_group_layer(l));
         qvl_tid in_norm =
             weight(g, d.ndt, 1, d.hidden, 1, TEXT_PREFIX "layers.%d.input_layernorm.weight", l);
         qvl_tid post_norm = weight(g, d.ndt, 1, d.hidden, 1,
@@ -234,6 +235,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
 
     /* Row-wise norm commutes with taking the last row, so slice first: the final norm then
      * feeds the output projection directly (one norm+linear) and runs on one row only. */
+    qvl_g_set_group(g, qvl_text_group_output(t->num_hidden_layers));
     if (!o->all_logits && N > 1) h = named(g, qvl_g_slice(g, h, 0, N - 1, 1), "last_row");
     qvl_tid norm_w = weight(g, d.ndt, 1, d.hidden, 1, TEXT_PREFIX "norm.weight");
     h = named(g, qvl_g_rms_norm(g, h, norm_w, d.eps), "output_norm");
@@ -251,4 +253,12 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     }
     *out = g;
     return QVL_OK;
+}
+
+void qvl_qwen3vl_text_placement(int64_t n_layers, int64_t gpu_layers, int32_t primary,
+                                int32_t cpu, int32_t *place) {
+    place[qvl_text_group_input()] = gpu_layers >= n_layers ? primary : cpu;
+    for (int64_t l = 0; l < n_layers; l++)
+        place[qvl_text_group_layer(l)] = l >= n_layers - gpu_layers ? primary : cpu;
+    place[qvl_text_group_output(n_layers)] = gpu_layers > 0 ? primary : cpu;
 }

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "qvl/qwen3vl_model.h"
+#include "model_internal.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -21,158 +22,18 @@
 #include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 
-/* One weight as the backend holds it, in the dtype the graphs read. */
-typedef struct bound_weight {
-    const char *name; /* owned by the weight store */
-    qvl_dtype dtype;
-    qvl_buffer buf;
-} bound_weight;
-
-/* One graph and executor reused for every single-token text step: the KV length is an input
- * ("kv_at"), so nothing is rebuilt, fused, planned or allocated per token, and a GPU backend
- * sees the same node list every time (CUDA graph replay). */
-typedef struct decode_step {
-    qvl_graph *g;
-    qvl_exec *ex;
-    qvl_tid ids, pos, at, logits;
-    bool unavailable; /* the backend refused the graph: build one per step instead */
-} decode_step;
-
-/* What qvl-bench reads: load timings and per-op profile totals (code at the end of the file). */
-typedef struct model_instruments {
-    qvl_model_load_stats load;
-    bool profiling;
-    qvl_op_profile profile;
-} model_instruments;
 static double now_seconds(void);
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
-static qvl_status open_backend(const qvl_model_options *opts, qvl_loaded_backend **out,
-                               qvl_error *err);
-
-struct qvl_model {
-    qvl_qwen3vl_config cfg;
-    qvl_weights *weights;
-    qvl_loaded_backend *lb;
-    qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs (the main one of a mixture) */
-    bool mix_q4_k_m;        /* --weights q4_k_m: per-tensor dtypes (weight_mix.c) */
-    qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
-    bool host_memory;       /* the backend's buffers are host memory (describe()) */
-    int convert_threads;    /* threads converting weights at load (--weights) */
-    bound_weight *bound;    /* sorted by name */
-    size_t n_bound;
-    int64_t ctx;
-    bool no_fuse;
-    bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
-    qvl_dtype kv_dtype; /* dtype of the KV cache (--kv-type) */
-    qvl_buffer kv;      /* all layers' K and V caches, [ctx, n_kv_heads, head_dim] each */
-    size_t kv_layer_bytes;
-    int64_t n_past;
-    int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
-    decode_step decode; /* built at the first single-token step */
-    model_instruments inst; /* load timings and op profile for qvl-bench (end of file) */
-};
-
-static int cmp_bound(const void *a, const void *b) {
-    return strcmp(((const bound_weight *)a)->name, ((const bound_weight *)b)->name);
-}
-
-static const bound_weight *find_bound(const qvl_model *m, const char *name) {
-    bound_weight key = {.name = name};
-    return bsearch(&key, m->bound, m->n_bound, sizeof key, cmp_bound);
-}
 
 /* The graphs read each matrix in the dtype it was bound in (one dtype, or a mixture). */
 static qvl_dtype bound_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
-    const bound_weight *w = find_bound(ctx, name);
-    return w ? w->dtype : dflt;
-}
-
-static bool is_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
-
-/* Put one stored tensor on the backend as `want`: in place when the backend reads host memory,
- * the dtype already fits, the data is aligned and no_mmap is off; otherwise converted (on several threads) and
- * uploaded once. A host-memory backend gets the conversion written straight into its buffer,
- * and the mapped source pages are then dropped from the resident set. */
-static qvl_status bind_weight(qvl_model *m, const qvl_st_tensor *t, qvl_dtype want,
-                              bound_weight *out, qvl_error *err) {
-    const qvl_backend_iface *be = m->lb->iface;
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        if (!qvl_mul_i64(n, t->shape[i], &n))
-            return qvl_fail(err, QVL_E_LIMIT, "%s: element count overflows", t->name);
-    size_t want_bytes;
-    if (!qvl_dtype_row_bytes(want, n, &want_bytes))
-        return qvl_fail(err, QVL_E_LIMIT, "%s: size overflows", t->name);
-    out->name = t->name;
-    out->dtype = want;
-    if (t->dtype == want && be->buffer_wrap_host && !m->no_mmap &&
-        is_aligned(t->data, want == QVL_F32 ? 4 : 2)) {
-        return be->buffer_wrap_host(m->lb->be, (void *)t->data, t->nbytes, &out->buf, err);
+    const qvl_model *m = ctx;
+    for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
+        const bound_weight *w = model_find_bound(m, name, ti);
+        if (w) return w->dtype;
     }
-    qvl_status st = be->buffer_alloc(m->lb->be, want_bytes ? want_bytes : 1, &out->buf, err);
-    if (st != QVL_OK) return st;
-    void *host = m->host_memory ? out->buf.data : malloc(want_bytes ? want_bytes : 1);
-    if (!host) {
-        be->buffer_free(m->lb->be, &out->buf);
-        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory converting to %s", t->name,
-                        qvl_dtype_name(want));
-    }
-    double rel_rms = 0;
-    bool quantised = qvl_dtype_is_quant(want);
-    if (t->dtype == want) memcpy(host, t->data, t->nbytes);
-    else st = qvl_convert_elements_measured(t->dtype, t->data, want, host, n, m->convert_threads,
-                                            quantised ? &rel_rms : NULL, err);
-    if (st == QVL_OK && quantised && t->dtype != want)
-        QVL_LOG_I("%s: %s -> %s, RMS error %.3g of the source's RMS", t->name,
-                  qvl_dtype_name(t->dtype), qvl_dtype_name(want), rel_rms);
-    if (st == QVL_OK && !m->host_memory)
-        st = be->upload(m->lb->be, out->buf.data, host, want_bytes, err);
-    if (!m->host_memory) free(host);
-    if (st != QVL_OK) {
-        be->buffer_free(m->lb->be, &out->buf);
-        return qvl_error_prefix(err, "%s", t->name);
-    }
-    qvl_release_mapped_pages(t->data, t->nbytes); /* the copy is what runs from now on */
-    return QVL_OK;
-}
-
-static qvl_status bind_all_weights(qvl_model *m, qvl_error *err) {
-    size_t n = qvl_weights_count(m->weights);
-    m->bound = calloc(n ? n : 1, sizeof *m->bound);
-    if (!m->bound) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
-        qvl_dtype want = t->ndim < 2      ? m->vector_dtype
-                         : m->mix_q4_k_m ? qvl_qwen3vl_mix_dtype(&m->cfg, t->name, t->ndim,
-                                                                 t->shape, m->vector_dtype)
-                                         : m->matrix_dtype;
-        qvl_status st = bind_weight(m, t, want, &m->bound[m->n_bound], err);
-        if (st != QVL_OK) return st;
-        m->n_bound++;
-    }
-    qsort(m->bound, m->n_bound, sizeof *m->bound, cmp_bound);
-    return QVL_OK;
-}
-
-static qvl_status alloc_kv(qvl_model *m, qvl_error *err) {
-    const qvl_text_config *t = &m->cfg.text;
-    size_t row, layer, total;
-    int64_t row_elems;
-    if (!qvl_mul_i64(t->num_key_value_heads, t->head_dim, &row_elems) ||
-        !qvl_dtype_row_bytes(m->kv_dtype, row_elems, &row) ||
-        !qvl_mul_size(row, (size_t)m->ctx, &layer) ||
-        !qvl_mul_size(layer, 2 * (size_t)t->num_hidden_layers, &total))
-        return qvl_fail(err, QVL_E_LIMIT, "KV cache for --ctx %lld overflows", (long long)m->ctx);
-    m->kv_layer_bytes = layer;
-    qvl_status st = m->lb->iface->buffer_alloc(m->lb->be, total, &m->kv, err);
-    if (st != QVL_OK)
-        return qvl_error_prefix(err, "KV cache of %.1f MiB (%s) for --ctx %lld", total / 1048576.0,
-                                qvl_dtype_name(m->kv_dtype), (long long)m->ctx);
-    QVL_LOG_I("KV cache: %s, %lld tokens x %lld layers, %zu bytes (%.1f MiB)",
-              qvl_dtype_name(m->kv_dtype), (long long)m->ctx, (long long)t->num_hidden_layers,
-              total, total / 1048576.0);
-    return QVL_OK;
+    return dflt;
 }
 
 qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_model **out,
@@ -204,61 +65,64 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
         m->matrix_dtype = emb ? emb->dtype : QVL_BF16;
         m->vector_dtype = norm ? norm->dtype : m->matrix_dtype;
         t0 = now_seconds();
-        st = open_backend(opts, &m->lb, err);
+        st = qvl_backend_open_with_options(opts->plugins_path, opts->backend_name,
+                                           opts->backend_options, &m->tg[0].lb, err);
+        if (st == QVL_OK) m->n_tg = 1;
         ls->backend_seconds = now_seconds() - t0;
         /* --weights wins over the backend's `weights:` option in plugins.yaml. */
         if (st == QVL_OK && opts->weight_dtype) {
             st = choose_matrix_dtype(m, opts->weight_dtype, err);
-        } else if (st == QVL_OK && m->lb->weights) {
-            st = choose_matrix_dtype(m, m->lb->weights, err);
+        } else if (st == QVL_OK && m->tg[0].lb->weights) {
+            st = choose_matrix_dtype(m, m->tg[0].lb->weights, err);
             if (st != QVL_OK)
-                qvl_error_prefix(err, "plugins.yaml: backend %s, option weights", m->lb->name);
+                qvl_error_prefix(err, "plugins.yaml: backend %s, option weights",
+                                 m->tg[0].lb->name);
         }
         if (st == QVL_OK) st = choose_kv_dtype(m, opts, err);
     }
     if (st == QVL_OK) {
         qvl_device_info info = {.host_memory = false};
-        if (m->lb->iface->describe && m->lb->iface->describe(m->lb->be, &info) == QVL_OK)
-            m->host_memory = info.host_memory;
+        const qvl_loaded_backend *lb = m->tg[0].lb;
+        if (lb->iface->describe && lb->iface->describe(lb->be, &info) == QVL_OK)
+            m->tg[0].host_memory = info.host_memory;
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         m->convert_threads = cpus < 1 ? 1 : (int)cpus;
+        t0 = now_seconds();
+        st = model_place(m, opts, err);
+        ls->backend_seconds += now_seconds() - t0;
     }
     t0 = now_seconds();
-    if (st == QVL_OK) st = bind_all_weights(m, err);
+    if (st == QVL_OK) st = model_bind_all_weights(m, err);
     ls->bind_seconds = now_seconds() - t0;
     t0 = now_seconds();
-    if (st == QVL_OK) st = alloc_kv(m, err);
+    if (st == QVL_OK) st = model_alloc_kv(m, err);
     ls->cache_seconds = now_seconds() - t0;
     if (st != QVL_OK) {
         qvl_model_close(m);
         return st;
     }
-    QVL_LOG_I("model %s: %lld layers, hidden %lld, vocab %lld, weights %s, backend %s", dir,
+    char place[256];
+    qvl_model_placement(m, place, sizeof place);
+    QVL_LOG_I("model %s: %lld layers, hidden %lld, vocab %lld, weights %s; %s", dir,
               (long long)m->cfg.text.num_hidden_layers, (long long)m->cfg.text.hidden_size,
               (long long)m->cfg.text.vocab_size,
-              m->mix_q4_k_m ? "q4_k_m" : qvl_dtype_name(m->matrix_dtype),
-              m->lb->name);
+              m->mix_q4_k_m ? "q4_k_m" : qvl_dtype_name(m->matrix_dtype), place);
     *out = m;
     return QVL_OK;
 }
 
 void qvl_model_close(qvl_model *m) {
     if (!m) return;
-    qvl_exec_free(m->decode.ex);
-    qvl_graph_free(m->decode.g);
-    if (m->lb) {
-        for (size_t i = 0; i < m->n_bound; i++)
-            m->lb->iface->buffer_free(m->lb->be, &m->bound[i].buf);
-        if (m->kv.data || m->kv.handle) m->lb->iface->buffer_free(m->lb->be, &m->kv);
-        qvl_backend_unload(m->lb);
-    }
-    free(m->bound);
+    qvl_split_free(m->decode.sp);
+    model_free_bindings(m);
+    for (size_t i = 0; i < m->n_tg; i++) qvl_backend_unload(m->tg[i].lb);
+    free(m->text_place);
     qvl_weights_close(m->weights);
     free(m);
 }
 
 const qvl_qwen3vl_config *qvl_model_config(const qvl_model *m) { return &m->cfg; }
-const qvl_loaded_backend *qvl_model_backend(const qvl_model *m) { return m->lb; }
+const qvl_loaded_backend *qvl_model_backend(const qvl_model *m) { return m->tg[0].lb; }
 int64_t qvl_model_ctx(const qvl_model *m) { return m->ctx; }
 int64_t qvl_model_n_past(const qvl_model *m) { return m->n_past; }
 
@@ -267,44 +131,8 @@ void qvl_model_truncate(qvl_model *m, int64_t n_past) {
     if (m->n_past == 0) m->rope_delta = 0;
 }
 
-/* Bind every WEIGHT of g to the model's backend copy. */
-static qvl_status bind_weights(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error *err) {
-    for (size_t t = 0; t < qvl_graph_n_tensors(g); t++) {
-        qvl_tid id = (qvl_tid)t;
-        if (qvl_graph_kind(g, id) != QVL_TENSOR_WEIGHT) continue;
-        const char *name = qvl_graph_tensor_name(g, id);
-        const bound_weight *w = find_bound(m, name);
-        if (!w) return qvl_fail(err, QVL_E_NOT_FOUND, "weight %s is not loaded", name);
-        if (w->dtype != qvl_graph_desc(g, id)->dtype)
-            return qvl_fail(err, QVL_E_DTYPE, "weight %s is %s, the graph reads %s", name,
-                            qvl_dtype_name(w->dtype),
-                            qvl_dtype_name(qvl_graph_desc(g, id)->dtype));
-        qvl_status st = qvl_exec_bind(ex, id, w->buf.data, err);
-        if (st != QVL_OK) return st;
-    }
-    return QVL_OK;
-}
-
-/* Bind every WEIGHT of g to the model's backend copy and the KV inputs to the cache. */
-static qvl_status bind_graph(qvl_model *m, qvl_graph *g, qvl_exec *ex, qvl_error *err) {
-    qvl_status st0 = bind_weights(m, g, ex, err);
-    if (st0 != QVL_OK) return st0;
-    for (int64_t l = 0; l < m->cfg.text.num_hidden_layers; l++) {
-        char name[64];
-        for (int kv = 0; kv < 2; kv++) {
-            snprintf(name, sizeof name, "kv.%lld.%c", (long long)l, kv ? 'v' : 'k');
-            qvl_tid id = qvl_graph_find(g, name);
-            if (id < 0) return qvl_fail(err, QVL_E_NOT_FOUND, "graph has no input %s", name);
-            char *addr = (char *)m->kv.data + (size_t)(2 * l + kv) * m->kv_layer_bytes;
-            qvl_status st = qvl_exec_bind(ex, id, addr, err);
-            if (st != QVL_OK) return st;
-        }
-    }
-    return QVL_OK;
-}
-
-static qvl_status set_image_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const int32_t *ids,
-                                   int64_t n, const qvl_image_features *img, qvl_error *err);
+static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *ids, int64_t n,
+                                   const qvl_image_features *img, qvl_error *err);
 static qvl_status decode_ready(qvl_model *m, qvl_error *err);
 static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_t *pos,
                                   float *logits, qvl_error *err);
@@ -352,7 +180,7 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
         free(pos_buf);
         return st;
     }
-    if (n == 1 && !img && m->decode.ex)
+    if (n == 1 && !img && m->decode.sp)
         st = run_decode_step(m, ids, pos_buf, logits, err);
     else
         st = run_batch(m, ids, n, pos_buf, img, all_logits, logits, err);
@@ -368,79 +196,70 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
     return st;
 }
 
-/* Adds what ex timed in its last run to the model's totals (profiling on). */
-static void collect_profile(qvl_model *m, qvl_exec *ex) {
+/* Adds what the parts timed in their last run to the model's totals (profiling on). */
+static void collect_profile(qvl_model *m, qvl_split *sp) {
+    model_note_arenas(m, sp);
     if (!m->inst.profiling) return;
     qvl_op_profile p;
-    qvl_exec_profile(ex, &p);
+    qvl_split_profile(sp, &p);
     qvl_op_profile_add(&m->inst.profile, &p);
-    qvl_exec_profile_reset(ex);
+    qvl_split_profile_reset(sp);
 }
 
 /* Builds the reusable single-token graph once. A backend that does not support it (an older
  * plugin without STORE_ROWS_AT) is not an error: steps then build their own graph. */
 static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
     decode_step *d = &m->decode;
-    if (d->ex || d->unavailable) return QVL_OK;
+    if (d->sp || d->unavailable) return QVL_OK;
     qvl_text_graph_opts go = {
         .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
         .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m,
     };
-    qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &d->g, err);
-    if (st == QVL_OK) st = qvl_graph_fuse(d->g, m->lb->iface, m->lb->be, NULL, err);
-    if (st != QVL_OK) return st;
+    qvl_graph *g = NULL;
+    qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
     qvl_error why = {0};
+    if (st == QVL_OK) st = model_split(m, g, true, &d->sp, &why);
+    qvl_graph_free(g);
     /* The reusable graph is only right with attention fused: fused ATTENTION never reads cache
      * rows at or past at + N, but the primitive chain (scores over every cache row, masked,
      * then probabilities times every V row) multiplies unwritten rows by 0, and 0 x NaN
      * garbage is NaN. A backend that declined the fusion gets a graph per token, whose cache
      * views end at the rows written. */
-    if (qvl_graph_count_op(d->g, QVL_OP_MASK_CAUSAL_AT) > 0)
-        st = qvl_fail(&why, QVL_E_UNSUPPORTED, "attention is not fused for it");
-    else
-        st = qvl_exec_create(d->g, m->lb->iface, m->lb->be, &d->ex, &why);
+    for (size_t i = 0; st == QVL_OK && i < qvl_split_n_parts(d->sp); i++) {
+        qvl_split_part p = qvl_split_part_at(d->sp, i);
+        if (qvl_graph_count_op(p.graph, QVL_OP_MASK_CAUSAL_AT) > 0)
+            st = qvl_fail(&why, QVL_E_UNSUPPORTED, "attention is not fused for %s",
+                          m->tg[p.target].lb->name);
+    }
     if (st == QVL_E_UNSUPPORTED) {
-        QVL_LOG_I("decode graph reuse is off on %s (%s); building a graph per token",
-                  m->lb->name, why.msg);
-        qvl_graph_free(d->g);
-        d->g = NULL;
+        QVL_LOG_I("decode graph reuse is off (%s); building a graph per token", why.msg);
+        qvl_split_free(d->sp);
+        d->sp = NULL;
         d->unavailable = true;
         return QVL_OK;
     }
-    if (st == QVL_OK) st = bind_graph(m, d->g, d->ex, err);
-    else qvl_fail(err, st, "%s", why.msg);
-    if (st == QVL_OK) {
-        d->ids = qvl_graph_find(d->g, "ids");
-        d->pos = qvl_graph_find(d->g, "pos");
-        d->at = qvl_graph_find(d->g, "kv_at");
-        d->logits = qvl_graph_find(d->g, "logits");
-    }
-    if (st != QVL_OK) {
-        qvl_exec_free(d->ex);
-        qvl_graph_free(d->g);
-        memset(d, 0, sizeof *d);
-    }
+    if (st != QVL_OK && err) *err = why;
     return st;
 }
 
 static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_t *pos,
                                   float *logits, qvl_error *err) {
-    decode_step *d = &m->decode;
+    qvl_split *sp = m->decode.sp;
     const int32_t at = (int32_t)m->n_past;
-    qvl_exec_set_profiling(d->ex, m->inst.profiling);
-    qvl_status st = qvl_exec_set(d->ex, d->ids, ids, sizeof *ids, err);
-    if (st == QVL_OK) st = qvl_exec_set(d->ex, d->pos, pos, 3 * sizeof *pos, err);
-    if (st == QVL_OK) st = qvl_exec_set(d->ex, d->at, &at, sizeof at, err);
-    if (st == QVL_OK) st = qvl_exec_run(d->ex, err);
-    if (st == QVL_OK) collect_profile(m, d->ex);
+    qvl_split_set_profiling(sp, m->inst.profiling);
+    qvl_status st = qvl_split_set(sp, "ids", ids, sizeof *ids, err);
+    if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos, 3 * sizeof *pos, err);
+    if (st == QVL_OK) st = qvl_split_set(sp, "kv_at", &at, sizeof at, err);
+    if (st == QVL_OK) st = qvl_split_run(sp, err);
+    if (st == QVL_OK) collect_profile(m, sp);
     if (st == QVL_OK)
-        st = qvl_exec_get(d->ex, d->logits, logits,
-                          (size_t)m->cfg.text.vocab_size * sizeof(float), err);
+        st = qvl_split_get(sp, "logits", logits, (size_t)m->cfg.text.vocab_size * sizeof(float),
+                           err);
     return st;
 }
 
-/* Any batch: a graph built, fused and planned for exactly these tokens. */
+/* Any batch: a graph built, split, fused and planned for exactly these tokens. */
 static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const int32_t *pos_buf,
                             const qvl_image_features *img, bool all_logits, float *logits,
                             qvl_error *err) {
@@ -453,27 +272,21 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
         .n_image_tokens = img ? img->n_tokens : 0, .n_deepstack = img ? img->n_deepstack : 0,
     };
     qvl_graph *g = NULL;
-    qvl_exec *ex = NULL;
+    qvl_split *sp = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
-    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, m->lb->iface, m->lb->be, NULL, err);
-    if (st == QVL_OK) st = qvl_exec_create(g, m->lb->iface, m->lb->be, &ex, err);
-    if (st == QVL_OK) qvl_exec_set_profiling(ex, m->inst.profiling);
-    if (st == QVL_OK) st = bind_graph(m, g, ex, err);
-    if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "ids"), ids, (size_t)n * sizeof *ids, err);
-    if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "pos"), pos_buf, (size_t)n * 3 * sizeof *pos_buf,
-                          err);
-    if (st == QVL_OK && img) st = set_image_inputs(m, g, ex, ids, n, img, err);
-    if (st == QVL_OK) st = qvl_exec_run(ex, err);
-    if (st == QVL_OK) collect_profile(m, ex);
+    if (st == QVL_OK) st = model_split(m, g, true, &sp, err);
+    qvl_graph_free(g);
+    if (st == QVL_OK) qvl_split_set_profiling(sp, m->inst.profiling);
+    if (st == QVL_OK) st = qvl_split_set(sp, "ids", ids, (size_t)n * sizeof *ids, err);
+    if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos_buf, (size_t)n * 3 * sizeof *pos_buf, err);
+    if (st == QVL_OK && img) st = set_image_inputs(m, sp, ids, n, img, err);
+    if (st == QVL_OK) st = qvl_split_run(sp, err);
+    if (st == QVL_OK) collect_profile(m, sp);
     if (st == QVL_OK) {
         size_t rows = all_logits ? (size_t)n : 1;
-        st = qvl_exec_get(ex, qvl_graph_find(g, "logits"), logits,
-                          rows * (size_t)vocab * sizeof(float), err);
+        st = qvl_split_get(sp, "logits", logits, rows * (size_t)vocab * sizeof(float), err);
     }
-    qvl_exec_free(ex);
-    qvl_graph_free(g);
+    qvl_split_free(sp);
     return st;
 }
 
@@ -487,8 +300,8 @@ void qvl_image_features_free(qvl_image_features *f) {
 }
 
 /* The image rows of a text batch: where its image pads are, and the features to put there. */
-static qvl_status set_image_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const int32_t *ids,
-                                   int64_t n, const qvl_image_features *img, qvl_error *err) {
+static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *ids, int64_t n,
+                                   const qvl_image_features *img, qvl_error *err) {
     const int64_t K = img->n_tokens, D = m->cfg.text.hidden_size;
     if (img->hidden != D || !img->embeds || (img->n_deepstack > 0 && !img->deepstack))
         return qvl_fail(err, QVL_E_SHAPE, "image features are %lld wide, the text model %lld",
@@ -507,14 +320,12 @@ static qvl_status set_image_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, con
                       (long long)k, (long long)K);
     const size_t feat_bytes = (size_t)K * (size_t)D * sizeof(float);
     if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "image_rows"), rows, (size_t)K * sizeof *rows, err);
-    if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "image_embeds"), img->embeds, feat_bytes, err);
+        st = qvl_split_set(sp, "image_rows", rows, (size_t)K * sizeof *rows, err);
+    if (st == QVL_OK) st = qvl_split_set(sp, "image_embeds", img->embeds, feat_bytes, err);
     for (int32_t d = 0; st == QVL_OK && d < img->n_deepstack; d++) {
         char name[32];
         snprintf(name, sizeof name, "deepstack.%d", (int)d);
-        st = qvl_exec_set(ex, qvl_graph_find(g, name), img->deepstack + (size_t)d * K * D,
-                          feat_bytes, err);
+        st = qvl_split_set(sp, name, img->deepstack + (size_t)d * K * D, feat_bytes, err);
     }
     free(rows);
     return st;
@@ -529,7 +340,7 @@ qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n
 }
 
 /* Host-side inputs of the vision graph: the pixels and what depends on the grids only. */
-static qvl_status set_vision_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, const float *pixels,
+static qvl_status set_vision_inputs(qvl_model *m, qvl_split *sp, const float *pixels,
                                     size_t n_images, const qvl_image_grid *grids, int64_t S,
                                     int64_t width, qvl_error *err) {
     int64_t G = 0;
@@ -542,19 +353,19 @@ static qvl_status set_vision_inputs(qvl_model *m, qvl_graph *g, qvl_exec *ex, co
     if (st == QVL_OK)
         st = qvl_qwen3vl_vision_aux(&m->cfg, n_images, grids, idx, w, rope, seg, err);
     if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "patches"), pixels,
+        st = qvl_split_set(sp, "patches", pixels,
                           (size_t)(S * width) * sizeof *pixels, err);
     if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "pos_interp.idx"), idx,
+        st = qvl_split_set(sp, "pos_interp.idx", idx,
                           (size_t)(4 * S) * sizeof *idx, err);
     if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "pos_interp.w"), w, (size_t)(4 * S) * sizeof *w,
+        st = qvl_split_set(sp, "pos_interp.w", w, (size_t)(4 * S) * sizeof *w,
                           err);
     if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "rope_pos"), rope, (size_t)(2 * S) * sizeof *rope,
+        st = qvl_split_set(sp, "rope_pos", rope, (size_t)(2 * S) * sizeof *rope,
                           err);
     if (st == QVL_OK)
-        st = qvl_exec_set(ex, qvl_graph_find(g, "segments"), seg, (size_t)(G + 1) * sizeof *seg,
+        st = qvl_split_set(sp, "segments", seg, (size_t)(G + 1) * sizeof *seg,
                           err);
     free(idx);
     free(w);
@@ -580,20 +391,19 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
                                 .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
                                 .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m};
     qvl_graph *g = NULL;
-    qvl_exec *ex = NULL;
+    qvl_split *sp = NULL;
     qvl_status st = qvl_qwen3vl_build_vision(&m->cfg, &vo, &g, err);
     int64_t S = 0;
     for (size_t i = 0; st == QVL_OK && i < n_images; i++) S += qvl_image_grid_patches(&grids[i]);
     const int64_t m2 = v->spatial_merge_size * v->spatial_merge_size, K = S / m2;
     const int64_t D = v->out_hidden_size;
     const int64_t width = v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
-    if (st == QVL_OK && !m->no_fuse) st = qvl_graph_fuse(g, m->lb->iface, m->lb->be, NULL, err);
-    if (st == QVL_OK) st = qvl_exec_create(g, m->lb->iface, m->lb->be, &ex, err);
-    if (st == QVL_OK) qvl_exec_set_profiling(ex, m->inst.profiling);
-    if (st == QVL_OK) st = bind_weights(m, g, ex, err);
-    if (st == QVL_OK) st = set_vision_inputs(m, g, ex, pixels, n_images, grids, S, width, err);
-    if (st == QVL_OK) st = qvl_exec_run(ex, err);
-    if (st == QVL_OK) collect_profile(m, ex);
+    if (st == QVL_OK) st = model_split(m, g, false, &sp, err);
+    qvl_graph_free(g);
+    if (st == QVL_OK) qvl_split_set_profiling(sp, m->inst.profiling);
+    if (st == QVL_OK) st = set_vision_inputs(m, sp, pixels, n_images, grids, S, width, err);
+    if (st == QVL_OK) st = qvl_split_run(sp, err);
+    if (st == QVL_OK) collect_profile(m, sp);
     if (st == QVL_OK) {
         out->n_tokens = K;
         out->hidden = D;
@@ -604,15 +414,14 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
         if (!out->embeds || !out->deepstack) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
     const size_t bytes = (size_t)(K * D) * sizeof(float);
-    if (st == QVL_OK) st = qvl_exec_get(ex, qvl_graph_find(g, "merger"), out->embeds, bytes, err);
+    if (st == QVL_OK) st = qvl_split_get(sp, "merger", out->embeds, bytes, err);
     for (int32_t k = 0; st == QVL_OK && k < v->n_deepstack; k++) {
         char name[32];
         snprintf(name, sizeof name, "deepstack.%d", (int)k);
-        st = qvl_exec_get(ex, qvl_graph_find(g, name), out->deepstack + (size_t)(k * K * D), bytes,
+        st = qvl_split_get(sp, name, out->deepstack + (size_t)(k * K * D), bytes,
                           err);
     }
-    qvl_exec_free(ex);
-    qvl_graph_free(g);
+    qvl_split_free(sp);
     if (st != QVL_OK) {
         qvl_image_features_free(out);
         return qvl_error_prefix(err, "vision encoder");
@@ -659,7 +468,7 @@ static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error 
  * step's cache reads, with the logit error stated in docs/MODEL.md. q8_0 needs block-quantised
  * rows in STORE_ROWS and ATTENTION, which the op contract does not define yet. */
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err) {
-    const char *name = opts->kv_type ? opts->kv_type : m->lb->kv_type;
+    const char *name = opts->kv_type ? opts->kv_type : m->tg[0].lb->kv_type;
     const char *where = opts->kv_type ? "--kv-type" : "plugins.yaml option kv_type";
     m->kv_dtype = QVL_F16;
     if (!name) return QVL_OK;
@@ -672,13 +481,6 @@ static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, q
     return QVL_OK;
 }
 
-/* plugins.yaml's options with the caller's (qvl_model_options.backend_options) laid over them. */
-static qvl_status open_backend(const qvl_model_options *opts, qvl_loaded_backend **out,
-                               qvl_error *err) {
-    return qvl_backend_open_with_options(opts->plugins_path, opts->backend_name,
-                                         opts->backend_options, out, err);
-}
-
 static bool read_by_decode(const qvl_model *m, const char *name) {
     if (strcmp(name, "lm_head.weight") == 0) return true;
     if (strcmp(name, "model.language_model.embed_tokens.weight") == 0)
@@ -689,14 +491,19 @@ static bool read_by_decode(const qvl_model *m, const char *name) {
 void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
     *out = m->inst.load;
     out->weights_in_place_bytes = out->weights_copied_bytes = out->decode_weight_bytes = 0;
+    const int32_t head = m->text_place[qvl_text_group_output(m->cfg.text.num_hidden_layers)];
     for (size_t i = 0; i < m->n_bound; i++) {
         const bound_weight *w = &m->bound[i];
         const qvl_st_tensor *t = qvl_weights_get(m->weights, w->name);
         if (t && w->buf.data == t->data) out->weights_in_place_bytes += w->buf.size;
         else out->weights_copied_bytes += w->buf.size;
-        if (read_by_decode(m, w->name)) out->decode_weight_bytes += w->buf.size;
+        /* a tied embedding bound twice is read whole only where it is the output head */
+        if (read_by_decode(m, w->name) &&
+            (strcmp(w->name, "model.language_model.embed_tokens.weight") != 0 || w->target == head))
+            out->decode_weight_bytes += w->buf.size;
     }
-    out->kv_bytes = m->kv.size;
+    out->kv_bytes = 0;
+    for (size_t i = 0; i < m->n_tg; i++) out->kv_bytes += m->tg[i].kv.size;
     out->kv_dtype = m->kv_dtype;
     out->matrix_dtype = m->matrix_dtype;
 }
@@ -704,3 +511,30 @@ void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
 void qvl_model_set_profiling(qvl_model *m, bool on) { m->inst.profiling = on; }
 void qvl_model_profile(const qvl_model *m, qvl_op_profile *out) { *out = m->inst.profile; }
 void qvl_model_profile_reset(qvl_model *m) { memset(&m->inst.profile, 0, sizeof m->inst.profile); }
+
+size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_t max) {
+    size_t n = 0;
+    for (size_t ti = 0; ti < m->n_tg && n < max; ti++, n++) {
+        const model_target *tg = &m->tg[ti];
+        qvl_model_backend_memory *r = &out[n];
+        memset(r, 0, sizeof *r);
+        r->name = tg->lb->name;
+        for (size_t i = 0; i < m->n_bound; i++) {
+            const bound_weight *w = &m->bound[i];
+            if (w->target != (int32_t)ti) continue;
+            const qvl_st_tensor *t = qvl_weights_get(m->weights, w->name);
+            if (t && w->buf.data == t->data) r->weights_mapped_bytes += w->buf.size;
+            else r->weights_bytes += w->buf.size;
+        }
+        r->kv_bytes = tg->kv.size;
+        r->activation_bytes = tg->activation_bytes;
+        r->host_memory = tg->host_memory;
+        qvl_device_info info = {.host_memory = false};
+        if (tg->lb->iface->describe && tg->lb->iface->describe(tg->lb->be, &info) == QVL_OK &&
+            info.memory_total > 0) {
+            r->device_total = info.memory_total;
+            r->device_free = info.memory_free;
+        }
+    }
+    return n;
+}

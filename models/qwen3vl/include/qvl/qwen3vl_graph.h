@@ -49,6 +49,20 @@ typedef struct qvl_text_graph_opts {
 qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *opts,
                                   qvl_graph **out, qvl_error *err);
 
+/* Placement groups of the text graph (qvl_g_set_group, for graphs split across backends):
+ * the token embedding and image rows, one group per decoder layer, then the final norm and the
+ * output projection (the "output head"). */
+static inline int32_t qvl_text_group_input(void) { return 0; }
+static inline int32_t qvl_text_group_layer(int64_t l) { return (int32_t)(1 + l); }
+static inline int32_t qvl_text_group_output(int64_t n_layers) { return (int32_t)(1 + n_layers); }
+static inline size_t qvl_text_n_groups(int64_t n_layers) { return (size_t)n_layers + 2; }
+
+/* -ngl N as llama.cpp places it: the last N decoder layers and the output head on `primary`,
+ * the other layers on `cpu`, the token embedding on `primary` only when every layer is there
+ * (N >= n_layers). place has qvl_text_n_groups entries. */
+void qvl_qwen3vl_text_placement(int64_t n_layers, int64_t gpu_layers, int32_t primary,
+                                int32_t cpu, int32_t *place);
+
 typedef struct qvl_image_grid { int64_t t, h, w; } qvl_image_grid; /* in patches */
 
 typedef struct qvl_vision_graph_opts {

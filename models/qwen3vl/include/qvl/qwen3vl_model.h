@@ -37,7 +37,18 @@ typedef struct qvl_model_options {
     /* "f32", "f16" or "q8_0": the dtype of the KV cache (--kv-type). NULL: the opened backend's
      * `kv_type:` option in plugins.yaml, else f16. q8_0 is refused as not supported yet. */
     const char *kv_type;
-    /* Laid over the plugins.yaml options of the backend that is opened (same key: this value
+    /* --gpu-layers / -ngl: "all" (NULL, the default: everything on the primary backend), a
+     * number N (the last N decoder layers and the output head on the primary, the rest and
+     * the token embedding on the CPU backend) or "auto" (as many as the primary's free memory
+     * holds; docs/ARCHITECTURE.md, "Split graphs"). */
+    const char *gpu_layers;
+    /* --cpu-backend: the backend of the layers off the primary (NULL: cpu_avx2, else the
+     * reference). */
+    const char *cpu_backend_name;
+    /* --vision-backend: the backend of the vision tower (NULL: the primary, unless auto moved
+     * it to the CPU backend because it did not fit). */
+    const char *vision_backend_name;
+    /* Laid over the plugins.yaml options of every backend that is opened (same key: this value
      * wins), e.g. {threads: 4} from qvl-bench -t. NULL: plugins.yaml's options only. */
     const qvl_options *backend_options;
 } qvl_model_options;
@@ -49,7 +60,22 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
 void qvl_model_close(qvl_model *m);
 
 const qvl_qwen3vl_config *qvl_model_config(const qvl_model *m);
+/* The primary backend (--backend). */
 const qvl_loaded_backend *qvl_model_backend(const qvl_model *m);
+/* Where the model runs, in one line: "layers 0-13 + embedding on cpu_avx2, layers 14-27 +
+ * output + vision on cuda_sm61". Returns its length (truncated to size - 1). */
+size_t qvl_model_placement(const qvl_model *m, char *buf, size_t size);
+/* Memory per loaded backend, primary first. */
+typedef struct qvl_model_backend_memory {
+    const char *name;
+    size_t weights_bytes;        /* weights converted or uploaded into the backend's buffers */
+    size_t weights_mapped_bytes; /* weights read in place from the file mapping */
+    size_t kv_bytes;             /* the KV cache of the layers placed there */
+    size_t activation_bytes;     /* the largest graph arena run there so far */
+    uint64_t device_total, device_free; /* describe() now (0 when the backend does not say) */
+    bool host_memory; /* a CPU backend: device_total/free are the machine's, not its own */
+} qvl_model_backend_memory;
+size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_t max);
 int64_t qvl_model_ctx(const qvl_model *m);
 /* Tokens in the KV cache. */
 int64_t qvl_model_n_past(const qvl_model *m);

@@ -1,0 +1,223 @@
+/* Weights and the KV cache onto the model's backends, and graphs split over them. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "qvl/checked.h"
+#include "qvl/log.h"
+#include "qvl/weight_convert.h"
+
+static int cmp_bound(const void *a, const void *b) {
+    const bound_weight *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->target > y->target) - (x->target < y->target);
+}
+
+const bound_weight *model_find_bound(const qvl_model *m, const char *name, int32_t target) {
+    bound_weight key = {.name = name, .target = target};
+    return bsearch(&key, m->bound, m->n_bound, sizeof key, cmp_bound);
+}
+
+static bool is_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
+/* Put one stored tensor on target ti as `want`: in place when that backend reads host memory,
+ * the dtype already fits, the data is aligned and no_mmap is off; otherwise converted (on
+ * several threads) and uploaded once. A host-memory backend gets the conversion written
+ * straight into its buffer. Returns the RMS error of a quantisation in *rel_rms (else 0). */
+static qvl_status bind_weight(qvl_model *m, int32_t ti, const qvl_st_tensor *t, qvl_dtype want,
+                              bound_weight *out, double *rel_rms, qvl_error *err) {
+    const model_target *tg = &m->tg[ti];
+    const qvl_backend_iface *be = tg->lb->iface;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        if (!qvl_mul_i64(n, t->shape[i], &n))
+            return qvl_fail(err, QVL_E_LIMIT, "%s: element count overflows", t->name);
+    size_t want_bytes;
+    if (!qvl_dtype_row_bytes(want, n, &want_bytes))
+        return qvl_fail(err, QVL_E_LIMIT, "%s: size overflows", t->name);
+    out->name = t->name;
+    out->target = ti;
+    out->dtype = want;
+    *rel_rms = 0;
+    if (t->dtype == want && be->buffer_wrap_host && !m->no_mmap &&
+        is_aligned(t->data, want == QVL_F32 ? 4 : 2)) {
+        return be->buffer_wrap_host(tg->lb->be, (void *)t->data, t->nbytes, &out->buf, err);
+    }
+    qvl_status st = be->buffer_alloc(tg->lb->be, want_bytes ? want_bytes : 1, &out->buf, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "%s on %s", t->name, tg->lb->name);
+    void *host = tg->host_memory ? out->buf.data : malloc(want_bytes ? want_bytes : 1);
+    if (!host) {
+        be->buffer_free(tg->lb->be, &out->buf);
+        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory converting to %s", t->name,
+                        qvl_dtype_name(want));
+    }
+    bool quantised = qvl_dtype_is_quant(want) && t->dtype != want;
+    if (t->dtype == want) memcpy(host, t->data, t->nbytes);
+    else st = qvl_convert_elements_measured(t->dtype, t->data, want, host, n, m->convert_threads,
+                                            quantised ? rel_rms : NULL, err);
+    if (st == QVL_OK && !tg->host_memory)
+        st = be->upload(tg->lb->be, out->buf.data, host, want_bytes, err);
+    if (!tg->host_memory) free(host);
+    if (st != QVL_OK) {
+        be->buffer_free(tg->lb->be, &out->buf);
+        return qvl_error_prefix(err, "%s", t->name);
+    }
+    return QVL_OK;
+}
+
+qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err) {
+    size_t n = qvl_weights_count(m->weights), cap = n * m->n_tg;
+    m->bound = calloc(cap ? cap : 1, sizeof *m->bound);
+    if (!m->bound) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
+        const qvl_dtype want = model_bind_dtype(m, t);
+        const uint32_t targets = model_weight_targets(m, t->name);
+        bool copied = false, in_place = false;
+        for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
+            if (!(targets & (1u << ti))) continue;
+            bound_weight *b = &m->bound[m->n_bound];
+            double rel_rms;
+            qvl_status st = bind_weight(m, ti, t, want, b, &rel_rms, err);
+            if (st != QVL_OK) return st;
+            m->n_bound++;
+            if (rel_rms > 0 && !copied)
+                QVL_LOG_I("%s: %s -> %s, RMS error %.3g of the source's RMS", t->name,
+                          qvl_dtype_name(t->dtype), qvl_dtype_name(want), rel_rms);
+            copied |= b->buf.data != t->data;
+            in_place |= b->buf.data == t->data;
+        }
+        /* the copies are what runs from now on */
+        if (copied && !in_place) qvl_release_mapped_pages(t->data, t->nbytes);
+    }
+    qsort(m->bound, m->n_bound, sizeof *m->bound, cmp_bound);
+    return QVL_OK;
+}
+
+qvl_status model_alloc_kv(qvl_model *m, qvl_error *err) {
+    const qvl_text_config *t = &m->cfg.text;
+    const int64_t L = t->num_hidden_layers;
+    size_t row, layer;
+    int64_t row_elems;
+    if (!qvl_mul_i64(t->num_key_value_heads, t->head_dim, &row_elems) ||
+        !qvl_dtype_row_bytes(m->kv_dtype, row_elems, &row) ||
+        !qvl_mul_size(row, (size_t)m->ctx, &layer) || layer > SIZE_MAX / 2 / (size_t)L)
+        return qvl_fail(err, QVL_E_LIMIT, "KV cache for --ctx %lld overflows", (long long)m->ctx);
+    m->kv_layer_bytes = layer;
+    if (!(m->kv_addr = calloc((size_t)(2 * L), sizeof *m->kv_addr)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
+        model_target *tg = &m->tg[ti];
+        size_t n_here = 0;
+        for (int64_t l = 0; l < L; l++) n_here += m->text_place[qvl_text_group_layer(l)] == ti;
+        if (n_here == 0) continue;
+        const size_t total = 2 * n_here * layer;
+        qvl_status st = tg->lb->iface->buffer_alloc(tg->lb->be, total, &tg->kv, err);
+        if (st != QVL_OK)
+            return qvl_error_prefix(err, "KV cache of %.1f MiB (%s, %zu layers) for --ctx %lld on %s",
+                                    total / 1048576.0, qvl_dtype_name(m->kv_dtype), n_here,
+                                    (long long)m->ctx, tg->lb->name);
+        size_t k = 0;
+        for (int64_t l = 0; l < L; l++) {
+            if (m->text_place[qvl_text_group_layer(l)] != ti) continue;
+            for (int kv = 0; kv < 2; kv++, k++)
+                m->kv_addr[2 * l + kv] = (char *)tg->kv.data + k * layer;
+        }
+        QVL_LOG_I("KV cache on %s: %s, %lld tokens x %zu layers, %zu bytes (%.1f MiB)",
+                  tg->lb->name, qvl_dtype_name(m->kv_dtype), (long long)m->ctx, n_here, total,
+                  total / 1048576.0);
+    }
+    return QVL_OK;
+}
+
+/* Binds the weights of one part's graph on its target, and the KV inputs it reads. */
+static qvl_status bind_part(qvl_model *m, qvl_split_part p, qvl_error *err) {
+    qvl_graph *g = p.graph;
+    for (size_t t = 0; t < qvl_graph_n_tensors(g); t++) {
+        qvl_tid id = (qvl_tid)t;
+        qvl_tensor_kind kind = qvl_graph_kind(g, id);
+        const char *name = qvl_graph_tensor_name(g, id);
+        void *addr = NULL;
+        if (kind == QVL_TENSOR_WEIGHT) {
+            const bound_weight *w = model_find_bound(m, name, p.target);
+            if (!w)
+                return qvl_fail(err, QVL_E_NOT_FOUND, "weight %s is not loaded on %s", name,
+                                m->tg[p.target].lb->name);
+            if (w->dtype != qvl_graph_desc(g, id)->dtype)
+                return qvl_fail(err, QVL_E_DTYPE, "weight %s is %s, the graph reads %s", name,
+                                qvl_dtype_name(w->dtype),
+                                qvl_dtype_name(qvl_graph_desc(g, id)->dtype));
+            addr = w->buf.data;
+        } else if (kind == QVL_TENSOR_INPUT && name && strncmp(name, "kv.", 3) == 0) {
+            long long l;
+            char which;
+            int used = 0;
+            if (sscanf(name, "kv.%lld.%c%n", &l, &which, &used) != 2 || name[used] != '\0' ||
+                l < 0 || l >= m->cfg.text.num_hidden_layers || (which != 'k' && which != 'v'))
+                return qvl_fail(err, QVL_E_INVALID, "graph input %s is not a cache layer", name);
+            if (m->text_place[qvl_text_group_layer(l)] != p.target)
+                return qvl_fail(err, QVL_E_INVALID, "cache of layer %lld is read on %s, it lives "
+                                "on %s", l, m->tg[p.target].lb->name,
+                                m->tg[m->text_place[qvl_text_group_layer(l)]].lb->name);
+            addr = m->kv_addr[2 * l + (which == 'v')];
+        } else {
+            continue;
+        }
+        qvl_status st = qvl_exec_bind(p.exec, id, addr, err);
+        if (st != QVL_OK) return st;
+    }
+    return QVL_OK;
+}
+
+qvl_status model_bind_split(qvl_model *m, qvl_split *sp, qvl_error *err) {
+    for (size_t i = 0; i < qvl_split_n_parts(sp); i++) {
+        qvl_status st = bind_part(m, qvl_split_part_at(sp, i), err);
+        if (st != QVL_OK) return st;
+    }
+    return QVL_OK;
+}
+
+qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **out,
+                       qvl_error *err) {
+    qvl_split_target targets[MODEL_MAX_TARGETS];
+    for (size_t i = 0; i < m->n_tg; i++)
+        targets[i] = (qvl_split_target){m->tg[i].lb->iface, m->tg[i].lb->be, m->tg[i].host_memory};
+    const int32_t vision_place[1] = {m->vision_target};
+    qvl_split_options so = {
+        .target_of_group = text ? m->text_place : vision_place,
+        .n_groups = text ? qvl_text_n_groups(m->cfg.text.num_hidden_layers) : 1,
+        .no_fuse = m->no_fuse,
+    };
+    qvl_status st = qvl_split_create(g, targets, m->n_tg, &so, NULL, out, err);
+    if (st == QVL_OK) st = model_bind_split(m, *out, err);
+    if (st != QVL_OK) {
+        qvl_split_free(*out);
+        *out = NULL;
+        return st;
+    }
+    return QVL_OK;
+}
+
+void model_note_arenas(qvl_model *m, const qvl_split *sp) {
+    for (size_t i = 0; i < qvl_split_n_parts(sp); i++) {
+        qvl_split_part p = qvl_split_part_at(sp, i);
+        size_t a = qvl_exec_arena_bytes(p.exec);
+        if (a > m->tg[p.target].activation_bytes) m->tg[p.target].activation_bytes = a;
+    }
+}
+
+void model_free_bindings(qvl_model *m) {
+    for (size_t i = 0; i < m->n_bound; i++) {
+        model_target *tg = &m->tg[m->bound[i].target];
+        tg->lb->iface->buffer_free(tg->lb->be, &m->bound[i].buf);
+    }
+    for (size_t i = 0; i < m->n_tg; i++)
+        if (m->tg[i].kv.data || m->tg[i].kv.handle)
+            m->tg[i].lb->iface->buffer_free(m->tg[i].lb->be, &m->tg[i].kv);
+    free(m->bound);
+    m->bound = NULL;
+    m->n_bound = 0;
+    free(m->kv_addr);
+    m->kv_addr = NULL;
+}

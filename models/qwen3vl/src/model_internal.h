@@ -1,0 +1,103 @@
+/* What the files of a loaded model share: the model record, its backends (targets) and the
+ * placement of the text decoder's groups on them. Not installed. */
+#ifndef QVL_MODEL_INTERNAL_H
+#define QVL_MODEL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qvl/qwen3vl_graph.h"
+#include "qvl/qwen3vl_model.h"
+#include "qvl/split.h"
+#include "qvl/weights.h"
+
+/* The primary backend (--backend), the CPU backend that takes the layers the primary does not
+ * (--cpu-backend) and a backend of its own for the vision tower (--vision-backend): at most
+ * three, each loaded once however many roles it has. */
+#define MODEL_MAX_TARGETS 3
+
+/* One weight as one backend holds it, in the dtype the graphs read. A weight read on two
+ * backends (the tied embedding: token lookup on the CPU, output head on the GPU) is bound on
+ * each. */
+typedef struct bound_weight {
+    const char *name; /* owned by the weight store */
+    int32_t target;
+    qvl_dtype dtype;
+    qvl_buffer buf;
+} bound_weight;
+
+typedef struct model_target {
+    qvl_loaded_backend *lb;
+    bool host_memory; /* its buffers are host memory (describe()) */
+    qvl_buffer kv;    /* the K and V caches of the layers placed here */
+    size_t activation_bytes; /* largest arena of a graph part run here so far */
+} model_target;
+
+
+/* One graph split over the targets and reused for every single-token text step: the KV
+ * length is an input ("kv_at"), so nothing is rebuilt, fused, planned or allocated per token,
+ * and a GPU backend sees the same node list every time (CUDA graph replay). */
+typedef struct decode_step {
+    qvl_split *sp;
+    bool unavailable; /* a backend refused the graph: build one per step instead */
+} decode_step;
+
+/* What qvl-bench reads: load timings and per-op profile totals. */
+typedef struct model_instruments {
+    qvl_model_load_stats load;
+    bool profiling;
+    qvl_op_profile profile;
+} model_instruments;
+
+struct qvl_model {
+    qvl_qwen3vl_config cfg;
+    qvl_weights *weights;
+    model_target tg[MODEL_MAX_TARGETS];
+    size_t n_tg;            /* tg[0] is the primary backend */
+    int32_t *text_place;    /* target of each text group (qvl_text_group_*) */
+    int32_t vision_target;
+    qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs (the main one of a mixture) */
+    bool mix_q4_k_m;        /* --weights q4_k_m: per-tensor dtypes (weight_mix.c) */
+    qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
+    int convert_threads;    /* threads converting weights at load (--weights) */
+    bound_weight *bound;    /* sorted by name, then target */
+    size_t n_bound;
+    int64_t ctx;
+    bool no_fuse;
+    bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
+    qvl_dtype kv_dtype; /* dtype of the KV cache (--kv-type) */
+    size_t kv_layer_bytes; /* one layer's K (or V) cache */
+    void **kv_addr;        /* per layer: K at [2l], V at [2l+1], on the layer's target */
+    int64_t n_past;
+    int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
+    decode_step decode; /* built at the first single-token step */
+    model_instruments inst;
+};
+
+/* ---- model_place.c ---- */
+/* Opens the CPU and vision backends the options ask for (the primary is tg[0] already) and
+ * decides the placement of every text group and of the vision tower; with --gpu-layers auto
+ * it measures what fits the primary's free memory. Prints the plan in one line when the model
+ * is split or auto chose it. */
+qvl_status model_place(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
+/* Bit t set when target t reads the weight (by its checkpoint name). */
+uint32_t model_weight_targets(const qvl_model *m, const char *name);
+/* The dtype a stored tensor is bound in (--weights, a mixture, or as stored). */
+qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t);
+
+/* ---- model_bind.c ---- */
+qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err);
+qvl_status model_alloc_kv(qvl_model *m, qvl_error *err);
+const bound_weight *model_find_bound(const qvl_model *m, const char *name, int32_t target);
+/* Binds every weight of each part on the part's target, and the KV inputs a part reads to
+ * the cache of their layer. */
+qvl_status model_bind_split(qvl_model *m, qvl_split *sp, qvl_error *err);
+/* Splits g over the model's targets with the text placement (text = true) or on the vision
+ * target alone, and binds it. */
+qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **out,
+                       qvl_error *err);
+void model_free_bindings(qvl_model *m);
+/* After a run: keeps each target's largest arena (the activations of the memory report). */
+void model_note_arenas(qvl_model *m, const qvl_split *sp);
+
+#endif

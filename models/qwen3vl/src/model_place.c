@@ -1,0 +1,254 @@
+/* Where each part of the model runs: --gpu-layers (-ngl), --cpu-backend, --vision-backend.
+ *
+ * As in llama.cpp, -ngl N puts the last N decoder layers and the output head (final norm and
+ * output projection) on the primary backend and the rest, with the token embedding, on the
+ * CPU backend: the layers nearest the output share the head's backend, so a step crosses
+ * between backends once each way (hidden state out, nothing back but the logits). `all` (the
+ * default) is everything on the primary; `auto` fits as many layers as the primary's free
+ * memory holds after the vision tower, the output head and a margin for activations. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "qvl/backend_options.h"
+#include "qvl/checked.h"
+#include "qvl/log.h"
+#include "qvl/weight_mix.h"
+
+/* What --gpu-layers auto leaves free on the primary for what the plan cannot count in advance:
+ * graph arenas (a 512-token prefill, a large image through the vision tower), the backend's
+ * own workspaces and allocation rounding. */
+#define AUTO_MARGIN_BYTES ((uint64_t)384 << 20)
+
+qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t) {
+    if (t->ndim < 2) return m->vector_dtype;
+    if (m->mix_q4_k_m)
+        return qvl_qwen3vl_mix_dtype(&m->cfg, t->name, t->ndim, t->shape, m->vector_dtype);
+    return m->matrix_dtype;
+}
+
+/* Decoder layer of "model.language_model.layers.<l>.…", else -1. */
+static int64_t layer_of(const char *name) {
+    static const char prefix[] = "model.language_model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0) return -1;
+    char *end;
+    errno = 0;
+    long long l = strtoll(name + sizeof prefix - 1, &end, 10);
+    return errno == 0 && end != name + sizeof prefix - 1 && *end == '.' && l >= 0 ? l : -1;
+}
+
+/* The text groups (and the vision tower, as group -1) that read a weight, as a bit per group
+ * kind: the caller maps them to targets. */
+uint32_t model_weight_targets(const qvl_model *m, const char *name) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    const int32_t *place = m->text_place;
+    int64_t l = layer_of(name);
+    if (l >= 0 && l < L) return 1u << place[qvl_text_group_layer(l)];
+    if (strcmp(name, "model.language_model.embed_tokens.weight") == 0)
+        return (1u << place[qvl_text_group_input()]) |
+               (m->cfg.tie_word_embeddings ? 1u << place[qvl_text_group_output(L)] : 0u);
+    if (strncmp(name, "model.language_model.", 21) == 0 || strcmp(name, "lm_head.weight") == 0)
+        return 1u << place[qvl_text_group_output(L)];
+    return 1u << m->vision_target; /* model.visual.* */
+}
+
+/* Bytes of each weight in its bound dtype, added up per text group and for the vision tower. */
+typedef struct group_bytes {
+    uint64_t *text; /* per text group */
+    uint64_t vision;
+    uint64_t kv_layer; /* one layer's K and V */
+} group_bytes;
+
+static qvl_status measure(const qvl_model *m, group_bytes *gb, qvl_error *err) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    memset(gb, 0, sizeof *gb);
+    if (!(gb->text = calloc(qvl_text_n_groups(L), sizeof *gb->text)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < qvl_weights_count(m->weights); i++) {
+        const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
+        int64_t n = 1;
+        for (int k = 0; k < t->ndim; k++) n *= t->shape[k]; /* checked when the file was read */
+        size_t bytes = 0;
+        qvl_dtype_row_bytes(model_bind_dtype(m, t), n, &bytes);
+        int64_t l = layer_of(t->name);
+        if (l >= 0 && l < L) gb->text[qvl_text_group_layer(l)] += bytes;
+        else if (strcmp(t->name, "model.language_model.embed_tokens.weight") == 0)
+            gb->text[m->cfg.tie_word_embeddings ? qvl_text_group_output(L) : qvl_text_group_input()] += bytes;
+        else if (strncmp(t->name, "model.language_model.", 21) == 0 ||
+                 strcmp(t->name, "lm_head.weight") == 0)
+            gb->text[qvl_text_group_output(L)] += bytes;
+        else gb->vision += bytes;
+    }
+    const qvl_text_config *tc = &m->cfg.text;
+    size_t row = 0;
+    qvl_dtype_row_bytes(m->kv_dtype, tc->num_key_value_heads * tc->head_dim, &row);
+    gb->kv_layer = 2 * (uint64_t)row * (uint64_t)m->ctx;
+    return QVL_OK;
+}
+
+/* --gpu-layers: NULL or "all" -> L (everything), "auto" -> -1, else a count 0..L (more is
+ * clamped to L, as llama.cpp's -ngl 99 means all). */
+static qvl_status parse_gpu_layers(const char *s, int64_t L, int64_t *out, qvl_error *err) {
+    *out = L;
+    if (!s || strcmp(s, "all") == 0) return QVL_OK;
+    if (strcmp(s, "auto") == 0) {
+        *out = -1;
+        return QVL_OK;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0)
+        return qvl_fail(err, QVL_E_INVALID, "--gpu-layers '%s' is not a number of layers, auto "
+                        "or all", s);
+    *out = v > L ? L : (int64_t)v;
+    return QVL_OK;
+}
+
+/* -ngl auto: the most layers (from the last) that fit the primary after the vision tower (when
+ * it is to run there), the output head and the margin. */
+static int64_t fit_layers(const qvl_model *m, const group_bytes *gb, bool vision_here,
+                          uint64_t free_bytes) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    uint64_t need = AUTO_MARGIN_BYTES + gb->text[qvl_text_group_output(L)] +
+                    (vision_here ? gb->vision : 0);
+    if (need > free_bytes) return -1; /* not even the head */
+    int64_t n = 0;
+    while (n < L) {
+        uint64_t layer = gb->text[qvl_text_group_layer(L - 1 - n)] + gb->kv_layer;
+        if (need + layer > free_bytes) break;
+        need += layer;
+        n++;
+    }
+    if (n == L && need + gb->text[qvl_text_group_input()] > free_bytes) n = L - 1;
+    return n;
+}
+
+static qvl_status open_named(const qvl_model_options *opts, const char *name,
+                             qvl_loaded_backend **out, qvl_error *err) {
+    return qvl_backend_open_with_options(opts->plugins_path, name, opts->backend_options, out,
+                                         err);
+}
+
+/* The target index of a backend by name, opening it when it is not loaded yet. */
+static qvl_status target_named(qvl_model *m, const qvl_model_options *opts, const char *name,
+                               const char *flag, int32_t *out, qvl_error *err) {
+    for (size_t i = 0; i < m->n_tg; i++)
+        if (strcmp(m->tg[i].lb->name, name) == 0) {
+            *out = (int32_t)i;
+            return QVL_OK;
+        }
+    if (m->n_tg == MODEL_MAX_TARGETS)
+        return qvl_fail(err, QVL_E_LIMIT, "%s %s: at most %d backends at once", flag, name,
+                        MODEL_MAX_TARGETS);
+    qvl_loaded_backend *lb = NULL;
+    qvl_status st = open_named(opts, name, &lb, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "%s %s", flag, name);
+    model_target *tg = &m->tg[m->n_tg];
+    memset(tg, 0, sizeof *tg);
+    tg->lb = lb;
+    qvl_device_info info = {.host_memory = false};
+    if (lb->iface->describe && lb->iface->describe(lb->be, &info) == QVL_OK)
+        tg->host_memory = info.host_memory;
+    *out = (int32_t)m->n_tg++;
+    return QVL_OK;
+}
+
+/* --cpu-backend, else cpu_avx2, else the reference. */
+static qvl_status cpu_target(qvl_model *m, const qvl_model_options *opts, int32_t *out,
+                             qvl_error *err) {
+    if (opts->cpu_backend_name)
+        return target_named(m, opts, opts->cpu_backend_name, "--cpu-backend", out, err);
+    qvl_error why = {0};
+    if (target_named(m, opts, "cpu_avx2", "--cpu-backend", out, &why) == QVL_OK) return QVL_OK;
+    QVL_LOG_I("cpu_avx2 does not run here (%s): the layers off the GPU run on the reference",
+              why.msg);
+    return target_named(m, opts, "reference", "--cpu-backend", out, err);
+}
+
+static void free_memory(const model_target *tg, uint64_t *free_bytes, bool *known) {
+    qvl_device_info info = {.host_memory = false};
+    *known = false;
+    *free_bytes = 0;
+    if (tg->host_memory || !tg->lb->iface->describe ||
+        tg->lb->iface->describe(tg->lb->be, &info) != QVL_OK || info.memory_free == 0)
+        return;
+    *known = true;
+    *free_bytes = info.memory_free;
+}
+
+qvl_status model_place(qvl_model *m, const qvl_model_options *opts, qvl_error *err) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    if (!(m->text_place = calloc(qvl_text_n_groups(L), sizeof *m->text_place)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    int64_t ngl;
+    qvl_status st = parse_gpu_layers(opts->gpu_layers, L, &ngl, err);
+    if (st != QVL_OK) return st;
+    const bool is_auto = ngl < 0;
+    int32_t vision = 0;
+    if (opts->vision_backend_name)
+        st = target_named(m, opts, opts->vision_backend_name, "--vision-backend", &vision, err);
+    if (st != QVL_OK) return st;
+    if (is_auto) {
+        uint64_t free_bytes;
+        bool known;
+        free_memory(&m->tg[0], &free_bytes, &known);
+        group_bytes gb;
+        if ((st = measure(m, &gb, err)) != QVL_OK) return st;
+        const bool vision_here = m->cfg.has_vision && vision == 0;
+        ngl = known ? fit_layers(m, &gb, vision_here, free_bytes) : L;
+        if (known && ngl < 0 && vision_here && !opts->vision_backend_name) {
+            /* the tower does not fit beside the head: it moves to the CPU with the layers */
+            ngl = fit_layers(m, &gb, false, free_bytes);
+            vision = -1;
+        }
+        if (ngl < 0) ngl = 0;
+        free(gb.text);
+    }
+    int32_t cpu = 0;
+    if (ngl < L || vision < 0) st = cpu_target(m, opts, &cpu, err);
+    if (st != QVL_OK) return st;
+    if (vision < 0) vision = cpu;
+    m->vision_target = vision;
+    qvl_qwen3vl_text_placement(L, ngl, 0, cpu, m->text_place);
+    if (ngl < L && cpu == 0)
+        QVL_LOG_I("--gpu-layers %lld: the CPU backend is the primary (%s); every layer runs there",
+                  (long long)ngl, m->tg[0].lb->name);
+    return QVL_OK;
+}
+
+/* "layers 0-13 + embedding on cpu_avx2, layers 14-27 + output on cuda_sm61, vision on cuda_sm61" */
+size_t qvl_model_placement(const qvl_model *m, char *buf, size_t size) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t ti = 0; ti < m->n_tg; ti++) {
+        int64_t first = -1, last = -1, count = 0;
+        for (int64_t l = 0; l < L; l++)
+            if (m->text_place[qvl_text_group_layer(l)] == (int32_t)ti) {
+                if (first < 0) first = l;
+                last = l;
+                count++;
+            }
+        const bool in = m->text_place[qvl_text_group_input()] == (int32_t)ti;
+        const bool out = m->text_place[qvl_text_group_output(L)] == (int32_t)ti;
+        const bool vis = m->cfg.has_vision && m->vision_target == (int32_t)ti;
+        if (!count && !in && !out && !vis) continue;
+        char what[160];
+        int w = 0;
+        if (count == 1) w = snprintf(what, sizeof what, "layer %lld", (long long)first);
+        else if (count > 1 && last - first + 1 == count)
+            w = snprintf(what, sizeof what, "layers %lld-%lld", (long long)first, (long long)last);
+        else if (count > 1) w = snprintf(what, sizeof what, "%lld layers", (long long)count);
+        snprintf(what + w, sizeof what - (size_t)w, "%s%s%s%s%s", w && in ? " + " : "",
+                 in ? "embedding" : "", (w || in) && out ? " + " : "", out ? "output" : "",
+                 vis ? ((w || in || out) ? " + vision" : "vision") : "");
+        int k = snprintf(buf + n, size > n ? size - n : 0, "%s%s on %s", n ? ", " : "", what,
+                         m->tg[ti].lb->name);
+        if (k > 0) n += (size_t)k;
+        if (n >= size) return size ? size - 1 : 0;
+    }
+    return n;
+}

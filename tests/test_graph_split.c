@@ -1,0 +1,189 @@
+/* The scheduler (qvl/split.h) on two reference instances: a graph split over them computes
+ * exactly what it computes on one, boundary activations are copied (and only they), views are
+ * recomputed where they are read, and bad placements are one clear error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "qvl/split.h"
+#include "test_graph_util.h"
+
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define N 4
+#define D 8
+
+typedef struct two_backends {
+    qvl_test_backend a, b;
+} two_backends;
+
+static int setup(void **state) {
+    static two_backends tb;
+    *state = NULL;
+    if (!tg_open_reference(&tb.a)) return 0;
+    if (!tg_open_reference(&tb.b)) {
+        qvl_test_backend_close(&tb.a);
+        return 0;
+    }
+    *state = &tb;
+    return 0;
+}
+
+static int teardown(void **state) {
+    two_backends *tb = *state;
+    if (tb) {
+        qvl_test_backend_close(&tb->b);
+        qvl_test_backend_close(&tb->a);
+    }
+    return 0;
+}
+
+/* Group 0: h = x w1. Group 1: r = rms_norm(h) w2, read through a reshape of h (a view that
+ * must be recomputed in group 1's part). Group 2: out = h + r (h again from group 0's part). */
+static qvl_graph *three_groups(void) {
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(N, D));
+    qvl_tid w1 = qvl_g_weight(g, "w1", QVL_F32, SHAPE(D, D));
+    qvl_tid h = qvl_g_matmul(g, x, w1, -1);
+    qvl_g_name(g, h, "h");
+    qvl_g_set_group(g, 1);
+    qvl_tid gamma = qvl_g_weight(g, "gamma", QVL_F32, SHAPE(D));
+    qvl_tid w2 = qvl_g_weight(g, "w2", QVL_F32, SHAPE(D, D));
+    qvl_tid hv = qvl_g_reshape(g, h, 3, (int64_t[]){N, 2, D / 2});
+    qvl_tid h2 = qvl_g_reshape(g, hv, 2, (int64_t[]){N, D});
+    qvl_tid r = qvl_g_matmul(g, qvl_g_rms_norm(g, h2, gamma, 1e-6f), w2, -1);
+    qvl_g_set_group(g, 2);
+    qvl_tid out = qvl_g_add(g, h, r);
+    qvl_g_output(g, out, "out");
+    return g;
+}
+
+static void fill(const char *name, float *v, int64_t n) { tg_fill_f32(7, name, v, n, 0.5f); }
+
+/* Binds every weight of every part on its own target from the same values by name. */
+static void bind_parts(qvl_split *sp, const qvl_test_backend *const *be, qvl_buffer *bufs,
+                       size_t *n_bufs) {
+    qvl_error err = {0};
+    for (size_t i = 0; i < qvl_split_n_parts(sp); i++) {
+        qvl_split_part p = qvl_split_part_at(sp, i);
+        const qvl_test_backend *tb = be[p.target];
+        for (size_t t = 0; t < qvl_graph_n_tensors(p.graph); t++) {
+            if (qvl_graph_kind(p.graph, (qvl_tid)t) != QVL_TENSOR_WEIGHT) continue;
+            const qvl_tensor_desc *d = qvl_graph_desc(p.graph, (qvl_tid)t);
+            int64_t n = 1;
+            for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+            float *v = malloc((size_t)n * sizeof *v);
+            fill(qvl_graph_tensor_name(p.graph, (qvl_tid)t), v, n);
+            qvl_buffer *b = &bufs[(*n_bufs)++];
+            assert_int_equal(tb->iface->buffer_alloc(tb->be, (size_t)n * 4, b, &err), QVL_OK);
+            assert_int_equal(tb->iface->upload(tb->be, b->data, v, (size_t)n * 4, &err), QVL_OK);
+            assert_int_equal(qvl_exec_bind(p.exec, (qvl_tid)t, b->data, &err), QVL_OK);
+            free(v);
+        }
+    }
+}
+
+static void free_bufs(const qvl_test_backend *const *be, qvl_split *sp, qvl_buffer *bufs,
+                      size_t n_bufs) {
+    /* buffers were allocated part by part in order: free them the same way */
+    size_t k = 0;
+    for (size_t i = 0; i < qvl_split_n_parts(sp); i++) {
+        qvl_split_part p = qvl_split_part_at(sp, i);
+        for (size_t t = 0; t < qvl_graph_n_tensors(p.graph); t++)
+            if (qvl_graph_kind(p.graph, (qvl_tid)t) == QVL_TENSOR_WEIGHT && k < n_bufs)
+                be[p.target]->iface->buffer_free(be[p.target]->be, &bufs[k++]);
+    }
+}
+
+/* Runs g split by place (n_groups entries) and returns "out" [N, D]; *parts and *bytes the
+ * part count and copied bytes. */
+static void run_split(const two_backends *tb, const int32_t *place, size_t n_groups, float *out,
+                      size_t *parts, size_t *bytes) {
+    qvl_graph *g = three_groups();
+    const qvl_test_backend *be[2] = {&tb->a, &tb->b};
+    qvl_split_target targets[2] = {{tb->a.iface, tb->a.be, true}, {tb->b.iface, tb->b.be, true}};
+    qvl_split_options o = {.target_of_group = place, .n_groups = n_groups};
+    qvl_split *sp = NULL;
+    qvl_error err = {0};
+    qvl_status st = qvl_split_create(g, targets, 2, &o, NULL, &sp, &err);
+    if (st != QVL_OK) fail_msg("split: %s", err.msg);
+    qvl_graph_free(g); /* the split keeps copies of what it needs */
+    qvl_buffer bufs[16];
+    size_t n_bufs = 0;
+    bind_parts(sp, be, bufs, &n_bufs);
+    float x[N * D];
+    fill("x", x, N * D);
+    assert_int_equal(qvl_split_set(sp, "x", x, sizeof x, &err), QVL_OK);
+    st = qvl_split_run(sp, &err);
+    if (st != QVL_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(qvl_split_get(sp, "out", out, N * D * sizeof(float), &err), QVL_OK);
+    *parts = qvl_split_n_parts(sp);
+    *bytes = qvl_split_copy_bytes(sp);
+    free_bufs(be, sp, bufs, n_bufs);
+    qvl_split_free(sp);
+}
+
+#define NEED_BACKENDS(state)          \
+    two_backends *tb = *(state);      \
+    if (!tb) {                        \
+        skip();                       \
+    }
+
+static void split_equals_whole(void **state) {
+    NEED_BACKENDS(state);
+    float whole[N * D], split[N * D], back[N * D];
+    size_t parts, bytes;
+    run_split(tb, (int32_t[]){0, 0, 0}, 3, whole, &parts, &bytes);
+    assert_int_equal(parts, 1);
+    assert_int_equal(bytes, 0);
+    run_split(tb, (int32_t[]){0, 1, 0}, 3, split, &parts, &bytes);
+    assert_int_equal(parts, 3);
+    /* part 1 reads h; part 2 reads h and r: three [N, D] f32 activations */
+    assert_int_equal(bytes, 3 * N * D * sizeof(float));
+    assert_memory_equal(whole, split, sizeof whole);
+    run_split(tb, (int32_t[]){1, 1, 0}, 3, back, &parts, &bytes);
+    assert_int_equal(parts, 2);
+    assert_int_equal(bytes, 2 * N * D * sizeof(float));
+    assert_memory_equal(whole, back, sizeof whole);
+}
+
+static void bad_placements(void **state) {
+    NEED_BACKENDS(state);
+    qvl_split_target targets[2] = {{tb->a.iface, tb->a.be, true}, {tb->b.iface, tb->b.be, true}};
+    qvl_split *sp = NULL;
+    qvl_error err = {0};
+    qvl_graph *g = three_groups();
+    qvl_split_options short_map = {.target_of_group = (int32_t[]){0, 1}, .n_groups = 2};
+    assert_int_equal(qvl_split_create(g, targets, 2, &short_map, NULL, &sp, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "group 2, which has no placement"));
+    assert_null(sp);
+    qvl_split_options far = {.target_of_group = (int32_t[]){0, 5, 0}, .n_groups = 3};
+    assert_int_equal(qvl_split_create(g, targets, 2, &far, NULL, &sp, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "backend 5 of 2"));
+    qvl_graph_free(g);
+
+    /* A cache write read from another backend would copy the whole cache: refused. */
+    g = qvl_graph_new();
+    qvl_tid kv = qvl_g_input(g, "kv", QVL_F32, SHAPE(8, D));
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(N, D));
+    qvl_tid all = qvl_g_store_rows(g, kv, x, 0);
+    qvl_g_set_group(g, 1);
+    qvl_g_output(g, qvl_g_scale(g, all, 2.0f), "out");
+    qvl_split_options two = {.target_of_group = (int32_t[]){0, 1}, .n_groups = 2};
+    assert_int_equal(qvl_split_create(g, targets, 2, &two, NULL, &sp, &err), QVL_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "writes a cache"));
+    qvl_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(split_equals_whole),
+        cmocka_unit_test(bad_placements),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
