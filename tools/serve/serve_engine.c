@@ -39,6 +39,7 @@ struct serve_engine {
     bool has_vision;
     int32_t pad_id;
     char image_dir[PATH_MAX];
+    qvl_model *model; /* one copy of the weights; each slot decodes its own sequence on it */
     serve_slot *slots;
     int n_slots;
     serve_slot_env env;
@@ -70,13 +71,15 @@ static qvl_status load(serve_engine *e, qvl_error *err) {
     if (!e->slots) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     qvl_model_options mo = {.plugins_path = c->plugins, .backend_name = c->backend,
                             .ctx = c->ctx, .weight_dtype = c->weights};
+    st = qvl_model_open(c->model, &mo, &e->model, err);
+    if (st != QVL_OK) return st;
     for (int i = 0; i < c->parallel; i++) {
-        st = serve_slot_open(&e->slots[i], i, c->model, &mo, err);
+        st = serve_slot_open(&e->slots[i], i, e->model, err);
         e->n_slots = i + 1;
         if (st != QVL_OK) return st;
-        QVL_LOG_I("slot %d of %d loaded", i + 1, c->parallel);
+        QVL_LOG_I("slot %d of %d ready", i + 1, c->parallel);
     }
-    const qvl_qwen3vl_config *cfg = qvl_model_config(e->slots[0].m);
+    const qvl_qwen3vl_config *cfg = qvl_model_config(e->model);
     const int32_t vocab = (int32_t)cfg->text.vocab_size;
     qvl_sampling_params_default(&e->defaults);
     qvl_gen_config_sampling_params(&e->gen, &e->defaults);
@@ -367,6 +370,7 @@ void serve_engine_free(serve_engine *e) {
     serve_engine_stop(e);
     for (int i = 0; i < e->n_slots; i++) serve_slot_close(&e->slots[i]);
     free(e->slots);
+    qvl_model_close(e->model);
     qvl_tokenizer_free(e->tok);
     free(e->queue);
     pthread_cond_destroy(&e->cv);

@@ -18,12 +18,12 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-qvl_status serve_slot_open(serve_slot *s, int index, const char *dir, const qvl_model_options *mo,
-                           qvl_error *err) {
+qvl_status serve_slot_open(serve_slot *s, int index, qvl_model *m, qvl_error *err) {
     memset(s, 0, sizeof *s);
     s->index = index;
-    qvl_status st = qvl_model_open(dir, mo, &s->m, err);
-    if (st != QVL_OK) return st;
+    s->m = m;
+    qvl_status st = qvl_seq_create(m, &s->seq, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "slot %d", index);
     const size_t ctx = (size_t)qvl_model_ctx(s->m);
     const size_t vocab = (size_t)qvl_model_config(s->m)->text.vocab_size;
     s->keys = malloc(ctx * sizeof *s->keys);
@@ -36,7 +36,7 @@ qvl_status serve_slot_open(serve_slot *s, int index, const char *dir, const qvl_
 }
 
 void serve_slot_close(serve_slot *s) {
-    qvl_model_close(s->m);
+    qvl_seq_free(s->seq);
     qvl_sampler_free(s->sampler);
     free(s->keys);
     free(s->generated);
@@ -189,6 +189,7 @@ static qvl_status prefill(serve_slot *s, serve_job *j, const serve_slot_env *env
 }
 
 void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env) {
+    qvl_model_set_seq(s->m, s->seq);
     s->job = j;
     s->n_generated = 0;
     s->searched = 0;
@@ -228,6 +229,7 @@ static bool check_stops(serve_slot *s) {
 void serve_slot_step(serve_slot *s, const serve_slot_env *env) {
     serve_job *j = s->job;
     if (!j) return;
+    qvl_model_set_seq(s->m, s->seq);
     if (atomic_load(&j->cancel)) {
         serve_slot_end(s, env, SERVE_FINISH_CANCELLED, NULL);
         return;

@@ -1,5 +1,6 @@
-/* A slot: one sequence the server decodes, with its own model context and KV cache, and the
- * job it is answering. Driven by the engine thread only.
+/* A slot: one sequence the server decodes (its own KV cache and position on the model's one
+ * copy of the weights), and the job it is answering. Driven by the engine thread only: every
+ * model call of a slot first makes the slot's sequence the model's current one.
  *
  * Prefix reuse: a slot remembers, per KV cache entry, a key of what the entry depends on (the
  * token id, or for a picture's pad token the picture's hash and the pad's index). A new
@@ -28,7 +29,8 @@ typedef struct serve_slot_env {
 
 typedef struct serve_slot {
     int index;
-    qvl_model *m;
+    qvl_model *m;         /* shared by every slot */
+    qvl_seq *seq;         /* this slot's KV cache and position */
     uint64_t *keys;       /* [ctx]: keys of the tokens in the KV cache */
     int64_t n_keys;
     uint64_t last_used;   /* engine tick of the last job, to pick the least recently used */
@@ -43,8 +45,7 @@ typedef struct serve_slot {
     bool oom;
 } serve_slot;
 
-qvl_status serve_slot_open(serve_slot *s, int index, const char *dir, const qvl_model_options *mo,
-                           qvl_error *err);
+qvl_status serve_slot_open(serve_slot *s, int index, qvl_model *m, qvl_error *err);
 void serve_slot_close(serve_slot *s);
 
 /* Prompt tokens of j this slot's cache already holds (what serve_slot_start would reuse). */

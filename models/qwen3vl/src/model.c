@@ -95,7 +95,8 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     if (st == QVL_OK) st = model_bind_all_weights(m, err);
     ls->bind_seconds = now_seconds() - t0;
     t0 = now_seconds();
-    if (st == QVL_OK) st = model_alloc_kv(m, err);
+    if (st == QVL_OK) st = qvl_seq_create(m, &m->own, err);
+    m->seq = m->own;
     ls->cache_seconds = now_seconds() - t0;
     if (st != QVL_OK) {
         qvl_model_close(m);
@@ -113,7 +114,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
 
 void qvl_model_close(qvl_model *m) {
     if (!m) return;
-    qvl_split_free(m->decode.sp);
+    qvl_seq_free(m->own);
     model_free_bindings(m);
     for (size_t i = 0; i < m->n_tg; i++) qvl_backend_unload(m->tg[i].lb);
     free(m->text_place);
@@ -124,12 +125,38 @@ void qvl_model_close(qvl_model *m) {
 const qvl_qwen3vl_config *qvl_model_config(const qvl_model *m) { return &m->cfg; }
 const qvl_loaded_backend *qvl_model_backend(const qvl_model *m) { return m->tg[0].lb; }
 int64_t qvl_model_ctx(const qvl_model *m) { return m->ctx; }
-int64_t qvl_model_n_past(const qvl_model *m) { return m->n_past; }
+int64_t qvl_model_n_past(const qvl_model *m) { return m->seq->n_past; }
 
 void qvl_model_truncate(qvl_model *m, int64_t n_past) {
-    if (n_past >= 0 && n_past <= m->n_past) m->n_past = n_past;
-    if (m->n_past == 0) m->rope_delta = 0;
+    qvl_seq *q = m->seq;
+    if (n_past >= 0 && n_past <= q->n_past) q->n_past = n_past;
+    if (q->n_past == 0) q->rope_delta = 0;
 }
+
+qvl_status qvl_seq_create(qvl_model *m, qvl_seq **out, qvl_error *err) {
+    *out = NULL;
+    qvl_seq *q = calloc(1, sizeof *q);
+    if (!q) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    q->m = m;
+    qvl_status st = model_alloc_kv(m, q, err);
+    if (st != QVL_OK) {
+        qvl_seq_free(q);
+        return st;
+    }
+    *out = q;
+    return QVL_OK;
+}
+
+void qvl_seq_free(qvl_seq *q) {
+    if (!q) return;
+    qvl_model *m = q->m;
+    if (m->seq == q) m->seq = m->own == q ? NULL : m->own;
+    qvl_split_free(q->decode.sp);
+    model_free_kv(m, q);
+    free(q);
+}
+
+void qvl_model_set_seq(qvl_model *m, qvl_seq *q) { m->seq = q ? q : m->own; }
 
 static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *ids, int64_t n,
                                    const qvl_image_features *img, qvl_error *err);
@@ -156,10 +183,11 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
                         "(qvl_model_positions)");
     const int64_t vocab = m->cfg.text.vocab_size;
     if (n <= 0) return qvl_fail(err, QVL_E_INVALID, "no tokens to evaluate");
-    if (n > m->ctx - m->n_past)
+    qvl_seq *q = m->seq;
+    if (n > m->ctx - q->n_past)
         return qvl_fail(err, QVL_E_LIMIT,
                         "%lld tokens do not fit in the context: %lld already used of --ctx %lld",
-                        (long long)n, (long long)m->n_past, (long long)m->ctx);
+                        (long long)n, (long long)q->n_past, (long long)m->ctx);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return qvl_fail(err, QVL_E_INVALID, "token id %d at position %lld is outside the "
@@ -172,7 +200,7 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
     } else {
         for (int64_t c = 0; c < 3; c++)
             for (int64_t i = 0; i < n; i++)
-                pos_buf[c * n + i] = (int32_t)(m->n_past + m->rope_delta + i);
+                pos_buf[c * n + i] = (int32_t)(q->n_past + q->rope_delta + i);
     }
 
     qvl_status st;
@@ -180,7 +208,7 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
         free(pos_buf);
         return st;
     }
-    if (n == 1 && !img && m->decode.sp)
+    if (n == 1 && !img && q->decode.sp)
         st = run_decode_step(m, ids, pos_buf, logits, err);
     else
         st = run_batch(m, ids, n, pos_buf, img, all_logits, logits, err);
@@ -189,8 +217,8 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
         int32_t max_pos = 0;
         for (int64_t i = 0; i < 3 * n; i++)
             if (pos_buf[i] > max_pos) max_pos = pos_buf[i];
-        m->n_past += n;
-        m->rope_delta = (int64_t)max_pos + 1 - m->n_past;
+        q->n_past += n;
+        q->rope_delta = (int64_t)max_pos + 1 - q->n_past;
     }
     free(pos_buf);
     return st;
@@ -209,7 +237,7 @@ static void collect_profile(qvl_model *m, qvl_split *sp) {
 /* Builds the reusable single-token graph once. A backend that does not support it (an older
  * plugin without STORE_ROWS_AT) is not an error: steps then build their own graph. */
 static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
-    decode_step *d = &m->decode;
+    decode_step *d = &m->seq->decode;
     if (d->sp || d->unavailable) return QVL_OK;
     qvl_text_graph_opts go = {
         .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
@@ -245,8 +273,8 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
 
 static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_t *pos,
                                   float *logits, qvl_error *err) {
-    qvl_split *sp = m->decode.sp;
-    const int32_t at = (int32_t)m->n_past;
+    qvl_split *sp = m->seq->decode.sp;
+    const int32_t at = (int32_t)m->seq->n_past;
     qvl_split_set_profiling(sp, m->inst.profiling);
     qvl_status st = qvl_split_set(sp, "ids", ids, sizeof *ids, err);
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos, 3 * sizeof *pos, err);
@@ -265,7 +293,7 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
                             qvl_error *err) {
     const int64_t vocab = m->cfg.text.vocab_size;
     qvl_text_graph_opts go = {
-        .n_tokens = n, .n_past = m->n_past, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
+        .n_tokens = n, .n_past = m->seq->n_past, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
         .all_logits = all_logits,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
         .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m,
@@ -335,7 +363,7 @@ qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n
                                const qvl_image_grid *grids, size_t n_images, int32_t *pos,
                                qvl_error *err) {
     return qvl_mrope_positions(ids, n, (int32_t)m->cfg.image_token_id, grids, n_images,
-                               m->cfg.vision.spatial_merge_size, m->n_past + m->rope_delta, pos,
+                               m->cfg.vision.spatial_merge_size, m->seq->n_past + m->seq->rope_delta, pos,
                                NULL, err);
 }
 
@@ -503,7 +531,7 @@ void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
             out->decode_weight_bytes += w->buf.size;
     }
     out->kv_bytes = 0;
-    for (size_t i = 0; i < m->n_tg; i++) out->kv_bytes += m->tg[i].kv.size;
+    for (size_t i = 0; i < m->n_tg; i++) out->kv_bytes += m->own->kv[i].size;
     out->kv_dtype = m->kv_dtype;
     out->matrix_dtype = m->matrix_dtype;
 }
@@ -526,7 +554,7 @@ size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_
             if (t && w->buf.data == t->data) r->weights_mapped_bytes += w->buf.size;
             else r->weights_bytes += w->buf.size;
         }
-        r->kv_bytes = tg->kv.size;
+        r->kv_bytes = tg->kv_bytes;
         r->activation_bytes = tg->activation_bytes;
         r->host_memory = tg->host_memory;
         qvl_device_info info = {.host_memory = false};

@@ -95,17 +95,26 @@ qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err) {
     return QVL_OK;
 }
 
-qvl_status model_alloc_kv(qvl_model *m, qvl_error *err) {
+/* One layer's K (or V) cache in bytes, for --ctx. */
+static qvl_status kv_layer_bytes(qvl_model *m, qvl_error *err) {
     const qvl_text_config *t = &m->cfg.text;
-    const int64_t L = t->num_hidden_layers;
     size_t row, layer;
     int64_t row_elems;
     if (!qvl_mul_i64(t->num_key_value_heads, t->head_dim, &row_elems) ||
         !qvl_dtype_row_bytes(m->kv_dtype, row_elems, &row) ||
-        !qvl_mul_size(row, (size_t)m->ctx, &layer) || layer > SIZE_MAX / 2 / (size_t)L)
+        !qvl_mul_size(row, (size_t)m->ctx, &layer) ||
+        layer > SIZE_MAX / 2 / (size_t)t->num_hidden_layers)
         return qvl_fail(err, QVL_E_LIMIT, "KV cache for --ctx %lld overflows", (long long)m->ctx);
     m->kv_layer_bytes = layer;
-    if (!(m->kv_addr = calloc((size_t)(2 * L), sizeof *m->kv_addr)))
+    return QVL_OK;
+}
+
+qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    qvl_status st = m->kv_layer_bytes ? QVL_OK : kv_layer_bytes(m, err);
+    if (st != QVL_OK) return st;
+    const size_t layer = m->kv_layer_bytes;
+    if (!(s->kv_addr = calloc((size_t)(2 * L), sizeof *s->kv_addr)))
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
         model_target *tg = &m->tg[ti];
@@ -113,22 +122,33 @@ qvl_status model_alloc_kv(qvl_model *m, qvl_error *err) {
         for (int64_t l = 0; l < L; l++) n_here += m->text_place[qvl_text_group_layer(l)] == ti;
         if (n_here == 0) continue;
         const size_t total = 2 * n_here * layer;
-        qvl_status st = tg->lb->iface->buffer_alloc(tg->lb->be, total, &tg->kv, err);
+        st = tg->lb->iface->buffer_alloc(tg->lb->be, total, &s->kv[ti], err);
         if (st != QVL_OK)
             return qvl_error_prefix(err, "KV cache of %.1f MiB (%s, %zu layers) for --ctx %lld on %s",
                                     total / 1048576.0, qvl_dtype_name(m->kv_dtype), n_here,
                                     (long long)m->ctx, tg->lb->name);
+        tg->kv_bytes += s->kv[ti].size;
         size_t k = 0;
         for (int64_t l = 0; l < L; l++) {
             if (m->text_place[qvl_text_group_layer(l)] != ti) continue;
             for (int kv = 0; kv < 2; kv++, k++)
-                m->kv_addr[2 * l + kv] = (char *)tg->kv.data + k * layer;
+                s->kv_addr[2 * l + kv] = (char *)s->kv[ti].data + k * layer;
         }
         QVL_LOG_I("KV cache on %s: %s, %lld tokens x %zu layers, %zu bytes (%.1f MiB)",
                   tg->lb->name, qvl_dtype_name(m->kv_dtype), (long long)m->ctx, n_here, total,
                   total / 1048576.0);
     }
     return QVL_OK;
+}
+
+void model_free_kv(qvl_model *m, qvl_seq *s) {
+    for (size_t i = 0; i < m->n_tg; i++)
+        if (s->kv[i].data || s->kv[i].handle) {
+            m->tg[i].kv_bytes -= s->kv[i].size;
+            m->tg[i].lb->iface->buffer_free(m->tg[i].lb->be, &s->kv[i]);
+        }
+    free(s->kv_addr);
+    s->kv_addr = NULL;
 }
 
 /* Binds the weights of one part's graph on its target, and the KV inputs it reads. */
@@ -160,7 +180,7 @@ static qvl_status bind_part(qvl_model *m, qvl_split_part p, qvl_error *err) {
                 return qvl_fail(err, QVL_E_INVALID, "cache of layer %lld is read on %s, it lives "
                                 "on %s", l, m->tg[p.target].lb->name,
                                 m->tg[m->text_place[qvl_text_group_layer(l)]].lb->name);
-            addr = m->kv_addr[2 * l + (which == 'v')];
+            addr = m->seq->kv_addr[2 * l + (which == 'v')];
         } else {
             continue;
         }
@@ -212,12 +232,7 @@ void model_free_bindings(qvl_model *m) {
         model_target *tg = &m->tg[m->bound[i].target];
         tg->lb->iface->buffer_free(tg->lb->be, &m->bound[i].buf);
     }
-    for (size_t i = 0; i < m->n_tg; i++)
-        if (m->tg[i].kv.data || m->tg[i].kv.handle)
-            m->tg[i].lb->iface->buffer_free(m->tg[i].lb->be, &m->tg[i].kv);
     free(m->bound);
     m->bound = NULL;
     m->n_bound = 0;
-    free(m->kv_addr);
-    m->kv_addr = NULL;
 }

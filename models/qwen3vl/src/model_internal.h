@@ -29,7 +29,7 @@ typedef struct bound_weight {
 typedef struct model_target {
     qvl_loaded_backend *lb;
     bool host_memory; /* its buffers are host memory (describe()) */
-    qvl_buffer kv;    /* the K and V caches of the layers placed here */
+    size_t kv_bytes;  /* KV caches of every open sequence here */
     size_t activation_bytes; /* largest arena of a graph part run here so far */
 } model_target;
 
@@ -41,6 +41,17 @@ typedef struct decode_step {
     qvl_split *sp;
     bool unavailable; /* a backend refused the graph: build one per step instead */
 } decode_step;
+
+/* One sequence on the model's weights: its KV cache (each layer's on the layer's backend), its
+ * position, and its reusable decode graph (bound to its cache). */
+struct qvl_seq {
+    qvl_model *m;
+    qvl_buffer kv[MODEL_MAX_TARGETS]; /* the K and V caches of the layers placed on target i */
+    void **kv_addr;     /* per layer: K at [2l], V at [2l+1] */
+    int64_t n_past;
+    int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
+    decode_step decode; /* built at the first single-token step */
+};
 
 /* What qvl-bench reads: load timings and per-op profile totals. */
 typedef struct model_instruments {
@@ -67,10 +78,8 @@ struct qvl_model {
     bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
     qvl_dtype kv_dtype; /* dtype of the KV cache (--kv-type) */
     size_t kv_layer_bytes; /* one layer's K (or V) cache */
-    void **kv_addr;        /* per layer: K at [2l], V at [2l+1], on the layer's target */
-    int64_t n_past;
-    int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
-    decode_step decode; /* built at the first single-token step */
+    qvl_seq *own;          /* the sequence qvl_model_open makes */
+    qvl_seq *seq;          /* the one eval and friends work on (qvl_model_set_seq) */
     model_instruments inst;
 };
 
@@ -87,7 +96,9 @@ qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t);
 
 /* ---- model_bind.c ---- */
 qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err);
-qvl_status model_alloc_kv(qvl_model *m, qvl_error *err);
+/* A sequence's KV cache on every target that holds layers (m->kv_layer_bytes set first). */
+qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err);
+void model_free_kv(qvl_model *m, qvl_seq *s);
 const bound_weight *model_find_bound(const qvl_model *m, const char *name, int32_t target);
 /* Binds every weight of each part on the part's target, and the KV inputs a part reads to
  * the cache of their layer. */

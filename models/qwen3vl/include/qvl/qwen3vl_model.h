@@ -70,13 +70,25 @@ typedef struct qvl_model_backend_memory {
     const char *name;
     size_t weights_bytes;        /* weights converted or uploaded into the backend's buffers */
     size_t weights_mapped_bytes; /* weights read in place from the file mapping */
-    size_t kv_bytes;             /* the KV cache of the layers placed there */
+    size_t kv_bytes;             /* the KV caches (every sequence's) of the layers placed there */
     size_t activation_bytes;     /* the largest graph arena run there so far */
     uint64_t device_total, device_free; /* describe() now (0 when the backend does not say) */
     bool host_memory; /* a CPU backend: device_total/free are the machine's, not its own */
 } qvl_model_backend_memory;
 size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_t max);
 int64_t qvl_model_ctx(const qvl_model *m);
+/* ---- sequences ------------------------------------------------------------------------------
+ * A sequence is a KV cache and a position on the model's weights: a server answers several
+ * conversations with one copy of the weights. qvl_model_open makes one; eval, truncate,
+ * n_past, positions and the images' eval work on the current sequence. */
+typedef struct qvl_seq qvl_seq;
+/* A new, empty sequence (its KV cache allocated on the backends of the layers). Free every
+ * sequence made here before qvl_model_close. */
+qvl_status qvl_seq_create(qvl_model *m, qvl_seq **out, qvl_error *err);
+void qvl_seq_free(qvl_seq *s);
+/* Make s the current sequence (NULL: the one qvl_model_open made). */
+void qvl_model_set_seq(qvl_model *m, qvl_seq *s);
+
 /* Tokens in the KV cache. */
 int64_t qvl_model_n_past(const qvl_model *m);
 /* Forget everything after the first n_past tokens (n_past <= current). */
