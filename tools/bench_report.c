@@ -127,6 +127,13 @@ void bench_print_text(FILE *f, const bench_results *r) {
             (long long)r->n_prompt, r->first_prefill_seconds);
     print_spread(f, "prefill", &r->prefill_tps, "tok/s");
     print_spread(f, "decode", &r->decode_tps, "tok/s");
+    if (r->parallel > 1) {
+        char what[48];
+        snprintf(what, sizeof what, "decode x%lld batched", (long long)r->parallel);
+        print_spread(f, what, &r->parallel_tps, "tok/s");
+        fprintf(f, "  %-22s %10.2f x one sequence's decode (total tokens per second)\n", "",
+                ratio(r->parallel_tps.median, r->decode_tps.median));
+    }
     fprintf(f, "  %-22s %10.1f MiB after load, %.1f MiB after the runs (decode reads %.1f MiB of weights)\n",
             "peak RSS", mib(r->rss_after_load), mib(r->rss_peak), mib(l->decode_weight_bytes));
     if (r->has_device_memory)

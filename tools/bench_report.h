@@ -62,6 +62,9 @@ typedef struct bench_results {
     bench_probe probe;
     double prefill_flops;    /* one prefill of n_prompt tokens, from the config */
 
+    int64_t parallel;        /* --parallel N (> 1: parallel_tps measured) */
+    bench_spread parallel_tps; /* total decode tok/s of N sequences in batched steps */
+
     char placement[256];     /* qvl_model_placement */
     size_t n_mem;            /* memory per backend after the runs */
     qvl_model_backend_memory mem[4];

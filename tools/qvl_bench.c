@@ -22,6 +22,7 @@
 
 #include "bench_probe.h"
 #include "backend_args.h"
+#include "bench_parallel.h"
 #include "bench_report.h"
 #include "cli.h"
 #include "qvl/image.h"
@@ -34,7 +35,7 @@
 
 typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image, *kv_type;
-    int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx;
+    int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx, parallel;
     bool json, no_profile, no_probe, no_mmap, verbose;
     backend_args be; /* -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib (threads: above) */
 } bench_args;
@@ -308,6 +309,11 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     if (st == QVL_OK) st = timed_eval(m, prompt, a->n_prompt, logits, &r->first_prefill_seconds, &err);
     if (st == QVL_OK) st = run_reps(m, a, prompt, logits, r, &err);
     if (st == QVL_OK && !a->no_profile) st = run_profile(m, a, prompt, logits, r, &err);
+    if (st == QVL_OK && a->parallel > 1) {
+        r->parallel = a->parallel;
+        st = bench_parallel(m, a->parallel, prompt, a->n_prompt, a->n_gen, a->reps,
+                            &r->parallel_tps, &err);
+    }
     if (st == QVL_OK && r->image_requested) st = run_vision(m, a, r, &err);
     r->rss_peak = peak_rss_bytes();
     qvl_model_placement(m, r->placement, sizeof r->placement);
@@ -375,6 +381,7 @@ int main(int argc, char **argv) {
         {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16)", 0, 0, false},
         {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
         BACKEND_ARGS_CLI_OPTS(&a.be),
+        {"parallel", 0, CLI_INT, &a.parallel, "N", "also decode N sequences together in batched steps (a server's N busy slots) and report their total tok/s", 1, 64, false},
         {"ctx", 0, CLI_INT, &a.ctx, "N", "KV cache size in tokens (default: -p + -n); e.g. 4096 to see the device memory a long context takes", 1, 1 << 24, false},
         {"probe-mib", 0, CLI_INT, &a.probe_mib, "MIB", "buffer of the memory-read probe in MiB (default 1024: far above any cache)", 1, 1 << 20, false},
         {"verbose", 'v', CLI_FLAG, &a.verbose, NULL, "log loading details to stderr", 0, 0, false},

@@ -43,10 +43,67 @@ typedef struct text_dims {
     qwen_matrices mat; /* the matrices' dtypes */
 } text_dims;
 
-/* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. */
+/* SET_ROWS / ADD_ROWS of src into the rows idx of x. */
+static qvl_tid scatter_rows(qvl_graph *g, qvl_op op, qvl_tid x, qvl_tid idx, qvl_tid src) {
+    const qvl_tid in[3] = {x, idx, src};
+    return qvl_g_node(g, op, NULL, in, NULL, NULL);
+}
+
+/* One sequence's view of a layer's attention: where its cache lives and where it is written. */
+typedef struct attn_seq {
+    const char *prefix; /* of the cache inputs: "" (one sequence) or "s<i>." (a batch) */
+    qvl_tid kv_at;      /* [1] i32 input: rows already in the cache; -1: o->n_past instead */
+} attn_seq;
+
+/* Attention of n query rows of one sequence: append k, v [n, Hkv, D] to the sequence's cache
+ * of layer l and attend q [n, H, D] over it; returns the context [n, H*D]. */
+static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_tid k, qvl_tid v,
+                      int64_t n, const attn_seq *sq, const qvl_text_graph_opts *o) {
+    const int64_t H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
+    /* Append to the cache; the result holds every key/value seen so far [n_past+n, Hkv, D]
+     * (with kv_at: the whole cache [kv_capacity, Hkv, D], valid up to row kv_at+n). */
+    char name[64];
+    snprintf(name, sizeof name, "%skv.%d.k", sq->prefix, l);
+    const int64_t cache_shape[3] = {o->kv_capacity, Hkv, D};
+    qvl_tid kc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
+    snprintf(name, sizeof name, "%skv.%d.v", sq->prefix, l);
+    qvl_tid vc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
+    qvl_tid k_all = sq->kv_at >= 0 ? qvl_g_store_rows_at(g, kc, k, sq->kv_at)
+                                   : qvl_g_store_rows(g, kc, k, o->n_past);
+    qvl_tid v_all = sq->kv_at >= 0 ? qvl_g_store_rows_at(g, vc, v, sq->kv_at)
+                                   : qvl_g_store_rows(g, vc, v, o->n_past);
+    named(g, k_all, "blk.%d.%sk_cache", l, sq->prefix);
+    named(g, v_all, "blk.%d.%sv_cache", l, sq->prefix);
+
+    static const int perm_swap01[3] = {1, 0, 2};
+    static const int perm_v[3] = {1, 2, 0};
+    qvl_tid qp = named(g, qvl_g_permute(g, q, perm_swap01), "blk.%d.%sattn_q_perm", l,
+                       sq->prefix);                                                /* [H,n,D] */
+    qvl_tid kp = named(g, qvl_g_permute(g, k_all, perm_swap01), "blk.%d.%sattn_k_perm", l,
+                       sq->prefix);                                                /* [Hkv,L,D] */
+    qvl_tid vp = named(g, qvl_g_permute(g, v_all, perm_v), "blk.%d.%sattn_v_perm", l,
+                       sq->prefix);                                                /* [Hkv,D,L] */
+
+    qvl_tid s = named(g, qvl_g_matmul(g, qp, kp, -1), "blk.%d.%sattn_scores", l, sq->prefix);
+    s = named(g, qvl_g_scale(g, s, (float)(1.0 / sqrt((double)D))), "blk.%d.%sattn_scaled", l,
+              sq->prefix);
+    s = sq->kv_at >= 0 ? qvl_g_mask_causal_at(g, s, sq->kv_at) : qvl_g_mask_causal(g, s, o->n_past);
+    s = named(g, s, "blk.%d.%sattn_masked", l, sq->prefix);
+    s = named(g, qvl_g_softmax(g, s), "blk.%d.%sattn_probs", l, sq->prefix);
+    qvl_tid ctx = named(g, qvl_g_matmul(g, s, vp, -1), "blk.%d.%sattn_ctx", l, sq->prefix);
+    ctx = named(g, qvl_g_permute(g, ctx, perm_swap01), "blk.%d.%sattn_ctx_perm", l, sq->prefix);
+    ctx = named(g, qvl_g_cont(g, ctx), "blk.%d.%sattn_ctx_cont", l, sq->prefix);
+    const int64_t flat[2] = {n, H * D};
+    return named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.%sattn_ctx_flat", l, sq->prefix);
+}
+
+/* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. The
+ * projections, norms and rotations run on all N rows at once; attention runs per sequence:
+ * one (seqs[0], all rows) or, in a batched decode step, row i over sequence i's cache. The
+ * rows' contexts are then gathered back into [N, H*D] (SET_ROWS at "row.<i>") for o_proj. */
 static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
-                               qvl_tid kv_at, const qvl_rope_params *rope,
-                               const qvl_text_graph_opts *o) {
+                               const attn_seq *seqs, int64_t n_seqs, const qvl_tid *rows,
+                               const qvl_rope_params *rope, const qvl_text_graph_opts *o) {
     const int64_t N = d->n, H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
     const int64_t q_out = H * D, kv_out = Hkv * D;
     qvl_tid wq = qwen_matrix(g, &d->mat, q_out, d->hidden,
@@ -60,12 +117,12 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
     qvl_tid qn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.q_norm.weight", l);
     qvl_tid kn_w = weight(g, d->ndt, 1, D, 1, TEXT_PREFIX "layers.%d.self_attn.k_norm.weight", l);
 
-    qvl_tid q = named(g, qvl_g_matmul(g, x, wq, -1), "blk.%d.attn_q", l);
+    qvl_tid q_raw = named(g, qvl_g_matmul(g, x, wq, -1), "blk.%d.attn_q", l);
     qvl_tid k = named(g, qvl_g_matmul(g, x, wk, -1), "blk.%d.attn_k", l);
     qvl_tid v = named(g, qvl_g_matmul(g, x, wv, -1), "blk.%d.attn_v", l);
 
     const int64_t q_shape[3] = {N, H, D}, kv_shape[3] = {N, Hkv, D};
-    q = named(g, qvl_g_reshape(g, q, 3, q_shape), "blk.%d.attn_q_heads", l);
+    qvl_tid q = named(g, qvl_g_reshape(g, q_raw, 3, q_shape), "blk.%d.attn_q_heads", l);
     k = named(g, qvl_g_reshape(g, k, 3, kv_shape), "blk.%d.attn_k_heads", l);
     v = named(g, qvl_g_reshape(g, v, 3, kv_shape), "blk.%d.attn_v_heads", l);
 
@@ -75,38 +132,19 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
     q = named(g, qvl_g_rope(g, q, pos, rope), "blk.%d.attn_q_rope", l);
     k = named(g, qvl_g_rope(g, k, pos, rope), "blk.%d.attn_k_rope", l);
 
-    /* Append to the cache; the result holds every key/value seen so far [n_past+N, Hkv, D]
-     * (with kv_at: the whole cache [kv_capacity, Hkv, D], valid up to row kv_at+N). */
-    char name[64];
-    snprintf(name, sizeof name, "kv.%d.k", l);
-    const int64_t cache_shape[3] = {o->kv_capacity, Hkv, D};
-    qvl_tid kc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
-    snprintf(name, sizeof name, "kv.%d.v", l);
-    qvl_tid vc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
-    qvl_tid k_all = kv_at >= 0 ? qvl_g_store_rows_at(g, kc, k, kv_at)
-                               : qvl_g_store_rows(g, kc, k, o->n_past);
-    qvl_tid v_all = kv_at >= 0 ? qvl_g_store_rows_at(g, vc, v, kv_at)
-                               : qvl_g_store_rows(g, vc, v, o->n_past);
-    named(g, k_all, "blk.%d.k_cache", l);
-    named(g, v_all, "blk.%d.v_cache", l);
-
-    static const int perm_swap01[3] = {1, 0, 2};
-    static const int perm_v[3] = {1, 2, 0};
-    qvl_tid qp = named(g, qvl_g_permute(g, q, perm_swap01), "blk.%d.attn_q_perm", l); /* [H,N,D] */
-    qvl_tid kp =
-        named(g, qvl_g_permute(g, k_all, perm_swap01), "blk.%d.attn_k_perm", l);     /* [Hkv,L,D] */
-    qvl_tid vp = named(g, qvl_g_permute(g, v_all, perm_v), "blk.%d.attn_v_perm", l); /* [Hkv,D,L] */
-
-    qvl_tid s = named(g, qvl_g_matmul(g, qp, kp, -1), "blk.%d.attn_scores", l); /* [H,N,L] */
-    s = named(g, qvl_g_scale(g, s, (float)(1.0 / sqrt((double)D))), "blk.%d.attn_scaled", l);
-    s = kv_at >= 0 ? qvl_g_mask_causal_at(g, s, kv_at) : qvl_g_mask_causal(g, s, o->n_past);
-    s = named(g, s, "blk.%d.attn_masked", l);
-    s = named(g, qvl_g_softmax(g, s), "blk.%d.attn_probs", l);
-    qvl_tid ctx = named(g, qvl_g_matmul(g, s, vp, -1), "blk.%d.attn_ctx", l); /* [H,N,D] */
-    ctx = named(g, qvl_g_permute(g, ctx, perm_swap01), "blk.%d.attn_ctx_perm", l);
-    ctx = named(g, qvl_g_cont(g, ctx), "blk.%d.attn_ctx_cont", l);
-    const int64_t flat[2] = {N, q_out};
-    ctx = named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.attn_ctx_flat", l);
+    qvl_tid ctx;
+    if (n_seqs == 1) {
+        ctx = attend(g, d, l, q, k, v, N, &seqs[0], o);
+    } else {
+        ctx = q_raw; /* [N, H*D]: every row is replaced below */
+        for (int64_t i = 0; i < n_seqs; i++) {
+            qvl_tid qi = qvl_g_slice(g, q, 0, i, 1), ki = qvl_g_slice(g, k, 0, i, 1);
+            qvl_tid vi = qvl_g_slice(g, v, 0, i, 1);
+            qvl_tid ci = attend(g, d, l, qi, ki, vi, 1, &seqs[i], o);
+            ctx = named(g, scatter_rows(g, QVL_OP_SET_ROWS, ctx, rows[i], ci),
+                        "blk.%d.attn_ctx_rows_%lld", l, (long long)i);
+        }
+    }
     return named(g, qvl_g_matmul(g, ctx, wo, -1), "blk.%d.attn_out", l);
 }
 
@@ -125,12 +163,6 @@ static qvl_tid build_mlp(qvl_graph *g, const text_dims *d, int l, qvl_tid x) {
     return named(g, qvl_g_matmul(g, gu, wd, -1), "blk.%d.ffn_down", l);
 }
 
-/* SET_ROWS / ADD_ROWS of src into the rows idx of x. */
-static qvl_tid scatter_rows(qvl_graph *g, qvl_op op, qvl_tid x, qvl_tid idx, qvl_tid src) {
-    const qvl_tid in[3] = {x, idx, src};
-    return qvl_g_node(g, op, NULL, in, NULL, NULL);
-}
-
 static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *o,
                              qvl_error *err) {
     if (!cfg || !o) return qvl_fail(err, QVL_E_INVALID, "text graph: no config or options");
@@ -144,6 +176,11 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
         return qvl_fail(err, QVL_E_LIMIT,
                         "text graph: kv_capacity %lld cannot hold n_past %lld + n_tokens %lld",
                         (long long)o->kv_capacity, (long long)o->n_past, (long long)o->n_tokens);
+    if (o->n_seqs > 1 && (o->n_seqs > QVL_TEXT_MAX_SEQS || o->n_seqs != o->n_tokens ||
+                          !o->kv_at_input || o->n_image_tokens > 0 || !o->all_logits))
+        return qvl_fail(err, QVL_E_INVALID, "text graph: a batch of %lld sequences needs one "
+                        "token each (at most %d), kv_at inputs, all logits and no images",
+                        (long long)o->n_seqs, QVL_TEXT_MAX_SEQS);
     if (o->n_image_tokens < 0 || o->n_image_tokens > o->n_tokens || o->n_deepstack < 0 ||
         (o->n_image_tokens == 0 && o->n_deepstack > 0) ||
         o->n_deepstack > cfg->text.num_hidden_layers)
@@ -196,8 +233,23 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     const int64_t ids_shape[1] = {N}, pos_shape[2] = {3, N};
     qvl_tid ids = qvl_g_input(g, "ids", QVL_I32, 1, ids_shape);
     qvl_tid pos = qvl_g_input(g, "pos", QVL_I32, 2, pos_shape);
-    const int64_t at_shape[1] = {1};
-    qvl_tid kv_at = o->kv_at_input ? qvl_g_input(g, "kv_at", QVL_I32, 1, at_shape) : -1;
+    /* The sequences whose caches the attention reads: one, or one per row (batched decode). */
+    const int64_t n_seqs = o->n_seqs > 1 ? o->n_seqs : 1;
+    attn_seq seqs[QVL_TEXT_MAX_SEQS];
+    qvl_tid rows[QVL_TEXT_MAX_SEQS];
+    char seq_names[QVL_TEXT_MAX_SEQS][16];
+    const int64_t one[1] = {1};
+    for (int64_t i = 0; i < n_seqs; i++) {
+        char name[32];
+        if (n_seqs > 1) snprintf(seq_names[i], sizeof seq_names[i], "s%lld.", (long long)i);
+        else seq_names[i][0] = '\0';
+        seqs[i].prefix = seq_names[i];
+        if (n_seqs > 1) snprintf(name, sizeof name, "s%lld.kv_at", (long long)i);
+        else snprintf(name, sizeof name, "kv_at");
+        seqs[i].kv_at = o->kv_at_input ? qvl_g_input(g, name, QVL_I32, 1, one) : -1;
+        snprintf(name, sizeof name, "row.%lld", (long long)i);
+        rows[i] = n_seqs > 1 ? qvl_g_input(g, name, QVL_I32, 1, one) : -1;
+    }
     qvl_tid embed =
         qwen_matrix(g, &d.mat, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
     qvl_tid h = named(g, qvl_g_get_rows(g, embed, ids), "tok_embd");
@@ -218,7 +270,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
                                    TEXT_PREFIX "layers.%d.post_attention_layernorm.weight", l);
 
         qvl_tid x = named(g, qvl_g_rms_norm(g, h, in_norm, d.eps), "blk.%d.attn_norm", l);
-        qvl_tid a = build_attention(g, &d, l, x, pos, kv_at, &rope, o);
+        qvl_tid a = build_attention(g, &d, l, x, pos, seqs, n_seqs, rows, &rope, o);
         h = named(g, qvl_g_add(g, h, a), "blk.%d.attn_residual", l);
 
         x = named(g, qvl_g_rms_norm(g, h, post_norm, d.eps), "blk.%d.ffn_norm", l);

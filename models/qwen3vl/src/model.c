@@ -27,7 +27,7 @@ static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error 
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
 
 /* The graphs read each matrix in the dtype it was bound in (one dtype, or a mixture). */
-static qvl_dtype bound_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
+qvl_dtype model_bound_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
     const qvl_model *m = ctx;
     for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
         const bound_weight *w = model_find_bound(m, name, ti);
@@ -114,6 +114,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
 
 void qvl_model_close(qvl_model *m) {
     if (!m) return;
+    model_batch_forget(m);
     qvl_seq_free(m->own);
     model_free_bindings(m);
     for (size_t i = 0; i < m->n_tg; i++) qvl_backend_unload(m->tg[i].lb);
@@ -151,6 +152,11 @@ void qvl_seq_free(qvl_seq *q) {
     if (!q) return;
     qvl_model *m = q->m;
     if (m->seq == q) m->seq = m->own == q ? NULL : m->own;
+    for (size_t i = 0; i < m->batch.n; i++)
+        if (m->batch.seqs[i] == q) {
+            model_batch_forget(m);
+            break;
+        }
     qvl_split_free(q->decode.sp);
     model_free_kv(m, q);
     free(q);
@@ -225,7 +231,7 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
 }
 
 /* Adds what the parts timed in their last run to the model's totals (profiling on). */
-static void collect_profile(qvl_model *m, qvl_split *sp) {
+void model_collect_profile(qvl_model *m, qvl_split *sp) {
     model_note_arenas(m, sp);
     if (!m->inst.profiling) return;
     qvl_op_profile p;
@@ -242,7 +248,7 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
     qvl_text_graph_opts go = {
         .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
-        .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m,
+        .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m,
     };
     qvl_graph *g = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
@@ -280,7 +286,7 @@ static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos, 3 * sizeof *pos, err);
     if (st == QVL_OK) st = qvl_split_set(sp, "kv_at", &at, sizeof at, err);
     if (st == QVL_OK) st = qvl_split_run(sp, err);
-    if (st == QVL_OK) collect_profile(m, sp);
+    if (st == QVL_OK) model_collect_profile(m, sp);
     if (st == QVL_OK)
         st = qvl_split_get(sp, "logits", logits, (size_t)m->cfg.text.vocab_size * sizeof(float),
                            err);
@@ -296,7 +302,7 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
         .n_tokens = n, .n_past = m->seq->n_past, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
         .all_logits = all_logits,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
-        .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m,
+        .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m,
         .n_image_tokens = img ? img->n_tokens : 0, .n_deepstack = img ? img->n_deepstack : 0,
     };
     qvl_graph *g = NULL;
@@ -309,7 +315,7 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos_buf, (size_t)n * 3 * sizeof *pos_buf, err);
     if (st == QVL_OK && img) st = set_image_inputs(m, sp, ids, n, img, err);
     if (st == QVL_OK) st = qvl_split_run(sp, err);
-    if (st == QVL_OK) collect_profile(m, sp);
+    if (st == QVL_OK) model_collect_profile(m, sp);
     if (st == QVL_OK) {
         size_t rows = all_logits ? (size_t)n : 1;
         st = qvl_split_get(sp, "logits", logits, rows * (size_t)vocab * sizeof(float), err);
@@ -417,7 +423,7 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
     const double t0 = now_seconds();
     qvl_vision_graph_opts vo = {.n_images = n_images, .grids = grids,
                                 .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
-                                .matrix_dtype_of = bound_dtype, .matrix_dtype_ctx = m};
+                                .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m};
     qvl_graph *g = NULL;
     qvl_split *sp = NULL;
     qvl_status st = qvl_qwen3vl_build_vision(&m->cfg, &vo, &g, err);
@@ -431,7 +437,7 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
     if (st == QVL_OK) qvl_split_set_profiling(sp, m->inst.profiling);
     if (st == QVL_OK) st = set_vision_inputs(m, sp, pixels, n_images, grids, S, width, err);
     if (st == QVL_OK) st = qvl_split_run(sp, err);
-    if (st == QVL_OK) collect_profile(m, sp);
+    if (st == QVL_OK) model_collect_profile(m, sp);
     if (st == QVL_OK) {
         out->n_tokens = K;
         out->hidden = D;

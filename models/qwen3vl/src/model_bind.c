@@ -151,6 +151,40 @@ void model_free_kv(qvl_model *m, qvl_seq *s) {
     s->kv_addr = NULL;
 }
 
+/* "kv.<l>.k" (the current sequence's) or "s<i>.kv.<l>.v" (sequence i of a batched step). */
+static bool is_cache_input(const char *name) {
+    return strncmp(name, "kv.", 3) == 0 || (name[0] == 's' && strstr(name, ".kv.") != NULL);
+}
+
+/* The address of a cache input in its sequence's KV cache. */
+static qvl_status cache_address(const qvl_model *m, const char *name, int32_t target,
+                                void **addr, qvl_error *err) {
+    const qvl_seq *q = m->seq;
+    const char *rest = name;
+    if (name[0] == 's') {
+        long long i;
+        int used = 0;
+        if (sscanf(name, "s%lld.%n", &i, &used) != 1 || used == 0 || i < 0 ||
+            (size_t)i >= m->n_batch_seqs)
+            return qvl_fail(err, QVL_E_INVALID, "graph input %s names no sequence of the batch",
+                            name);
+        q = m->batch_seqs[i];
+        rest = name + used;
+    }
+    long long l;
+    char which;
+    int used = 0;
+    if (sscanf(rest, "kv.%lld.%c%n", &l, &which, &used) != 2 || rest[used] != '\0' || l < 0 ||
+        l >= m->cfg.text.num_hidden_layers || (which != 'k' && which != 'v'))
+        return qvl_fail(err, QVL_E_INVALID, "graph input %s is not a cache layer", name);
+    const int32_t home = m->text_place[qvl_text_group_layer(l)];
+    if (home != target)
+        return qvl_fail(err, QVL_E_INVALID, "cache of layer %lld is read on %s, it lives on %s", l,
+                        m->tg[target].lb->name, m->tg[home].lb->name);
+    *addr = q->kv_addr[2 * l + (which == 'v')];
+    return QVL_OK;
+}
+
 /* Binds the weights of one part's graph on its target, and the KV inputs it reads. */
 static qvl_status bind_part(qvl_model *m, qvl_split_part p, qvl_error *err) {
     qvl_graph *g = p.graph;
@@ -169,18 +203,9 @@ static qvl_status bind_part(qvl_model *m, qvl_split_part p, qvl_error *err) {
                                 qvl_dtype_name(w->dtype),
                                 qvl_dtype_name(qvl_graph_desc(g, id)->dtype));
             addr = w->buf.data;
-        } else if (kind == QVL_TENSOR_INPUT && name && strncmp(name, "kv.", 3) == 0) {
-            long long l;
-            char which;
-            int used = 0;
-            if (sscanf(name, "kv.%lld.%c%n", &l, &which, &used) != 2 || name[used] != '\0' ||
-                l < 0 || l >= m->cfg.text.num_hidden_layers || (which != 'k' && which != 'v'))
-                return qvl_fail(err, QVL_E_INVALID, "graph input %s is not a cache layer", name);
-            if (m->text_place[qvl_text_group_layer(l)] != p.target)
-                return qvl_fail(err, QVL_E_INVALID, "cache of layer %lld is read on %s, it lives "
-                                "on %s", l, m->tg[p.target].lb->name,
-                                m->tg[m->text_place[qvl_text_group_layer(l)]].lb->name);
-            addr = m->seq->kv_addr[2 * l + (which == 'v')];
+        } else if (kind == QVL_TENSOR_INPUT && name && is_cache_input(name)) {
+            qvl_status st = cache_address(m, name, p.target, &addr, err);
+            if (st != QVL_OK) return st;
         } else {
             continue;
         }

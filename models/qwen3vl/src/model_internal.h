@@ -53,6 +53,14 @@ struct qvl_seq {
     decode_step decode; /* built at the first single-token step */
 };
 
+/* A batched decode graph kept for the next step while the same sequences decode together. */
+typedef struct batch_step {
+    qvl_split *sp;
+    qvl_seq **seqs; /* the sequences it is bound to, in row order */
+    size_t n;
+    bool unavailable; /* attention is not fused somewhere: batches run sequence by sequence */
+} batch_step;
+
 /* What qvl-bench reads: load timings and per-op profile totals. */
 typedef struct model_instruments {
     qvl_model_load_stats load;
@@ -80,8 +88,18 @@ struct qvl_model {
     size_t kv_layer_bytes; /* one layer's K (or V) cache */
     qvl_seq *own;          /* the sequence qvl_model_open makes */
     qvl_seq *seq;          /* the one eval and friends work on (qvl_model_set_seq) */
+    /* While a batched decode graph is bound: its sequences, row i's as "s<i>.". */
+    qvl_seq *const *batch_seqs;
+    size_t n_batch_seqs;
+    batch_step batch;      /* the last batched decode graph (model_batch.c) */
     model_instruments inst;
 };
+
+/* ---- model.c ---- */
+/* The dtype matrix `name` is bound in (qvl_weight_dtype_fn; ctx is the model). */
+qvl_dtype model_bound_dtype(const void *ctx, const char *name, qvl_dtype dflt);
+/* After a run: the arenas per target and, while profiling, the op times. */
+void model_collect_profile(qvl_model *m, qvl_split *sp);
 
 /* ---- model_place.c ---- */
 /* Opens the CPU and vision backends the options ask for (the primary is tg[0] already) and
@@ -108,6 +126,9 @@ qvl_status model_bind_split(qvl_model *m, qvl_split *sp, qvl_error *err);
 qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **out,
                        qvl_error *err);
 void model_free_bindings(qvl_model *m);
+/* Drops the kept batched decode graph (a sequence it is bound to is going away). */
+void model_batch_forget(qvl_model *m);
+
 /* After a run: keeps each target's largest arena (the activations of the memory report). */
 void model_note_arenas(qvl_model *m, const qvl_split *sp);
 

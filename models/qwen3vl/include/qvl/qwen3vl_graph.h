@@ -19,6 +19,9 @@ extern "C" {
  * mixture of dtypes (--weights q4_k_m); returns dflt for a name it does not know. */
 typedef qvl_dtype (*qvl_weight_dtype_fn)(const void *ctx, const char *name, qvl_dtype dflt);
 
+/* Sequences one batched decode graph serves at most. */
+#define QVL_TEXT_MAX_SEQS 64
+
 typedef struct qvl_text_graph_opts {
     int64_t n_tokens;     /* tokens processed by this graph (prefill: prompt length; decode: 1) */
     int64_t n_past;       /* tokens already in the KV cache (0 with kv_at_input) */
@@ -32,6 +35,10 @@ typedef struct qvl_text_graph_opts {
     qvl_dtype norm_dtype;   /* dtype of norm weights */
     qvl_weight_dtype_fn matrix_dtype_of; /* NULL: weight_dtype for every matrix */
     const void *matrix_dtype_ctx;
+    /* A batched decode step (> 1): row i is the next token of sequence i, whose cache inputs
+     * are "s<i>.kv.<l>.k"/".v" and "s<i>.kv_at"; needs n_tokens == n_seqs, kv_at_input and
+     * all_logits. 0 or 1: one sequence (inputs "kv.<l>.k", "kv_at"). */
+    int64_t n_seqs;
     /* Image features inside this batch (0: text only). */
     int64_t n_image_tokens; /* rows of "image_embeds" / "image_rows" */
     int32_t n_deepstack;    /* "deepstack.<k>" inputs, added after decoder layers 0..n-1 */
@@ -41,6 +48,8 @@ typedef struct qvl_text_graph_opts {
  *          "kv.<l>.k", "kv.<l>.v" [kv_capacity, n_kv_heads, head_dim] kv_dtype for each layer l
  *          (written at rows [n_past, n_past+n_tokens) by STORE_ROWS);
  *          with kv_at_input: "kv_at" [1] i32 = n_past (STORE_ROWS_AT, MASK_CAUSAL_AT);
+ *          with n_seqs > 1: "s<i>.kv.<l>.k"/".v" and "s<i>.kv_at" per sequence, and "row.<i>"
+ *          [1] i32 = i (where row i's attention output goes back);
  *          with n_image_tokens = K > 0: "image_rows" [K] i32 (positions within the batch),
  *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows) and
  *          "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output of

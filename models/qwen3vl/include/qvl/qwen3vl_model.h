@@ -89,6 +89,13 @@ void qvl_seq_free(qvl_seq *s);
 /* Make s the current sequence (NULL: the one qvl_model_open made). */
 void qvl_model_set_seq(qvl_model *m, qvl_seq *s);
 
+/* One decode step for n sequences at once: token ids[i] is appended to seqs[i] (text
+ * positions continuing it) and its next-token logits are row i of logits [n, vocab]. The
+ * matrix products run on all n rows together and attention per sequence over its own cache,
+ * so n sequences cost far less than n steps. Sequences must be distinct and have room. */
+qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                                  size_t n, float *logits, qvl_error *err);
+
 /* Tokens in the KV cache. */
 int64_t qvl_model_n_past(const qvl_model *m);
 /* Forget everything after the first n_past tokens (n_past <= current). */

@@ -1,0 +1,145 @@
+/* One decode step for several sequences at once (qvl_model_decode_batch).
+ *
+ * The batched graph runs every matrix product on all rows together (weights are read once per
+ * step, not once per sequence: decode is bound by reading weights) and attention per sequence
+ * over its own cache. It is kept for the next step while the same sequences decode together,
+ * as a server's busy slots usually do, so a step only sets its inputs; another set of
+ * sequences builds a new one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "qvl/log.h"
+
+void model_batch_forget(qvl_model *m) {
+    batch_step *b = &m->batch;
+    qvl_split_free(b->sp);
+    free(b->seqs);
+    b->sp = NULL;
+    b->seqs = NULL;
+    b->n = 0;
+}
+
+static bool same_seqs(const batch_step *b, qvl_seq *const *seqs, size_t n) {
+    return b->sp && b->n == n && memcmp(b->seqs, seqs, n * sizeof *seqs) == 0;
+}
+
+/* Builds, splits and binds the batched graph for these sequences. QVL_E_UNSUPPORTED when a
+ * backend left attention unfused: the kv_at graph is only right with fused attention (see
+ * decode_ready in model.c). */
+static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_error *err) {
+    batch_step *b = &m->batch;
+    if (same_seqs(b, seqs, n)) return QVL_OK;
+    model_batch_forget(m);
+    qvl_text_graph_opts go = {
+        .n_tokens = (int64_t)n, .n_seqs = (int64_t)n, .kv_at_input = true,
+        .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype, .all_logits = true,
+        .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+        .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m,
+    };
+    qvl_graph *g = NULL;
+    qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
+    m->batch_seqs = seqs;
+    m->n_batch_seqs = n;
+    if (st == QVL_OK) st = model_split(m, g, true, &b->sp, err);
+    m->batch_seqs = NULL;
+    m->n_batch_seqs = 0;
+    qvl_graph_free(g);
+    for (size_t i = 0; st == QVL_OK && i < qvl_split_n_parts(b->sp); i++) {
+        qvl_split_part p = qvl_split_part_at(b->sp, i);
+        if (qvl_graph_count_op(p.graph, QVL_OP_MASK_CAUSAL_AT) > 0)
+            st = qvl_fail(err, QVL_E_UNSUPPORTED, "attention is not fused for %s",
+                          m->tg[p.target].lb->name);
+    }
+    if (st == QVL_OK && !(b->seqs = malloc(n * sizeof *b->seqs)))
+        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st != QVL_OK) {
+        model_batch_forget(m);
+        return st;
+    }
+    memcpy(b->seqs, seqs, n * sizeof *seqs);
+    b->n = n;
+    return QVL_OK;
+}
+
+static qvl_status run_batched(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids, size_t n,
+                              float *logits, qvl_error *err) {
+    qvl_split *sp = m->batch.sp;
+    int32_t *pos = malloc(3 * n * sizeof *pos);
+    if (!pos) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            pos[(size_t)c * n + i] = (int32_t)(seqs[i]->n_past + seqs[i]->rope_delta);
+    qvl_split_set_profiling(sp, m->inst.profiling);
+    qvl_status st = qvl_split_set(sp, "ids", ids, n * sizeof *ids, err);
+    if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos, 3 * n * sizeof *pos, err);
+    for (size_t i = 0; st == QVL_OK && i < n; i++) {
+        char name[32];
+        const int32_t at = (int32_t)seqs[i]->n_past, row = (int32_t)i;
+        snprintf(name, sizeof name, "s%zu.kv_at", i);
+        st = qvl_split_set(sp, name, &at, sizeof at, err);
+        snprintf(name, sizeof name, "row.%zu", i);
+        if (st == QVL_OK) st = qvl_split_set(sp, name, &row, sizeof row, err);
+    }
+    free(pos);
+    if (st == QVL_OK) st = qvl_split_run(sp, err);
+    if (st == QVL_OK) model_collect_profile(m, sp);
+    if (st == QVL_OK)
+        st = qvl_split_get(sp, "logits", logits,
+                           n * (size_t)m->cfg.text.vocab_size * sizeof(float), err);
+    return st;
+}
+
+static qvl_status check_batch(const qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                              size_t n, qvl_error *err) {
+    if (n == 0 || n > QVL_TEXT_MAX_SEQS)
+        return qvl_fail(err, QVL_E_INVALID, "a decode batch holds 1 to %d sequences, not %zu",
+                        QVL_TEXT_MAX_SEQS, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!seqs[i] || seqs[i]->m != m)
+            return qvl_fail(err, QVL_E_INVALID, "sequence %zu of the batch is not this model's", i);
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return qvl_fail(err, QVL_E_INVALID, "sequence %zu appears twice in the batch", i);
+        if (seqs[i]->n_past >= m->ctx)
+            return qvl_fail(err, QVL_E_LIMIT, "sequence %zu is full: %lld tokens of --ctx %lld", i,
+                            (long long)seqs[i]->n_past, (long long)m->ctx);
+        if (ids[i] < 0 || ids[i] >= m->cfg.text.vocab_size)
+            return qvl_fail(err, QVL_E_INVALID, "token id %d of sequence %zu is outside the "
+                            "vocabulary [0, %lld)", ids[i], i, (long long)m->cfg.text.vocab_size);
+    }
+    return QVL_OK;
+}
+
+qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                                  size_t n, float *logits, qvl_error *err) {
+    qvl_status st = check_batch(m, seqs, ids, n, err);
+    if (st != QVL_OK) return st;
+    qvl_seq *current = m->seq;
+    const size_t vocab = (size_t)m->cfg.text.vocab_size;
+    bool batched = n > 1 && !m->no_fuse && !m->batch.unavailable;
+    if (batched) {
+        qvl_error why = {0};
+        st = batch_ready(m, seqs, n, &why);
+        if (st == QVL_E_UNSUPPORTED) {
+            QVL_LOG_I("batched decode is off (%s): sequences decode one by one", why.msg);
+            m->batch.unavailable = true;
+            batched = false;
+            st = QVL_OK;
+        } else if (st != QVL_OK) {
+            if (err) *err = why;
+            return st;
+        }
+    }
+    if (batched) {
+        st = run_batched(m, seqs, ids, n, logits, err);
+        for (size_t i = 0; st == QVL_OK && i < n; i++) seqs[i]->n_past++; /* rope_delta holds */
+        return st;
+    }
+    for (size_t i = 0; st == QVL_OK && i < n; i++) {
+        qvl_model_set_seq(m, seqs[i]);
+        st = qvl_model_eval(m, &ids[i], 1, NULL, false, logits + i * vocab, err);
+    }
+    m->seq = current;
+    return st;
+}

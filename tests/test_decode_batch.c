@@ -1,0 +1,154 @@
+/* Batched decode (qvl_model_decode_batch) on every parity backend: several sequences on one
+ * model's weights, stepped together, give the logits and greedy tokens each gives stepped
+ * alone; a batch that changes (a sequence done, one freed) still gives them; bad batches are
+ * one clear error and leave the sequences as they were. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "parity_backends.h"
+#include "qvl/qwen3vl_model.h"
+
+#define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
+#define N_SEQS 3
+#define STEPS 6
+/* Batched rows go through GEMMs, single steps through GEMVs: f32 sums in another order, so
+ * logits may differ by rounding (f32 KV cache here, so nothing is rounded to f16). */
+#define LOGIT_RTOL 1e-4
+
+static const int32_t prompts[N_SEQS][4] = {{1, 2, 3, 4}, {7, 7, 9, 11}, {30, 2, 5, 6}};
+static const int64_t prompt_len[N_SEQS] = {4, 3, 2};
+
+static int32_t argmax(const float *v, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = (int32_t)i;
+    return best;
+}
+
+static qvl_model *open_model(const char *backend) {
+    qvl_model_options mo = {.backend_name = backend, .ctx = 32, .kv_type = "f32"};
+    qvl_model *m = NULL;
+    qvl_error err = {0};
+    if (qvl_model_open(FIXTURE, &mo, &m, &err) != QVL_OK) fail_msg("%s: %s", backend, err.msg);
+    return m;
+}
+
+/* Each sequence alone: prompt, then STEPS greedy steps; logits of every step into want. */
+static void alone(const char *backend, float *want, int32_t *tokens, int64_t vocab) {
+    qvl_model *m = open_model(backend);
+    qvl_error err = {0};
+    for (int s = 0; s < N_SEQS; s++) {
+        qvl_model_truncate(m, 0);
+        float *row = want + (size_t)s * STEPS * vocab;
+        assert_int_equal(qvl_model_eval(m, prompts[s], prompt_len[s], NULL, false, row, &err), QVL_OK);
+        for (int k = 0; k < STEPS; k++) {
+            int32_t id = argmax(row + (size_t)k * vocab, vocab);
+            tokens[s * STEPS + k] = id;
+            if (k + 1 < STEPS)
+                assert_int_equal(qvl_model_eval(m, &id, 1, NULL, false, row + (size_t)(k + 1) * vocab,
+                                                &err), QVL_OK);
+        }
+    }
+    qvl_model_close(m);
+}
+
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double max_ref = 0, max_err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        max_ref = fmax(max_ref, fabs(a[i]));
+        max_err = fmax(max_err, fabs(a[i] - b[i]));
+    }
+    return max_err / (max_ref > 0 ? max_ref : 1);
+}
+
+static void check_backend(const char *backend) {
+    qvl_model *probe = open_model(backend);
+    const int64_t vocab = qvl_model_config(probe)->text.vocab_size;
+    qvl_model_close(probe);
+    float *want = malloc((size_t)N_SEQS * STEPS * vocab * sizeof *want);
+    float *logits = malloc((size_t)N_SEQS * vocab * sizeof *logits);
+    float *first = malloc((size_t)N_SEQS * vocab * sizeof *first);
+    int32_t want_tok[N_SEQS * STEPS];
+    alone(backend, want, want_tok, vocab);
+
+    qvl_model *m = open_model(backend);
+    qvl_error err = {0};
+    qvl_seq *seqs[N_SEQS];
+    for (int s = 0; s < N_SEQS; s++) {
+        assert_int_equal(qvl_seq_create(m, &seqs[s], &err), QVL_OK);
+        qvl_model_set_seq(m, seqs[s]);
+        assert_int_equal(qvl_model_eval(m, prompts[s], prompt_len[s], NULL, false,
+                                        first + (size_t)s * vocab, &err), QVL_OK);
+    }
+    qvl_model_set_seq(m, NULL);
+    double worst = 0;
+    int32_t ids[N_SEQS];
+    for (int s = 0; s < N_SEQS; s++) ids[s] = argmax(first + (size_t)s * vocab, vocab);
+    /* Steps 1..STEPS-1 batched; sequence 2 leaves after step 3 (the batch shrinks). */
+    for (int k = 1; k < STEPS; k++) {
+        size_t n = k <= 3 ? N_SEQS : N_SEQS - 1;
+        assert_int_equal(qvl_model_decode_batch(m, seqs, ids, n, logits, &err), QVL_OK);
+        for (size_t s = 0; s < n; s++) {
+            assert_int_equal(ids[s], want_tok[s * STEPS + k - 1]);
+            const float *w = want + ((size_t)s * STEPS + (size_t)k) * vocab;
+            double e = rel_err(w, logits + s * vocab, vocab);
+            if (e > worst) worst = e;
+            if (e > LOGIT_RTOL) fail_msg("%s: sequence %zu step %d: %.3g", backend, s, k, e);
+            ids[s] = argmax(logits + s * vocab, vocab);
+            assert_int_equal(ids[s], want_tok[s * STEPS + k]);
+        }
+    }
+    printf("batched decode on %s: %d sequences, %d steps, worst logit difference %.3g x "
+           "max|logit| (allowed %.0e), greedy tokens identical\n", backend, N_SEQS, STEPS, worst,
+           LOGIT_RTOL);
+
+    /* Bad batches: refused, nothing moves. */
+    qvl_model_set_seq(m, seqs[0]);
+    const int64_t before = qvl_model_n_past(m);
+    qvl_seq *twice[2] = {seqs[0], seqs[0]};
+    assert_int_equal(qvl_model_decode_batch(m, twice, ids, 2, logits, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "appears twice"));
+    int32_t bad[2] = {ids[0], (int32_t)vocab};
+    assert_int_equal(qvl_model_decode_batch(m, seqs, bad, 2, logits, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "outside the vocabulary"));
+    assert_int_equal(qvl_model_n_past(m), before);
+
+    /* Freeing a sequence the kept batch graph is bound to, then batching others, still works. */
+    qvl_seq_free(seqs[2]);
+    qvl_seq *fresh;
+    assert_int_equal(qvl_seq_create(m, &fresh, &err), QVL_OK);
+    qvl_model_set_seq(m, fresh);
+    assert_int_equal(qvl_model_eval(m, prompts[0], prompt_len[0], NULL, false, first, &err), QVL_OK);
+    qvl_seq *pair[2] = {fresh, seqs[1]};
+    int32_t pair_ids[2] = {argmax(first, vocab), ids[1]};
+    assert_int_equal(qvl_model_decode_batch(m, pair, pair_ids, 2, logits, &err), QVL_OK);
+    assert_true(rel_err(want + (size_t)1 * vocab, logits, vocab) <= LOGIT_RTOL);
+    qvl_seq_free(fresh);
+    qvl_seq_free(seqs[0]);
+    qvl_seq_free(seqs[1]);
+    qvl_model_close(m);
+    free(want);
+    free(logits);
+    free(first);
+}
+
+static void batched_equals_alone(void **state) {
+    (void)state;
+    parity_backends l;
+    parity_backends_get(&l);
+    for (size_t b = 0; b < l.n; b++)
+        if (parity_backend_loads(&l, b)) check_backend(l.names[b]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(batched_equals_alone)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

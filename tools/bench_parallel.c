@@ -1,0 +1,67 @@
+/* Batched decode of several sequences (bench_parallel.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_parallel.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int32_t argmax(const float *v, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = (int32_t)i;
+    return best;
+}
+
+/* One repetition: fresh sequences, prefill, n_gen steps; the steps' seconds in *seconds. */
+static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t *prompt,
+                          int64_t n_prompt, int64_t n_gen, float *logits, int32_t *ids,
+                          double *seconds, qvl_error *err) {
+    const int64_t vocab = qvl_model_config(m)->text.vocab_size;
+    qvl_status st = QVL_OK;
+    for (size_t i = 0; i < n && st == QVL_OK; i++) {
+        qvl_model_set_seq(m, seqs[i]);
+        qvl_model_truncate(m, 0);
+        st = qvl_model_eval(m, prompt, n_prompt, NULL, false, logits, err);
+        ids[i] = argmax(logits, vocab);
+    }
+    qvl_model_set_seq(m, NULL);
+    *seconds = 0;
+    for (int64_t k = 0; k < n_gen && st == QVL_OK; k++) {
+        double t0 = now_seconds();
+        st = qvl_model_decode_batch(m, seqs, ids, n, logits, err);
+        *seconds += now_seconds() - t0;
+        for (size_t i = 0; i < n; i++) ids[i] = argmax(logits + (size_t)i * (size_t)vocab, vocab);
+    }
+    return st;
+}
+
+qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, int64_t n_prompt,
+                          int64_t n_gen, int64_t reps, bench_spread *out, qvl_error *err) {
+    const size_t n = (size_t)n_seqs;
+    const int64_t vocab = qvl_model_config(m)->text.vocab_size;
+    qvl_seq **seqs = calloc(n, sizeof *seqs);
+    int32_t *ids = calloc(n, sizeof *ids);
+    float *logits = malloc(n * (size_t)vocab * sizeof *logits);
+    double *tps = calloc((size_t)reps, sizeof *tps);
+    qvl_status st = seqs && ids && logits && tps ? QVL_OK
+                                                 : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && st == QVL_OK; i++) st = qvl_seq_create(m, &seqs[i], err);
+    for (int64_t r = 0; r < reps && st == QVL_OK; r++) {
+        double seconds;
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &seconds, err);
+        tps[r] = seconds > 0 ? (double)(n_seqs * n_gen) / seconds : 0;
+    }
+    if (st == QVL_OK) *out = bench_spread_of(tps, (int)reps);
+    for (size_t i = 0; seqs && i < n; i++) qvl_seq_free(seqs[i]);
+    free(seqs);
+    free(ids);
+    free(logits);
+    free(tps);
+    return st;
+}

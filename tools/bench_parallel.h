@@ -1,0 +1,17 @@
+/* qvl-bench --parallel N: N sequences on the model's one copy of the weights, each prefilled
+ * with the prompt, then decoded together in batched steps (qvl_model_decode_batch): the total
+ * tokens per second a server with N busy slots gets. */
+#ifndef QVL_TOOLS_BENCH_PARALLEL_H
+#define QVL_TOOLS_BENCH_PARALLEL_H
+
+#include <stdint.h>
+
+#include "bench_report.h"
+#include "qvl/qwen3vl_model.h"
+
+/* reps x {N fresh sequences, prefill each, n_gen batched greedy steps}; out: total decode
+ * tokens per second (N x n_gen / the steps' time) over the repetitions. */
+qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, int64_t n_prompt,
+                          int64_t n_gen, int64_t reps, bench_spread *out, qvl_error *err);
+
+#endif
