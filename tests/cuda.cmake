@@ -10,3 +10,14 @@ if(TARGET qvl-cuda_sm61)
   add_dependencies(test_cuda_backend qvl-reference qvl-cuda_sm61)
   set_tests_properties(test_cuda_backend PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# The device-memory budget (option memory_limit_mib): reported by describe(), enforced on
+# buffers and scratch, bad values refused. Skipped without a CUDA device, like the above.
+if(TARGET qvl-cuda_sm61)
+  qvl_add_test(test_cuda_memory_limit
+    SOURCES test_cuda_memory_limit.c
+    LIBS m ${CMAKE_DL_LIBS}
+    DEFS QVL_CUDA_SO="$<TARGET_FILE:qvl-cuda_sm61>")
+  add_dependencies(test_cuda_memory_limit qvl-cuda_sm61)
+  set_tests_properties(test_cuda_memory_limit PROPERTIES SKIP_RETURN_CODE 77)
+endif()

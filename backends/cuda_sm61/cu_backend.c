@@ -13,7 +13,13 @@
  *
  * Options: `device` (index, default 0); `graphs` (1 = capture and replay node sequences as
  * CUDA graphs, the default; 0 = plain launches). QVL_CUDA_GRAPHS=0|1 in the environment
- * overrides `graphs` (for A/B benchmarks without editing plugins.yaml). */
+ * overrides `graphs` (for A/B benchmarks without editing plugins.yaml). `memory_limit_mib`
+ * (a positive integer; absent: none) makes the instance behave as if the device had that much
+ * memory: describe() reports it as the total, and allocations past it fail (cu_mem_reserve in
+ * cu_device.c says what counts), so one big GPU can stand in for a 2 GiB or 4 GiB card. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,25 @@ static void cu_release(qvl_backend *be) {
     free(be);
 }
 
+/* memory_limit_mib: absent (0: no budget) or a positive whole number of MiB whose bytes fit
+ * a size_t. */
+static qvl_status parse_mem_limit(const qvl_options *opts, size_t *out, qvl_error *err) {
+    const char *v = qvl_options_get(opts, "memory_limit_mib");
+    *out = 0;
+    if (!v) return QVL_OK;
+    char *end = NULL;
+    errno = 0;
+    long long mib = strtoll(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || !isdigit((unsigned char)v[0]) || mib <= 0 ||
+        (unsigned long long)mib > (SIZE_MAX >> 20))
+        return qvl_fail(err, QVL_E_INVALID,
+                        "cuda_sm61: option memory_limit_mib = '%.32s': expected a positive whole "
+                        "number of MiB",
+                        v);
+    *out = (size_t)mib << 20;
+    return QVL_OK;
+}
+
 static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
     *out = NULL;
     long device = 0, graphs = 1;
@@ -55,6 +80,8 @@ static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error 
     if (graphs != 0 && graphs != 1)
         return qvl_fail(err, QVL_E_INVALID, "cuda_sm61: option graphs = %ld, expected 0 or 1",
                         graphs);
+    size_t mem_limit = 0;
+    if ((s = parse_mem_limit(opts, &mem_limit, err)) != QVL_OK) return s;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -81,6 +108,7 @@ static qvl_status cu_init(const qvl_options *opts, qvl_backend **out, qvl_error 
     be->iface = &cu_iface;
     be->device = (int)device;
     be->graphs = graphs == 1;
+    be->mem_limit = mem_limit;
     be->sm_count = prop.multiProcessorCount;
     if ((e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         cu_release(be);
@@ -120,6 +148,12 @@ static qvl_status cu_describe(qvl_backend *be, qvl_device_info *info) {
         info->memory_free = free_b;
         info->memory_total = total_b;
     }
+    if (be->mem_limit) { /* the budget, never more than the device really has free */
+        size_t used = cu_mem_used(be) + CU_UNCOUNTED_RESERVE;
+        size_t left = used < be->mem_limit ? be->mem_limit - used : 0;
+        info->memory_total = be->mem_limit;
+        info->memory_free = left < free_b ? left : free_b;
+    }
     info->host_memory = false;
     return QVL_OK;
 }
@@ -128,6 +162,8 @@ static qvl_status cu_describe(qvl_backend *be, qvl_device_info *info) {
 static qvl_status cu_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *out,
                                   qvl_error *err) {
     void *p = NULL;
+    qvl_status s = cu_mem_reserve(be, bytes, 0, "a buffer", err);
+    if (s != QVL_OK) return s;
     cudaSetDevice(be->device);
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
@@ -255,11 +291,12 @@ static qvl_status cu_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
-/* The base dtypes (dtypes all 0: QVL_DTYPES_BASE) wherever the op contract allows them;
- * cu_accepts adds the limits. */
+/* The base dtypes (dtypes all 0: QVL_DTYPES_BASE) wherever the op contract allows them, and
+ * the 4-bit formats in every weight slot (and GET_ROWS's table); cu_accepts adds the limits. */
+#define CU_WEIGHTS (QVL_DTYPES_BASE | QVL_DTYPE_BIT(QVL_Q4_K) | QVL_DTYPE_BIT(QVL_Q6_K))
 static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = {cu_op_get_rows, {0}},
-    [QVL_OP_MATMUL] = {cu_op_matmul, {0}},
+    [QVL_OP_GET_ROWS] = {cu_op_get_rows, {CU_WEIGHTS, 0}},          /* table, ids */
+    [QVL_OP_MATMUL] = {cu_op_matmul, {0, CU_WEIGHTS, 0}},           /* a, w, bias */
     [QVL_OP_ADD] = {cu_op_add, {0}},
     [QVL_OP_MUL] = {cu_op_mul, {0}},
     [QVL_OP_SCALE] = {cu_op_scale, {0}},
@@ -275,9 +312,9 @@ static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
     [QVL_OP_VIEW] = {NULL, {0}},
     [QVL_OP_CONT] = {cu_op_cont, {0}},
     [QVL_OP_STORE_ROWS] = {cu_op_store_rows, {0}},
-    [QVL_OP_NORM_LINEAR] = {cu_op_norm_linear, {0}},
+    [QVL_OP_NORM_LINEAR] = {cu_op_norm_linear, {0, 0, 0, CU_WEIGHTS, 0, CU_WEIGHTS, 0, CU_WEIGHTS, 0}},
     [QVL_OP_ATTENTION] = {cu_op_attention, {0}},
-    [QVL_OP_MLP_RESIDUAL] = {cu_op_mlp_residual, {0}},
+    [QVL_OP_MLP_RESIDUAL] = {cu_op_mlp_residual, {0, 0, CU_WEIGHTS}}, /* res, a, w_down */
     [QVL_OP_SET_ROWS] = {cu_op_set_rows, {0}},
     [QVL_OP_ADD_ROWS] = {cu_op_add_rows, {0}},
     [QVL_OP_STORE_ROWS_AT] = {cu_op_store_rows_at, {0}},

@@ -11,7 +11,7 @@ __global__ void k_get_rows(cu_view table, cu_view ids, int64_t n, float *out) {
          e += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = e / D, d = e % D;
         int32_t id = ((const int32_t *)ids.data)[r * ids.stride[0]];
-        out[e] = cu_view_load(table, id * table.stride[0] + d * table.stride[1]);
+        out[e] = cu_load_w(table.data, table.dtype, id * table.stride[0] + d * table.stride[1]);
     }
 }
 

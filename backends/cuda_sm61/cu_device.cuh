@@ -94,6 +94,52 @@ __device__ __forceinline__ float cu_load(const void *data, int32_t dt, int64_t o
     }
 }
 
+/* Byte i of unaligned storage (q4_k / q6_k blocks sit at any 2-byte boundary in a view). */
+__device__ __forceinline__ uint32_t cu_byte(const unsigned char *p, int i) { return p[i]; }
+
+/* Element i (0..255) of a q4_k super-block at b: d*sc_j*q - dmin*m_j, each product exact in
+ * f32 (docs/QUANT.md), so this is the host's qvl_q4_k_elem bit for bit. */
+__device__ __forceinline__ float cu_q4k_elem(const unsigned char *b, int i) {
+    int j = i / 32;
+    const unsigned char *s = b + 4;
+    uint32_t sc, m;
+    if (j < 4) {
+        sc = cu_byte(s, j) & 63;
+        m = cu_byte(s, j + 4) & 63;
+    } else {
+        sc = (cu_byte(s, j + 4) & 0xF) | ((cu_byte(s, j - 4) >> 6) << 4);
+        m = (cu_byte(s, j + 4) >> 4) | ((cu_byte(s, j) >> 6) << 4);
+    }
+    uint32_t byte = cu_byte(b, 16 + i / 64 * 32 + i % 32);
+    uint32_t q = i % 64 < 32 ? byte & 0xF : byte >> 4;
+    float d = cu_f16_to_f32((uint16_t)(cu_byte(b, 0) | (cu_byte(b, 1) << 8)));
+    float dmin = cu_f16_to_f32((uint16_t)(cu_byte(b, 2) | (cu_byte(b, 3) << 8)));
+    return d * (float)sc * (float)q - dmin * (float)m;
+}
+
+/* Element i of a q6_k super-block at b: d * sc[i/16] * (q - 32), exact in f32. */
+__device__ __forceinline__ float cu_q6k_elem(const unsigned char *b, int i) {
+    int h = i / 128, r = (i % 128) / 32, l = i % 32;
+    uint32_t lo = cu_byte(b, 64 * h + 32 * (r % 2) + l);
+    lo = r >= 2 ? lo >> 4 : lo & 0xF;
+    uint32_t hi = (cu_byte(b, 128 + 32 * h + l) >> (2 * r)) & 3;
+    int q = (int)(lo | (hi << 4)) - 32;
+    float d = cu_f16_to_f32((uint16_t)(cu_byte(b, 208) | (cu_byte(b, 209) << 8)));
+    return d * (float)(int8_t)cu_byte(b, 192 + i / 16) * (float)q;
+}
+
+/* cu_load plus the 4-bit super-block formats: for weights and embedding tables only, so the
+ * activation loads of every other kernel keep cu_load's smaller switch. */
+__device__ __forceinline__ float cu_load_w(const void *data, int32_t dt, int64_t off) {
+    if (dt == QVL_Q4_K || dt == QVL_Q6_K) {
+        const unsigned char *b = (const unsigned char *)data +
+                                 (off / QVL_QK_K) * (dt == QVL_Q4_K ? 144 : 210);
+        int i = (int)(off % QVL_QK_K);
+        return dt == QVL_Q4_K ? cu_q4k_elem(b, i) : cu_q6k_elem(b, i);
+    }
+    return cu_load(data, dt, off);
+}
+
 __device__ __forceinline__ void cu_store(void *data, int32_t dt, int64_t off, float v) {
     switch (dt) {
     case QVL_F32: ((float *)data)[off] = v; break;

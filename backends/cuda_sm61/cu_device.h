@@ -37,6 +37,7 @@ struct qvl_backend {
     void *ring;        /* pinned slices of queued small uploads (cu_backend.c; NULL until used) */
     size_t ring_used;  /* bytes of it handed out since the stream was last waited for */
     size_t buffer_bytes, n_buffers; /* device memory handed out by buffer_alloc */
+    size_t mem_limit; /* option memory_limit_mib in bytes; 0: no budget but the device's own */
     bool graphs;                    /* run_graph captures and replays (option `graphs`) */
     cu_graph_cache *graphs_cache;
 };
@@ -46,5 +47,21 @@ qvl_status cu_cuda_fail(qvl_error *err, cudaError_t e, const char *what);
 
 /* Device scratch slot of at least bytes (the old contents are not kept). */
 qvl_status cu_scratch(qvl_backend *be, int slot, size_t bytes, void **out, qvl_error *err);
+
+/* The device-memory budget (option memory_limit_mib). What this instance holds on the device
+ * and counts against it: buffers, scratch, and CU_UNCOUNTED_RESERVE for what the runtime
+ * allocates on its behalf without saying how much: the context's own memory, the kernels'
+ * module images, local memory (stack) the driver sizes per launch, instantiated CUDA graphs.
+ * None of those can be read per process through the runtime API (cudaMemGetInfo is the whole
+ * device's, other processes included), so a fixed estimate stands in for them (an estimate,
+ * not a per-card measurement; docs/BENCHMARKS.md gives what a context took where measured).
+ * Pinned host memory (staging, ring) is host memory and not counted. */
+#define CU_UNCOUNTED_RESERVE ((size_t)96 << 20)
+size_t cu_mem_used(const qvl_backend *be);
+/* QVL_OK when `bytes` more (after `releasing` bytes this instance frees first) fit the budget;
+ * otherwise QVL_E_NOMEM and one line: what did not fit, how much was asked, how much of the
+ * budget is free, and the option / flag to raise. */
+qvl_status cu_mem_reserve(const qvl_backend *be, size_t bytes, size_t releasing, const char *what,
+                          qvl_error *err);
 
 #endif

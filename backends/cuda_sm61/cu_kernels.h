@@ -117,7 +117,12 @@ int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scal
  * (rows of N). */
 int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                      int64_t per_w, cu_view bias, cu_view res, float *out, int64_t ldo,
-                     int64_t col0, void *q8_scratch);
+                     int64_t col0, void *q8_scratch, int q8_ready);
+/* Does cu_launch_matmul run these weights on the int8 kernels of cu_matmul_int8.cu (q4_k /
+ * q6_k GEMVs, the q8_0 / q4_k / q6_k GEMM)? Two such matmuls of the same activation rows
+ * (same rows, same K) quantise them the same way into the same scratch bytes, so the second
+ * may pass q8_ready = 1 (the quantisation is skipped; NORM_LINEAR's projections). */
+int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M);
 /* Device scratch bytes cu_launch_matmul needs as q8_scratch for these shapes: for the int8
  * decode path (q8_0 weights, few rows: activations quantised to int8 blocks, __dp4a), or for
  * the partial sums of a prefill GEMM whose K is split across blocks (more rows; at most

@@ -28,7 +28,7 @@ __global__ void k_gemv(cu_mm_args p) {
         float acc = 0.0f;
         for (int64_t k = lane; k < p.K; k += CU_WARP)
             acc += cu_view_load(p.a, a_base + k * a_step) *
-                   cu_load(p.w.data, p.w.dtype, w_base + k * p.w.col_stride);
+                   cu_load_w(p.w.data, p.w.dtype, w_base + k * p.w.col_stride);
         acc = cu_warp_sum(acc);
         if (lane == 0) cu_mm_store(p, b, m, n, acc);
     }
@@ -206,9 +206,12 @@ static bool cu_gemv_q8_ok(const cu_mat &w, int64_t batches, int64_t M) {
            ((uintptr_t)w.data % 2) == 0;
 }
 
-/* The scratch of a matmul: int8 activations for k_gemv_q8 (few rows), or the partial sums
- * of a GEMM whose K is split across blocks (cu_gemm.cu). */
+/* The scratch of a matmul: int8 activations for k_gemv_q8 (few rows) or the kernels of
+ * cu_matmul_int8.cu, or the partial sums of a GEMM whose K is split across blocks
+ * (cu_gemm.cu). */
 extern "C" int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M) {
+    int64_t i8 = cu_matmul_int8_scratch_bytes(w, batches, M);
+    if (i8 > 0) return i8;
     if (M > CU_GEMV_MAX_ROWS) return cu_gemm_scratch_bytes(batches, M, w);
     if (!cu_gemv_q8_ok(w, batches, M)) return 0;
     return M * w.cols + M * (w.cols / QVL_Q8_0_BLOCK) * (int64_t)sizeof(float);
@@ -261,7 +264,7 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
     for (int r = 0; r < n_ld; r++) {
         int64_t k = kk_ld;
         a_nx[r] = a_in[r] && k < p.K ? cu_view_load(p.a, a_off[r] + k * a_step) : 0.0f;
-        w_nx[r] = w_in[r] && k < p.K ? cu_load(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
+        w_nx[r] = w_in[r] && k < p.K ? cu_load_w(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
                                      : 0.0f;
     }
     for (int64_t k0 = 0; k0 < p.K; k0 += CU_BK) {
@@ -276,7 +279,7 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
             for (int r = 0; r < n_ld; r++) {
                 a_nx[r] = a_in[r] && k < p.K ? cu_view_load(p.a, a_off[r] + k * a_step) : 0.0f;
                 w_nx[r] = w_in[r] && k < p.K
-                              ? cu_load(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
+                              ? cu_load_w(p.w.data, p.w.dtype, w_off[r] + k * p.w.col_stride)
                               : 0.0f;
             }
         }
@@ -299,7 +302,7 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
 
 extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                                 int64_t per_w, cu_view bias, cu_view res, float *out,
-                                int64_t ldo, int64_t col0, void *q8_scratch) {
+                                int64_t ldo, int64_t col0, void *q8_scratch, int q8_ready) {
     cu_mm_args p;
     p.a = a;
     p.batches = batches;
@@ -313,6 +316,7 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
     p.out = out;
     p.ldo = ldo;
     p.col0 = col0;
+    if (q8_scratch && cu_matmul_int8(s, p, q8_scratch, q8_ready != 0)) return (int)cudaGetLastError();
     if (M <= CU_GEMV_MAX_ROWS) {
         int64_t warps = batches * M * p.N;
         int64_t blocks = (warps + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;

@@ -42,4 +42,13 @@ static inline bool cu_rows_f32_aligned(const cu_view &a) {
 bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch);
 int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w);
 
+/* The int8 (__dp4a) kernels of cu_matmul_int8.cu: the q4_k / q6_k decode GEMVs and the GEMM
+ * for q8_0, q4_k and q6_k weights. cu_matmul_int8 queues the matmul and returns true, or
+ * returns false (nothing queued) when they do not take these shapes, layouts or dtypes;
+ * scratch holds cu_matmul_int8_scratch_bytes(w, p.batches, p.M) bytes (the int8 activations),
+ * which is 0 exactly when they do not; ready: the scratch already holds p.a quantised (by
+ * the previous such matmul of the same rows). */
+bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready);
+int64_t cu_matmul_int8_scratch_bytes(const cu_mat &w, int64_t batches, int64_t M);
+
 #endif

@@ -294,7 +294,7 @@ qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if ((s = q8_scratch(be, n, w, batches, rows / batches, &q8, err)) != QVL_OK) return s;
     return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
                                         mat_of(w), per_w, view_of(qvl_node_src(n, 2)), view_of(NULL),
-                                        n->dst->data, N, 0, q8),
+                                        n->dst->data, N, 0, q8, 0),
                     err);
 }
 
@@ -337,14 +337,17 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
                                    view_of(layer ? qvl_node_src(n, 2) : NULL), xn),
                  err);
     int64_t col = 0;
+    bool quantised = false; /* the scratch holds xn as int8 blocks (cu_matmul_int8_takes) */
     for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         void *q8 = NULL;
         if ((s = q8_scratch(be, n, w, 1, M, &q8, err)) != QVL_OK) return s;
+        bool int8 = cu_matmul_int8_takes(mat_of(w), 1, M) != 0;
         s = cu_launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
                                          view_of(qvl_node_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
-                                         n->dst->data, total, col, q8),
+                                         n->dst->data, total, col, q8, quantised && int8),
                      err);
+        quantised = int8;
         col += w->desc.shape[0];
     }
     return s;
@@ -372,7 +375,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
     if ((s = q8_scratch(be, n, n->src[2], 1, M, &q8, err)) != QVL_OK) return s;
     if (act == QVL_ACT_NONE)
         return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), 1, M, wd, 1, bd, view_of(res),
-                                            n->dst->data, D, 0, q8),
+                                            n->dst->data, D, 0, q8, 0),
                         err);
     float *h = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
@@ -382,7 +385,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
     if (s != QVL_OK) return s;
     return cu_launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
                                         mat_of(n->src[2]), 1, view_of(qvl_node_src(n, 4)),
-                                        view_of(res), n->dst->data, D, 0, q8),
+                                        view_of(res), n->dst->data, D, 0, q8, 0),
                     err);
 }
 
