@@ -32,7 +32,8 @@ size=$(stat -c %s "$tmp/logits" 2>/dev/null || echo 0)
 # --- bad input --------------------------------------------------------------------------------
 # (errors from the model itself name reference: with the default list a machine without a GPU
 # adds a warning line about skipping cuda_sm61, which is not what these lines check)
-expect_fail "no tokenizer without --ids" 1 "tokenizer.json" -- "$qvl" run -m "$fx" -p "hi"
+cp -r "$fx" "$tmp/notok"; rm "$tmp/notok/tokenizer.json"
+expect_fail "no tokenizer without --ids" 1 "tokenizer.json" -- "$qvl" run -m "$tmp/notok" -p "hi"
 expect_fail "token id out of vocabulary" 1 "vocabulary" -- "$qvl" run -m "$fx" --ids "5,99999" --print-ids --backend reference
 expect_fail "prompt longer than --ctx" 1 "ctx" -- "$qvl" run -m "$fx" --ids "1,2,3,4,5" --print-ids --ctx 4 --backend reference
 expect_fail "malformed --ids" 2 "--ids" -- "$qvl" run -m "$fx" --ids "1,x" --print-ids

@@ -1,4 +1,4 @@
-# qvl: run, chat, tokenize, mkmodel. The version line (qvl --version) carries the git commit
+# qvl: run, chat, tokenize, mkmodel, quantize. The version line (qvl --version) carries the git commit
 # seen at configure time and the compiler.
 find_package(Threads REQUIRED)
 # Line editing and history in qvl chat: libedit (BSD-licensed, unlike GNU readline's GPL).
@@ -30,6 +30,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/qvl_version.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_tokenize.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_mkmodel.c
+  ${CMAKE_CURRENT_LIST_DIR}/qvl_quantize.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_decode.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c)
 target_compile_definitions(qvl PRIVATE QVL_VERSION="${PROJECT_VERSION}"

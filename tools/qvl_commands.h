@@ -8,6 +8,7 @@
 int qvl_cmd_run(int argc, char **argv, bool chat);
 int qvl_cmd_tokenize(int argc, char **argv);
 int qvl_cmd_mkmodel(int argc, char **argv);
+int qvl_cmd_quantize(int argc, char **argv);
 int qvl_cmd_decode(int argc, char **argv);
 int qvl_cmd_serve(int argc, char **argv);
 /* plugins_path: --plugins FILE, or NULL for the default search. */

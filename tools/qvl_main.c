@@ -2,7 +2,8 @@
  *   qvl run      one prompt -> one answer (also what `qvl -m DIR ...` without a command does)
  *   qvl chat     interactive multi-turn chat
  *   qvl tokenize text -> token ids (and back)
- *   qvl mkmodel  write a random-weight checkpoint for any Qwen3-VL config */
+ *   qvl mkmodel  write a random-weight checkpoint for any Qwen3-VL config
+ *   qvl quantize convert a model's weights once and save them as a model directory */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ static void usage(FILE *f) {
             "  chat      interactive chat:   qvl chat -m MODEL_DIR   (or qvl run -i / -cnv)\n"
             "  tokenize  print token ids:    qvl tokenize -m MODEL_DIR TEXT\n"
             "  mkmodel   random checkpoint:  qvl mkmodel --config config.json --out DIR\n"
+            "  quantize  convert weights once: qvl quantize -m DIR --weights q8_0 --out DIR2\n"
             "  decode    picture to RGB:     qvl decode IMAGE --out FILE.rgb   (prints W H)\n"
             "  serve     OpenAI-compatible HTTP server: qvl serve -m MODEL_DIR [--port 8080]\n\n"
             "common options of run and chat (llama.cpp's spellings in brackets):\n"
@@ -68,10 +70,11 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "chat") == 0) return qvl_cmd_run(argc - 2, argv + 2, true);
     if (strcmp(cmd, "tokenize") == 0) return qvl_cmd_tokenize(argc - 2, argv + 2);
     if (strcmp(cmd, "mkmodel") == 0) return qvl_cmd_mkmodel(argc - 2, argv + 2);
+    if (strcmp(cmd, "quantize") == 0) return qvl_cmd_quantize(argc - 2, argv + 2);
     if (strcmp(cmd, "decode") == 0) return qvl_cmd_decode(argc - 2, argv + 2);
     if (strcmp(cmd, "serve") == 0) return qvl_cmd_serve(argc - 2, argv + 2);
     /* llama-cli style: options without a command are qvl run's. */
     if (cmd[0] == '-' && cmd[1] != '\0') return qvl_cmd_run(argc - 1, argv + 1, false);
-    fprintf(stderr, "qvl: unknown command '%s' (run, chat, tokenize, mkmodel, decode, serve; see qvl --help)\n", cmd);
+    fprintf(stderr, "qvl: unknown command '%s' (run, chat, tokenize, mkmodel, quantize, decode, serve; see qvl --help)\n", cmd);
     return 2;
 }

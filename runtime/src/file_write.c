@@ -75,3 +75,47 @@ void qvl_new_file_abandon(qvl_new_file *f) {
     f->tmp = NULL;
     f->path = NULL;
 }
+
+qvl_status qvl_file_copy(const char *from, const char *to, size_t max_bytes, qvl_error *err) {
+    /* O_NONBLOCK: a FIFO under the name fails the regular-file check instead of blocking */
+    int in = open(from, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (in < 0)
+        return qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s",
+                        from, strerror(errno));
+    struct stat sb;
+    if (fstat(in, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(in);
+        return qvl_fail(err, QVL_E_IO, "%s: not a regular file", from);
+    }
+    if ((unsigned long long)sb.st_size > max_bytes) {
+        close(in);
+        return qvl_fail(err, QVL_E_LIMIT, "%s: %lld bytes, more than the %zu allowed", from,
+                        (long long)sb.st_size, max_bytes);
+    }
+    qvl_new_file out;
+    qvl_status s = qvl_new_file_open(to, &out, err);
+    if (s != QVL_OK) {
+        close(in);
+        return s;
+    }
+    char buf[1 << 16];
+    size_t total = 0;
+    for (;;) {
+        ssize_t r = read(in, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            s = qvl_fail(err, QVL_E_IO, "%s: read failed: %s", from, strerror(errno));
+            break;
+        }
+        total += (size_t)r;
+        if (total > max_bytes) { /* grew while being copied */
+            s = qvl_fail(err, QVL_E_LIMIT, "%s: more than the %zu bytes allowed", from, max_bytes);
+            break;
+        }
+        if (r == 0 || (s = qvl_new_file_write(&out, buf, (size_t)r, err)) != QVL_OK) break;
+    }
+    close(in);
+    if (s == QVL_OK) return qvl_new_file_commit(&out, err);
+    qvl_new_file_abandon(&out);
+    return s;
+}

@@ -31,6 +31,12 @@
 #define ST_VALUES_PER_ENTRY (5 + QVL_ST_MAX_DIMS + 1)
 #define ST_MAX_INT 9007199254740992.0 /* 2^53: JSON numbers above it are not exact doubles */
 
+/* One "__metadata__" pair; used marks a quantised-tensor description that a tensor took. */
+typedef struct meta_entry {
+    char *key, *value;
+    bool used;
+} meta_entry;
+
 struct qvl_safetensors {
     char *path;
     const unsigned char *map;
@@ -41,8 +47,7 @@ struct qvl_safetensors {
     qvl_st_tensor *tensors;        /* header order */
     size_t n_tensors;
     const qvl_st_tensor **by_name; /* sorted by name, for find */
-    char **meta_keys;
-    char **meta_values;
+    meta_entry *meta;              /* sorted by key, for lookups */
     size_t n_meta;
 };
 
@@ -56,6 +61,15 @@ static const struct { const char *name; int qvl; /* -1 = known but unsupported *
 
 static size_t elem_bytes(qvl_dtype t) {
     return t == QVL_F32 ? 4 : 2;
+}
+
+static int cmp_meta(const void *a, const void *b) {
+    return strcmp(((const meta_entry *)a)->key, ((const meta_entry *)b)->key);
+}
+
+static meta_entry *find_meta(const qvl_safetensors *st, const char *key) {
+    meta_entry k = {.key = (char *)key};
+    return st->n_meta ? bsearch(&k, st->meta, st->n_meta, sizeof k, cmp_meta) : NULL;
 }
 
 static int cmp_tensor_name(const void *a, const void *b) {
@@ -87,13 +101,12 @@ void qvl_safetensors_close(qvl_safetensors *st) {
     }
     for (size_t i = 0; i < st->n_tensors; i++) free((char *)st->tensors[i].name);
     for (size_t i = 0; i < st->n_meta; i++) {
-        free(st->meta_keys[i]);
-        free(st->meta_values[i]);
+        free(st->meta[i].key);
+        free(st->meta[i].value);
     }
     free(st->tensors);
     free(st->by_name);
-    free(st->meta_keys);
-    free(st->meta_values);
+    free(st->meta);
     free(st->path);
     free(st);
 }
@@ -102,22 +115,102 @@ static qvl_status parse_metadata(qvl_safetensors *st, const cJSON *meta, qvl_err
     if (!cJSON_IsObject(meta))
         return qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ is not an object", st->path);
     size_t n = (size_t)cJSON_GetArraySize(meta);
-    st->meta_keys = calloc(n ? n : 1, sizeof *st->meta_keys);
-    st->meta_values = calloc(n ? n : 1, sizeof *st->meta_values);
-    if (!st->meta_keys || !st->meta_values)
-        return qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
+    st->meta = calloc(n ? n : 1, sizeof *st->meta);
+    if (!st->meta) return qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
     for (const cJSON *kv = meta->child; kv; kv = kv->next) {
         if (!cJSON_IsString(kv) || !kv->valuestring)
             return qvl_fail(err, QVL_E_PARSE,
                             "%s: header: __metadata__ value '%.200s' is not a string", st->path,
                             kv->string ? kv->string : "");
-        size_t i = st->n_meta;
-        st->meta_keys[i] = strdup(kv->string ? kv->string : "");
-        st->meta_values[i] = strdup(kv->valuestring);
-        st->n_meta++;
-        if (!st->meta_keys[i] || !st->meta_values[i])
+        meta_entry *e = &st->meta[st->n_meta++];
+        e->key = strdup(kv->string ? kv->string : "");
+        e->value = strdup(kv->valuestring);
+        if (!e->key || !e->value)
             return qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
     }
+    qsort(st->meta, st->n_meta, sizeof *st->meta, cmp_meta);
+    /* cJSON keeps repeated keys; which one a reader sees would be arbitrary */
+    for (size_t i = 1; i < st->n_meta; i++)
+        if (!strcmp(st->meta[i - 1].key, st->meta[i].key))
+            return qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ key '%.200s' appears twice",
+                            st->path, st->meta[i].key);
+    return QVL_OK;
+}
+
+/* Dimensions "d0,d1,...]" of a quantised tensor's description: decimal integers in [0, 2^53].
+ * Returns the rank, or -1 when the text is not that. */
+static int parse_dims(const char *p, int64_t *dims) {
+    int n = 0;
+    for (;;) {
+        if (*p < '0' || *p > '9' || n == QVL_ST_MAX_DIMS) return -1;
+        uint64_t v = 0;
+        while (*p >= '0' && *p <= '9') {
+            v = v * 10 + (uint64_t)(*p++ - '0');
+            if (v > (uint64_t)ST_MAX_INT) return -1;
+        }
+        dims[n++] = (int64_t)v;
+        if (*p == ']') return p[1] == '\0' ? n : -1;
+        if (*p++ != ',') return -1;
+    }
+}
+
+static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (len < cap) snprintf(buf + len, cap - len, "]");
+}
+
+/* A U8 tensor that __metadata__ describes as "DTYPE[d0,...]": check that its bytes are exactly
+ * those of that dtype and logical shape stored as the writer lays them out, then make t that
+ * logical tensor. */
+static qvl_status apply_quant(qvl_safetensors *st, const char *name, meta_entry *desc,
+                              qvl_st_tensor *t, qvl_error *err) {
+    const char *v = desc->value;
+    const char *lb = strchr(v, '[');
+    char dname[16];
+    if (!lb || (size_t)(lb - v) >= sizeof dname)
+        return qvl_fail(err, QVL_E_PARSE, "%s: tensor '%.200s': __metadata__ '%.200s' is '%.100s', "
+                        "not DTYPE[dims]", st->path, name, desc->key, v);
+    memcpy(dname, v, (size_t)(lb - v));
+    dname[lb - v] = '\0';
+    qvl_dtype q;
+    if (!qvl_dtype_parse(dname, &q) || !qvl_dtype_is_quant(q))
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s: tensor '%.200s': unknown qvl dtype '%s' in "
+                        "__metadata__ (q8_0, q4_k and q6_k are stored as U8)", st->path, name,
+                        dname);
+    int64_t dims[QVL_ST_MAX_DIMS];
+    int nd = parse_dims(lb + 1, dims);
+    if (nd < 1)
+        return qvl_fail(err, QVL_E_PARSE, "%s: tensor '%.200s': __metadata__ '%.200s' is '%.100s', "
+                        "not DTYPE[dims]", st->path, name, desc->key, v);
+    /* Blocks run along the row: all dimensions after the first (the whole tensor when 1-D). */
+    int64_t row = nd == 1 ? dims[0] : 1;
+    for (int i = 1; i < nd; i++)
+        if (!qvl_mul_i64(row, dims[i], &row))
+            return qvl_fail(err, QVL_E_LIMIT, "%s: tensor '%.200s': shape is too large", st->path,
+                            name);
+    size_t row_bytes;
+    if (!qvl_dtype_row_bytes(q, row, &row_bytes))
+        return qvl_fail(err, QVL_E_SHAPE, "%s: tensor '%.200s': rows of %lld elements are not "
+                        "whole %s blocks", st->path, name, (long long)row, dname);
+    int64_t want[2] = {nd == 1 ? (int64_t)row_bytes : dims[0], (int64_t)row_bytes};
+    int want_nd = nd == 1 ? 1 : 2;
+    bool same = t->ndim == want_nd && (uint64_t)row_bytes <= (uint64_t)ST_MAX_INT;
+    for (int i = 0; same && i < want_nd; i++) same = t->shape[i] == want[i];
+    if (!same) {
+        char got_s[96], want_s[64], logical[128];
+        shape_text(got_s, sizeof got_s, t->ndim, t->shape);
+        shape_text(want_s, sizeof want_s, want_nd, want);
+        shape_text(logical, sizeof logical, nd, dims);
+        return qvl_fail(err, QVL_E_SHAPE, "%s: tensor '%.200s': stored as U8 %s, but %s %s is U8 "
+                        "%s", st->path, name, got_s, dname, logical, want_s);
+    }
+    t->dtype = q;
+    t->ndim = nd;
+    memset(t->shape, 0, sizeof t->shape);
+    memcpy(t->shape, dims, (size_t)nd * sizeof *dims);
+    desc->used = true;
     return QVL_OK;
 }
 
@@ -153,17 +246,28 @@ static qvl_status parse_entry(qvl_safetensors *st, const char *name, const cJSON
     for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
         if (!strcmp(dtype->valuestring, st_dtypes[i].name)) found = st_dtypes[i].qvl;
     if (found == -2) ENTRY_FAIL(QVL_E_PARSE, "unknown dtype '%.40s'", dtype->valuestring);
-    if (found == -1)
-        ENTRY_FAIL(QVL_E_UNSUPPORTED, "unsupported dtype '%s' (F32, F16 and BF16 are supported)",
+    /* U8 holds a quantised tensor when __metadata__ describes it under "qvl:NAME" */
+    meta_entry *quant = NULL;
+    if (!strcmp(dtype->valuestring, "U8")) {
+        size_t kn = strlen(QVL_ST_QUANT_PREFIX) + strlen(name) + 1;
+        char *key = malloc(kn);
+        if (!key) ENTRY_FAIL(QVL_E_NOMEM, "out of memory");
+        snprintf(key, kn, "%s%s", QVL_ST_QUANT_PREFIX, name);
+        quant = find_meta(st, key);
+        free(key);
+    }
+    if (found == -1 && !quant)
+        ENTRY_FAIL(QVL_E_UNSUPPORTED, "unsupported dtype '%s' (F32, F16 and BF16 are supported, "
+                   "and U8 holding a quantised tensor that __metadata__ describes)",
                    dtype->valuestring);
-    t->dtype = (qvl_dtype)found;
+    t->dtype = quant ? QVL_Q8_0 : (qvl_dtype)found; /* the real dtype is set by apply_quant */
 
     if (!cJSON_IsArray(shape)) ENTRY_FAIL(QVL_E_PARSE, "\"shape\" is not an array");
     int rank = cJSON_GetArraySize(shape);
     if (rank > QVL_ST_MAX_DIMS)
         ENTRY_FAIL(QVL_E_LIMIT, "rank %d exceeds the limit of %d", rank, QVL_ST_MAX_DIMS);
     t->ndim = rank;
-    size_t nbytes = elem_bytes(t->dtype);
+    size_t nbytes = quant ? 1 : elem_bytes(t->dtype);
     bool overflow = false;
     int d = 0;
     for (const cJSON *v = shape->child; v; v = v->next, d++) {
@@ -197,6 +301,10 @@ static qvl_status parse_entry(qvl_safetensors *st, const char *name, const cJSON
                    (unsigned long long)nbytes);
     t->data = st->data + begin;
     t->nbytes = (size_t)nbytes;
+    if (quant) {
+        qvl_status qs = apply_quant(st, name, quant, t, err);
+        if (qs != QVL_OK) return qs;
+    }
     t->name = strdup(name);
     if (!t->name) ENTRY_FAIL(QVL_E_NOMEM, "out of memory");
     return QVL_OK;
@@ -262,18 +370,20 @@ static qvl_status parse_header(qvl_safetensors *st, const char *hdr, size_t n, q
         s = qvl_fail(err, QVL_E_NOMEM, "%s: header: out of memory", st->path);
         goto done;
     }
+    /* The metadata first: it describes the quantised tensors, wherever it sits. */
     bool seen_meta = false;
     for (const cJSON *e = root->child; e; e = e->next) {
-        const char *name = e->string ? e->string : "";
-        if (!strcmp(name, "__metadata__")) {
-            if (seen_meta) {
-                s = qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ appears twice", st->path);
-                goto done;
-            }
-            seen_meta = true;
-            if ((s = parse_metadata(st, e, err)) != QVL_OK) goto done;
-            continue;
+        if (!e->string || strcmp(e->string, "__metadata__")) continue;
+        if (seen_meta) {
+            s = qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ appears twice", st->path);
+            goto done;
         }
+        seen_meta = true;
+        if ((s = parse_metadata(st, e, err)) != QVL_OK) goto done;
+    }
+    for (const cJSON *e = root->child; e; e = e->next) {
+        const char *name = e->string ? e->string : "";
+        if (!strcmp(name, "__metadata__")) continue;
         if (!*name) {
             s = qvl_fail(err, QVL_E_PARSE, "%s: header: a tensor has an empty name", st->path);
             goto done;
@@ -286,6 +396,14 @@ static qvl_status parse_header(qvl_safetensors *st, const char *hdr, size_t n, q
                      st->n_tensors, QVL_ST_MAX_TENSORS);
         goto done;
     }
+    /* A description no U8 tensor took would mean a tensor read in the wrong format. */
+    const size_t np = strlen(QVL_ST_QUANT_PREFIX);
+    for (size_t i = 0; i < st->n_meta; i++)
+        if (!strncmp(st->meta[i].key, QVL_ST_QUANT_PREFIX, np) && !st->meta[i].used) {
+            s = qvl_fail(err, QVL_E_PARSE, "%s: header: __metadata__ '%.200s' describes no U8 "
+                         "tensor of that name", st->path, st->meta[i].key);
+            goto done;
+        }
 done:
     cJSON_Delete(root);
     return s;
@@ -424,7 +542,6 @@ const qvl_st_tensor *qvl_safetensors_find(const qvl_safetensors *st, const char 
 
 const char *qvl_safetensors_metadata(const qvl_safetensors *st, const char *key) {
     if (!st || !key) return NULL;
-    for (size_t i = 0; i < st->n_meta; i++)
-        if (!strcmp(st->meta_keys[i], key)) return st->meta_values[i];
-    return NULL;
+    const meta_entry *e = find_meta(st, key);
+    return e ? e->value : NULL;
 }

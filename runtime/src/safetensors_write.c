@@ -24,6 +24,9 @@ const char *qvl_st_dtype_name(qvl_dtype t) {
     case QVL_F32: return "F32";
     case QVL_F16: return "F16";
     case QVL_BF16: return "BF16";
+    case QVL_Q8_0:
+    case QVL_Q4_K:
+    case QVL_Q6_K: return "U8";
     default: return NULL;
     }
 }
@@ -85,6 +88,30 @@ static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Elements of one row along which a quantised tensor's blocks run (the whole tensor when 1-D);
+ * false on overflow. */
+static bool quant_row(const qvl_st_write_tensor *t, int64_t *row) {
+    *row = t->ndim == 1 ? t->shape[0] : 1;
+    for (int d = 1; d < t->ndim; d++)
+        if (!qvl_mul_i64(*row, t->shape[d], row)) return false;
+    return true;
+}
+
+/* The shape a quantised tensor is stored under as U8: [d0, row_bytes], or [bytes] when 1-D. */
+static int storage_shape(const qvl_st_write_tensor *t, uint64_t *shape) {
+    int64_t row = 0;
+    size_t row_bytes = 0;
+    quant_row(t, &row); /* checked by check_tensors */
+    qvl_dtype_row_bytes(t->dtype, row, &row_bytes);
+    if (t->ndim == 1) {
+        shape[0] = row_bytes;
+        return 1;
+    }
+    shape[0] = (uint64_t)t->shape[0];
+    shape[1] = row_bytes;
+    return 2;
+}
+
 /* Check every tensor description and compute its byte size. */
 static qvl_status check_tensors(const char *path, const qvl_st_write_tensor *t, size_t n,
                                 uint64_t *sizes, qvl_error *err) {
@@ -104,6 +131,19 @@ static qvl_status check_tensors(const char *path, const qvl_st_write_tensor *t, 
             if (t[i].shape[d] < 0 || !qvl_mul_size(bytes, (size_t)t[i].shape[d], &bytes))
                 return qvl_fail(err, QVL_E_INVALID, "%s: tensor '%s': bad or too large shape", path,
                                 name);
+        }
+        if (qvl_dtype_is_quant(t[i].dtype)) {
+            int64_t row;
+            size_t row_bytes;
+            if (t[i].ndim < 1 || !quant_row(&t[i], &row))
+                return qvl_fail(err, QVL_E_INVALID, "%s: tensor '%s': bad shape for %s", path,
+                                name, qvl_dtype_name(t[i].dtype));
+            if (!qvl_dtype_row_bytes(t[i].dtype, row, &row_bytes))
+                return qvl_fail(err, QVL_E_SHAPE, "%s: tensor '%s': rows of %lld elements are not "
+                                "whole %s blocks", path, name, (long long)row,
+                                qvl_dtype_name(t[i].dtype));
+            if (!qvl_mul_size(row_bytes, t[i].ndim == 1 ? 1 : (size_t)t[i].shape[0], &bytes))
+                return qvl_fail(err, QVL_E_INVALID, "%s: tensor '%s': too large", path, name);
         }
         if (bytes && !t[i].data && !t[i].fill)
             return qvl_fail(err, QVL_E_INVALID, "%s: tensor '%s': neither data nor fill given",
@@ -128,16 +168,41 @@ static qvl_status check_tensors(const char *path, const qvl_st_write_tensor *t, 
 static qvl_status build_header(const char *path, const qvl_st_write_tensor *t, size_t n,
                                const uint64_t *sizes, const char *const *meta, size_t n_meta,
                                strbuf *b, qvl_error *err) {
+    size_t n_quant = 0;
+    for (size_t i = 0; i < n; i++) n_quant += qvl_dtype_is_quant(t[i].dtype);
     sb_str(b, "{");
-    if (n_meta) {
+    if (n_meta || n_quant) {
         sb_str(b, "\"__metadata__\":{");
+        const size_t np = strlen(QVL_ST_QUANT_PREFIX);
         for (size_t i = 0; i < n_meta; i++) {
             if (!meta[2 * i] || !meta[2 * i + 1])
                 return qvl_fail(err, QVL_E_INVALID, "%s: metadata entry %zu is NULL", path, i);
+            if (!strncmp(meta[2 * i], QVL_ST_QUANT_PREFIX, np))
+                return qvl_fail(err, QVL_E_INVALID, "%s: metadata key '%s' is reserved", path,
+                                meta[2 * i]);
             if (i) sb_str(b, ",");
             sb_json_string(b, meta[2 * i]);
             sb_str(b, ":");
             sb_json_string(b, meta[2 * i + 1]);
+        }
+        bool first = n_meta == 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!qvl_dtype_is_quant(t[i].dtype)) continue;
+            if (!first) sb_str(b, ",");
+            first = false;
+            size_t kn = strlen(QVL_ST_QUANT_PREFIX) + strlen(t[i].name) + 1;
+            char *key = malloc(kn);
+            if (!key) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
+            snprintf(key, kn, "%s%s", QVL_ST_QUANT_PREFIX, t[i].name);
+            sb_json_string(b, key);
+            free(key);
+            sb_str(b, ":\"");
+            sb_str(b, qvl_dtype_name(t[i].dtype));
+            for (int d = 0; d < t[i].ndim; d++) {
+                sb_str(b, d ? "," : "[");
+                sb_u64(b, (uint64_t)t[i].shape[d]);
+            }
+            sb_str(b, "]\"");
         }
         sb_str(b, "}");
         if (n) sb_str(b, ",");
@@ -149,9 +214,13 @@ static qvl_status build_header(const char *path, const qvl_st_write_tensor *t, s
         sb_str(b, ":{\"dtype\":\"");
         sb_str(b, qvl_st_dtype_name(t[i].dtype));
         sb_str(b, "\",\"shape\":[");
-        for (int d = 0; d < t[i].ndim; d++) {
+        uint64_t stored[QVL_ST_MAX_DIMS];
+        int nd = t[i].ndim;
+        for (int d = 0; d < nd; d++) stored[d] = (uint64_t)t[i].shape[d];
+        if (qvl_dtype_is_quant(t[i].dtype)) nd = storage_shape(&t[i], stored);
+        for (int d = 0; d < nd; d++) {
             if (d) sb_str(b, ",");
-            sb_u64(b, (uint64_t)t[i].shape[d]);
+            sb_u64(b, stored[d]);
         }
         sb_str(b, "],\"data_offsets\":[");
         sb_u64(b, offset);
@@ -171,8 +240,16 @@ static qvl_status write_tensor_data(qvl_new_file *f, const qvl_st_write_tensor *
                                     size_t index, uint64_t size, unsigned char *chunk,
                                     qvl_error *err) {
     if (t->data) return qvl_new_file_write(f, t->data, (size_t)size, err);
+    /* Every chunk starts at a multiple of 256 elements, so a fill callback converting from
+     * any block dtype (32 or 256 elements a block) reads whole source blocks too: for a
+     * quantised dtype the step is whole groups of 256 elements, and 4 MiB of 4- or 2-byte
+     * elements is one already. */
+    const size_t group = qvl_dtype_block_bytes(t->dtype) *
+                         (qvl_dtype_is_quant(t->dtype) ? QVL_QK_K / qvl_dtype_block_elems(t->dtype)
+                                                       : 1);
+    const size_t step = ST_CHUNK_BYTES / group * group;
     for (uint64_t off = 0; off < size;) {
-        size_t n = size - off < ST_CHUNK_BYTES ? (size_t)(size - off) : ST_CHUNK_BYTES;
+        size_t n = size - off < step ? (size_t)(size - off) : step;
         qvl_status s = t->fill(t->fill_user, index, off, chunk, n, err);
         if (s != QVL_OK) return s;
         if ((s = qvl_new_file_write(f, chunk, n, err)) != QVL_OK) return s;

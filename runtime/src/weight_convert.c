@@ -82,12 +82,21 @@ qvl_status qvl_convert_elements(qvl_dtype from, const void *src, qvl_dtype to, v
 
 qvl_status qvl_convert_elements_measured(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
                                          int64_t n, int threads, double *rel_rms, qvl_error *err) {
+    double sums[2];
+    qvl_status st = qvl_convert_elements_sums(from, src, to, dst, n, threads,
+                                              rel_rms ? sums : NULL, err);
+    if (st == QVL_OK && rel_rms) *rel_rms = sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sqrt(sums[0]);
+    return st;
+}
+
+qvl_status qvl_convert_elements_sums(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
+                                     int64_t n, int threads, double sums[2], qvl_error *err) {
     size_t unused;
     if (n < 0 || !qvl_dtype_row_bytes(from, n, &unused) || !qvl_dtype_row_bytes(to, n, &unused))
         return qvl_fail(err, QVL_E_SHAPE, "%lld elements are not whole blocks of %s and %s",
                         (long long)n, qvl_dtype_name(from), qvl_dtype_name(to));
     convert_job j = {.from = from, .to = to, .src = src, .dst = dst, .n = n,
-                     .n_chunks = (n + CHUNK_ELEMS - 1) / CHUNK_ELEMS, .measure = rel_rms != NULL};
+                     .n_chunks = (n + CHUNK_ELEMS - 1) / CHUNK_ELEMS, .measure = sums != NULL};
     pthread_mutex_init(&j.lock, NULL);
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads > j.n_chunks) threads = (int)j.n_chunks;
@@ -100,7 +109,10 @@ qvl_status qvl_convert_elements_measured(qvl_dtype from, const void *src, qvl_dt
     pthread_mutex_destroy(&j.lock);
     if (j.working == 0 && j.n_chunks > 0)
         return qvl_fail(err, QVL_E_NOMEM, "out of memory converting weights");
-    if (rel_rms) *rel_rms = j.ref2 > 0 ? sqrt(j.err2 / j.ref2) : sqrt(j.err2);
+    if (sums) {
+        sums[0] = j.err2;
+        sums[1] = j.ref2;
+    }
     return QVL_OK;
 }
 

@@ -495,6 +495,7 @@ static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error 
                             t->name, (long long)row, qvl_dtype_name(d), (long long)block);
     }
     m->matrix_dtype = d;
+    m->weights_requested = true;
     return QVL_OK;
 }
 

@@ -77,6 +77,7 @@ struct qvl_model {
     int32_t vision_target;
     qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs (the main one of a mixture) */
     bool mix_q4_k_m;        /* --weights q4_k_m: per-tensor dtypes (weight_mix.c) */
+    bool weights_requested; /* --weights or `weights:` chose matrix_dtype (else as stored) */
     qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
     int convert_threads;    /* threads converting weights at load (--weights) */
     bound_weight *bound;    /* sorted by name, then target */

@@ -23,10 +23,8 @@
 #define AUTO_MARGIN_BYTES ((uint64_t)384 << 20)
 
 qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t) {
-    if (t->ndim < 2) return m->vector_dtype;
-    if (m->mix_q4_k_m)
-        return qvl_qwen3vl_mix_dtype(&m->cfg, t->name, t->ndim, t->shape, m->vector_dtype);
-    return m->matrix_dtype;
+    return qvl_qwen3vl_bind_dtype(&m->cfg, t, m->mix_q4_k_m, m->weights_requested, m->matrix_dtype,
+                                  m->vector_dtype);
 }
 
 /* Decoder layer of "model.language_model.layers.<l>.…", else -1. */

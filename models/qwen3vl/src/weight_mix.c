@@ -46,3 +46,11 @@ qvl_dtype qvl_qwen3vl_mix_dtype(const qvl_qwen3vl_config *cfg, const char *name,
     if (row % (int64_t)qvl_dtype_block_elems(want) == 0) return want;
     return row % QVL_Q8_0_BLOCK == 0 ? QVL_Q8_0 : stored;
 }
+
+qvl_dtype qvl_qwen3vl_bind_dtype(const qvl_qwen3vl_config *cfg, const qvl_st_tensor *t,
+                                 bool mix_q4_k_m, bool requested, qvl_dtype matrix_dtype,
+                                 qvl_dtype vector_dtype) {
+    if (t->ndim < 2) return vector_dtype;
+    if (mix_q4_k_m) return qvl_qwen3vl_mix_dtype(cfg, t->name, t->ndim, t->shape, vector_dtype);
+    return requested ? matrix_dtype : t->dtype;
+}

@@ -29,6 +29,9 @@ qvl_status qvl_new_file_commit(qvl_new_file *f, qvl_error *err);
 /* Closes and removes it (after an error). Frees f; safe on a zeroed or failed f. */
 void qvl_new_file_abandon(qvl_new_file *f);
 
+/* Copies the regular file `from` (at most max_bytes) to `to` as a new file, as above. */
+qvl_status qvl_file_copy(const char *from, const char *to, size_t max_bytes, qvl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

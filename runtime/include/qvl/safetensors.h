@@ -6,7 +6,15 @@
  * then the raw little-endian row-major data; offsets count from the first byte after the
  * header. The reader validates everything against the file size before handing out pointers,
  * so a hostile file yields an error, never an out-of-bounds read. F32, F16 and BF16 tensors
- * are accepted; other safetensors dtypes are reported as unsupported.
+ * are accepted; other safetensors dtypes are reported as unsupported, except U8 tensors that
+ * hold qvl's block-quantised dtypes (below).
+ *
+ * Quantised tensors (q8_0, q4_k, q6_k; docs/QUANT.md): the tensor is stored as dtype "U8" with
+ * shape [d0, row_bytes] (1-D: [bytes]), row_bytes being the bytes of one row of d1*...*dn-1
+ * elements in whole blocks, and "__metadata__" holds "qvl:NAME": "DTYPE[d0,d1,...]" with the
+ * logical shape. Other safetensors readers see a plain byte matrix; qvl's reader hands out the
+ * logical tensor (dtype and shape) after checking that the bytes are exactly that dtype's for
+ * that shape. A "qvl:" description without its U8 tensor is an error.
  *
  * Tensor data pointers point into the mapping and are NOT guaranteed to be aligned (the format
  * does not require it): read them with memcpy or copy them out. */
@@ -29,12 +37,15 @@ extern "C" {
 
 typedef struct qvl_st_tensor {
     const char *name;              /* owned by the file object */
-    qvl_dtype dtype;               /* QVL_F32, QVL_F16 or QVL_BF16 */
-    int32_t ndim;                  /* 0..QVL_ST_MAX_DIMS (0 = scalar) */
+    qvl_dtype dtype;               /* QVL_F32, QVL_F16, QVL_BF16, or q8_0/q4_k/q6_k (above) */
+    int32_t ndim;                  /* 0..QVL_ST_MAX_DIMS (0 = scalar); the logical shape */
     int64_t shape[QVL_ST_MAX_DIMS];/* unused entries are 0 */
     const void *data;              /* into the read-only mapping; may be unaligned */
-    size_t nbytes;                 /* element size x product(shape) */
+    size_t nbytes;                 /* bytes of the data (qvl_dtype_row_bytes for block dtypes) */
 } qvl_st_tensor;
+
+/* The "__metadata__" key prefix describing a quantised tensor ("qvl:" + its name). */
+#define QVL_ST_QUANT_PREFIX "qvl:"
 
 /* ---- reader ------------------------------------------------------------------------------ */
 
@@ -57,15 +68,17 @@ const char *qvl_safetensors_metadata(const qvl_safetensors *st, const char *key)
  * The data of each tensor comes either from a buffer or from a fill callback that produces it
  * chunk by chunk, so a multi-gigabyte file never has to sit in memory. The callback is called
  * for consecutive chunks of one tensor in order (byte_offset 0 first, then increasing);
- * every chunk holds a whole number of elements. */
+ * every chunk holds a whole number of elements (of blocks, for a quantised dtype) and starts at
+ * a multiple of 256 elements (whole blocks of every block dtype, so a callback may convert from
+ * one). */
 typedef qvl_status (*qvl_st_fill_fn)(void *user, size_t tensor_index, uint64_t byte_offset,
                                      void *dst, size_t nbytes, qvl_error *err);
 
 typedef struct qvl_st_write_tensor {
     const char *name;
-    qvl_dtype dtype;               /* QVL_F32, QVL_F16 or QVL_BF16 */
-    int32_t ndim;                  /* 0..QVL_ST_MAX_DIMS */
-    int64_t shape[QVL_ST_MAX_DIMS];
+    qvl_dtype dtype;               /* QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K */
+    int32_t ndim;                  /* 0..QVL_ST_MAX_DIMS (at least 1 for a quantised dtype) */
+    int64_t shape[QVL_ST_MAX_DIMS];/* the logical shape; quantised rows are whole blocks */
     const void *data;              /* the bytes, or NULL to use fill */
     qvl_st_fill_fn fill;
     void *fill_user;
@@ -75,14 +88,17 @@ typedef struct qvl_st_write_tensor {
  * leaves no file, a symlink at PATH is replaced and never followed).
  * Tensors are laid out back to back in the given order (the format allows no gaps); the header
  * is padded with spaces so the data starts at a multiple of 8 bytes, so every tensor is aligned
- * to its element size when all tensors share a dtype or come in decreasing element size.
- * metadata_kv holds n_metadata (key, value) string pairs for "__metadata__"
- * (e.g. {"format", "pt"}); pass NULL/0 for none. */
+ * to its element size when all tensors share a dtype or come in decreasing element size
+ * (every quantised block is an even number of bytes with 2-byte fields: F32 tensors first keeps
+ * everything aligned). Quantised tensors are written as described above, their "qvl:"
+ * descriptions added to the metadata. metadata_kv holds n_metadata (key, value) string pairs
+ * for "__metadata__" (e.g. {"format", "pt"}; no "qvl:" keys); pass NULL/0 for none. */
 qvl_status qvl_safetensors_write(const char *path, const qvl_st_write_tensor *tensors,
                                  size_t n_tensors, const char *const *metadata_kv,
                                  size_t n_metadata, qvl_error *err);
 
-/* Safetensors dtype name ("F32", "F16", "BF16") of a qvl dtype, NULL for others. */
+/* Safetensors dtype name ("F32", "F16", "BF16"; "U8" for the quantised ones) of a qvl dtype,
+ * NULL for others. */
 const char *qvl_st_dtype_name(qvl_dtype t);
 
 #ifdef __cplusplus

@@ -17,6 +17,10 @@ qvl_status qvl_convert_elements(qvl_dtype from, const void *src, qvl_dtype to, v
  * absolute RMS error when the source is all zeros): what a quantisation costs a tensor. */
 qvl_status qvl_convert_elements_measured(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
                                          int64_t n, int threads, double *rel_rms, qvl_error *err);
+/* The same with the two sums behind that ratio, for a tensor converted in several pieces:
+ * sums[0] = sum of (result - source)^2, sums[1] = sum of source^2 (sums may be NULL). */
+qvl_status qvl_convert_elements_sums(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
+                                     int64_t n, int threads, double sums[2], qvl_error *err);
 
 /* Tell the kernel that the pages fully inside [p, p+bytes) of a read-only file mapping are not
  * needed any more (they leave the process's resident set; the file stays intact). */

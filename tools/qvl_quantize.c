@@ -1,0 +1,269 @@
+/* qvl quantize: convert a model directory's weights once (--weights q8_0, q4_k_m, f16, ...) and
+ * save the result as a model directory that `qvl run` maps and uses in place, so no launch
+ * repeats the conversion. The file format (safetensors, quantised tensors as U8 described in
+ * __metadata__) is in docs/QUANT.md and runtime/include/qvl/safetensors.h. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "qvl/file.h"
+#include "qvl/file_write.h"
+#include "qvl/log.h"
+#include "qvl/safetensors.h"
+#include "qvl/weight_convert.h"
+#include "qvl/weight_mix.h"
+#include "qvl/weights.h"
+#include "qvl_commands.h"
+
+/* Files a model directory may hold beside its weights, copied unchanged when present. */
+static const char *const companions[] = {
+    "config.json",           "generation_config.json", "preprocessor_config.json",
+    "tokenizer.json",        "tokenizer_config.json",  "special_tokens_map.json",
+    "chat_template.jinja",   "chat_template.json",     "video_preprocessor_config.json",
+    "vocab.json",            "merges.txt",
+};
+#define COMPANION_MAX_BYTES ((size_t)256 << 20)
+
+/* One tensor of the output, in file order. */
+typedef struct out_tensor {
+    const qvl_st_tensor *src;
+    qvl_dtype to;
+    double sums[2]; /* squared error and squared source, over the chunks converted so far */
+} out_tensor;
+
+typedef struct quant_job {
+    out_tensor *t;
+    int threads;
+    size_t n_converted;
+} quant_job;
+
+static void shape_str(char *buf, size_t cap, const qvl_st_tensor *t) {
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < t->ndim && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
+                                (long long)t->shape[i]);
+    if (len < cap) snprintf(buf + len, cap - len, "]");
+}
+
+/* The writer asks for one chunk of a converted tensor: convert the source elements behind it
+ * (chunks start on 256-element boundaries, whole blocks of any source dtype). The tensor's
+ * RMS error is printed with its last chunk. */
+static qvl_status fill_converted(void *user, size_t index, uint64_t byte_offset, void *dst,
+                                 size_t nbytes, qvl_error *err) {
+    quant_job *j = user;
+    out_tensor *o = &j->t[index];
+    const size_t bb = qvl_dtype_block_bytes(o->to), be = qvl_dtype_block_elems(o->to);
+    const int64_t first = (int64_t)(byte_offset / bb * be), count = (int64_t)(nbytes / bb * be);
+    size_t src_off = 0;
+    if (!qvl_dtype_row_bytes(o->src->dtype, first, &src_off))
+        return qvl_fail(err, QVL_E_SHAPE, "%s: chunk at element %lld is not whole %s blocks",
+                        o->src->name, (long long)first, qvl_dtype_name(o->src->dtype));
+    double sums[2];
+    qvl_status st = qvl_convert_elements_sums(o->src->dtype,
+                                              (const unsigned char *)o->src->data + src_off,
+                                              o->to, dst, count, j->threads, sums, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "%s", o->src->name);
+    o->sums[0] += sums[0];
+    o->sums[1] += sums[1];
+    size_t total = 0;
+    int64_t n = 1;
+    for (int i = 0; i < o->src->ndim; i++) n *= o->src->shape[i];
+    qvl_dtype_row_bytes(o->to, n, &total);
+    if (byte_offset + nbytes == total) {
+        char shape[96];
+        shape_str(shape, sizeof shape, o->src);
+        double rel = o->sums[1] > 0 ? sqrt(o->sums[0] / o->sums[1]) : sqrt(o->sums[0]);
+        printf("%-60s %-16s %4s -> %-4s  RMS error %.3g of the source's RMS\n", o->src->name,
+               shape, qvl_dtype_name(o->src->dtype), qvl_dtype_name(o->to), rel);
+        fflush(stdout);
+        j->n_converted++;
+    }
+    return QVL_OK;
+}
+
+/* --out: created when missing; an existing one must be a real directory other than the source
+ * with no symbolic link inside (files are replaced by rename, never written through a link,
+ * but a link there means someone else arranged the directory). */
+static qvl_status prepare_out(const char *src, const char *out, qvl_error *err) {
+    struct stat s_src, s_out;
+    if (stat(src, &s_src) != 0)
+        return qvl_fail(err, QVL_E_NOT_FOUND, "model directory not found: %s", src);
+    if (lstat(out, &s_out) != 0) {
+        if (errno != ENOENT)
+            return qvl_fail(err, QVL_E_IO, "--out %s: %s", out, strerror(errno));
+        if (mkdir(out, 0755) != 0)
+            return qvl_fail(err, QVL_E_IO, "--out %s: cannot create the directory: %s", out,
+                            strerror(errno));
+        return QVL_OK;
+    }
+    if (S_ISLNK(s_out.st_mode))
+        return qvl_fail(err, QVL_E_INVALID, "--out %s is a symbolic link: give a real directory",
+                        out);
+    if (!S_ISDIR(s_out.st_mode))
+        return qvl_fail(err, QVL_E_INVALID, "--out %s exists and is not a directory", out);
+    if (s_out.st_dev == s_src.st_dev && s_out.st_ino == s_src.st_ino)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "--out %s is the source model directory: choose another", out);
+    DIR *d = opendir(out);
+    if (!d) return qvl_fail(err, QVL_E_IO, "--out %s: cannot list: %s", out, strerror(errno));
+    qvl_status st = QVL_OK;
+    for (struct dirent *e; st == QVL_OK && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = qvl_path_join(out, e->d_name);
+        struct stat sb;
+        if (!p) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        else if (lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode))
+            st = qvl_fail(err, QVL_E_INVALID, "--out %s holds a symbolic link (%.200s): refusing "
+                          "to write there", out, e->d_name);
+        free(p);
+    }
+    closedir(d);
+    return st;
+}
+
+static qvl_status copy_companions(const char *src, const char *out, size_t *copied,
+                                  qvl_error *err) {
+    *copied = 0;
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++) {
+        char *from = qvl_path_join(src, companions[i]), *to = qvl_path_join(out, companions[i]);
+        qvl_status st = QVL_OK;
+        struct stat sb;
+        if (!from || !to) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        else if (stat(from, &sb) == 0) {
+            st = qvl_file_copy(from, to, COMPANION_MAX_BYTES, err);
+            *copied += st == QVL_OK;
+        }
+        free(from);
+        free(to);
+        if (st != QVL_OK) return st;
+    }
+    return QVL_OK;
+}
+
+/* Each stored tensor's dtype in the output: vectors as stored, matrices as --weights says
+ * (q4_k_m: per tensor, weight_mix.c). */
+static qvl_status plan_tensors(const qvl_qwen3vl_config *cfg, const qvl_weights *w,
+                               const char *weights, out_tensor *plan, qvl_error *err) {
+    const bool mix = strcmp(weights, "q4_k_m") == 0;
+    qvl_dtype d = QVL_Q4_K;
+    if (!mix && (!qvl_dtype_parse(weights, &d) || d == QVL_I32))
+        return qvl_fail(err, QVL_E_INVALID, "--weights '%s' is not one of f32, f16, bf16, q8_0, "
+                        "q4_k, q6_k, q4_k_m", weights);
+    /* F32 tensors first: every other tensor is an even number of bytes, so all stay aligned to
+     * their element or block fields in the mapping (safetensors allows no padding). */
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < qvl_weights_count(w); i++) {
+            const qvl_st_tensor *t = qvl_weights_at(w, i);
+            qvl_dtype to = t->ndim < 2 ? t->dtype
+                           : mix       ? qvl_qwen3vl_mix_dtype(cfg, t->name, t->ndim, t->shape,
+                                                               t->dtype)
+                                       : d;
+            if ((to == QVL_F32) != (pass == 0)) continue;
+            int64_t row = 1;
+            for (int r = 1; r < t->ndim; r++) row *= t->shape[r];
+            size_t unused;
+            if (t->ndim >= 2 && !qvl_dtype_row_bytes(to, row, &unused))
+                return qvl_fail(err, QVL_E_SHAPE, "%s: rows of %lld elements cannot be stored as "
+                                "%s (blocks of %zu; --weights q4_k_m falls back per tensor)",
+                                t->name, (long long)row, qvl_dtype_name(to),
+                                qvl_dtype_block_elems(to));
+            plan[k++] = (out_tensor){.src = t, .to = to};
+        }
+    return QVL_OK;
+}
+
+static qvl_status quantize(const char *model, const char *weights, const char *out, int threads,
+                           qvl_error *err) {
+    struct stat sb;
+    if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return qvl_fail(err, QVL_E_NOT_FOUND, "model directory not found: %s", model);
+    char *cfg_path = qvl_path_join(model, "config.json");
+    char *out_path = qvl_path_join(out, "model.safetensors");
+    qvl_qwen3vl_config cfg;
+    qvl_weights *w = NULL;
+    out_tensor *plan = NULL;
+    qvl_st_write_tensor *wt = NULL;
+    qvl_status st = cfg_path && out_path ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK) st = qvl_qwen3vl_config_load(cfg_path, &cfg, err);
+    if (st == QVL_OK) st = qvl_weights_open(model, &cfg, &w, err);
+    size_t n = qvl_weights_count(w);
+    if (st == QVL_OK) {
+        plan = calloc(n ? n : 1, sizeof *plan);
+        wt = calloc(n ? n : 1, sizeof *wt);
+        if (!plan || !wt) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    }
+    if (st == QVL_OK) st = plan_tensors(&cfg, w, weights, plan, err);
+    if (st == QVL_OK) st = prepare_out(model, out, err);
+    quant_job job = {.t = plan, .threads = threads};
+    size_t in_bytes = 0;
+    for (size_t i = 0; st == QVL_OK && i < n; i++) {
+        const qvl_st_tensor *t = plan[i].src;
+        wt[i] = (qvl_st_write_tensor){.name = t->name, .dtype = plan[i].to, .ndim = t->ndim};
+        memcpy(wt[i].shape, t->shape, sizeof wt[i].shape);
+        if (plan[i].to == t->dtype) wt[i].data = t->data; /* copied as it is */
+        else wt[i].fill = fill_converted, wt[i].fill_user = &job;
+        in_bytes += t->nbytes;
+    }
+    const char *meta[] = {"format", "pt", "qvl.weights", weights};
+    if (st == QVL_OK) st = qvl_safetensors_write(out_path, wt, n, meta, 2, err);
+    size_t copied = 0;
+    if (st == QVL_OK) st = copy_companions(model, out, &copied, err);
+    if (st == QVL_OK && stat(out_path, &sb) == 0)
+        fprintf(stderr, "qvl quantize: wrote %s (%zu tensors, %zu converted to %s; %.1f MiB, the "
+                "source's weights %.1f MiB) and %zu companion files\n", out_path, n,
+                job.n_converted, weights, sb.st_size / 1048576.0, in_bytes / 1048576.0, copied);
+    free(wt);
+    free(plan);
+    qvl_weights_close(w);
+    free(cfg_path);
+    free(out_path);
+    return st;
+}
+
+int qvl_cmd_quantize(int argc, char **argv) {
+    const char *model = NULL, *weights = NULL, *out = NULL;
+    int64_t threads = 0;
+    bool verbose = false;
+    cli_opt opts[] = {
+        {"model", 'm', CLI_STRING, &model, "DIR", "the source model directory", 0, 0, false},
+        {"weights", 0, CLI_STRING, &weights, "DTYPE",
+         "q8_0, q4_k_m, q4_k, q6_k, f16, bf16 or f32: the matrices' dtype", 0, 0, false},
+        {"out", 0, CLI_STRING, &out, "DIR", "the model directory to write", 0, 0, false},
+        {"threads", 't', CLI_INT, &threads, "N", "conversion threads (default: all cores)", 0,
+         1024, false},
+        {"verbose", 'v', CLI_FLAG, &verbose, NULL, "log details", 0, 0, false},
+    };
+    const size_t n_opts = sizeof opts / sizeof opts[0];
+    size_t n_pos = 0;
+    int rc = cli_parse("qvl quantize", opts, n_opts, argc, argv, NULL, 0, &n_pos);
+    if (rc == CLI_HELP) {
+        cli_print_help(stdout, "usage: qvl quantize -m DIR --weights DTYPE --out DIR2 [options]",
+                       opts, n_opts);
+        return 0;
+    }
+    if (rc != CLI_OK) return 2;
+    if (verbose) qvl_log_level_set(QVL_LOG_INFO);
+    if (!model || !weights || !out) {
+        fprintf(stderr, "qvl quantize: -m, --weights and --out are required\n");
+        return 2;
+    }
+    if (threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus < 1 ? 1 : cpus;
+    }
+    qvl_error err = {0};
+    if (quantize(model, weights, out, (int)threads, &err) != QVL_OK) {
+        fprintf(stderr, "qvl quantize: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
