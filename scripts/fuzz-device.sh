@@ -2,8 +2,10 @@
 # Fuzz every parser of qvl on a machine with many cores, all targets at once, from binaries built
 # elsewhere. Two steps:
 #
-#   here (clang, the -dev packages):   scripts/fuzz-device.sh pack
-#       builds build-fuzz (clang, -DQVL_FUZZ=ON, ASan+UBSan) and writes .fuzzbin/qvl-fuzz.tar.gz:
+#   here (clang, the -dev packages):   scripts/fuzz-device.sh pack [-i]
+#       builds build-fuzz (clang, -DQVL_FUZZ=ON, ASan+UBSan; with -i build-fuzz-img, linked
+#       against picture libraries built with the sanitizers: scripts/fuzz-image-libs.sh, as
+#       scripts/fuzz.sh -i does) and writes .fuzzbin/qvl-fuzz.tar.gz:
 #       the fuzz_<target> programs, libqvl-core.so, every other shared library they load that is
 #       not part of glibc (libyaml, cJSON, pcre2, utf8proc, the image libraries, libstdc++), and the Qwen3-VL
 #       tokenizer.json when the shared data is present. Nothing has to be installed there.
@@ -26,7 +28,7 @@ set -u
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_targets="safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index"
-usage() { sed -n '2,28p' "${BASH_SOURCE[0]}"; exit 2; }
+usage() { sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 2; }
 
 # Inputs larger than the seeds matter for the tokenizer (long texts), safetensors and images.
 max_len() {
@@ -39,6 +41,12 @@ max_len() {
 pack() {
     local build=$root/build-fuzz dest=$root/.fuzzbin stage
     command -v clang-14 >/dev/null || { echo "fuzz-device.sh: clang-14 is needed" >&2; exit 2; }
+    if [ "${1:-}" = -i ]; then # the picture libraries instrumented too (static, inside the programs)
+        build=$root/build-fuzz-img
+        local pc
+        pc=$("$root/scripts/fuzz-image-libs.sh" "$build/image-libs") || exit 1
+        export PKG_CONFIG_PATH=$pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    fi
     CC=clang-14 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQVL_FUZZ=ON \
         -DQVL_SANITIZE=ON >/dev/null || exit 1
     local t args=()
@@ -164,7 +172,7 @@ run() {
 }
 
 case ${1:-} in
-pack) pack ;;
+pack) shift; pack "$@" ;;
 run) shift; run "$@" ;;
 *) usage ;;
 esac

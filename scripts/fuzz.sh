@@ -3,7 +3,13 @@
 # print per target: executions, exec/s, coverage (libFuzzer's cov: edges), corpus size and
 # findings (crash-/leak-/timeout-/oom- files).
 #
-#   scripts/fuzz.sh [-t SECONDS] [-b BUILD_DIR] [-j JOBS] [TARGET...]
+#   scripts/fuzz.sh [-t SECONDS] [-b BUILD_DIR] [-j JOBS] [-i] [TARGET...]
+#
+# -i: link against picture libraries (libjpeg-turbo, libpng, giflib, libwebp) built from
+# Debian's sources with the sanitizers and coverage (scripts/fuzz-image-libs.sh, into
+# BUILD_DIR/image-libs; needs network the first time), so the image target also finds and checks
+# what happens inside the decoders. The default BUILD_DIR is then build-fuzz-img (CMake keeps
+# the libraries it found, so the two kinds of build need their own directories).
 #
 # Targets: safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids
 # image weights_index
@@ -16,16 +22,19 @@
 set -eu
 
 seconds=600
-build=build-fuzz
+build=
 jobs=2
-while getopts t:b:j:h opt; do
+instrumented=
+while getopts t:b:j:ih opt; do
     case $opt in
     t) seconds=$OPTARG ;;
     b) build=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    i) instrumented=1 ;;
+    *) sed -n '2,21p' "$0"; exit 2 ;;
     esac
 done
+[ -n "$build" ] || build=build-fuzz${instrumented:+-img}
 shift $((OPTIND - 1))
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,8 +42,17 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 targets=${*:-safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
+if [ -n "$instrumented" ]; then
+    pc=$(JOBS=$jobs "$root/scripts/fuzz-image-libs.sh" "$build/image-libs")
+    PKG_CONFIG_PATH=$pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export PKG_CONFIG_PATH
+fi
 CC=clang cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQVL_FUZZ=ON \
     -DQVL_SANITIZE=ON >/dev/null
+if [ -n "$instrumented" ] && ! grep -q '^pkgcfg_lib_PNG_png16:FILEPATH=.*/image-libs/prefix/lib/libpng16.a' "$build/CMakeCache.txt"; then
+    echo "fuzz.sh: $build was configured with the system's picture libraries; use a new -b" >&2
+    exit 2
+fi
 build_args=
 for t in $targets; do build_args="$build_args --target fuzz_$t"; done
 # shellcheck disable=SC2086

@@ -8,10 +8,12 @@ pascal=0
 # libjpeg62-turbo-dev, libpng-dev, libgif-dev, libwebp-dev: the picture decoders (the libraries
 # Pillow uses, so pictures decode to Hugging Face's pixels).
 # libedit-dev: line editing and history in qvl chat.
+# nginx: the load balancer in front of qvl serve replicas (scripts/serve-replicas.sh and its
+# test); only its binary is used, run unprivileged, never the system service.
 # clang: compiles the cuda_sm61 kernels for sm_61 as a build check when a CUDA toolkit is
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
 pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
-      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang)
+      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang nginx)
 [ $pascal -eq 1 ] && pkgs+=(python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do

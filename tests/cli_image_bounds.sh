@@ -46,6 +46,18 @@ echo "     (refused in $(( ($(date +%s%N) - t0) / 1000000 )) ms)"
 expect_fail "cut pixels are found when decoding" 1 "cut.png" \
   -- "$qvl" run -m "$tmp/m" --ids "1,$(pads 4015)2" --image "$tmp/cut.png" --print-ids -q
 
+# A 35-byte GIF declaring an 8192x8192 canvas (a 2x2 frame whose LZW codes are garbage): its
+# 4096 tokens are weighed against --ctx from the header alone, so it is refused without the
+# canvas ever being allocated (201 MB of RGB); within the context the decoder
+# reaches the frame and names the file.
+printf 'GIF89a\x00\x20\x00\x20\x80\x00\x00\x00\x00\x00\xff\xff\xff,\x00\x00\x00\x00\x02\x00\x02\x00\x00\x02\x02\xff\xff\x00;' \
+  > "$tmp/canvas.gif"
+expect_fail "GIF canvas over --ctx: refused from its header" 1 \
+  "the prompt is 4098 tokens (4096 of them for 1 image(s)) but the context holds 2048" \
+  -- "$qvl" run -m "$tmp/m" --ids "1,$(pads 4096)2" --image "$tmp/canvas.gif" --print-ids -q -c 2048
+expect_fail "GIF canvas within --ctx: the decoder names it" 1 "canvas.gif: cannot decode GIF (" \
+  -- "$qvl" run -m "$tmp/m" --ids "1,$(pads 4096)2" --image "$tmp/canvas.gif" --print-ids -q -c 8192
+
 # A token bound is the pixel bound N x 32^2: the same grid either way.
 "$qvl" run -m "$tmp/m" --ids 1 --image "$tmp/cut.png" --image-max-tokens 16 --print-ids 2>"$tmp/a" >/dev/null
 "$qvl" run -m "$tmp/m" --ids 1 --image "$tmp/cut.png" --max-pixels 16384 --print-ids 2>"$tmp/b" >/dev/null

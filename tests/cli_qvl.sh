@@ -59,7 +59,7 @@ if [ -f "$tokjson" ]; then
   [ "$out" = "Hello world" ] && ok "tokenize --decode" || bad "tokenize --decode: '$out'"
   expect_fail "tokenize --decode of an id without a token" 1 "no token has id 999999" -- \
     "$qvl" tokenize -m "$tmp/m" --decode "9707,999999"
-  expect_fail "tokenize -f /dev/zero stops at its limit" 1 "larger than" -- \
+  expect_fail "tokenize -f /dev/zero is refused unread" 1 "not a regular file (a character device)" -- \
     "$qvl" tokenize -m "$tmp/m" -f /dev/zero
   printf 'Hello world' > "$tmp/text"
   out=$("$qvl" tokenize -m "$tmp/m" -f - < "$tmp/text" 2>&1)

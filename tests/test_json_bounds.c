@@ -157,21 +157,105 @@ static void test_safetensors_header(void **state) {
     unlink(TMP ".safetensors");
 }
 
+/* A text of `prefix`, then n copies of `item`, comma-separated, then `suffix`. */
+static char *repeat(const char *prefix, const char *item, size_t n, const char *suffix, size_t *len) {
+    const size_t pl = strlen(prefix), il = strlen(item), sl = strlen(suffix);
+    char *t = malloc(pl + n * (il + 1) + sl + 1);
+    char *o = t;
+    memcpy(o, prefix, pl), o += pl;
+    for (size_t i = 0; i < n; i++) {
+        if (i) *o++ = ',';
+        memcpy(o, item, il), o += il;
+    }
+    memcpy(o, suffix, sl), o += sl;
+    *len = (size_t)(o - t);
+    *o = '\0';
+    return t;
+}
+
+/* The children cJSON holds at a path of keys (the first match at each level, as the loader
+ * looks them up); 0 when the path is absent. */
+static size_t cjson_children(const cJSON *root, const char *const *keys, size_t n_keys) {
+    const cJSON *v = root;
+    for (size_t i = 0; v && i < n_keys; i++) v = cJSON_GetObjectItemCaseSensitive(v, keys[i]);
+    return v ? (size_t)cJSON_GetArraySize(v) : 0;
+}
+
+static void test_measure_paths(void **state) {
+    (void)state;
+    static const char *const paths[] = {"model.vocab", "model.merges", "added_tokens", ""};
+    size_t c[4];
+    qvl_json_shape sh;
+    /* objects count members, arrays elements; arrays on the way, other keys, deeper levels and
+     * escaped keys do not match; repeated keys are summed */
+    const char *t = "{\"model\":{\"vocab\":{\"a\":0,\"b\":{\"vocab\":[1,2,3]}},\"merges\":[\"a b\",[\"a\",\"b\"]],"
+                    "\"x\":{\"merges\":[1]}},\"added_tokens\":[{},{},{}],\"mod\\u0065l\":{\"vocab\":{\"z\":1}},"
+                    "\"list\":[{\"model\":{\"vocab\":{\"q\":1}}}],\"model\":{\"merges\":[\"c d\"]}}";
+    qvl_json_measure_paths(t, strlen(t), paths, 4, c, &sh);
+    assert_int_equal(c[0], 2);
+    assert_int_equal(c[1], 3);
+    assert_int_equal(c[2], 3);
+    assert_int_equal(c[3], 5); /* the root's members */
+    qvl_json_shape plain;
+    qvl_json_measure(t, strlen(t), &plain);
+    assert_int_equal(plain.values, sh.values);
+    /* Cut and unbalanced texts never read past their end. */
+    for (size_t cut = 0; cut < strlen(t); cut++) qvl_json_measure_paths(t, cut, paths, 4, c, &sh);
+    qvl_json_measure_paths("}}]]{{\"", 7, paths, 4, c, &sh);
+    /* On the real tokenizer the counts are cJSON's. */
+    if (access(SHARED_TOKENIZER, R_OK) == 0) {
+        size_t n;
+        char *real = read_all(SHARED_TOKENIZER, &n);
+        qvl_json_measure_paths(real, n, paths, 3, c, &sh);
+        cJSON *root = cJSON_ParseWithLength(real, n);
+        assert_non_null(root);
+        const char *vocab[] = {"model", "vocab"}, *merges[] = {"model", "merges"},
+                   *added[] = {"added_tokens"};
+        assert_int_equal(c[0], cjson_children(root, vocab, 2));
+        assert_int_equal(c[1], cjson_children(root, merges, 2));
+        assert_int_equal(c[2], cjson_children(root, added, 1));
+        assert_true(c[0] > 100000 && c[1] > 100000 && c[2] > 0);
+        cJSON_Delete(root);
+        free(real);
+    }
+}
+
 static void test_tokenizer_json(void **state) {
     (void)state;
     size_t n;
-    char *t = zeros("{\"model\":{\"merges\":[", 500000, "]}}", &n);
     qvl_tokenizer *tok = NULL;
     qvl_error err = {0};
+    /* Merges with no vocabulary to merge into. */
+    char *t = zeros("{\"model\":{\"merges\":[", 500000, "]}}", &n);
     assert_int_equal(qvl_tokenizer_load_buffer(t, n, "t.json", &tok, &err), QVL_E_LIMIT);
     assert_null(tok);
-    assert_contains(err.msg, "t.json: 500003 JSON values, more than the");
+    assert_contains(err.msg, "t.json: model.merges has 500000 entries, more than 4 for each of the 0 "
+                             "vocabulary entries");
     free(t);
-    /* The real tokenizer (a value every 13 bytes) still loads. */
+    /* Values that are neither vocabulary, merges nor added tokens: 10,000 strings of 7 bytes
+     * (one value every 7 bytes, which a bound on values per byte lets through). */
+    t = repeat("{\"model\":{\"vocab\":{\"a\":0},\"merges\":[]},\"normalizer\":[", "\"abcd\"", 10000, "]}",
+               &n);
+    assert_int_equal(qvl_tokenizer_load_buffer(t, n, "t.json", &tok, &err), QVL_E_LIMIT);
+    assert_contains(err.msg, "t.json: 10006 JSON values, more than the 4097 that 1 vocabulary "
+                             "entries, 0 merges and 0 added tokens need");
+    free(t);
+    /* A vocabulary and an added-token list past their limits. */
+    t = repeat("{\"model\":{\"vocab\":{", "\"\":0", ((size_t)1 << 20) + 1, "}}}", &n);
+    assert_int_equal(qvl_tokenizer_load_buffer(t, n, "t.json", &tok, &err), QVL_E_LIMIT);
+    assert_contains(err.msg, "t.json: model.vocab has 1048577 entries, more than the limit of 1048576");
+    free(t);
+    t = repeat("{\"added_tokens\":[", "{}", 65537, "]}", &n);
+    assert_int_equal(qvl_tokenizer_load_buffer(t, n, "t.json", &tok, &err), QVL_E_LIMIT);
+    assert_contains(err.msg, "t.json: added_tokens has 65537 entries, more than the limit of 65536");
+    free(t);
+    /* The real tokenizer and the fixture's still load. */
     if (access(SHARED_TOKENIZER, R_OK) == 0) {
         if (qvl_tokenizer_load(SHARED_TOKENIZER, &tok, &err) != QVL_OK) fail_msg("%s", err.msg);
         qvl_tokenizer_free(tok);
     }
+    if (qvl_tokenizer_load(FIXTURE "/tokenizer.json", &tok, &err) != QVL_OK) fail_msg("%s", err.msg);
+    qvl_tokenizer_free(tok);
 }
 
 static void test_index_json(void **state) {
@@ -220,6 +304,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_measure_is_exact_on_valid_files),
         cmocka_unit_test(test_safetensors_header),
+        cmocka_unit_test(test_measure_paths),
         cmocka_unit_test(test_tokenizer_json),
         cmocka_unit_test(test_index_json),
         cmocka_unit_test(test_config_json),

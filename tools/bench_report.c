@@ -244,6 +244,24 @@ void bench_print_json(FILE *f, const bench_results *r) {
     json_spread(f, &r->prefill_tps);
     fputs(",\n \"decode_tok_s\": ", f);
     json_spread(f, &r->decode_tps);
+    if (r->parallel > 1) {
+        fprintf(f, ",\n \"parallel\": {\"sequences\": %lld, \"total_decode_tok_s\": ",
+                (long long)r->parallel);
+        json_spread(f, &r->parallel_tps);
+        fputc('}', f);
+    }
+    fputs(",\n \"placement\": ", f);
+    json_string(f, r->placement);
+    fputs(", \"backends\": [", f);
+    for (size_t i = 0; i < r->n_mem; i++) {
+        const qvl_model_backend_memory *b = &r->mem[i];
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        json_string(f, b->name);
+        fprintf(f, ", \"weights_bytes\": %zu, \"weights_mapped_bytes\": %zu, \"kv_bytes\": %zu, "
+                   "\"activation_bytes\": %zu}",
+                b->weights_bytes, b->weights_mapped_bytes, b->kv_bytes, b->activation_bytes);
+    }
+    fputc(']', f);
     fprintf(f, ",\n \"peak_rss_bytes\": {\"after_load\": %llu, \"after_runs\": %llu}",
             (unsigned long long)r->rss_after_load, (unsigned long long)r->rss_peak);
     if (r->has_device_memory)

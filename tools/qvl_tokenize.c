@@ -8,21 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "qvl/file.h"
 #include "qvl/tokenizer.h"
 #include "qvl_commands.h"
 
-/* Far more text than any context holds (about 16M tokens); /dev/zero is refused after this
- * much, not after a gigabyte. */
+/* Far more text than any context holds (about 16M tokens). A regular file larger than this is
+ * refused from its size before anything is read; a pipe or terminal is read up to it. */
 #define MAX_INPUT_BYTES ((size_t)64 << 20)
 
-/* Read a whole file ("-" = stdin) into memory. */
-static char *read_all(const char *path, size_t *len, qvl_error *err) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+/* A stream (stdin, a FIFO such as a shell's <(...)) read whole, at most MAX_INPUT_BYTES. */
+static char *read_stream(FILE *f, const char *path, size_t *len, qvl_error *err) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -54,8 +53,42 @@ static char *read_all(const char *path, size_t *len, qvl_error *err) {
         }
     }
     if (!buf && err->status == QVL_OK) qvl_fail(err, QVL_E_NOMEM, "out of memory reading %s", path);
-    if (f != stdin) fclose(f);
-    *len = n;
+    *len = buf ? n : 0;
+    return buf;
+}
+
+/* The text of -f: a regular file through the bounded reader (directories and devices are refused
+ * there without being read); a FIFO or "-" (stdin) as a stream. Stdin that is a regular file is
+ * refused from its size at once; a device other than a terminal (< /dev/zero) is refused. */
+static char *read_input(const char *path, size_t *len, qvl_error *err) {
+    *len = 0;
+    struct stat sb;
+    if (strcmp(path, "-") == 0) {
+        if (fstat(STDIN_FILENO, &sb) == 0) {
+            if (S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size > MAX_INPUT_BYTES) {
+                qvl_fail(err, QVL_E_LIMIT, "stdin: larger than %zu bytes", MAX_INPUT_BYTES);
+                return NULL;
+            }
+            if ((S_ISCHR(sb.st_mode) && !isatty(STDIN_FILENO)) || S_ISBLK(sb.st_mode) ||
+                S_ISDIR(sb.st_mode)) {
+                qvl_fail(err, QVL_E_IO, "stdin: not a file, pipe or terminal (a device)");
+                return NULL;
+            }
+        }
+        return read_stream(stdin, "stdin", len, err);
+    }
+    if (stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode)) {
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            qvl_fail(err, QVL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+            return NULL;
+        }
+        char *buf = read_stream(f, path, len, err);
+        fclose(f);
+        return buf;
+    }
+    char *buf = NULL;
+    if (qvl_read_file(path, MAX_INPUT_BYTES, QVL_E_IO, &buf, len, err) != QVL_OK) return NULL;
     return buf;
 }
 
@@ -103,7 +136,9 @@ int qvl_cmd_tokenize(int argc, char **argv) {
             const char *piece;
             size_t piece_len;
             if (qvl_tokenizer_token_to_piece(tok, ids[i], &piece, &piece_len, &err) != QVL_OK) {
-                fprintf(stderr, "qvl tokenize: --decode: %s\n", err.msg);
+                /* the library's message has no range; the tool knows the vocabulary */
+                fprintf(stderr, "qvl tokenize: --decode: no token has id %d (the vocabulary's ids "
+                        "are 0 to %d)\n", (int)ids[i], (int)qvl_tokenizer_vocab_size(tok) - 1);
                 free(ids);
                 ids = NULL;
                 rc = 1;
@@ -123,7 +158,7 @@ int qvl_cmd_tokenize(int argc, char **argv) {
         free(ids);
     } else {
         size_t len = n_pos ? strlen(pos[0]) : 0;
-        char *owned = file ? read_all(file, &len, &err) : NULL;
+        char *owned = file ? read_input(file, &len, &err) : NULL;
         const char *text = file ? owned : pos[0];
         int32_t *ids = NULL;
         size_t n = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "qvl/mm_prompt.h"
+#include "qvl/tokenizer.h"
 #include "run_session.h"
 
 static const char image_marker[] = "<image>";
@@ -43,6 +44,30 @@ qvl_status run_add_user_message(qvl_chat *chat, const char *text, size_t n_image
     return st;
 }
 
+/* The chat template writes each picture as "<|vision_start|><|image_pad|><|vision_end|>" (one pad
+ * a picture, expanded later to its features' count), so the prompt must hold exactly one pad
+ * per picture. A pad the user typed as text has no features to stand for: transformers refuses
+ * that mismatch ("Image features and image tokens do not match") when pictures are given, and
+ * without pictures the pad would reach the model as an ordinary embedding of a token it only
+ * ever saw in place of pixels. Refused either way, naming the token. The pad's id is the
+ * config's image_token_id when pictures are planned, else the tokenizer's id for the string the
+ * template writes (-1 when it has none: nothing to check). */
+static qvl_status check_typed_pads(const qvl_tokenizer *tok, const int32_t *ids, int64_t n,
+                                   const run_images *im, qvl_error *err) {
+    static const char pad_text[] = "<|image_pad|>";
+    const size_t n_images = im ? im->n : 0;
+    const int32_t pad = n_images > 0 ? im->pad_id : qvl_tokenizer_token_id(tok, pad_text);
+    if (pad < 0) return QVL_OK;
+    int64_t have = 0;
+    for (int64_t i = 0; i < n; i++) have += ids[i] == pad;
+    if (have <= (int64_t)n_images) return QVL_OK;
+    return qvl_fail(err, QVL_E_INVALID,
+                    "the prompt holds %lld %s token(s) (id %d) typed as text, with no picture "
+                    "for them: attach pictures (--image, /image in a chat; <image> places them), "
+                    "never the pad token itself",
+                    (long long)(have - (int64_t)n_images), pad_text, (int)pad);
+}
+
 qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_images *im,
                            int32_t **ids, int64_t *n, qvl_error *err) {
     size_t count = 0;
@@ -53,7 +78,14 @@ qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_image
         *ids = NULL;
         return qvl_fail(err, QVL_E_INVALID, "the prompt is empty");
     }
-    if (st != QVL_OK || !im || im->n == 0) return st;
+    if (st == QVL_OK) st = check_typed_pads(tok, *ids, *n, im, err);
+    if (st != QVL_OK || !im || im->n == 0) {
+        if (st != QVL_OK) {
+            free(*ids);
+            *ids = NULL;
+        }
+        return st;
+    }
     int32_t *expanded = NULL;
     int64_t n_expanded = 0;
     st = qvl_expand_image_pads(*ids, *n, im->pad_id, im->tokens, im->n, &expanded, &n_expanded,

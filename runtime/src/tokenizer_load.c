@@ -109,6 +109,49 @@ static qvl_status load_tree(qvl_tokenizer *tok, const cJSON *root, const char *n
     return init_encode_state(tok, name, err);
 }
 
+/* What cJSON may build for a tokenizer.json (60-100 bytes of memory a value), decided before it
+ * builds anything: a value for each vocabulary entry, three for each merge (["a","b"]), 16 for
+ * each added token (its object holds 8), and TOK_JSON_OTHER_VALUES for everything else
+ * (normalizer, pre-tokenizer, post-processor, decoder: Qwen's have 40 together). So the tree is
+ * proportional to the tokens and merges the tokenizer keeps anyway, and those are bounded too. */
+#define TOK_JSON_OTHER_VALUES 4096
+/* 1,048,576 entries: about 7 times Qwen's 151,643, 4 times Gemma 3's 262,144. */
+#define TOK_MAX_VOCAB ((size_t)1 << 20)
+/* Merges per vocabulary entry: a merge makes each token past the single bytes (Qwen: 151,387
+ * merges for 151,643 entries), but a converted tokenizer may list several merges that give one
+ * token. */
+#define TOK_MERGES_PER_TOKEN 4
+#define TOK_MAX_ADDED ((size_t)1 << 16)
+
+static qvl_status check_json_shape(const char *json, size_t len, const char *name, qvl_error *err) {
+    static const char *const paths[] = {"model.vocab", "model.merges", "added_tokens"};
+    size_t c[3];
+    qvl_json_shape sh;
+    qvl_json_measure_paths(json, len, paths, 3, c, &sh);
+    const size_t vocab = c[0], merges = c[1], added = c[2];
+    if (sh.max_depth > QVL_TOKENIZER_MAX_JSON_DEPTH)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: JSON nests %d levels deep, more than %d", name,
+                        sh.max_depth, QVL_TOKENIZER_MAX_JSON_DEPTH);
+    if (vocab > TOK_MAX_VOCAB)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: model.vocab has %zu entries, more than the limit of %zu",
+                        name, vocab, TOK_MAX_VOCAB);
+    if (added > TOK_MAX_ADDED)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: added_tokens has %zu entries, more than the limit of %zu",
+                        name, added, TOK_MAX_ADDED);
+    const size_t most = vocab + 3 * merges + 16 * added + TOK_JSON_OTHER_VALUES;
+    if (sh.values > most)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "%s: %zu JSON values, more than the %zu that %zu vocabulary entries, %zu "
+                        "merges and %zu added tokens need",
+                        name, sh.values, most, vocab, merges, added);
+    if (merges > TOK_MERGES_PER_TOKEN * vocab + 1024)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "%s: model.merges has %zu entries, more than %d for each of the %zu "
+                        "vocabulary entries",
+                        name, merges, TOK_MERGES_PER_TOKEN, vocab);
+    return QVL_OK;
+}
+
 qvl_status qvl_tokenizer_load_buffer(const char *json, size_t len, const char *name,
                                      qvl_tokenizer **out, qvl_error *err) {
     if (!name) name = "tokenizer.json";
@@ -118,13 +161,7 @@ qvl_status qvl_tokenizer_load_buffer(const char *json, size_t len, const char *n
     if (len > QVL_TOKENIZER_MAX_FILE_BYTES)
         return qvl_fail(err, QVL_E_LIMIT, "%s: %zu bytes is larger than the %zu byte limit", name,
                         len, QVL_TOKENIZER_MAX_FILE_BYTES);
-    /* The densest valid tokenizer.json holds a value every 2.5 bytes (merges written as
-     * ["a","b"]: 3 values in 10 bytes, 8 with empty strings); valid ones nest about 6 deep. The
-     * tree cJSON builds (60-100 bytes a value) stays proportional to what such a file needs. */
-    static const qvl_json_limits limits = {.max_depth = QVL_TOKENIZER_MAX_JSON_DEPTH,
-                                           .values_per_1000_bytes = 400,
-                                           .values_slack = 1024};
-    qvl_status jst = qvl_json_check(json ? json : "", len, &limits, name, err);
+    qvl_status jst = check_json_shape(json ? json : "", len, name, err);
     if (jst != QVL_OK) return jst;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json ? json : "", len, &end, 0);

@@ -159,6 +159,90 @@ static void test_jpeg_declaring_more_than_its_data_can_hold(void **state) {
     assert_contains(err.msg, "decompression bomb");
 }
 
+/* A GIF89a of one w x h frame of colour index 0 (a two-entry global table: 0x102030, white),
+ * its LZW data written as densely as the format allows: the run of zeros is coded with ever
+ * longer strings, and once the table is full the longest one, 12 bits for 4,090 pixels, is
+ * repeated without a clear code. `cut` keeps only that many data bytes. */
+static unsigned char *flat_gif(int w, int h, size_t cut, size_t *n) {
+    const size_t pixels = (size_t)w * h, cap = 64 + pixels / 1000;
+    unsigned char *g = calloc(1, cap), *data = calloc(1, cap);
+    assert_true(g && data);
+    size_t k = 0, bits = 0;
+    uint32_t acc = 0;
+    int width = 3;               /* minimum code size 2: clear 4, end 5, first entry 6 */
+    int next = 6;
+    size_t len = 0;              /* pixels in the current string (entry len + 4 codes len) */
+#define PUT(code)                                                                     \
+    do {                                                                              \
+        acc |= (uint32_t)(code) << bits, bits += (size_t)width;                       \
+        while (bits >= 8) data[k++] = (unsigned char)acc, acc >>= 8, bits -= 8;       \
+    } while (0)
+    PUT(4);
+    for (size_t i = 0; i < pixels; i++) {
+        const int longer = len + 1 == 1 ? 0 : (int)(len + 1) + 4;
+        if (len == 0 || (len + 1 >= 2 && longer < next)) {
+            len++;
+            continue;
+        }
+        PUT(len == 1 ? 0 : (int)len + 4);
+        /* as giflib's encoder: wider codes once the next entry needs them, then the entry */
+        if (next >= (1 << width) && width < 12) width++;
+        if (next < 4095) next++;
+        len = 1;
+    }
+    PUT(len == 1 ? 0 : (int)len + 4);
+    PUT(5);
+    if (bits) data[k++] = (unsigned char)acc;
+#undef PUT
+    if (cut < k) k = cut;
+    size_t o = 0;
+    const unsigned char head[] = {'G', 'I', 'F', '8', '9', 'a', (unsigned char)w, (unsigned char)(w >> 8),
+                                  (unsigned char)h, (unsigned char)(h >> 8), 0x80, 0, 0,
+                                  0x10, 0x20, 0x30, 0xff, 0xff, 0xff, ',', 0, 0, 0, 0,
+                                  (unsigned char)w, (unsigned char)(w >> 8), (unsigned char)h,
+                                  (unsigned char)(h >> 8), 0, 2};
+    memcpy(g, head, sizeof head), o = sizeof head;
+    for (size_t at = 0; at < k; at += 255) {
+        const size_t b = k - at < 255 ? k - at : 255;
+        g[o++] = (unsigned char)b;
+        memcpy(g + o, data + at, b), o += b;
+    }
+    g[o++] = 0;   /* end of the frame's data */
+    g[o++] = ';'; /* trailer */
+    free(data);
+    *n = o;
+    return g;
+}
+
+/* A GIF frame's LZW codes give at most 2731 pixels a byte: an 8000 x 8000 frame needs 23,435
+ * bytes, and a file of 200 is refused from its header, before the canvas is allocated. A frame
+ * coded as densely as LZW allows passes that floor and decodes. */
+static void test_gif_frame_declaring_more_than_its_data_can_hold(void **state) {
+    (void)state;
+    size_t n;
+    unsigned char *g = flat_gif(8000, 8000, 160, &n);
+    qvl_image img;
+    int32_t w = 0, h = 0;
+    qvl_error err = {0};
+    assert_int_equal(qvl_image_probe(g, n, "bomb.gif", &w, &h, &err), QVL_E_PARSE);
+    assert_contains(err.msg, "bomb.gif: GIF header declares 8000x8000 pixels, which need at least 23");
+    assert_contains(err.msg, "decompression bomb");
+    assert_int_equal(qvl_image_decode(g, n, "bomb.gif", &img, &err), QVL_E_PARSE);
+    assert_null(img.rgb);
+    free(g);
+
+    g = flat_gif(4000, 3000, SIZE_MAX, &n);
+    /* 12 Mpixel in about 7 KB: the ramp of string lengths up to the full table costs most */
+    assert_true(n * 1500 < (size_t)4000 * 3000);
+    if (qvl_image_decode(g, n, "flat.gif", &img, &err) != QVL_OK) fail_msg("%s", err.msg);
+    assert_int_equal(img.width, 4000);
+    assert_int_equal(img.height, 3000);
+    for (size_t i = 0; i < (size_t)4000 * 3000; i += 999)
+        assert_memory_equal(img.rgb + 3 * i, "\x10\x20\x30", 3);
+    qvl_image_free(&img);
+    free(g);
+}
+
 /* Uniform pictures compress as well as real ones ever do; they stay readable. */
 static void test_well_compressed_pictures_still_decode(void **state) {
     (void)state;
@@ -197,6 +281,7 @@ int main(void) {
         cmocka_unit_test(test_limit_from_the_environment),
         cmocka_unit_test(test_png_declaring_more_than_its_data_can_hold),
         cmocka_unit_test(test_jpeg_declaring_more_than_its_data_can_hold),
+        cmocka_unit_test(test_gif_frame_declaring_more_than_its_data_can_hold),
         cmocka_unit_test(test_well_compressed_pictures_still_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

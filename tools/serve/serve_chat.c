@@ -45,6 +45,13 @@ static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s,
         pthread_mutex_unlock(&j->mu);
         const bool stopping = serve_engine_state(s->engine) == SERVE_STOPPING;
         rc = serve_reply_error(c, s, stopping ? 503 : 500, msg, NULL, NULL);
+    } else if (f == SERVE_FINISH_TIMEOUT) {
+        char msg[sizeof j->error];
+        memcpy(msg, j->error, sizeof msg);
+        pthread_mutex_unlock(&j->mu);
+        /* Nothing was generated: 503 tells clients and a load balancer that retrying (here
+         * later, or at another replica) is safe. */
+        rc = serve_reply_error(c, s, 503, msg, NULL, "timeout");
     } else if (f == SERVE_FINISH_CANCELLED) {
         pthread_mutex_unlock(&j->mu);
         rc = MHD_NO; /* only a client that left cancels: nobody to answer */
@@ -73,6 +80,9 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
     serve_job *j = NULL;
     if (!serve_engine_prepare(s->engine, req, &j, &bad))
         return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
+    /* The deadline counts from here: parsing and picture decoding are bounded by the request
+     * limits, waiting for a slot and generating are not. */
+    if (s->cfg->request_timeout > 0) j->deadline = serve_job_now() + s->cfg->request_timeout;
     int rc = serve_engine_submit(s->engine, j);
     if (rc != 0) {
         serve_job_release(j);

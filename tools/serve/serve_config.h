@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qvl/backend.h" /* qvl_options */
+
 typedef struct serve_config {
     const char *model;     /* model directory */
     const char *model_id;  /* the name /v1/models reports and responses carry */
@@ -19,8 +21,13 @@ typedef struct serve_config {
     int max_images;        /* pictures per request */
     size_t max_body;       /* request body bytes */
     int timeout;           /* seconds a connection may stay idle (slow or stalled clients) */
+    int request_timeout;   /* seconds from queueing after which a request generates no more
+                              tokens (docs/serving.md, "Deadline"); 0: none */
     int max_connections;   /* connections served at once; more are refused by the listener */
     const char *backend, *plugins, *weights; /* as qvl run's --backend, --plugins, --weights */
+    const qvl_options *backend_options; /* laid over plugins.yaml (-t); NULL: none */
+    const char *gpu_layers, *cpu_backend, *vision_backend; /* as qvl run's -ngl, --cpu-backend,
+                                                              --vision-backend */
     bool verbose;
 } serve_config;
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "qvl/gen_config.h"
 #include "qvl/image_preprocess.h"
@@ -42,9 +43,46 @@ struct serve_engine {
     qvl_model *model; /* one copy of the weights; each slot decodes its own sequence on it */
     serve_slot *slots;
     int n_slots;
+    /* One batched decode step's sequences, token ids, slots and logits [n_slots, vocab]. */
+    qvl_seq **batch_seqs;
+    int32_t *batch_ids;
+    int *batch_slot;
+    float *batch_logits;
     serve_slot_env env;
     uint64_t tick;
 };
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* One token for every busy slot, through the model in one batched step: the weights are read
+ * once for all of them (qvl_model_decode_batch). */
+static void decode_step(serve_engine *e) {
+    int n = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        int32_t id;
+        if (!serve_slot_next(&e->slots[i], &e->env, &id)) continue;
+        e->batch_ids[n] = id;
+        e->batch_seqs[n] = e->slots[i].seq;
+        e->batch_slot[n++] = i;
+    }
+    if (n == 0) return;
+    qvl_error err = {0};
+    const double t0 = now_seconds();
+    qvl_status st = qvl_model_decode_batch(e->model, e->batch_seqs, e->batch_ids, (size_t)n,
+                                           e->batch_logits, &err);
+    if (st == QVL_OK) serve_metrics_decode(e->metrics, n, now_seconds() - t0);
+    const size_t vocab = (size_t)e->env.vocab;
+    for (int k = 0; k < n; k++) {
+        serve_slot *s = &e->slots[e->batch_slot[k]];
+        if (st == QVL_OK) serve_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab,
+                                         e->env.vocab);
+        else serve_slot_feed_failed(s, &e->env, err.msg);
+    }
+}
 
 static void set_state(serve_engine *e, serve_state st, const char *error) {
     pthread_mutex_lock(&e->mu);
@@ -70,7 +108,10 @@ static qvl_status load(serve_engine *e, qvl_error *err) {
     e->slots = calloc((size_t)c->parallel, sizeof *e->slots);
     if (!e->slots) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     qvl_model_options mo = {.plugins_path = c->plugins, .backend_name = c->backend,
-                            .ctx = c->ctx, .weight_dtype = c->weights};
+                            .ctx = c->ctx, .weight_dtype = c->weights,
+                            .backend_options = c->backend_options, .gpu_layers = c->gpu_layers,
+                            .cpu_backend_name = c->cpu_backend,
+                            .vision_backend_name = c->vision_backend};
     st = qvl_model_open(c->model, &mo, &e->model, err);
     if (st != QVL_OK) return st;
     for (int i = 0; i < c->parallel; i++) {
@@ -87,6 +128,12 @@ static qvl_status load(serve_engine *e, qvl_error *err) {
     e->defaults.n_valid = qvl_tokenizer_vocab_size(e->tok);
     if (e->defaults.n_valid > vocab) e->defaults.n_valid = vocab;
     e->env = (serve_slot_env){.tok = e->tok, .gen = &e->gen, .metrics = e->metrics, .vocab = vocab};
+    e->batch_seqs = calloc((size_t)e->n_slots, sizeof *e->batch_seqs);
+    e->batch_ids = calloc((size_t)e->n_slots, sizeof *e->batch_ids);
+    e->batch_slot = calloc((size_t)e->n_slots, sizeof *e->batch_slot);
+    e->batch_logits = malloc((size_t)e->n_slots * (size_t)vocab * sizeof *e->batch_logits);
+    if (!e->batch_seqs || !e->batch_ids || !e->batch_slot || !e->batch_logits)
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     e->has_vision = cfg->has_vision && cfg->image_token_id >= 0;
     e->pad_id = (int32_t)cfg->image_token_id;
     if (e->has_vision) {
@@ -109,8 +156,8 @@ static void update_gauges(serve_engine *e) {
     serve_metrics_set_queue(e->metrics, (int64_t)e->q_len, e->n_slots - e->idle);
 }
 
-/* Jobs whose client left while they waited end here, freeing their place in the queue.
- * Under mu. */
+/* Jobs whose client left, or whose deadline passed, while they waited end here, freeing their
+ * place in the queue. Under mu. */
 static void purge_cancelled(serve_engine *e) {
     size_t kept = 0;
     for (size_t i = 0; i < e->q_len; i++) {
@@ -118,6 +165,11 @@ static void purge_cancelled(serve_engine *e) {
         if (atomic_load(&j->cancel)) {
             serve_job_finish(j, SERVE_FINISH_CANCELLED, NULL);
             serve_metrics_completion(e->metrics, j->n_ids, 0, 0, 1);
+            serve_job_release(j);
+        } else if (serve_job_expired(j)) {
+            serve_job_finish(j, SERVE_FINISH_TIMEOUT, SERVE_TIMEOUT_MESSAGE);
+            serve_metrics_completion(e->metrics, j->n_ids, 0, 0, 0);
+            serve_metrics_timeout(e->metrics);
             serve_job_release(j);
         } else {
             e->queue[(e->q_head + kept++) % e->q_cap] = j;
@@ -187,7 +239,7 @@ static void *engine_main(void *arg) {
             starting[i]->job = NULL;
             serve_slot_start(starting[i], j, &e->env);
         }
-        for (int i = 0; i < e->n_slots; i++) serve_slot_step(&e->slots[i], &e->env);
+        decode_step(e);
 
         pthread_mutex_lock(&e->mu);
         int idle = 0;
@@ -370,6 +422,10 @@ void serve_engine_free(serve_engine *e) {
     serve_engine_stop(e);
     for (int i = 0; i < e->n_slots; i++) serve_slot_close(&e->slots[i]);
     free(e->slots);
+    free(e->batch_seqs);
+    free(e->batch_ids);
+    free(e->batch_slot);
+    free(e->batch_logits);
     qvl_model_close(e->model);
     qvl_tokenizer_free(e->tok);
     free(e->queue);

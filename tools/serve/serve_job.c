@@ -37,6 +37,16 @@ serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys, in
     return j;
 }
 
+double serve_job_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool serve_job_expired(const serve_job *j) {
+    return j->deadline > 0 && serve_job_now() >= j->deadline;
+}
+
 void serve_job_retain(serve_job *j) {
     pthread_mutex_lock(&j->mu);
     j->refs++;

@@ -23,6 +23,7 @@ typedef enum serve_finish {
     SERVE_FINISH_LENGTH,    /* max_tokens, or the slot's context is full */
     SERVE_FINISH_CANCELLED, /* the client went away */
     SERVE_FINISH_ERROR,     /* the engine failed (message in error) */
+    SERVE_FINISH_TIMEOUT,   /* the deadline passed before a slot took it: nothing generated */
 } serve_finish;
 
 typedef struct serve_job {
@@ -36,6 +37,7 @@ typedef struct serve_job {
     int64_t n_ids;
     uint64_t *keys;      /* per token: what the KV cache entry depends on (serve_slot.c) */
     int64_t *image_at;   /* per picture: index in ids of its first pad token */
+    double deadline;     /* serve_job_now() seconds after which no token is generated; 0: none */
 
     /* Output (engine writes under mu). */
     char *text;          /* answer so far (complete UTF-8 characters) */
@@ -55,6 +57,12 @@ typedef struct serve_job {
 serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys, int64_t *image_at,
                             int64_t n_ids);
 void serve_job_retain(serve_job *j);
+/* Why a job ends SERVE_FINISH_TIMEOUT (its error text). */
+#define SERVE_TIMEOUT_MESSAGE "no slot was free before the request's deadline (--request-timeout); retry later"
+/* Seconds on the monotonic clock (the deadline's clock). */
+double serve_job_now(void);
+/* The deadline has passed (never when it is 0). */
+bool serve_job_expired(const serve_job *j);
 void serve_job_release(serve_job *j);
 
 /* Engine side. append copies text after the answer (not final until set_visible says so);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend_args.h"
 #include "cli.h"
 #include "qvl/log.h"
 #include "qvl_commands.h"
@@ -50,9 +51,11 @@ static int wait_for_stop(const sigset_t *stop, serve_engine *e, const serve_serv
 int qvl_cmd_serve(int argc, char **argv) {
     serve_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16,
                         .ctx = 4096, .max_images = 8, .max_body = (size_t)32 << 20,
-                        .timeout = 30, .max_connections = 64};
+                        .timeout = 30, .request_timeout = 600, .max_connections = 64};
     int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
     int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
+    int64_t request_timeout = cfg.request_timeout;
+    backend_args be = {.threads = -1}; /* -1: -t not given (the parser allows 0 and up) */
     cli_opt opts[] = {
         {"model", 'm', CLI_STRING, &cfg.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
         {"host", 0, CLI_STRING, &cfg.host, "ADDR", "address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or :: for all)", 0, 0, false},
@@ -65,20 +68,27 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"max-images", 0, CLI_INT, &max_images, "N", "pictures per request (default 8)", 0, 1024, false},
         {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body; larger is 413 (default 33554432)", 1024, 1LL << 32, false},
         {"timeout", 0, CLI_INT, &timeout, "S", "close a connection idle for S seconds (default 30)", 1, 86400, false},
+        {"request-timeout", 0, CLI_INT, &request_timeout, "S", "stop a request S seconds after it was queued: the answer so far with finish_reason length, or 503 if no slot took it yet; 0 = never (default 600)", 0, 1 << 30, false},
         {"max-connections", 0, CLI_INT, &max_conn, "N", "connections served at once (default 64)", 1, 65536, false},
         {"alias", 0, CLI_STRING, &cfg.model_id, "NAME", "model name in /v1/models and responses (default: the directory's name)", 0, 0, false},
         {"backend", 0, CLI_STRING, &cfg.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
-        {"weights", 0, CLI_STRING, &cfg.weights, "DTYPE", "store matrix weights as bf16, f16, f32 or q8_0 (as qvl run)", 0, 0, false},
+        {"weights", 0, CLI_STRING, &cfg.weights, "DTYPE", "store matrix weights as bf16, f16, f32, q8_0, q4_k, q6_k or the q4_k_m mixture (as qvl run)", 0, 0, false},
         {"plugins", 0, CLI_STRING, &cfg.plugins, "FILE", "plugins.yaml to use (as qvl run)", 0, 0, false},
+        {"threads", 't', CLI_INT, &be.threads, "N", "CPU threads of the backend (its `threads` option; overrides plugins.yaml; 0 = all cores)", 0, 4096, false},
+        BACKEND_ARGS_CLI_OPTS(&be),
         {"verbose", 'v', CLI_FLAG, &cfg.verbose, NULL, "log loading, speed and HTTP problems to stderr", 0, 0, false},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1];
     size_t n_pos = 0;
-    int rc = cli_parse("qvl serve", opts, n_opts, argc, argv, pos, 0, &n_pos);
+    static const cli_alias aliases[] = {{"-ngl", "gpu-layers"}, {"--n-gpu-layers", "gpu-layers"}};
+    const size_t n_aliases = sizeof aliases / sizeof aliases[0];
+    int rc = cli_parse_aliased("qvl serve", opts, n_opts, aliases, n_aliases, argc, argv, pos, 0,
+                               &n_pos);
     if (rc == CLI_HELP) {
-        cli_print_help(stdout, "usage: qvl serve -m MODEL_DIR [options]   (OpenAI-compatible "
-                       "POST /v1/chat/completions, GET /v1/models, /health, /metrics)", opts, n_opts);
+        cli_print_help_ex(stdout, "usage: qvl serve -m MODEL_DIR [options]   (OpenAI-compatible "
+                          "POST /v1/chat/completions, GET /v1/models, /health, /metrics)", opts,
+                          n_opts, aliases, n_aliases, NULL);
         return 0;
     }
     if (rc != CLI_OK) return 2;
@@ -92,6 +102,14 @@ int qvl_cmd_serve(int argc, char **argv) {
     cfg.max_images = (int)max_images;
     cfg.max_body = (size_t)max_body;
     cfg.timeout = (int)timeout;
+    cfg.request_timeout = (int)request_timeout;
+    be.threads_seen = be.threads >= 0;
+    qvl_model_options overlay = {0};
+    backend_args_apply(&be, &overlay);
+    cfg.backend_options = overlay.backend_options;
+    cfg.gpu_layers = overlay.gpu_layers;
+    cfg.cpu_backend = overlay.cpu_backend_name;
+    cfg.vision_backend = overlay.vision_backend_name;
     cfg.max_connections = (int)max_conn;
     char name[256];
     if (!cfg.model_id) cfg.model_id = base_name(cfg.model, name, sizeof name);

@@ -16,7 +16,7 @@ static const int codes[] = {200, 400, 401, 404, 405, 413, 415, 429, 500, 503};
 typedef struct counts {
     int n_slots;
     int64_t responses[N_CODES + 1];
-    int64_t completions, cancelled;
+    int64_t completions, cancelled, timed_out;
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     int64_t prefill_tokens, decode_tokens;
     double prefill_seconds, decode_seconds;
@@ -61,6 +61,12 @@ void serve_metrics_completion(serve_metrics *m, int64_t prompt, int64_t cached, 
     m->c.prompt_tokens += prompt;
     m->c.cached_tokens += cached;
     m->c.completion_tokens += generated;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void serve_metrics_timeout(serve_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->c.timed_out++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -141,6 +147,9 @@ char *serve_metrics_render(serve_metrics *m) {
             "counter", (double)s.completions);
     counter(&b, "qvl_requests_cancelled_total", "Chat completions cancelled because the client left.",
             "counter", (double)s.cancelled);
+    counter(&b, "qvl_requests_timed_out_total",
+            "Chat completions stopped by --request-timeout (answer cut, or never started).",
+            "counter", (double)s.timed_out);
     counter(&b, "qvl_prompt_tokens_total", "Prompt tokens of the requests (tokens in).", "counter",
             (double)s.prompt_tokens);
     counter(&b, "qvl_prompt_tokens_cached_total",

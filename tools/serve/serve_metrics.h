@@ -17,6 +17,8 @@ void serve_metrics_response(serve_metrics *m, int status);
  * tokens, and whether the client went away first. */
 void serve_metrics_completion(serve_metrics *m, int64_t prompt, int64_t cached, int64_t generated,
                               int cancelled);
+/* A request stopped by its deadline (--request-timeout), cut or never started. */
+void serve_metrics_timeout(serve_metrics *m);
 /* Time the model spent: prefill of n tokens, or decode steps yielding n tokens. */
 void serve_metrics_prefill(serve_metrics *m, int64_t n, double seconds);
 void serve_metrics_decode(serve_metrics *m, int64_t n, double seconds);

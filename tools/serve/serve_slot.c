@@ -201,6 +201,11 @@ void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env) {
         serve_slot_end(s, env, SERVE_FINISH_CANCELLED, NULL);
         return;
     }
+    if (serve_job_expired(j)) { /* waited past its deadline: nothing to answer with */
+        serve_metrics_timeout(env->metrics);
+        serve_slot_end(s, env, SERVE_FINISH_TIMEOUT, SERVE_TIMEOUT_MESSAGE);
+        return;
+    }
     const int64_t keep = serve_slot_reusable(s, j);
     qvl_error err = {0};
     if (prefill(s, j, env, keep, &err) != QVL_OK) {
@@ -226,13 +231,18 @@ static bool check_stops(serve_slot *s) {
     return false;
 }
 
-void serve_slot_step(serve_slot *s, const serve_slot_env *env) {
+bool serve_slot_next(serve_slot *s, const serve_slot_env *env, int32_t *next) {
     serve_job *j = s->job;
-    if (!j) return;
+    if (!j) return false;
     qvl_model_set_seq(s->m, s->seq);
     if (atomic_load(&j->cancel)) {
         serve_slot_end(s, env, SERVE_FINISH_CANCELLED, NULL);
-        return;
+        return false;
+    }
+    if (serve_job_expired(j)) { /* the answer so far, cut as max_tokens would cut it */
+        serve_metrics_timeout(env->metrics);
+        serve_slot_end(s, env, SERVE_FINISH_LENGTH, NULL);
+        return false;
     }
     qvl_error err = {0};
     const float *row = s->logits;
@@ -248,11 +258,11 @@ void serve_slot_step(serve_slot *s, const serve_slot_env *env) {
         (!qvl_gen_config_is_eos(env->gen, id) &&
          qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
         serve_slot_end(s, env, SERVE_FINISH_ERROR, err.msg);
-        return;
+        return false;
     }
     if (qvl_gen_config_is_eos(env->gen, id)) {
         serve_slot_end(s, env, SERVE_FINISH_STOP, NULL);
-        return;
+        return false;
     }
     s->generated[s->n_generated++] = id;
     if (!qvl_tokenizer_is_special(env->tok, id)) {
@@ -263,24 +273,29 @@ void serve_slot_step(serve_slot *s, const serve_slot_env *env) {
     }
     if (s->oom) {
         serve_slot_end(s, env, SERVE_FINISH_ERROR, "out of memory for the answer");
-        return;
+        return false;
     }
     if (check_stops(s)) {
         s->stream.n_pending = 0; /* the cut text ends before any unfinished character */
         serve_slot_end(s, env, SERVE_FINISH_STOP, NULL);
-        return;
+        return false;
     }
     if (s->n_generated >= s->max_new || qvl_model_n_past(s->m) >= qvl_model_ctx(s->m)) {
         serve_slot_end(s, env, SERVE_FINISH_LENGTH, NULL);
-        return;
+        return false;
     }
-    double t0 = now_seconds();
-    if (qvl_model_eval(s->m, &id, 1, NULL, false, s->logits, &err) != QVL_OK) {
-        qvl_model_truncate(s->m, 0);
-        s->n_keys = 0;
-        serve_slot_end(s, env, SERVE_FINISH_ERROR, err.msg);
-        return;
-    }
-    serve_metrics_decode(env->metrics, 1, now_seconds() - t0);
+    *next = id;
+    return true;
+}
+
+void serve_slot_fed(serve_slot *s, int32_t id, const float *logits, int32_t vocab) {
+    memcpy(s->logits, logits, (size_t)vocab * sizeof *s->logits);
     s->keys[s->n_keys++] = (uint64_t)(uint32_t)id;
+}
+
+void serve_slot_feed_failed(serve_slot *s, const serve_slot_env *env, const char *error) {
+    qvl_model_set_seq(s->m, s->seq);
+    qvl_model_truncate(s->m, 0); /* what the failed step left in the cache is unknown */
+    s->n_keys = 0;
+    serve_slot_end(s, env, SERVE_FINISH_ERROR, error);
 }

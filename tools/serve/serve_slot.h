@@ -55,9 +55,16 @@ int64_t serve_slot_reusable(const serve_slot *s, const serve_job *j);
  * with an error and released; the slot is idle again. */
 void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env);
 
-/* One token for the slot's job. When the job ends (stop, length, cancelled, error) it is
- * finished and released and the slot becomes idle. */
-void serve_slot_step(serve_slot *s, const serve_slot_env *env);
+/* A decode step for the slot's job, in two halves so that the engine can run every busy
+ * slot's token through the model in one batched step (qvl_model_decode_batch):
+ * serve_slot_next samples the next token from the slot's logits and publishes its text; it
+ * returns true with *next when the token must go through the model (the job goes on), false
+ * when the job ended (stop, length, deadline, cancelled, error: finished and released, the
+ * slot idle) or the slot has none. Then serve_slot_fed gives the slot that token's logits
+ * (vocab floats), or serve_slot_feed_failed ends the job with the model's error. */
+bool serve_slot_next(serve_slot *s, const serve_slot_env *env, int32_t *next);
+void serve_slot_fed(serve_slot *s, int32_t id, const float *logits, int32_t vocab);
+void serve_slot_feed_failed(serve_slot *s, const serve_slot_env *env, const char *error);
 
 /* Finish the slot's job (if any) this way and release it. */
 void serve_slot_end(serve_slot *s, const serve_slot_env *env, serve_finish how, const char *error);

@@ -90,7 +90,9 @@ static bool next_event(sse *e) {
             pthread_mutex_unlock(&j->mu);
             if (f == SERVE_FINISH_CANCELLED) return false;
             e->ph = P_USAGE;
-            if (f == SERVE_FINISH_ERROR) /* headers are gone: the error travels as an event */
+            /* Headers are gone: the error travels as an event. (A stream starts after the
+             * prefill, so TIMEOUT, which ends a job before it, does not reach here.) */
+            if (f == SERVE_FINISH_ERROR || f == SERVE_FINISH_TIMEOUT)
                 return set_event(e, serve_oai_error(500, msg, NULL, NULL));
             return set_event(e, serve_oai_chunk(&e->meta, false, NULL,
                                                 f == SERVE_FINISH_LENGTH ? "length" : "stop",

@@ -23,6 +23,14 @@ typedef struct qvl_json_shape {
 } qvl_json_shape;
 
 void qvl_json_measure(const char *text, size_t len, qvl_json_shape *out);
+/* The same, and also counts[i]: the children (members of an object, elements of an array) of the
+ * containers at paths[i], a chain of object keys from the root joined with '.' ("model.vocab":
+ * the value of "vocab" in the value of "model" in the root object; "" is the root itself),
+ * at most 8 keys deep. Keys are compared as written (a key with escapes matches nothing), and
+ * containers repeated under one key are summed, so for a valid file the counts are never more
+ * than what cJSON builds there. */
+void qvl_json_measure_paths(const char *text, size_t len, const char *const *paths,
+                            size_t n_paths, size_t *counts, qvl_json_shape *out);
 
 /* Limits for qvl_json_check; 0 leaves a count unbounded. With values_per_1000_bytes, at most
  * len * values_per_1000_bytes / 1000 + values_slack values (the densest valid file of the kind);

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Load test of qvl serve: R chat completions from C concurrent clients, bounded in count and
+time; checks that none is lost or duplicated and prints p50/p99 latency and tokens/s.
+
+usage:
+  scripts/serve-load.py --port N [options]                 a server already running on loopback
+  scripts/serve-load.py --qvl QVL -m MODEL_DIR [options]   starts qvl serve -m MODEL_DIR itself
+  scripts/serve-load.py --qvl QVL --shared DIR [options]   ... with the tiny random-weight model
+                                                           made around DIR's Qwen3-VL tokenizer
+options: --requests R (200) --clients C (16) --max-tokens N (32) --parallel P (4, for a server
+it starts) --time-limit S (600: clients take no new request after S seconds; what is left is
+reported lost) --serve-arg ARG (repeatable, passed to a server it starts).
+
+Every request carries a marker: request i's prompt is "marker" followed by i one-token words,
+so its usage.prompt_tokens must be the first request's plus i: an answer that came back to the
+wrong client, twice, or not at all is caught. The server's own counters (/metrics) must have
+grown by exactly R requests and by the completion tokens the clients received.
+Exit 0 when everything checks, 1 otherwise, 77 when --shared has no tokenizer."""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import serve_util as u  # noqa: E402
+
+
+def percentile(sorted_values, p):
+    """Nearest-rank percentile of a sorted list."""
+    if not sorted_values:
+        return float("nan")
+    k = max(0, min(len(sorted_values) - 1, int(round(p / 100.0 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[k]
+
+
+def run_load(port, n_requests, n_clients, max_tokens, time_limit):
+    """Returns (problems, report lines)."""
+    status, body = u.chat(port, {"messages": u.user("marker"), "max_tokens": 1})
+    if status != 200:
+        return ["the probe request failed: %s %s" % (status, body)], []
+    base = body["usage"]["prompt_tokens"]
+    before_req = u.metric(port, "qvl_requests_total")
+    before_tok = u.metric(port, "qvl_completion_tokens_total")
+
+    todo = list(range(n_requests))
+    results, lock = {}, threading.Lock()
+    stop_at = time.time() + time_limit
+
+    def client():
+        while True:
+            with lock:
+                if not todo or time.time() > stop_at:
+                    return
+                i = todo.pop(0)
+            t0 = time.time()
+            try:
+                status, body = u.chat(port, {"messages": u.user("marker" + " apple" * i),
+                                             "max_tokens": max_tokens, "temperature": 0},
+                                      timeout=max(1.0, stop_at - t0 + 30))
+            except OSError as e:
+                status, body = None, str(e)
+            with lock:
+                results.setdefault(i, []).append((status, body, time.time() - t0))
+
+    t_start = time.time()
+    threads = [threading.Thread(target=client) for _ in range(n_clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t_start
+
+    problems = []
+    lost = [i for i in range(n_requests) if i not in results]
+    if lost:
+        problems.append("%d request(s) not answered within the time limit (first: %s)"
+                        % (len(lost), lost[:5]))
+    twice = [i for i, v in results.items() if len(v) != 1]
+    if twice:
+        problems.append("answered more than once: %s" % twice[:5])
+    latencies, completion, ids = [], 0, set()
+    for i, v in sorted(results.items()):
+        status, body, seconds = v[0]
+        if status != 200 or not isinstance(body, dict):
+            problems.append("request %d: status %s %s" % (i, status, str(body)[:200]))
+            continue
+        if body["usage"]["prompt_tokens"] != base + i:
+            problems.append("request %d: answer for a prompt of %d tokens, not %d (another "
+                            "request's answer)" % (i, body["usage"]["prompt_tokens"], base + i))
+        if body["id"] in ids:
+            problems.append("request %d: response id %s seen before" % (i, body["id"]))
+        ids.add(body["id"])
+        latencies.append(seconds)
+        completion += body["usage"]["completion_tokens"]
+    after_req = u.metric(port, "qvl_requests_total")
+    after_tok = u.metric(port, "qvl_completion_tokens_total")
+    if None not in (before_req, after_req) and after_req - before_req != n_requests:
+        problems.append("the server ran %d requests, not %d" % (after_req - before_req, n_requests))
+    if None not in (before_tok, after_tok) and after_tok - before_tok != completion:
+        problems.append("the server generated %d tokens, the clients received %d"
+                        % (after_tok - before_tok, completion))
+    latencies.sort()
+    report = [
+        "requests %d, clients %d, max_tokens %d: %d answered in %.2f s (%.2f requests/s)"
+        % (n_requests, n_clients, max_tokens, len(latencies), wall, len(latencies) / wall),
+        "latency p50 %.3f s, p99 %.3f s, max %.3f s" % (percentile(latencies, 50),
+                                                        percentile(latencies, 99),
+                                                        latencies[-1] if latencies else float("nan")),
+        "tokens generated %d: %.1f tokens/s in total" % (completion, completion / wall),
+    ]
+    return problems, report
+
+
+def main():
+    ap = argparse.ArgumentParser(description="qvl serve load test (see the file's docstring)")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--qvl")
+    ap.add_argument("-m", "--model")
+    ap.add_argument("--shared")
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--time-limit", type=float, default=600)
+    ap.add_argument("--serve-arg", action="append", default=[])
+    a = ap.parse_args()
+    if a.requests < 1 or a.clients < 1 or a.max_tokens < 1 or a.time_limit <= 0:
+        ap.error("--requests, --clients, --max-tokens and --time-limit must be positive")
+    if a.port is None and not (a.qvl and (a.model or a.shared)):
+        ap.error("give --port of a running server, or --qvl with -m MODEL_DIR or --shared DIR")
+
+    tmp, server = None, None
+    try:
+        port = a.port
+        if port is None:
+            tmp = tempfile.mkdtemp(prefix="qvl-load-")
+            model = a.model
+            if not model:
+                tok = u.tokenizer_path(a.shared)
+                if not os.path.isfile(tok):
+                    print("skip: %s absent (the tiny model needs the real tokenizer)" % tok)
+                    return 77
+                model = u.make_tiny_model(a.qvl, tmp, tok)
+            server = u.Server(a.qvl, tmp, "load", ["-m", model, "--parallel", str(a.parallel),
+                                                   "--queue", str(a.clients)] + a.serve_arg)
+            if not server.wait_ready(600):
+                print("FAIL the server did not get ready: " + server.text()[-2000:])
+                return 1
+            port = server.port
+            print("server: --parallel %d, pid %d, port %d" % (a.parallel, server.proc.pid, port))
+        problems, report = run_load(port, a.requests, a.clients, a.max_tokens, a.time_limit)
+        for line in report:
+            print(line)
+        if server is not None:
+            rc = server.stop()
+            log = server.text()
+            server = None
+            if rc != 0 or not u.sanitizer_clean(log):
+                problems.append("the server exited with %s: %s" % (rc, log[-2000:]))
+        for p in problems:
+            print("FAIL " + p)
+        print("ok: nothing lost or duplicated" if not problems else "%d problem(s)" % len(problems))
+        return 0 if not problems else 1
+    finally:
+        if server is not None:
+            server.stop()
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

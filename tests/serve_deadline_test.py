@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""qvl serve --request-timeout: the per-request deadline, end to end on loopback.
+
+usage: serve_deadline_test.py QVL_BINARY SHARED_DATA_DIR
+Exit 77 (skip) when SHARED_DATA_DIR has no Qwen3-VL tokenizer.json.
+
+One slot, a 2 s deadline, the tiny model (thousands of tokens take well over 2 s, any CPU):
+- a long answer is cut at the deadline with finish_reason "length" (whole and streamed);
+- a request queued behind one that uses its whole deadline still gets its answer;
+- a request whose deadline passes before a slot is free gets 503 `timeout`, nothing generated
+  (made certain by a long prefill ahead of it: a prefill is not interrupted);
+- the server answers normally afterwards and exits cleanly."""
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import shutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_util as u  # noqa: E402
+
+QVL, SHARED = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
+DEADLINE = 2
+LONG = 15000  # tokens: far more than the deadline lets the tiny model make
+check = u.Checks()
+
+
+def long_stream(port, word, out):
+    """Streams a long answer in a thread; out gets (seconds, status, events, done)."""
+    def run():
+        t0 = time.time()
+        status, events, done = u.stream(port, {"messages": u.user(word + " tell a long story"),
+                                               "max_tokens": LONG, "temperature": 0, "stream": True,
+                                               "stream_options": {"include_usage": True}})
+        out.append((time.time() - t0, status, events, done))
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def wait_busy(port):
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if u.metric(port, "qvl_slots_busy") == 1:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def timed_chat(port, payload, out):
+    """out gets (seconds taken, status, body, time answered)."""
+    def run():
+        t0 = time.time()
+        status, body = u.chat(port, payload)
+        out.append((time.time() - t0, status, body, time.time()))
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def finish_of(body):
+    try:
+        return body["choices"][0]["finish_reason"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def test_cut(port):
+    t0 = time.time()
+    status, body = u.chat(port, {"messages": u.user("alpha tell a long story"), "max_tokens": LONG,
+                                 "temperature": 0})
+    took = time.time() - t0
+    n = body.get("usage", {}).get("completion_tokens", -1) if status == 200 else -1
+    check("deadline: a long answer is cut with finish_reason length",
+          status == 200 and finish_of(body) == "length" and 0 < n < LONG and
+          isinstance(u.content_of(body), str), (status, body if status != 200 else body["usage"]))
+    check("deadline: cut after about %d s" % DEADLINE, DEADLINE - 0.2 <= took < DEADLINE + 5, took)
+
+    out = []
+    long_stream(port, "beta", out).join()
+    took, status, events, done = out[0]
+    choices = [e for e in events if e.get("choices")]
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in choices)
+    usage = events[-1].get("usage", {}) if events else {}
+    check("deadline, streamed: last choice chunk has finish_reason length, then usage and [DONE]",
+          status == 200 and done and choices and
+          choices[-1]["choices"][0]["finish_reason"] == "length" and
+          0 < usage.get("completion_tokens", 0) < LONG and len(text) > 0, (status, events[-2:]))
+    check("deadline, streamed: cut after about %d s" % DEADLINE, DEADLINE - 0.2 <= took < DEADLINE + 5,
+          took)
+
+
+def test_no_starvation(port):
+    """A short request that arrives while a long one holds the only slot is answered in full
+    once the long one reaches its deadline."""
+    long_out, short_out = [], []
+    t = long_stream(port, "gamma", long_out)
+    check("no starvation: the long request holds the slot", wait_busy(port))
+    time.sleep(DEADLINE / 2)
+    s = timed_chat(port, {"messages": u.user("delta say hi"), "max_tokens": 5, "temperature": 0},
+                   short_out)
+    t.join()
+    s.join()
+    took, status, body, _ = short_out[0]
+    n = body.get("usage", {}).get("completion_tokens") if status == 200 else None
+    check("no starvation: the queued short request gets its whole answer",
+          status == 200 and (n == 5 or finish_of(body) == "stop"), (status, body))
+    check("no starvation: answered soon after the long one's deadline", took < DEADLINE / 2 + 5, took)
+
+
+def test_expired_in_queue(port):
+    """Slot busy (long answer), then B with a long prompt (its prefill runs past B's and C's
+    deadlines; a prefill is not interrupted), then C: C's deadline passes while it waits."""
+    a_out, b_out, c_out = [], [], []
+    a = long_stream(port, "epsilon", a_out)
+    check("expiry: the long request holds the slot", wait_busy(port))
+    # 16000 tokens: the prefill must outlast the few milliseconds between B's and C's arrival
+    # on any machine (it takes over a second here).
+    b = timed_chat(port, {"messages": u.user("apple " * 16000), "max_tokens": LONG,
+                          "temperature": 0}, b_out)
+    deadline = time.time() + 30
+    while time.time() < deadline and u.metric(port, "qvl_queue_length") != 1:
+        time.sleep(0.005)
+    c = timed_chat(port, {"messages": u.user("eta say hi"), "max_tokens": 5, "temperature": 0},
+                   c_out)
+    for t in (a, b, c):
+        t.join()
+    _, status, body, b_done = b_out[0]
+    check("expiry: the request whose prefill ran past its deadline ends with length",
+          status == 200 and finish_of(body) == "length" and
+          body["usage"]["completion_tokens"] < LONG, (status, body))
+    _, status, body, c_done = c_out[0]
+    check("expiry: deadline passed in the queue: 503 timeout in OpenAI's shape",
+          status == 503 and isinstance(body, dict) and
+          body.get("error", {}).get("code") == "timeout" and
+          "--request-timeout" in body["error"].get("message", ""), (status, body))
+    check("expiry: the 503 comes right after the prefill that held the slot",
+          c_done - b_done < 5, c_done - b_done)
+
+
+def main():
+    tok = u.tokenizer_path(SHARED)
+    if not os.path.isfile(tok):
+        print("skip: %s absent (qvl serve tests need the real tokenizer)" % tok)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="qvl-deadline-")
+    try:
+        model = u.make_tiny_model(QVL, tmp, tok)
+        r = subprocess.run([QVL, "serve", "-m", model, "--request-timeout", "-1"],
+                           capture_output=True, timeout=60)
+        err = r.stderr.decode()
+        check("--request-timeout -1: exit 2 with one line naming the option",
+              r.returncode == 2 and err.count("\n") == 1 and "request-timeout" in err, err)
+        s = u.Server(QVL, tmp, "deadline", ["-m", model, "--parallel", "1", "--queue", "4",
+                                            "--ctx", "16384", "--request-timeout", str(DEADLINE)])
+        check("server ready", s.wait_ready(), s.text())
+        test_cut(s.port)
+        test_no_starvation(s.port)
+        test_expired_in_queue(s.port)
+        # cut: 2, starvation: 1 (the long one), expiry: the long one, B and C
+        check("/metrics counts every request the deadline stopped",
+              u.metric(s.port, "qvl_requests_timed_out_total") == 6,
+              u.metric(s.port, "qvl_requests_timed_out_total"))
+        status, body = u.chat(s.port, {"messages": u.user("theta say hi"), "max_tokens": 5,
+                                       "temperature": 0})
+        check("still answering after the deadlines", status == 200 and
+              (body["usage"]["completion_tokens"] == 5 or finish_of(body) == "stop"), body)
+        # The gauges are updated after the step that ended the last answer: poll briefly.
+        idle = False
+        for _ in range(200):
+            idle = (u.metric(s.port, "qvl_slots_busy") == 0 and
+                    u.metric(s.port, "qvl_queue_length") == 0)
+            if idle:
+                break
+            time.sleep(0.02)
+        check("slots idle, queue empty", idle)
+        rc = s.stop()
+        log = s.text()
+        check("SIGTERM: exit 0, no sanitizer report", rc == 0 and u.sanitizer_clean(log),
+              (rc, log[-3000:]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return check.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
