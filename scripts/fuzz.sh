@@ -39,7 +39,7 @@ shift $((OPTIND - 1))
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $build in /*) ;; *) build=$root/$build ;; esac
-targets=${*:-safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index}
+targets=${*:-safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index serve_request}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
 if [ -n "$instrumented" ]; then

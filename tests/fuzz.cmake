@@ -13,7 +13,7 @@ option(QVL_FUZZ "Also build the fuzz targets as libFuzzer programs (clang only)"
 
 set(QVL_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 set(QVL_FUZZ_TARGETS safetensors config gen_config tokenizer_load tokenizer_encode chat
-    plugins_yaml ids image weights_index)
+    plugins_yaml ids image weights_index serve_request)
 
 if(QVL_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -36,6 +36,12 @@ foreach(name ${QVL_FUZZ_TARGETS})
   endif()
   if(name STREQUAL "ids")
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/tools/cli.c) # cli_parse_ids lives in the tool sources
+  endif()
+  if(name STREQUAL "serve_request") # qvl serve's request parser and its data: URL pictures
+    pkg_check_modules(QVL_FUZZ_CJSON REQUIRED IMPORTED_TARGET libcjson)
+    list(APPEND srcs ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
+      ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c)
+    list(APPEND libs PkgConfig::QVL_FUZZ_CJSON Threads::Threads)
   endif()
 
   set(variants replay)

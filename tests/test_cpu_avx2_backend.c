@@ -1,7 +1,7 @@
 /* What the cpu_avx2 backend promises beyond agreeing with the reference (which
  * qvl-backend-ops checks for every op, tests/conformance/):
- *  - its GEMM converts bf16, f16 and q8_0 weights to f32 exactly while packing: the result is
- *    bit for bit the one for the same values stored as f32;
+ *  - its GEMM converts bf16, f16, q8_0, q4_k and q6_k weights to f32 exactly while packing:
+ *    the result is bit for bit the one for the same values stored as f32;
  *  - ROPE and GELU_ERF are computed exactly as the reference computes them (same angle code,
  *    scalar erff): identical bits;
  *  - the vector exp behind SILU and GELU_TANH against the double-precision formula on a dense
@@ -39,7 +39,7 @@ static qvl_tensor *rnd(qvl_dtype dt, int ndim, const int64_t *shape, float lo, f
     int64_t n = tt_nelem(&t->desc);
     float *v = tt_keep(malloc((size_t)(n + 32) * sizeof *v));
     for (int64_t i = 0; i < n; i++) v[i] = tt_frand(lo, hi);
-    assert_true(dt != QVL_Q8_0 || n % 32 == 0);
+    assert_true(n % (int64_t)qvl_dtype_block_elems(dt) == 0);
     qvl_from_f32(dt, v, t->data, n);
     return t;
 }
@@ -102,21 +102,28 @@ static void skip_without_avx2(void) {
 
 /* ---- MATMUL ---------------------------------------------------------------------------- */
 
-static const qvl_dtype wdtypes[] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
+static const qvl_dtype wdtypes[] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
+#define N_WDTYPES (sizeof wdtypes / sizeof wdtypes[0])
 
-/* The GEMM (M >= 4) converts bf16, f16 and q8_0 weights to f32 exactly while packing its
- * panels and then runs one f32 kernel: its result must be bit for bit the result for the same
- * values stored as f32. Widths that leave partial 16-column panels, K with a
- * tail past the last 8 values (q8_0: whole blocks) and several K blocks of 256. */
+/* K rounded up to whole blocks of dt. */
+static int64_t whole_blocks(qvl_dtype dt, int64_t K) {
+    int64_t be = (int64_t)qvl_dtype_block_elems(dt);
+    return (K + be - 1) / be * be;
+}
+
+/* The GEMM (M >= 4) converts bf16, f16, q8_0, q4_k and q6_k weights to f32 exactly while
+ * packing its panels and then runs one f32 kernel: its result must be bit for bit the result
+ * for the same values stored as f32. Widths that leave partial 16-column panels, K with a
+ * tail past the last 8 values (block dtypes: whole blocks) and several K blocks of 256. */
 static void test_matmul_gemm_exact_conversion(void **state) {
     (void)state;
     skip_without_avx2();
     static const int64_t shapes[][3] = {{4, 45, 21}, {7, 600, 37}, {13, 264, 16}, {6, 1031, 50}};
-    static const qvl_dtype dts[] = {QVL_BF16, QVL_F16, QVL_Q8_0};
-    for (size_t d = 0; d < 3; d++)
+    static const qvl_dtype dts[] = {QVL_BF16, QVL_F16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-            if (dts[d] == QVL_Q8_0) K = K / 32 * 32 + 32;
+            int64_t M = shapes[s][0], N = shapes[s][2], K = shapes[s][1];
+            if (dts[d] != QVL_BF16 && dts[d] != QVL_F16) K = whole_blocks(dts[d], K + 1);
             qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(dts[d], 2, SHAPE(N, K), -1, 1);
             qvl_tensor *wf = tt_mk(QVL_F32, 2, SHAPE(N, K));
             for (int64_t i = 0; i < N * K; i++) ((float *)wf->data)[i] = (float)tt_value(w, i);
@@ -260,10 +267,11 @@ static void test_threads_same_results(void **state) {
     qvl_test_backend one, three;
     assert_int_equal(open_with_threads("1", &one), 0);
     assert_int_equal(open_with_threads("3", &three), 0);
-    for (size_t d = 0; d < 4; d++) {
-        static const int64_t Ms[] = {1, 2, 9, 40};
-        for (int mi = 0; mi < 4; mi++) {
-            int64_t M = Ms[mi], K = 320, N = mi == 3 ? 300 : 101; /* 300: several GEMM chunks */
+    for (size_t d = 0; d < N_WDTYPES; d++) {
+        static const int64_t Ms[] = {1, 2, 3, 9, 40};
+        for (int mi = 0; mi < 5; mi++) {
+            /* N = 300: several GEMM chunks; K: several K blocks (q4_k / q6_k: two) */
+            int64_t M = Ms[mi], K = whole_blocks(wdtypes[d], 320), N = mi == 4 ? 300 : 101;
             qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(wdtypes[d], 2, SHAPE(N, K), -1, 1);
             qvl_tensor *o1 = tt_mk(QVL_F32, 2, SHAPE(M, N)), *o3 = tt_mk(QVL_F32, 2, SHAPE(M, N));
             run_on(&one, QVL_OP_MATMUL, NULL, o1, SRC(a, w));

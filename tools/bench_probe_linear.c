@@ -33,8 +33,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static size_t weight_bytes(qvl_dtype dt, int64_t n) {
-    if (dt == QVL_Q8_0) return (size_t)(n / 32) * sizeof(qvl_block_q8_0);
-    return (size_t)n * (dt == QVL_F32 ? 4u : 2u);
+    return (size_t)(n / (int64_t)qvl_dtype_block_elems(dt)) * qvl_dtype_block_bytes(dt);
 }
 
 static void set2d(qvl_tensor *t, qvl_dtype dt, int64_t r, int64_t c, void *data) {
@@ -54,6 +53,8 @@ static qvl_dtype parse_dtype(const char *s) {
     if (!strcmp(s, "f16")) return QVL_F16;
     if (!strcmp(s, "bf16")) return QVL_BF16;
     if (!strcmp(s, "q8_0")) return QVL_Q8_0;
+    if (!strcmp(s, "q4_k")) return QVL_Q4_K;
+    if (!strcmp(s, "q6_k")) return QVL_Q6_K;
     return QVL_DTYPE_COUNT;
 }
 
@@ -168,8 +169,9 @@ int main(int argc, char **argv) {
         qvl_dtype dt;
         if (sscanf(spec, "%15[^:]:%lld:%lld:%lld", dts, &M, &K, &N) != 4 ||
             (dt = parse_dtype(dts)) == QVL_DTYPE_COUNT || M < 1 || K < 1 || N < 1 ||
-            (dt == QVL_Q8_0 && K % 32)) {
-            fprintf(stderr, "bad shape '%s' (DTYPE:M:K:N, dtype f32|f16|bf16|q8_0)\n", spec);
+            K % (long long)qvl_dtype_block_elems(dt)) {
+            fprintf(stderr, "bad shape '%s' (DTYPE:M:K:N, dtype f32|f16|bf16|q8_0|q4_k|q6_k; K "
+                            "whole blocks)\n", spec);
             rc = 2;
             break;
         }

@@ -412,8 +412,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     qvl_dtype wd;
-    if (a.weights && (!qvl_dtype_parse(a.weights, &wd) || wd == QVL_I32)) {
-        fprintf(stderr, PROG ": --weights: '%s' is not one of bf16, f16, f32, q8_0\n", a.weights);
+    if (a.weights && strcmp(a.weights, "q4_k_m") != 0 &&
+        (!qvl_dtype_parse(a.weights, &wd) || wd == QVL_I32)) {
+        fprintf(stderr, PROG ": --weights: '%s' is not one of bf16, f16, f32, q8_0, q4_k, q6_k, "
+                        "q4_k_m\n", a.weights);
         return 2;
     }
     bench_results r = {.model_dir = a.model, .weights_requested = a.weights != NULL,

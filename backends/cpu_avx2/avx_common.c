@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "avx_kquant.h"
 #include "qvl/checked.h"
 #include "qvl/dtype.h"
 
@@ -55,6 +56,15 @@ static void gather_contiguous(const qvl_tensor *t, int64_t off, int64_t n, float
                     _mm256_storeu_ps(out + i + k, _mm256_mul_ps(d, v));
                 }
             }
+        }
+        qvl_elem_gather(t, off + i, 1, n - i, out + i);
+        return;
+    case QVL_Q4_K:
+    case QVL_Q6_K:
+        if (off % QVL_QK_K == 0) { /* whole super-blocks (rows of a weight: always) */
+            i = n / QVL_QK_K * QVL_QK_K;
+            const unsigned char *blk = base + qvl_dtype_offset_bytes(t->desc.dtype, off);
+            avx_dequant_kq(t->desc.dtype, blk, out, i);
         }
         qvl_elem_gather(t, off + i, 1, n - i, out + i);
         return;

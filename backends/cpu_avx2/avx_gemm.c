@@ -1,10 +1,11 @@
-/* The blocked f32/f16/bf16 GEMM (see avx_gemm.h). */
+/* The blocked GEMM of every weight dtype (see avx_gemm.h). */
 #include "avx_gemm.h"
 
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "avx_kquant.h"
 #include "qvl/dtype.h"
 
 #define AVX_INLINE static inline __attribute__((always_inline))
@@ -13,6 +14,9 @@
 #define GEMM_KC 256 /* K block: a panel is 16 KB, a 6-row tile of a 6 KB (L1 holds both) */
 #define GEMM_MC 144 /* rows per block: 24 tiles, 144 KB of packed a in L2 */
 #define GEMM_NC 512 /* columns per packed weight block: 512 KB in L2 */
+
+/* q4_k / q6_k rows are whole 256-element super-blocks, so K blocks start on one */
+_Static_assert(GEMM_KC % QVL_QK_K == 0, "a K block must hold whole q4_k/q6_k super-blocks");
 
 /* ---- a ---- */
 
@@ -46,9 +50,9 @@ void avx_gemm_pack_a(const float *a, int64_t M, int64_t K, int64_t t_lo, int64_t
 /* ---- weights: 16 rows x kn values -> panel [kn][16] f32 ---- */
 
 static const unsigned char *row_ptr(const avx_wmat *w, int64_t j) {
-    if (w->dt == QVL_Q8_0) /* whole blocks (avx_wmat_of) */
-        return w->base + (size_t)(j * w->row_stride / QVL_Q8_0_BLOCK) * sizeof(qvl_block_q8_0);
-    return w->base + (size_t)(j * w->row_stride) * (w->dt == QVL_F32 ? 4u : 2u);
+    /* block dtypes: rows start on whole blocks (avx_wmat_of) */
+    return w->base + (size_t)(j * w->row_stride / (int64_t)qvl_dtype_block_elems(w->dt)) *
+                         qvl_dtype_block_bytes(w->dt);
 }
 
 /* 8 consecutive values of a row from index k (q8_0: k a multiple of 8), as f32. q8_0 values
@@ -122,9 +126,36 @@ AVX_INLINE void pack_panel_dt(qvl_dtype dt, const avx_wmat *w, int64_t j0, int64
             panel[k * GEMM_NR + c] = rows[c] ? scalar_f32(dt, rows[c], k0 + k) : 0.0f;
 }
 
+/* The same for q4_k / q6_k (k0 and kn whole super-blocks): 8 rows at a time dequantised a
+ * super-block each into tmp, then transposed 8 x 8 into the panel. */
+static void pack_panel_kq(const avx_wmat *w, int64_t j0, int64_t jn, int64_t k0, int64_t kn,
+                          float *panel) {
+    float tmp[8][QVL_QK_K] __attribute__((aligned(32)));
+    const int64_t bb = (int64_t)qvl_dtype_block_bytes(w->dt);
+    for (int64_t kb = 0; kb < kn; kb += QVL_QK_K)
+        for (int h = 0; h < GEMM_NR; h += 8) {
+            for (int i = 0; i < 8; i++) {
+                if (h + i < jn)
+                    avx_dequant_kq(w->dt, row_ptr(w, j0 + h + i) + (k0 + kb) / QVL_QK_K * bb,
+                                   tmp[i], QVL_QK_K);
+                else
+                    memset(tmp[i], 0, sizeof tmp[i]);
+            }
+            for (int k = 0; k < QVL_QK_K; k += 8) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_load_ps(tmp[i] + k);
+                transpose8(r);
+                for (int i = 0; i < 8; i++)
+                    _mm256_store_ps(panel + (kb + k + i) * GEMM_NR + h, r[i]);
+            }
+        }
+}
+
 static void pack_panel(const avx_wmat *w, int64_t j0, int64_t jn, int64_t k0, int64_t kn,
                        float *panel) {
     switch (w->dt) {
+    case QVL_Q4_K:
+    case QVL_Q6_K: pack_panel_kq(w, j0, jn, k0, kn, panel); break;
     case QVL_BF16: pack_panel_dt(QVL_BF16, w, j0, jn, k0, kn, panel); break;
     case QVL_F16: pack_panel_dt(QVL_F16, w, j0, jn, k0, kn, panel); break;
     case QVL_Q8_0: pack_panel_dt(QVL_Q8_0, w, j0, jn, k0, kn, panel); break;
@@ -215,16 +246,12 @@ int64_t avx_gemm_bpack_len(int64_t K, int64_t ncols) {
     return ((nc + GEMM_NR - 1) / GEMM_NR) * (kc > 0 ? kc : 1) * GEMM_NR;
 }
 
-/* Bytes of row storage that hold values [k0, k0 + kn) of a row (q8_0: whole blocks, k0 a
- * multiple of 32), and the offset of the first. */
+/* Bytes of row storage that hold values [k0, k0 + kn) of a row (block dtypes: whole blocks,
+ * k0 a multiple of the block), and the offset of the first. */
 static int64_t span_bytes(qvl_dtype dt, int64_t k0, int64_t kn, int64_t *off) {
-    if (dt == QVL_Q8_0) {
-        *off = k0 / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0);
-        return (kn + QVL_Q8_0_BLOCK - 1) / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0);
-    }
-    int64_t es = dt == QVL_F32 ? 4 : 2;
-    *off = k0 * es;
-    return kn * es;
+    const int64_t be = (int64_t)qvl_dtype_block_elems(dt), bb = (int64_t)qvl_dtype_block_bytes(dt);
+    *off = k0 / be * bb;
+    return (kn + be - 1) / be * bb;
 }
 
 /* Into L2: rows [r_lo, r_hi) of panel rows j0.. (at most jn of them), values [k0, k0 + kn).

@@ -5,8 +5,8 @@
  *    split over threads by tiles), so the micro-kernel's broadcasts read one sequential
  *    stream, and so do the tiles one after the other.
  *  - Each call computes a range of output columns. For each block of GEMM_NC columns and
- *    GEMM_KC values of K it converts the weights to f32 once (q8_0 dequantised: d * q is exact
- *    in f32, so no activation rounding either), transposed into panels of 16
+ *    GEMM_KC values of K it converts the weights to f32 once (q8_0, q4_k, q6_k dequantised to
+ *    values exact in f32, so no activation rounding either), transposed into panels of 16
  *    columns, [panel][k][16] (GEMM_KC * 64 bytes each: one panel stays in L1 while every
  *    6-row tile of a block of GEMM_MC rows streams past from L2).
  *  - The micro-kernel keeps a 6 x 16 tile of fp32 sums in 12 ymm registers for GEMM_KC steps:

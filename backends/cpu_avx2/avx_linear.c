@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "avx_gemm.h"
+#include "avx_kquant.h"
 #include "avx_math.h"
 #include "qvl/dtype.h"
 
@@ -23,9 +24,9 @@ AVX_INLINE void prefetch_ahead(const void *p, int64_t ahead) {
 
 /* ---- weights ---- */
 
+/* Bytes of `elems` elements from a block boundary (whole blocks for q8_0, q4_k, q6_k). */
 static size_t row_bytes_of(qvl_dtype dt, int64_t elems) {
-    if (dt == QVL_Q8_0) return (size_t)(elems / QVL_Q8_0_BLOCK) * sizeof(qvl_block_q8_0);
-    return (size_t)elems * (dt == QVL_F32 ? 4u : 2u);
+    return (size_t)(elems / (int64_t)qvl_dtype_block_elems(dt)) * qvl_dtype_block_bytes(dt);
 }
 
 static const unsigned char *w_row(const avx_wmat *w, int64_t j) {
@@ -38,16 +39,18 @@ qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float 
     int64_t off = d->ndim == 3 ? batch * d->stride[0] : 0;
     int64_t rows = d->shape[r], cols = d->shape[c];
     *owned = NULL;
+    const int64_t block = (int64_t)qvl_dtype_block_elems(d->dtype);
     bool in_place = (d->stride[c] == 1 || cols == 1) && off >= 0 && d->stride[r] >= 0 &&
-                    (d->dtype != QVL_Q8_0 || (cols % QVL_Q8_0_BLOCK == 0 && off % QVL_Q8_0_BLOCK == 0));
+                    (block == 1 || (cols % block == 0 && off % block == 0 &&
+                                    (rows == 1 || d->stride[r] % block == 0)));
     if (in_place) {
-        /* (q8_0: off is whole blocks here, so row_bytes_of gives its byte offset) */
+        /* (block dtypes: off is whole blocks here, so row_bytes_of gives its byte offset) */
         *out = (avx_wmat){(const unsigned char *)t->data + row_bytes_of(d->dtype, off), d->dtype,
                           rows, cols, rows == 1 ? cols : d->stride[r]};
         return QVL_OK;
     }
-    /* Strided rows (v^T in unfused attention), negative strides or partial q8_0 blocks: an
-     * f32 copy. */
+    /* Strided rows (v^T in unfused attention), negative strides or partial blocks: an f32
+     * copy. */
     float *copy = avx_scratch(rows * cols);
     if (!copy) return QVL_E_NOMEM;
     for (int64_t j = 0; j < rows; j++)
@@ -86,8 +89,9 @@ typedef struct lin_part {
 typedef struct linear_job {
     const float *a;       /* [M, K] */
     const float *a_eo;    /* bf16 GEMV: a with each 16-block as 8 even then 8 odd elements */
-    const int8_t *qa;     /* q8_0: quantised a [M, K] */
-    const float *qd;      /* q8_0: a block scales [M, K/32] */
+    const int8_t *qa;     /* q8_0, q4_k, q6_k: quantised a [M, K] */
+    const float *qd;      /* q8_0, q4_k, q6_k: a block scales [M, K/32] */
+    avx_qrows qrows;      /* q4_k, q6_k: qa, qd and the block sums */
     float *packed_a;      /* GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
     int64_t M, K;
     lin_part parts[AVX_LINEAR_MAX_PARTS];
@@ -245,32 +249,6 @@ GEMV_FOR(QVL_BF16)
 
 /* ---- q8_0: int8 activations x int8 weights, per 32-element block ---- */
 
-/* a row of K (a multiple of 32) -> int8 quants and one f32 scale per block. */
-static void quantize_row(const float *x, int64_t K, int8_t *q, float *d) {
-    const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    for (int64_t b = 0; b < K / QVL_Q8_0_BLOCK; b++) {
-        const float *xb = x + b * QVL_Q8_0_BLOCK;
-        __m256 v[4], amax = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], sign_off));
-        }
-        float mx = avx_hmax(amax);
-        float scale = mx / 127.0f;
-        d[b] = scale;
-        __m256 inv = _mm256_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
-        __m256i qi[4];
-        for (int i = 0; i < 4; i++)
-            qi[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], inv),
-                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        /* pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane: fix with a permute) */
-        __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
-        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
-        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)(q + b * QVL_Q8_0_BLOCK), p8);
-    }
-}
-
 #define Q8_STREAMS 4
 /* Bytes prefetched ahead on each q8_0 stream: Q8_STREAMS x Q8_PF_AHEAD keeps the same 4 KB
  * in flight per thread as the 16-bit GEMVs (see PF_AHEAD), well inside L1. 4 KB per stream is
@@ -397,6 +375,12 @@ static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t lo, 
     }
     switch (pt->w->dt) {
     case QVL_Q8_0: q8_range(jb, pt, lo, hi); break;
+    case QVL_Q4_K:
+    case QVL_Q6_K: {
+        const avx_cols_out o = {pt->bias, pt->add, pt->out, jb->ldo};
+        avx_kq_gemv(&jb->qrows, jb->M, pt->w, &o, lo, hi);
+        break;
+    }
     case QVL_BF16: gemv_QVL_BF16(jb, pt, lo, hi); break;
     case QVL_F16: gemv_QVL_F16(jb, pt, lo, hi); break;
     default: gemv_QVL_F32(jb, pt, lo, hi); break;
@@ -455,7 +439,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     const int64_t K = parts[0].w->cols;
     linear_job jb = {.a = a, .M = M, .K = K, .n_parts = n_parts, .ldo = ldo,
                      .nth = avx_pool_size(be->pool)};
-    bool any_q8 = false, any_bf16 = false;
+    bool any_q8 = false, any_kq = false, any_bf16 = false;
     for (int p = 0; p < n_parts; p++) {
         const avx_wmat *w = parts[p].w;
         if (w->cols != K) return QVL_E_INVALID;
@@ -463,26 +447,36 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
                                  out + parts[p].col, jb.rows};
         jb.rows += w->rows;
         any_q8 |= w->dt == QVL_Q8_0;
+        any_kq |= w->dt == QVL_Q4_K || w->dt == QVL_Q6_K;
         any_bf16 |= w->dt == QVL_BF16;
     }
     atomic_init(&jb.failed, 0);
     atomic_init(&jb.next, 0);
-    float *a_eo = NULL, *qd = NULL, *packed_a = NULL;
+    float *a_eo = NULL, *qd = NULL, *packed_a = NULL, *qs32 = NULL;
     int8_t *qa = NULL;
+    int16_t *qs16 = NULL;
     qvl_status s = QVL_OK;
     if (M >= 4) {
         if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
         jb.packed_a = packed_a;
         avx_pool_run(be->pool, pack_a_worker, &jb);
     } else {
-        if (any_q8) {
+        if (any_q8 || any_kq) {
+            const int64_t nb = K / QVL_Q8_0_BLOCK;
             qa = malloc((size_t)(M * K) + 32);
-            qd = avx_scratch(M * (K / QVL_Q8_0_BLOCK));
+            qd = avx_scratch(M * nb);
             if (!qa || !qd) { s = QVL_E_NOMEM; goto done; }
+            if (any_kq) {
+                qs32 = avx_scratch(M * nb);
+                qs16 = malloc((size_t)(M * 2 * nb) * sizeof *qs16 + 32);
+                if (!qs32 || !qs16) { s = QVL_E_NOMEM; goto done; }
+            }
             for (int64_t m = 0; m < M; m++)
-                quantize_row(a + m * K, K, qa + m * K, qd + m * (K / QVL_Q8_0_BLOCK));
+                avx_quantize_row_q8(a + m * K, K, qa + m * K, qd + m * nb,
+                                    qs32 ? qs32 + m * nb : NULL, qs16 ? qs16 + m * 2 * nb : NULL);
             jb.qa = qa;
             jb.qd = qd;
+            jb.qrows = (avx_qrows){qa, qd, qs32, qs16, K};
         }
         if (any_bf16) {
             if (!(a_eo = avx_scratch(M * K))) { s = QVL_E_NOMEM; goto done; }
@@ -497,6 +491,8 @@ done:
     free(packed_a);
     free(qa);
     free(qd);
+    free(qs32);
+    free(qs16);
     return s;
 }
 

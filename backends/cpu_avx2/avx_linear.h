@@ -1,6 +1,6 @@
 /* The nn.Linear product every matmul-like op runs on: out = a . w^T (+ bias) (+ add).
  *
- * Weights are read in place in their stored dtype (f32, f16, bf16, q8_0) with fp32
+ * Weights are read in place in their stored dtype (f32, f16, bf16, q8_0, q4_k, q6_k) with fp32
  * accumulation, at any 2-byte alignment (unaligned loads throughout):
  *  - M < 4 rows (decode): GEMV straight from the weights, the weight rows split across
  *    threads; bf16 is widened by shifting into the high half of f32 lanes (the even/odd
@@ -14,10 +14,13 @@
  *    a element moves by at most half a step, d_a/2 = max|a_block|/254, so per block the dot
  *    product moves by at most sum|w| * max|a_block| / 254 (in practice ~ sqrt(32) * rms|w| *
  *    max|a_block|/254/sqrt(3) as the rounding errors are independent).
+ *  - q4_k and q6_k with M < 4: the same int8 activation blocks, with per-block sums for the
+ *    formats' min / offset terms, and int8 dot products per sub-block (avx_kquant.h); the
+ *    same activation-rounding bound holds.
  * Output columns are handed to threads in chunks that are multiples of 16 floats (64 bytes),
  * so two threads never write one cache line of a row when the row starts on a cache line.
  * Decode GEMVs read each chunk's weight rows as side-by-side streams (avx_linear.c: 8 for
- * f32/f16/bf16, 4 for q8_0). */
+ * f32/f16/bf16, 4 for q8_0, q4_k, q6_k). */
 #ifndef QVL_AVX_LINEAR_H
 #define QVL_AVX_LINEAR_H
 
@@ -27,14 +30,15 @@
 
 typedef struct avx_wmat {
     const unsigned char *base; /* row 0 */
-    qvl_dtype dt;              /* f32, f16, bf16 or q8_0 (then cols % 32 == 0) */
+    qvl_dtype dt;              /* f32, f16, bf16, or q8_0 / q4_k / q6_k (then cols and
+                                  row_stride are whole blocks: 32 / 256 / 256) */
     int64_t rows, cols;
     int64_t row_stride;        /* elements between rows; elements within a row are adjacent */
 } avx_wmat;
 
 /* Matrix `batch` (3-D) or the matrix itself (2-D) of tensor t, usable in place when its rows
- * are contiguous (and, for q8_0, whole blocks); otherwise converted to an f32 copy that is
- * returned in *owned (free() it). QVL_E_NOMEM on allocation failure. */
+ * are contiguous (and, for a block dtype, whole blocks); otherwise converted to an f32 copy
+ * that is returned in *owned (free() it). QVL_E_NOMEM on allocation failure. */
 qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float **owned);
 
 /* out[m*ldo + j] = a[m*K ..] . w[j] + bias[j] + add[m*ldo + j] for m < M, j < w->rows, where

@@ -2,9 +2,10 @@
  * This file is the backend ABI side (see qvl/backend.h): instance, buffers and the op table;
  * the kernels live in avx_<family>.c.
  *
- * Every node of the base dtypes that the op contract allows is accepted (dtypes all 0 in the
- * table): strided and permuted inputs of any of them are converted to f32 rows on the way
- * in, so the fast paths are for the common layouts and the rest is correct, not fast. */
+ * Every node of the base dtypes that the op contract allows is accepted (0 slots in the
+ * table), and q4_k / q6_k in the weight slots: strided and permuted inputs of any of them are
+ * converted to f32 rows on the way in, so the fast paths are for the common layouts and the
+ * rest is correct, not fast. */
 #define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -149,9 +150,12 @@ static qvl_status avx_synchronize(qvl_backend *be, qvl_error *err) {
 
 /* ---- ops ---- */
 
+/* The weight slots (matrix weights and the embedding table) also read q4_k and q6_k:
+ * int8 decode kernels and dequantising GEMM panels (avx_kquant.h). */
+#define AVX_WEIGHTS (QVL_DTYPES_BASE | QVL_DTYPE_BIT(QVL_Q4_K) | QVL_DTYPE_BIT(QVL_Q6_K))
 static const qvl_op_impl avx_ops[QVL_OP_COUNT] = {
-    [QVL_OP_GET_ROWS] = {avx_get_rows, {0}},
-    [QVL_OP_MATMUL] = {avx_matmul, {0}},
+    [QVL_OP_GET_ROWS] = {avx_get_rows, {AVX_WEIGHTS, 0}},                /* table, ids */
+    [QVL_OP_MATMUL] = {avx_matmul, {0, AVX_WEIGHTS, 0}},                 /* a, w, bias */
     [QVL_OP_ADD] = {avx_add, {0}},
     [QVL_OP_MUL] = {avx_mul, {0}},
     [QVL_OP_SCALE] = {avx_scale, {0}},
@@ -167,9 +171,9 @@ static const qvl_op_impl avx_ops[QVL_OP_COUNT] = {
     [QVL_OP_VIEW] = {NULL, {0}},
     [QVL_OP_CONT] = {avx_cont, {0}},
     [QVL_OP_STORE_ROWS] = {avx_store_rows, {0}},
-    [QVL_OP_NORM_LINEAR] = {avx_norm_linear, {0}},
+    [QVL_OP_NORM_LINEAR] = {avx_norm_linear, {0, 0, 0, AVX_WEIGHTS, 0, AVX_WEIGHTS, 0, AVX_WEIGHTS, 0}},
     [QVL_OP_ATTENTION] = {avx_attention, {0}},
-    [QVL_OP_MLP_RESIDUAL] = {avx_mlp_residual, {0}},
+    [QVL_OP_MLP_RESIDUAL] = {avx_mlp_residual, {0, 0, AVX_WEIGHTS}},     /* res, a, w_down */
     [QVL_OP_SET_ROWS] = {avx_set_rows, {0}},
     [QVL_OP_ADD_ROWS] = {avx_add_rows, {0}},
     [QVL_OP_STORE_ROWS_AT] = {avx_store_rows_at, {0}},
@@ -180,7 +184,7 @@ static const qvl_op_impl avx_ops[QVL_OP_COUNT] = {
 static const qvl_backend_iface avx_iface = {
     .abi = QVL_BACKEND_ABI,
     .name = "cpu_avx2",
-    .description = "AVX2/FMA/F16C CPU kernels with a thread pool (f32/f16/bf16/q8_0 weights)",
+    .description = "AVX2/FMA/F16C CPU kernels with a thread pool (f32/f16/bf16/q8_0/q4_k/q6_k weights)",
     .init = avx_init,
     .release = avx_release,
     .describe = avx_describe,

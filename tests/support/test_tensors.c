@@ -37,13 +37,18 @@ size_t tt_elem_bytes(qvl_dtype dt) {
 }
 
 size_t tt_storage_bytes(qvl_dtype dt, int64_t n) {
-    if (dt == QVL_Q8_0) return (size_t)((n + 31) / 32) * sizeof(qvl_block_q8_0);
+    if (qvl_dtype_is_quant(dt)) {
+        int64_t be = (int64_t)qvl_dtype_block_elems(dt);
+        return (size_t)((n + be - 1) / be) * qvl_dtype_block_bytes(dt);
+    }
     return (size_t)n * tt_elem_bytes(dt);
 }
 
-/* q8_0 offsets are taken in whole blocks: views start on a block boundary. */
+/* Block-dtype (q8_0, q4_k, q6_k) offsets are taken in whole blocks: views start on a block
+ * boundary. */
 size_t tt_offset_bytes(qvl_dtype dt, int64_t off) {
-    if (dt == QVL_Q8_0) return (size_t)(off / 32) * sizeof(qvl_block_q8_0);
+    if (qvl_dtype_is_quant(dt))
+        return (size_t)(off / (int64_t)qvl_dtype_block_elems(dt)) * qvl_dtype_block_bytes(dt);
     return (size_t)off * tt_elem_bytes(dt);
 }
 
@@ -120,6 +125,10 @@ double tt_value(const qvl_tensor *t, int64_t off) {
         const qvl_block_q8_0 *b = (const qvl_block_q8_0 *)t->data + off / 32;
         return (double)qvl_f16_to_f32(b->d) * b->qs[off % 32];
     }
+    case QVL_Q4_K:
+        return qvl_q4_k_elem((const qvl_block_q4_k *)t->data + off / QVL_QK_K, (int)(off % QVL_QK_K));
+    case QVL_Q6_K:
+        return qvl_q6_k_elem((const qvl_block_q6_k *)t->data + off / QVL_QK_K, (int)(off % QVL_QK_K));
     default: fail_msg("bad dtype %d", (int)t->desc.dtype); return 0;
     }
 }

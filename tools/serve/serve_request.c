@@ -23,6 +23,9 @@ static bool bad_set(serve_bad *bad, int status, const char *param, const char *c
     va_start(ap, fmt);
     vsnprintf(bad->message, sizeof bad->message, fmt, ap);
     va_end(ap);
+    /* Messages quote what the client sent (a role, a part type): keep them one printable line. */
+    for (char *c = bad->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     bad->status = status;
     snprintf(bad->param, sizeof bad->param, "%s", param ? param : "");
     bad->code = code;

@@ -1,0 +1,388 @@
+/* int8 activation rows and the q4_k / q6_k kernels (see avx_kquant.h). */
+#include "avx_kquant.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "avx_math.h"
+#include "qvl/dtype.h"
+
+#define AVX_INLINE static inline __attribute__((always_inline))
+
+#define Q4K_BYTES ((int64_t)sizeof(qvl_block_q4_k)) /* 144 */
+#define Q6K_BYTES ((int64_t)sizeof(qvl_block_q6_k)) /* 210 */
+/* Byte offsets inside the blocks (dtype.h's structs, no padding). */
+#define Q4K_SCALES 4
+#define Q4K_QS 16
+#define Q6K_QH 128
+#define Q6K_SCALES 192
+#define Q6K_D 208
+
+/* ---- activations ---- */
+
+void avx_quantize_row_q8(const float *x, int64_t K, int8_t *q, float *d, float *s32,
+                         int16_t *s16) {
+    const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int64_t b = 0; b < K / QVL_Q8_0_BLOCK; b++) {
+        const float *xb = x + b * QVL_Q8_0_BLOCK;
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], sign_off));
+        }
+        float mx = avx_hmax(amax);
+        float scale = mx / 127.0f;
+        d[b] = scale;
+        __m256 inv = _mm256_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++)
+            qi[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], inv),
+                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane: fix with a permute) */
+        __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        int8_t *qb = q + b * QVL_Q8_0_BLOCK;
+        _mm256_storeu_si256((__m256i *)qb, p8);
+        if (!s32 && !s16) continue;
+        /* sums of the stored (saturated) quants, so that they match what the dots read */
+        int sum[2] = {0, 0};
+        for (int i = 0; i < QVL_Q8_0_BLOCK; i++) sum[i / 16] += qb[i];
+        if (s16) {
+            s16[2 * b] = (int16_t)sum[0];
+            s16[2 * b + 1] = (int16_t)sum[1];
+        }
+        if (s32) s32[b] = scale * (float)(sum[0] + sum[1]);
+    }
+}
+
+/* ---- shared pieces ---- */
+
+/* Prefetch `ahead` bytes past p (computed as an integer: the address may lie past the end of
+ * the matrix, which a prefetch tolerates but C pointer arithmetic does not). */
+AVX_INLINE void prefetch_ahead(const void *p, int64_t ahead) {
+    _mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)ahead), _MM_HINT_T0);
+}
+
+/* 8 int32 sums of 4 products of unsigned bytes u (at most 63 here) and signed bytes s: exact
+ * (a pair of products is at most 2 * 63 * 128 in magnitude, inside int16). */
+AVX_INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* Lane i of v in every lane (a shuffle-port op: the integer ports are the busy ones). */
+AVX_INLINE __m256 lane(__m256 v, int i) {
+    return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
+}
+
+/* 8 bytes (byte j = lane j) as f32. */
+AVX_INLINE __m256 bytes8_ps(uint64_t v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
+}
+
+/* A q4_k block's 8 six-bit scales and 8 six-bit mins (docs/QUANT.md), byte j = sub-block j:
+ * sc_0..3 and m_0..3 are the low 6 bits of scale bytes 0-3 and 4-7; sc_4..7 and m_4..7 take
+ * their low 4 bits from the nibbles of bytes 8-11 and their top 2 from the top bits of bytes
+ * 0-3 and 4-7. Done on 32-bit words, four sub-blocks at once. */
+AVX_INLINE void q4k_scales(const unsigned char *s, uint64_t *sc, uint64_t *mn) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+    *sc = (u0 & 0x3F3F3F3Fu) | (uint64_t)sc_hi << 32;
+    *mn = (u1 & 0x3F3F3F3Fu) | (uint64_t)mn_hi << 32;
+}
+
+/* d and dmin of a q4_k block, each in all lanes. */
+AVX_INLINE void q4k_d(const unsigned char *blk, __m256 *d, __m256 *dmin) {
+    uint32_t h;
+    memcpy(&h, blk, 4);
+    __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h));
+    *d = _mm256_broadcastss_ps(v);
+    *dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(v));
+}
+
+/* The 6-bit quants of group g (elements 32g .. 32g + 31) of a q6_k block, from the low-bit
+ * bytes ql0 = ql[64h ..], ql1 = ql[64h + 32 ..] and qh[32h ..] of its half h = g / 4: quarter
+ * r = g % 4 takes the low (r < 2) or high nibble of ql0 (r even) or ql1 (r odd), and bits
+ * 2r..2r+1 of qh as bits 4-5. (16-bit shifts: the masks drop what crosses between bytes.) */
+AVX_INLINE __m256i q6k_group(__m256i ql0, __m256i ql1, __m256i qh, int r) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
+    __m256i l = r & 1 ? ql1 : ql0;
+    if (r >= 2) l = _mm256_srli_epi16(l, 4);
+    __m256i h = r == 0 ? _mm256_slli_epi16(qh, 4) : r == 1 ? _mm256_slli_epi16(qh, 2)
+              : r == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(_mm256_and_si256(l, lo4), _mm256_and_si256(h, hi2));
+}
+
+/* For group g (sub-blocks 2g and 2g + 1), from sc = the block's 8 int16 scales of its half
+ * (g < 4: sc_0..7, else sc_8..15) in both 128-bit lanes: sc_2g in the low lane's 8 int16,
+ * sc_2g+1 in the high lane's, so that madd with a group's 16 pair sums applies each
+ * sub-block's scale. */
+AVX_INLINE __m256i q6k_group_scales(__m256i sc, int g) {
+    const int k = g % 4;
+    const char lo0 = (char)(4 * k), lo1 = (char)(4 * k + 1);
+    const char hi0 = (char)(4 * k + 2), hi1 = (char)(4 * k + 3);
+    return _mm256_shuffle_epi8(sc, _mm256_setr_epi8(lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,
+                                                    lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,
+                                                    hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1,
+                                                    hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1));
+}
+
+/* ---- decode: MR activation rows x NR weight rows ---- */
+
+/* Bytes prefetched ahead on each stream (see avx_linear.c's Q8_PF_AHEAD: the same 4 KB in
+ * flight per thread over KQ_STREAMS streams). */
+#define KQ_PF_AHEAD 1024
+#define KQ_STREAMS 4
+
+/* Accumulators: one per (activation row, weight row) when a tile has several weight rows
+ * (their chains of FMAs interleave); a single weight row alternates two (even and odd
+ * sub-blocks), so that its chain is half as long. More would not fit the 16 registers. */
+#define ACC(NR, k) ((NR) == 1 ? (k) & 1 : 0)
+typedef struct kq_tile {
+    const avx_qrows *a;
+    const avx_wmat *w;
+    const avx_cols_out *o;
+    int64_t m0, j0, js;
+} kq_tile;
+
+AVX_INLINE void tile_finish(const kq_tile *t, int MR, int NR, __m256 acc[3][4][2]) {
+#pragma GCC unroll 3
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            int64_t j = t->j0 + r * t->js, row = t->m0 + m;
+            float v = avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1]));
+            if (t->o->bias) v += t->o->bias[j];
+            if (t->o->add) v += t->o->add[row * t->o->ldo + j];
+            t->o->out[row * t->o->ldo + j] = v;
+        }
+}
+
+AVX_INLINE const unsigned char *kq_row(const avx_wmat *w, int64_t j, int64_t block_bytes) {
+    return w->base + (j * w->row_stride / QVL_QK_K) * block_bytes;
+}
+
+AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
+    const avx_qrows *a = t->a;
+    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
+    const unsigned char *wr[4];
+    __m256 acc[3][4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) wr[r] = kq_row(t->w, t->j0 + r * t->js, Q4K_BYTES);
+#pragma GCC unroll 3
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            const unsigned char *blk = wr[r] + b * Q4K_BYTES;
+            /* 144 bytes: three cache lines at most */
+            prefetch_ahead(blk, KQ_PF_AHEAD);
+            prefetch_ahead(blk + 64, KQ_PF_AHEAD);
+            prefetch_ahead(blk + 128, KQ_PF_AHEAD);
+            __m256 d, dmin;
+            q4k_d(blk, &d, &dmin);
+            uint64_t sc8, mn8;
+            q4k_scales(blk + Q4K_SCALES, &sc8, &mn8);
+            const __m256 scd = _mm256_mul_ps(bytes8_ps(sc8), d);    /* d * sc_j, exact */
+            const __m256 mnd = _mm256_mul_ps(bytes8_ps(mn8), dmin); /* dmin * m_j, exact */
+            __m256 s[3];
+#pragma GCC unroll 3
+            for (int m = 0; m < MR; m++) {
+                const int64_t ab = (t->m0 + m) * nb + b * 8; /* the 8 activation blocks */
+                s[m] = _mm256_mul_ps(scd, _mm256_loadu_ps(a->d + ab));
+                acc[m][r][ACC(NR, 1)] =
+                    _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(a->s32 + ab), acc[m][r][ACC(NR, 1)]);
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                /* bytes 32c.. hold sub-block 2c (low nibbles) and 2c + 1 (high nibbles) */
+                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + Q4K_QS + 32 * c));
+                __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
+#pragma GCC unroll 3
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *qa = a->q + (t->m0 + m) * K + b * QVL_QK_K + 64 * c;
+                    __m256i p0 = dot_u8s8(lo, _mm256_loadu_si256((const __m256i *)qa));
+                    __m256i p1 = dot_u8s8(hi, _mm256_loadu_si256((const __m256i *)(qa + 32)));
+                    __m256 *a0 = &acc[m][r][ACC(NR, 0)], *a1 = &acc[m][r][ACC(NR, 1)];
+                    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), lane(s[m], 2 * c), *a0);
+                    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), lane(s[m], 2 * c + 1), *a1);
+                }
+            }
+        }
+    }
+    tile_finish(t, MR, NR, acc);
+}
+
+AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
+    const avx_qrows *a = t->a;
+    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK, n16 = K / 16;
+    const unsigned char *wr[4];
+    __m256 acc[3][4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) wr[r] = kq_row(t->w, t->j0 + r * t->js, Q6K_BYTES);
+#pragma GCC unroll 3
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            const unsigned char *blk = wr[r] + b * Q6K_BYTES;
+            /* 210 bytes: four cache lines at most */
+            prefetch_ahead(blk, KQ_PF_AHEAD);
+            prefetch_ahead(blk + 64, KQ_PF_AHEAD);
+            prefetch_ahead(blk + 128, KQ_PF_AHEAD);
+            prefetch_ahead(blk + 192, KQ_PF_AHEAD);
+            uint16_t h;
+            memcpy(&h, blk + Q6K_D, 2);
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + Q6K_SCALES));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* sc_0..15 in order */
+            __m256 dd[3];
+#pragma GCC unroll 3
+            for (int m = 0; m < MR; m++) {
+                /* d * d_b for the block's 8 activation blocks, and the -32 offset of every
+                 * sub-block: madd pairs sub-blocks 2g, 2g + 1 into group g's lane */
+                const int64_t row = t->m0 + m;
+                dd[m] = _mm256_mul_ps(d, _mm256_loadu_ps(a->d + row * nb + b * 8));
+                __m256i sums = _mm256_loadu_si256((const __m256i *)(a->s16 + row * n16 + b * 16));
+                __m256i off = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), sums); /* 32 sc s */
+                acc[m][r][ACC(NR, 1)] =
+                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), dd[m], acc[m][r][ACC(NR, 1)]);
+            }
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                const unsigned char *ql = blk + 64 * half, *qh = blk + Q6K_QH + 32 * half;
+                __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
+                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+                __m256i qhv = _mm256_loadu_si256((const __m256i *)qh);
+                __m256i sc = _mm256_broadcastsi128_si256(
+                    _mm_cvtepi8_epi16(half ? _mm_srli_si128(sc8, 8) : sc8));
+#pragma GCC unroll 4
+                for (int r4 = 0; r4 < 4; r4++) {
+                    const int g = 4 * half + r4;
+                    __m256i q = q6k_group(ql0, ql1, qhv, r4);
+                    __m256i gs = q6k_group_scales(sc, g);
+#pragma GCC unroll 3
+                    for (int m = 0; m < MR; m++) {
+                        const int8_t *qa = a->q + (t->m0 + m) * K + b * QVL_QK_K + 32 * g;
+                        __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)qa));
+                        /* |pair| <= 2*63*127 times |sc| <= 128, two per lane: inside int32 */
+                        p = _mm256_madd_epi16(p, gs);
+                        __m256 *ac = &acc[m][r][ACC(NR, g)];
+                        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane(dd[m], g), *ac);
+                    }
+                }
+            }
+        }
+    }
+    tile_finish(t, MR, NR, acc);
+}
+
+static void kq_tile_run(qvl_dtype dt, const kq_tile *t, int MR, int NR) {
+#define KQ_CASE(mr, nr)                                 \
+    if (MR == mr && NR == nr) {                         \
+        if (dt == QVL_Q4_K) q4k_tile(t, mr, nr);        \
+        else q6k_tile(t, mr, nr);                       \
+        return;                                         \
+    }
+    KQ_CASE(1, 4)
+    KQ_CASE(1, 1)
+    KQ_CASE(2, 2)
+    KQ_CASE(2, 1)
+    KQ_CASE(3, 2)
+    KQ_CASE(3, 1)
+#undef KQ_CASE
+}
+
+/* Rows [j_lo, j_hi) as `streams` sequential streams read side by side (as avx_linear.c's
+ * q8_range, for the same reason: the L2 streamer follows one stream per page, and a core needs
+ * several in flight): tile t takes row t of each stream, rows j_lo + t + s * len, then the
+ * rows left over one by one. One activation row takes 4 streams; two or three take 2, which
+ * keeps their accumulators (2 per row pair) in registers. */
+void avx_kq_gemv(const avx_qrows *a, int64_t M, const avx_wmat *w, const avx_cols_out *o,
+                 int64_t j_lo, int64_t j_hi) {
+    for (int64_t m0 = 0; m0 < M;) {
+        const int mr = M - m0 >= 3 ? 3 : (int)(M - m0);
+        const int ns = mr == 1 ? KQ_STREAMS : 2;
+        const int64_t len = (j_hi - j_lo) / ns;
+        kq_tile t = {a, w, o, m0, j_lo, len};
+        for (int64_t s = 0; s < len; s++) {
+            t.j0 = j_lo + s;
+            kq_tile_run(w->dt, &t, mr, ns);
+        }
+        t.js = 1;
+        for (int64_t j = j_lo + len * ns; j < j_hi; j++) {
+            t.j0 = j;
+            kq_tile_run(w->dt, &t, mr, 1);
+        }
+        m0 += mr;
+    }
+}
+
+/* ---- dequantisation ---- */
+
+/* One q4_k block: value = (d*sc_j) * q - dmin*m_j, both products exact, one rounding in the
+ * fused subtraction, as in the scalar d*sc*q - dmin*m. */
+static void dequant_q4k_block(const unsigned char *blk, float *out) {
+    __m256 d, dmin;
+    q4k_d(blk, &d, &dmin);
+    uint64_t sc8, mn8;
+    q4k_scales(blk + Q4K_SCALES, &sc8, &mn8);
+    const __m256 scd = _mm256_mul_ps(bytes8_ps(sc8), d), mnd = _mm256_mul_ps(bytes8_ps(mn8), dmin);
+    for (int c = 0; c < 4; c++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + Q4K_QS + 32 * c));
+        __m256i nib[2] = {_mm256_and_si256(q, _mm256_set1_epi8(0x0F)),
+                          _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F))};
+        for (int h = 0; h < 2; h++) {
+            const int j = 2 * c + h;
+            const __m256 step = lane(scd, j), offset = lane(mnd, j);
+            float *o = out + 32 * j;
+            __m128i n0 = _mm256_castsi256_si128(nib[h]), n1 = _mm256_extracti128_si256(nib[h], 1);
+            __m128i parts[4] = {n0, _mm_srli_si128(n0, 8), n1, _mm_srli_si128(n1, 8)};
+            for (int i = 0; i < 4; i++) {
+                __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i]));
+                _mm256_storeu_ps(o + 8 * i, _mm256_fmsub_ps(step, qf, offset));
+            }
+        }
+    }
+}
+
+/* One q6_k block: value = d * sc_s * (q - 32), exact in f32 (docs/QUANT.md). */
+static void dequant_q6k_block(const unsigned char *blk, float *out) {
+    uint16_t h;
+    memcpy(&h, blk + Q6K_D, 2);
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+    for (int half = 0; half < 2; half++) {
+        const unsigned char *ql = blk + 64 * half, *qh = blk + Q6K_QH + 32 * half;
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        __m256i qhv = _mm256_loadu_si256((const __m256i *)qh);
+        for (int r4 = 0; r4 < 4; r4++) {
+            const int g = 4 * half + r4;
+            __m256i q = _mm256_sub_epi8(q6k_group(ql0, ql1, qhv, r4), _mm256_set1_epi8(32));
+            __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+            __m128i parts[4] = {q0, _mm_srli_si128(q0, 8), q1, _mm_srli_si128(q1, 8)};
+            for (int i = 0; i < 4; i++) {
+                const int8_t sc = (int8_t)blk[Q6K_SCALES + 2 * g + i / 2];
+                const __m256 step = _mm256_mul_ps(d, _mm256_set1_ps((float)sc));
+                __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[i]));
+                _mm256_storeu_ps(out + 32 * g + 8 * i, _mm256_mul_ps(step, qf));
+            }
+        }
+    }
+}
+
+void avx_dequant_kq(qvl_dtype dt, const unsigned char *src, float *out, int64_t n) {
+    for (int64_t b = 0; b < n / QVL_QK_K; b++) {
+        if (dt == QVL_Q4_K) dequant_q4k_block(src + b * Q4K_BYTES, out + b * QVL_QK_K);
+        else dequant_q6k_block(src + b * Q6K_BYTES, out + b * QVL_QK_K);
+    }
+}

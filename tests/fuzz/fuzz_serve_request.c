@@ -1,0 +1,51 @@
+/* Fuzz target: qvl serve's request parser (POST /v1/chat/completions bodies from strangers).
+ * Properties: a refused body gives a 400 (or a 500 for memory) with a one-line message and
+ * *out NULL; an accepted one has a prompt, at most max_images pictures, stops within their
+ * bounds and sampling values the sampler takes. Pictures come only from data: URLs here (no
+ * --image-dir), so the target touches no file. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_check.h"
+#include "qvl/image_preprocess.h"
+#include "qvl/sampling.h"
+#include "serve/serve_request.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static qvl_preprocess_config pc;
+    static qvl_sampling_params defaults;
+    static int ready;
+    if (!ready) {
+        qvl_vision_config v;
+        memset(&v, 0, sizeof v);
+        v.patch_size = 16;
+        v.temporal_patch_size = 2;
+        v.spatial_merge_size = 2;
+        qvl_preprocess_config_default(&v, &pc);
+        pc.max_pixels = 1 << 18; /* keeps every picture a fuzz input can name cheap */
+        qvl_sampling_params_default(&defaults);
+        ready = 1;
+    }
+    const serve_parse_ctx ctx = {.defaults = &defaults, .pc = &pc, .image_dir = NULL,
+                                 .max_images = 4, .max_file_bytes = 1 << 20, .ctx = 4096};
+    serve_request *r = NULL;
+    serve_bad bad;
+    memset(&bad, 0, sizeof bad);
+    bool ok = serve_request_parse((const char *)data, size, &ctx, &r, &bad);
+    if (!ok) {
+        FUZZ_CHECK(r == NULL);
+        FUZZ_CHECK(bad.status == 400 || bad.status == 500);
+        FUZZ_CHECK(bad.message[0] != '\0');
+        FUZZ_CHECK(strchr(bad.message, '\n') == NULL);
+        return 0;
+    }
+    FUZZ_CHECK(r != NULL && r->prompt != NULL);
+    FUZZ_CHECK(r->n_images <= (size_t)ctx.max_images);
+    FUZZ_CHECK(r->n_stops <= SERVE_MAX_STOPS);
+    for (size_t i = 0; i < r->n_stops; i++)
+        FUZZ_CHECK(r->stops[i] && strlen(r->stops[i]) <= SERVE_MAX_STOP_BYTES);
+    FUZZ_CHECK(r->sampling.temperature >= 0.0f);
+    serve_request_free(r);
+    return 0;
+}
