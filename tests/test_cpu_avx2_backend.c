@@ -111,14 +111,14 @@ static int64_t whole_blocks(qvl_dtype dt, int64_t K) {
     return (K + be - 1) / be * be;
 }
 
-/* The GEMM (M >= 4) converts bf16, f16, q8_0, q4_k and q6_k weights to f32 exactly while
+/* The GEMM (more than AVX_GEMV_MAX_ROWS = 8 rows) converts bf16, f16, q8_0, q4_k and q6_k weights to f32 exactly while
  * packing its panels and then runs one f32 kernel: its result must be bit for bit the result
  * for the same values stored as f32. Widths that leave partial 16-column panels, K with a
  * tail past the last 8 values (block dtypes: whole blocks) and several K blocks of 256. */
 static void test_matmul_gemm_exact_conversion(void **state) {
     (void)state;
     skip_without_avx2();
-    static const int64_t shapes[][3] = {{4, 45, 21}, {7, 600, 37}, {13, 264, 16}, {6, 1031, 50}};
+    static const int64_t shapes[][3] = {{9, 45, 21}, {15, 600, 37}, {13, 264, 16}, {11, 1031, 50}};
     static const qvl_dtype dts[] = {QVL_BF16, QVL_F16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -1,4 +1,5 @@
-/* The GEMM behind avx_linear for M >= 4 rows (prefill, vision), every weight dtype:
+/* The GEMM behind avx_linear for more than AVX_GEMV_MAX_ROWS rows (prefill, vision), every
+ * weight dtype:
  * out[m, j] = add[m, j] + bias[j] + a[m] . w[j], blocked the way the caches want it.
  *
  *  - a is packed once per op into tiles of 6 rows, [K block][tile][k][6] (avx_gemm_pack_a,

@@ -1,9 +1,9 @@
 /* int8 activation rows, and the q4_k / q6_k weight kernels (block layouts: docs/QUANT.md).
  *
- * Decode (M < 4 activation rows) runs on integers, as the q8_0 path does: each activation row
- * is quantised once per op to int8 blocks of 32 (scale d = max|a_block|/127, kept in f32), and
- * each weight sub-block's dot product with it is exact in int32 (maddubs/madd: unsigned 4- or
- * 6-bit quants times signed int8). Only the scales are applied in f32:
+ * Decode (up to AVX_GEMV_MAX_ROWS activation rows) runs on integers, as the q8_0 path does: each
+ * activation row is quantised once per op to int8 blocks of 32 (scale d = max|a_block|/127, kept
+ * in f32), and each weight sub-block's dot product with it is exact in int32 (maddubs/madd:
+ * unsigned 4- or 6-bit quants times signed int8). Only the scales are applied in f32:
  *  - q4_k, sub-block j of 32 (one activation block b): value = d*sc_j*q - dmin*m_j, so
  *      sum_k w_k a'_k = d*sc_j * d_b * sum(q a_q) - dmin*m_j * d_b * sum(a_q),
  *    with d_b * sum(a_q) (s32) computed once per activation block;
@@ -14,7 +14,7 @@
  * stored weights with a', rounded in f32: the only error beyond the reference's is the
  * activation rounding, at most max|a_block|/254 per element (the q8_0 path's bound).
  *
- * Prefill (M >= 4) uses the f32 GEMM (avx_gemm.h), which dequantises the weights per K block
+ * Prefill (more rows) uses the f32 GEMM (avx_gemm.h), which dequantises the weights per K block
  * with avx_dequant_kq: the values are exact (docs/QUANT.md: d*sc*q and dmin*m are exact in
  * f32, so q4_k's value is one correctly rounded subtraction and q6_k's is exact), the same
  * bits qvl_to_f32 gives. */
@@ -48,7 +48,7 @@ typedef struct avx_cols_out {
 } avx_cols_out;
 
 /* Weight rows [j_lo, j_hi) of w (q4_k or q6_k, in place: whole super-blocks per row) against
- * M activation rows (M < 4 is what it is for; any M works), into o. */
+ * M activation rows (a few: decode, a batched decode step; any M works), into o. */
 void avx_kq_gemv(const avx_qrows *a, int64_t M, const avx_wmat *w, const avx_cols_out *o,
                  int64_t j_lo, int64_t j_hi);
 

@@ -227,15 +227,19 @@ AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtyp
         for (int64_t m0 = 0; m0 < jb->M;) {                                                   \
             int64_t mr = jb->M - m0;                                                          \
             int64_t j = j_lo;                                                                 \
-            if (mr == 1) {                                                                    \
+            if (mr == 1 && m0 == 0) { /* the streams tile reads activation row 0 */           \
                 const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;                             \
                 for (int64_t t = 0; t < len; t++)                                             \
                     gemv_row_tile(jb, pt, DT, GEMV_STREAMS, j_lo + t, len);                   \
                 for (j = j_lo + len * GEMV_STREAMS; j < j_hi; j++)                            \
                     gemv_row_tile(jb, pt, DT, 1, j, 1);                                       \
-            } else if (mr == 2) {                                                             \
-                for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, pt, DT, 2, 2, m0, j, 1);          \
-                for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 2, 1, m0, j, 1);                  \
+            } else if (mr <= 2) {                                                             \
+                if (mr == 1) {                                                                \
+                    for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 1, 1, m0, j, 1);              \
+                } else {                                                                      \
+                    for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, pt, DT, 2, 2, m0, j, 1);      \
+                    for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 2, 1, m0, j, 1);              \
+                }                                                                             \
             } else {                                                                          \
                 mr = 3;                                                                       \
                 for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 3, 1, m0, j, 1);                  \
@@ -391,7 +395,7 @@ static void linear_worker(void *ctx, int tid, int nth) {
     linear_job *jb = ctx;
     (void)tid;
     (void)nth;
-    const bool gemm = jb->M >= 4;
+    const bool gemm = jb->M > AVX_GEMV_MAX_ROWS;
     float *bpack = NULL;
     if (gemm && !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, GEMM_CHUNK) * sizeof(float)))) {
         atomic_store(&jb->failed, 1);
@@ -456,7 +460,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     int8_t *qa = NULL;
     int16_t *qs16 = NULL;
     qvl_status s = QVL_OK;
-    if (M >= 4) {
+    if (M > AVX_GEMV_MAX_ROWS) {
         if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
         jb.packed_a = packed_a;
         avx_pool_run(be->pool, pack_a_worker, &jb);

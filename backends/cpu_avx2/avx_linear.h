@@ -2,19 +2,20 @@
  *
  * Weights are read in place in their stored dtype (f32, f16, bf16, q8_0, q4_k, q6_k) with fp32
  * accumulation, at any 2-byte alignment (unaligned loads throughout):
- *  - M < 4 rows (decode): GEMV straight from the weights, the weight rows split across
+ *  - M <= AVX_GEMV_MAX_ROWS rows (decode, a batched decode step of a few sequences): GEMV
+ *    straight from the weights, the weight rows split across
  *    threads; bf16 is widened by shifting into the high half of f32 lanes (the even/odd
  *    elements of a 16-element load, against an activation row permuted to match once per op),
  *    f16 with F16C.
- *  - M >= 4 (prefill, vision), every dtype: the blocked GEMM of avx_gemm.h (weights converted
+ *  - more rows (prefill, vision), every dtype: the blocked GEMM of avx_gemm.h (weights converted
  *    to f32 panels once per op, 6x16 register tiles).
- *  - q8_0 with M < 4 (decode): a is quantised to int8 blocks of 32 per row (scale
+ *  - q8_0 with few rows (decode): a is quantised to int8 blocks of 32 per row (scale
  *    max|x|/127, kept in f32) and dot products run on int8 with maddubs/madd, exact in int32
  *    per block. The only error added beyond the reference's is the activation rounding: each
  *    a element moves by at most half a step, d_a/2 = max|a_block|/254, so per block the dot
  *    product moves by at most sum|w| * max|a_block| / 254 (in practice ~ sqrt(32) * rms|w| *
  *    max|a_block|/254/sqrt(3) as the rounding errors are independent).
- *  - q4_k and q6_k with M < 4: the same int8 activation blocks, with per-block sums for the
+ *  - q4_k and q6_k with few rows: the same int8 activation blocks, with per-block sums for the
  *    formats' min / offset terms, and int8 dot products per sub-block (avx_kquant.h); the
  *    same activation-rounding bound holds.
  * Output columns are handed to threads in chunks that are multiples of 16 floats (64 bytes),
@@ -53,6 +54,11 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
  * part's w->cols must be the same K; at most AVX_LINEAR_MAX_PARTS parts (QVL_E_INVALID
  * otherwise). */
 #define AVX_LINEAR_MAX_PARTS 4
+/* The most activation rows the GEMV path takes. It reads each chunk of weight rows once per
+ * tile of up to 3 activation rows, from cache after the first tile, so up to 8 rows (a
+ * server's batched decode step) it stays bound by reading the weights once; the f32 GEMM
+ * converts the weights to panels and pays off only for many rows. */
+#define AVX_GEMV_MAX_ROWS 8
 typedef struct avx_linear_part {
     const avx_wmat *w;
     const float *bias; /* [w->rows] or NULL */

@@ -49,7 +49,7 @@ struct cu_fused_args {
     cu_view x;           /* the rows: norm input, activation input a, or the matmul's input */
     cu_view aux, beta;   /* norm: gamma, beta; act: up (data NULL when absent) */
     cu_view res;         /* data NULL when there is no residual */
-    int64_t x_row[CU_GEMV_MAX_ROWS], aux_row[CU_GEMV_MAX_ROWS], res_row[CU_GEMV_MAX_ROWS];
+    int64_t x_row[CU_FUSED_MAX_ROWS], aux_row[CU_FUSED_MAX_ROWS], res_row[CU_FUSED_MAX_ROWS];
     int64_t M, K; /* K <= 12032 (M rows of K floats fit in 47 KiB): in-row indices are ints */
     int n_proj;
     const void *w[3];
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
 
     uint4 next[U];
     cu_fused_load<DT, U>(p, o, total, 0, chunks, lane, next); /* in flight during the prologue */
-    __shared__ float ss[CU_GEMV_MAX_ROWS * CU_FG_WARPS];
+    __shared__ float ss[CU_FUSED_MAX_ROWS * CU_FG_WARPS];
     /* one row (decode) only: with MR rows the scales cost registers that spill */
     const bool deferred = MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
     float scale[MR];
@@ -593,7 +593,7 @@ static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
 }
 
 extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M) {
-    if (n_proj < 1 || n_proj > 3 || M < 1 || M > CU_GEMV_MAX_ROWS) return 0;
+    if (n_proj < 1 || n_proj > 3 || M < 1 || M > CU_FUSED_MAX_ROWS) return 0;
     int32_t dt = w[0].dtype;
     int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : 8, K = w[0].cols;
     int64_t smem = cu_fused_smem(dt, M, K);
@@ -717,6 +717,7 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
     bool staged = w[0].dtype == QVL_Q8_0 && cu_q8_rows_staged(w, n_proj);
     if (M == 1) cu_fused_dispatch<1, CU_FG_UNROLL_M1>(p, w[0].dtype, staged, smem, sm_count, s);
-    else cu_fused_dispatch<CU_GEMV_MAX_ROWS, CU_FG_UNROLL>(p, w[0].dtype, staged, smem, sm_count, s);
+    else if (M <= 4) cu_fused_dispatch<4, CU_FG_UNROLL>(p, w[0].dtype, staged, smem, sm_count, s);
+    else cu_fused_dispatch<CU_FUSED_MAX_ROWS, CU_FG_UNROLL>(p, w[0].dtype, staged, smem, sm_count, s);
     return (int)cudaGetLastError();
 }

@@ -8,8 +8,8 @@
  * are captured and launched; from then on the captured graphs are replayed with
  * cudaGraphLaunch on the backend's stream, where uploads and downloads are queued too.
  *
- * Nodes whose host side reads data back (GET_ROWS, SET_ROWS, ADD_ROWS check their indices,
- * MASK_SEGMENTS and segment ATTENTION their bounds: a sync each) cannot be captured: they run
+ * Nodes whose host side reads data back (GET_ROWS checks its ids, MASK_SEGMENTS and segment
+ * ATTENTION their bounds: a sync each) cannot be captured: they run
  * as plain launches between captured runs. A capture that fails for any reason (a kernel that
  * would grow scratch, an unsupported call) falls back to plain launches of that run. Captured
  * graphs hold scratch addresses, so they are dropped when scratch moves (scratch_gen).
@@ -115,8 +115,6 @@ static bool same(const cu_bytes *b, const unsigned char *sig, size_t len, uint64
 static bool capturable(const qvl_node *nd) {
     switch (nd->op) {
     case QVL_OP_GET_ROWS:
-    case QVL_OP_SET_ROWS:
-    case QVL_OP_ADD_ROWS:
     case QVL_OP_MASK_SEGMENTS: return false;
     case QVL_OP_ATTENTION: return nd->params.attention.mask != QVL_MASK_SEGMENTS;
     default: return true;

@@ -129,7 +129,13 @@ int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M);
  * 64 MiB); 0 when neither applies (q8_scratch may then be NULL: the f32 path, no split). */
 int64_t cu_matmul_q8_scratch_bytes(cu_mat w, int64_t batches, int64_t M);
 
-#define CU_GEMV_MAX_ROWS 8 /* at most this many rows per batch run on the GEMV kernels */
+/* At most this many rows per batch run on the GEMV kernels (a warp per output column, each
+ * weight row read once for all rows): a server's busy slots decoding together. The kernels are
+ * instantiated for row counts up to 1, 4, 8 and 16 (the accumulators live in registers), so
+ * a step pays the registers of the next count up, not those of 16 rows. */
+#define CU_GEMV_MAX_ROWS 16
+/* The fused kernels (cu_gemv_fused.cu) hold the rows in shared memory: 8 at most. */
+#define CU_FUSED_MAX_ROWS 8
 
 /* ---- cu_gemv_fused.cu ---- */
 /* NORM_LINEAR / MLP_RESIDUAL / MATMUL for a few rows in one launch: the norm or activation

@@ -70,7 +70,7 @@ __global__ void k_gemv_vec(cu_mm_args p) {
  * once per call; each lane issues CU_GEMV_UNROLL 16-byte weight loads before using any, so
  * that enough bytes are in flight to approach the memory bandwidth. */
 #define CU_GEMV_UNROLL 4
-template <int DT>
+template <int DT, int MR>
 __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args p) {
     const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
     int lane = threadIdx.x % CU_WARP;
@@ -83,10 +83,10 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
         int64_t w_base = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride;
         const uint4 *wrow = (const uint4 *)((const char *)p.w.data +
                                             w_base * (DT == QVL_F32 ? 4 : 2));
-        float acc[CU_GEMV_MAX_ROWS];
-        const float *arow[CU_GEMV_MAX_ROWS];
+        float acc[MR];
+        const float *arow[MR];
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+        for (int m = 0; m < MR; m++) {
             acc[m] = 0.0f;
             arow[m] = a + (m < p.M ? cu_row_offset_unrolled(p.a, b * p.M + m) : 0);
         }
@@ -101,11 +101,11 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
             for (int u = 0; u < CU_GEMV_UNROLL; u++) {
                 int64_t c = c0 + CU_WARP * u;
                 if (c >= chunks) break;
-                cu_chunk_fma<DT>(q[u], arow, p.M, c, acc);
+                cu_chunk_fma<DT, MR>(q[u], arow, p.M, c, acc);
             }
         }
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+        for (int m = 0; m < MR; m++) {
             if (m >= p.M) break;
             float y = cu_warp_sum(acc[m]);
             if (lane == 0) cu_mm_store(p, b, m, n, y);
@@ -149,6 +149,7 @@ __global__ void k_quantize_rows(cu_view a, int64_t rows, int64_t K, int8_t *qa, 
  * with one __dp4a. Block scales multiply the integer sums in f32. Weight blocks are only
  * 2-byte aligned: the quants are read as 16-bit pairs. */
 #define CU_Q8_UNROLL 4
+template <int MR>
 __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
     k_gemv_q8(cu_mm_args p, const int8_t *qa, const float *da) {
     int lane = threadIdx.x % CU_WARP, sub = lane / 8, part = lane % 8;
@@ -159,9 +160,9 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
     for (int64_t n = warp; n < p.N; n += n_warps) { /* warp-uniform loop */
         const unsigned char *wrow = wbase + (n * p.w.row_stride / QVL_Q8_0_BLOCK) *
                                                 (int64_t)sizeof(qvl_block_q8_0);
-        float acc[CU_GEMV_MAX_ROWS];
+        float acc[MR];
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) acc[m] = 0.0f;
+        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
         for (int64_t c0 = sub; c0 < nb; c0 += 4 * CU_Q8_UNROLL) {
             int wq[CU_Q8_UNROLL];
             float dw[CU_Q8_UNROLL];
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
                 }
             }
 #pragma unroll
-            for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+            for (int m = 0; m < MR; m++) {
                 if (m >= p.M) break;
                 const int *arow = (const int *)(qa + m * p.K);
                 const float *drow = da + m * nb;
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
             }
         }
 #pragma unroll
-        for (int m = 0; m < CU_GEMV_MAX_ROWS; m++) {
+        for (int m = 0; m < MR; m++) {
             if (m >= p.M) break;
             float y = cu_warp_sum(acc[m]);
             if (lane == 0) cu_mm_store(p, 0, m, n, y);
@@ -199,9 +200,10 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
     }
 }
 
-/* Can k_gemv_q8 run this matmul: q8_0 2-D weights read row by row, few rows? */
+/* Can k_gemv_q8 run this matmul: q8_0 2-D weights read row by row, few rows (more go to the
+ * int8 GEMM of cu_matmul_int8.cu, one row tile: the weights are still read once)? */
 static bool cu_gemv_q8_ok(const cu_mat &w, int64_t batches, int64_t M) {
-    return w.dtype == QVL_Q8_0 && batches == 1 && M <= CU_GEMV_MAX_ROWS && w.col_stride == 1 &&
+    return w.dtype == QVL_Q8_0 && batches == 1 && M <= CU_GEMV_Q8_MAX_ROWS && w.col_stride == 1 &&
            w.cols % QVL_Q8_0_BLOCK == 0 && w.row_stride % QVL_Q8_0_BLOCK == 0 &&
            ((uintptr_t)w.data % 2) == 0;
 }
@@ -333,17 +335,19 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
             int64_t nblocks = (p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
             if (nblocks > 65535) nblocks = 65535;
             k_quantize_rows<<<(unsigned)qblocks, threads, 0, s>>>(a, M, p.K, qa, da);
-            k_gemv_q8<<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
+            k_gemv_q8<CU_GEMV_Q8_MAX_ROWS><<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
         } else if (cu_gemv_vec_ok(w) && cu_rows_f32_aligned(a)) {
             int64_t rblocks = (batches * p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
             if (rblocks > 65535) rblocks = 65535;
             if (rblocks < 1) rblocks = 1;
-            if (w.dtype == QVL_F16)
-                k_gemv_rows<QVL_F16><<<(unsigned)rblocks, threads, 0, s>>>(p);
-            else if (w.dtype == QVL_BF16)
-                k_gemv_rows<QVL_BF16><<<(unsigned)rblocks, threads, 0, s>>>(p);
-            else
-                k_gemv_rows<QVL_F32><<<(unsigned)rblocks, threads, 0, s>>>(p);
+            /* 8 or 16 accumulators: fewer spill under clang's sm_61 register choices */
+            unsigned g = (unsigned)rblocks;
+            if (M <= 8 && w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 8><<<g, threads, 0, s>>>(p);
+            else if (M <= 8 && w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 8><<<g, threads, 0, s>>>(p);
+            else if (M <= 8) k_gemv_rows<QVL_F32, 8><<<g, threads, 0, s>>>(p);
+            else if (w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 16><<<g, threads, 0, s>>>(p);
+            else if (w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 16><<<g, threads, 0, s>>>(p);
+            else k_gemv_rows<QVL_F32, 16><<<g, threads, 0, s>>>(p);
         } else if (!cu_gemv_vec_ok(w)) k_gemv<<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_F16) k_gemv_vec<QVL_F16><<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_BF16) k_gemv_vec<QVL_BF16><<<(unsigned)blocks, threads, 0, s>>>(p);

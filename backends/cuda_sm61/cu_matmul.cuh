@@ -26,6 +26,24 @@ __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int6
     p.out[row * p.ldo + p.col0 + n] = y;
 }
 
+/* k_gemv_q8's rows: 16 accumulators spill on sm_61 (clang), so q8_0 matmuls of 9 to 16 rows
+ * run on the int8 GEMM instead (cu_matmul_int8.cu). */
+#define CU_GEMV_Q8_MAX_ROWS 8
+
+/* Calls f with a tag whose ::value is the row count the GEMV kernels
+ * are instantiated for that covers M rows (1, 4, 8 or CU_GEMV_MAX_ROWS; M <= the last). */
+template <int V>
+struct cu_rows_tag {
+    static const int value = V;
+};
+template <typename F>
+static inline void cu_by_rows(int64_t M, F f) {
+    if (M <= 1) f(cu_rows_tag<1>());
+    else if (M <= 4) f(cu_rows_tag<4>());
+    else if (M <= 8) f(cu_rows_tag<8>());
+    else f(cu_rows_tag<CU_GEMV_MAX_ROWS>());
+}
+
 /* Are the activation rows of a f32, contiguous and 16-byte aligned (float4 reads)? */
 static inline bool cu_rows_f32_aligned(const cu_view &a) {
     if (a.dtype != QVL_F32 || a.stride[a.ndim - 1] != 1 || ((uintptr_t)a.data % 16) != 0)

@@ -503,8 +503,9 @@ static int cu_int8_path(const cu_mat &w, int64_t batches, int64_t M) {
         w.batch_stride % be != 0 || (uintptr_t)w.data % align != 0 || w.cols > INT_MAX / 2 ||
         M < 1)
         return 0;
-    if (M <= CU_GEMV_MAX_ROWS)
-        return batches == 1 && w.dtype != QVL_Q8_0 ? 1 : 0; /* q8_0: k_gemv_q8 (cu_matmul.cu) */
+    bool q8_gemv = w.dtype == QVL_Q8_0 && M <= CU_GEMV_Q8_MAX_ROWS; /* k_gemv_q8 (cu_matmul.cu) */
+    if (M <= CU_GEMV_MAX_ROWS && !q8_gemv && w.dtype != QVL_Q8_0) return batches == 1 ? 1 : 0;
+    if (q8_gemv) return 0;
     if (cu_int8_env_off() || batches > 65535 || (M + 63) / 64 > 65535 || w.cols / CU_I8_BLOCK > INT_MAX)
         return 0;
     return 2;
@@ -551,12 +552,13 @@ bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready)
         int64_t blocks = (p.N + CU_I8_WARPS - 1) / CU_I8_WARPS;
         if (blocks > 65535) blocks = 65535;
         unsigned g = (unsigned)blocks, t = CU_I8_WARPS * CU_WARP;
-        /* one row (decode) has its own instantiation: 8 accumulators' registers would cost
-         * it the occupancy that keeps enough loads in flight */
-        if (p.w.dtype == QVL_Q4_K && p.M == 1) k_gemv_k<cu_q4k_raw, 144, 1><<<g, t, 0, s>>>(p, qa, da, sa);
-        else if (p.w.dtype == QVL_Q4_K) k_gemv_k<cu_q4k_raw, 144, CU_GEMV_MAX_ROWS><<<g, t, 0, s>>>(p, qa, da, sa);
-        else if (p.M == 1) k_gemv_k<cu_q6k_raw, 210, 1><<<g, t, 0, s>>>(p, qa, da, sa);
-        else k_gemv_k<cu_q6k_raw, 210, CU_GEMV_MAX_ROWS><<<g, t, 0, s>>>(p, qa, da, sa);
+        /* instantiated per row count (cu_by_rows): more accumulators than rows would cost
+         * the occupancy that keeps enough loads in flight (one row above all) */
+        cu_by_rows(p.M, [&](auto mr) {
+            const int MR = decltype(mr)::value;
+            if (p.w.dtype == QVL_Q4_K) k_gemv_k<cu_q4k_raw, 144, MR><<<g, t, 0, s>>>(p, qa, da, sa);
+            else k_gemv_k<cu_q6k_raw, 210, MR><<<g, t, 0, s>>>(p, qa, da, sa);
+        });
         return true;
     }
     int dev = 0, sms = 1;

@@ -5,7 +5,8 @@
  * 256-element super-blocks), activations and weights as strided views (for the block dtypes
  * only those tensor.h's layout rule allows: rows of a bigger matrix, windows of wider rows
  * that start at a block, heads-first 3-D views). Each op's fixed cases are its float/q8_0
- * edge shapes, then its q4_k/q6_k edge shapes, then random ones of every dtype. */
+ * edge shapes, then its q4_k/q6_k edge shapes, then batched-decode rows (M = 2 .. 16, every
+ * dtype), then random ones of every dtype. */
 #include "conf.h"
 
 /* ---- MATMUL ---- */
@@ -51,7 +52,15 @@ static const struct { int64_t M, K, N; int flags; } mm_kq_edges[] = {
     {40, 2048, 200, MM_A_PAD | MM_W_ODD},
 };
 #define N_MM_KQ_EDGES ((int)(sizeof mm_kq_edges / sizeof mm_kq_edges[0]))
-#define N_MM_FIXED_CASES (N_MM_2D_EDGE_CASES + 2 * N_MM_KQ_EDGES)
+#define N_MM_FIXED_CASES (N_MM_2D_EDGE_CASES + 2 * N_MM_KQ_EDGES + N_ROWS_CASES)
+
+/* A server's busy slots decoding together: M = 2 .. 16 rows (CONF_ROWS_MAX) of the model's
+ * K = 2048 against every weight dtype, with and without bias. The rows outgrow the fused
+ * kernels' shared memory from M = 6 on (cuda_sm61), so both its fused and plain GEMVs run;
+ * N = 131 ends part-way through a block of warps. Case i: M = 2 + i / 6, dtype i % 6. */
+#define CONF_ROWS_MAX 16
+#define N_ROWS_CASES ((CONF_ROWS_MAX - 1) * 6)
+static const qvl_dtype rows_dtypes[6] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
 
 static const qvl_dtype w_dtypes[4] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
 static const qvl_dtype kq_dtypes[2] = {QVL_Q4_K, QVL_Q6_K};
@@ -145,10 +154,15 @@ void conf_gen_matmul(conf_case *c, int i) {
         mm_2d(c, w_dtypes[i % 4], mm_edges[e].M, mm_edges[e].K, mm_edges[e].N, mm_edges[e].flags);
         return;
     }
-    if (i < N_MM_FIXED_CASES) {
+    if (i < N_MM_2D_EDGE_CASES + 2 * N_MM_KQ_EDGES) {
         int k = i - N_MM_2D_EDGE_CASES, e = k / 2;
         mm_2d(c, kq_dtypes[k % 2], mm_kq_edges[e].M, mm_kq_edges[e].K, mm_kq_edges[e].N,
               mm_kq_edges[e].flags);
+        return;
+    }
+    if (i < N_MM_FIXED_CASES) {
+        int k = i - N_MM_2D_EDGE_CASES - 2 * N_MM_KQ_EDGES;
+        mm_2d(c, rows_dtypes[k % 6], 2 + k / 6, 2048, 131, (k / 6) % 2 ? MM_BIAS : 0);
         return;
     }
     if (i % 4 == 0) {
@@ -227,6 +241,15 @@ static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *
 void conf_gen_norm_linear(conf_case *c, int i) {
     conf_rng *r = c->rng;
     qvl_dtype wd[3];
+    const int rows0 = N_NL_EDGES * 4 + N_NL_KQ_EDGES * 2;
+    if (i >= rows0 && i < rows0 + N_ROWS_CASES) { /* decode rows: the model's QKV, rms norm */
+        int k = i - rows0;
+        const int64_t N[3] = {256, 64, 72};
+        for (int j = 0; j < 3; j++) wd[j] = rows_dtypes[k % 6];
+        norm_linear_case(c, 2 + k / 6, 2048, N, 3, QVL_NORM_RMS, wd);
+        return;
+    }
+    if (i >= rows0) i -= N_ROWS_CASES;
     if (i < N_NL_EDGES * 4) {
         int e = i / 4;
         for (int j = 0; j < 3; j++) wd[j] = w_dtypes[(i + j * (i / N_NL_EDGES)) % 4];
@@ -298,6 +321,13 @@ static void mlp_case(conf_case *c, int64_t M, int64_t D, int64_t F, int act, qvl
 
 void conf_gen_mlp_residual(conf_case *c, int i) {
     conf_rng *r = c->rng;
+    const int rows0 = N_MLP_EDGES * 4 + N_MLP_KQ_EDGES * 2;
+    if (i >= rows0 && i < rows0 + N_ROWS_CASES) { /* decode rows: the model's down projection */
+        int k = i - rows0;
+        mlp_case(c, 2 + k / 6, 40, 6144, k % 4, rows_dtypes[k % 6], k % 3 != 0);
+        return;
+    }
+    if (i >= rows0) i -= N_ROWS_CASES;
     if (i < N_MLP_EDGES * 4) {
         const int e = i / 4;
         mlp_case(c, mlp_edges[e].M, mlp_edges[e].D, mlp_edges[e].F, i % 4, w_dtypes[(i + e) % 4],

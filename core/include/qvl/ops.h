@@ -52,10 +52,13 @@
  *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a), gelu_erf(a) or, with
  *     QVL_ACT_NONE, a itself: a linear layer and its residual add (attention's o_proj).
  *  SET_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x in which row idx[k] is
- *     replaced by src[k] for every k (image features into token embeddings). Indices are data:
- *     one outside [0, N) is a run-time error; with repeated indices the last k wins.
+ *     replaced by src[k] for every k (image features into token embeddings; a batched decode
+ *     step's attention rows). Indices are data: one outside [0, N) is a run-time error where
+ *     the backend can check it; a backend that cannot without waiting for the device (a GPU
+ *     kernel) leaves that row as x has it. With repeated indices the last k wins.
  *  ADD_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x with src[k] added to row
  *     idx[k] (deepstack features at image positions); repeated indices add up, in k order.
+ *     An index outside [0, N) is handled as in SET_ROWS.
  *
  * Ops whose position comes from data, so that one graph serves every decode step (the KV
  * length changes, the graph does not; a GPU can replay a captured graph). `at` is a [1] i32

@@ -237,7 +237,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     const int64_t n_seqs = o->n_seqs > 1 ? o->n_seqs : 1;
     attn_seq seqs[QVL_TEXT_MAX_SEQS];
     qvl_tid rows[QVL_TEXT_MAX_SEQS];
-    char seq_names[QVL_TEXT_MAX_SEQS][16];
+    char seq_names[QVL_TEXT_MAX_SEQS][24]; /* "s<i>." */
     const int64_t one[1] = {1};
     for (int64_t i = 0; i < n_seqs; i++) {
         char name[32];
