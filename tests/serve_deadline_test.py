@@ -40,6 +40,17 @@ def long_stream(port, word, out):
     return t
 
 
+def wait_idle(port):
+    """No slot busy and nothing queued: what the gauges say once the previous test's requests
+    have ended (they lag the answers), so that the next busy/queued reading is this test's."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if u.metric(port, "qvl_slots_busy") == 0 and u.metric(port, "qvl_queue_length") == 0:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def wait_busy(port):
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -96,6 +107,7 @@ def test_no_starvation(port):
     """A short request that arrives while a long one holds the only slot is answered in full
     once the long one reaches its deadline."""
     long_out, short_out = [], []
+    check("no starvation: starts with the server idle", wait_idle(port))
     t = long_stream(port, "gamma", long_out)
     check("no starvation: the long request holds the slot", wait_busy(port))
     time.sleep(DEADLINE / 2)
@@ -114,6 +126,7 @@ def test_expired_in_queue(port):
     """Slot busy (long answer), then B with a long prompt (its prefill runs past B's and C's
     deadlines; a prefill is not interrupted), then C: C's deadline passes while it waits."""
     a_out, b_out, c_out = [], [], []
+    check("expiry: starts with the server idle", wait_idle(port))
     a = long_stream(port, "epsilon", a_out)
     check("expiry: the long request holds the slot", wait_busy(port))
     # 16000 tokens: the prefill must outlast the few milliseconds between B's and C's arrival
