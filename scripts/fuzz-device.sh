@@ -10,7 +10,7 @@
 #       not part of glibc (libyaml, cJSON, pcre2, utf8proc, the image libraries, libstdc++), and the Qwen3-VL
 #       tokenizer.json when the shared data is present. Nothing has to be installed there.
 #   there (carry .fuzzbin):   scripts/fuzz-device.sh run [-t SECONDS] [-o DIR] [-c TAR] [TARGET...]
-#       runs every target (default: all ten) in parallel, each for SECONDS of wall-clock time
+#       runs every target (default: all eleven) in parallel, each for SECONDS of wall-clock time
 #       (default 600; start-up included, so the whole run takes about SECONDS + 20), seeded
 #       with the committed corpus/<target> and regressions/<target>, and prints one line per
 #       target: executions, exec/s, coverage (cov: edges, ft: features), corpus size, findings.
@@ -27,7 +27,7 @@
 set -u
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-all_targets="safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index"
+all_targets="safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index serve_request"
 usage() { sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 2; }
 
 # Inputs larger than the seeds matter for the tokenizer (long texts), safetensors and images.

@@ -129,6 +129,10 @@ def test_expired_in_queue(port):
     check("expiry: starts with the server idle", wait_idle(port))
     a = long_stream(port, "epsilon", a_out)
     check("expiry: the long request holds the slot", wait_busy(port))
+    # B must be queued well after A (A is cut at its deadline, a step later at most, and B must
+    # still be inside its own deadline then to be admitted), yet early enough that A's cut plus
+    # B's prefill outlast C's deadline: an eighth of the deadline apart.
+    time.sleep(DEADLINE / 8)
     # 16000 tokens: the prefill must outlast the few milliseconds between B's and C's arrival
     # on any machine (it takes over a second here).
     b = timed_chat(port, {"messages": u.user("apple " * 16000), "max_tokens": LONG,
@@ -160,7 +164,11 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="qvl-deadline-")
     try:
-        model = u.make_tiny_model(QVL, tmp, tok)
+        # 4 attention heads (the tiny model has 2): the expiry test needs a prefill of B that
+        # takes several times the gap between A's and B's arrival (attention over 16000 tokens
+        # dominates it), while decode steps stay a few milliseconds.
+        model = u.make_tiny_model(QVL, tmp, tok, {"num_attention_heads": 4,
+                                                  "num_key_value_heads": 2})
         r = subprocess.run([QVL, "serve", "-m", model, "--request-timeout", "-1"],
                            capture_output=True, timeout=60)
         err = r.stderr.decode()

@@ -35,11 +35,14 @@ def tokenizer_path(shared):
     return os.path.join(shared, "qwen3-vl-2b-instruct", "tokenizer.json")
 
 
-def make_tiny_model(qvl, tmp, tokenizer):
-    """Writes the tiny model under tmp; returns its directory, or raises with mkmodel's error."""
+def make_tiny_model(qvl, tmp, tokenizer, text=None):
+    """Writes the tiny model under tmp (text: text_config values laid over TINY_CONFIG's);
+    returns its directory, or raises with mkmodel's error."""
+    config = json.loads(json.dumps(TINY_CONFIG))
+    config["text_config"].update(text or {})
     cfg = os.path.join(tmp, "config.json")
     with open(cfg, "w") as f:
-        json.dump(TINY_CONFIG, f)
+        json.dump(config, f)
     model = os.path.join(tmp, "tiny")
     r = subprocess.run([qvl, "mkmodel", "--config", cfg, "--tokenizer", tokenizer, "--out", model,
                         "--std", "0.5"], capture_output=True)
