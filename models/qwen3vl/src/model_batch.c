@@ -2,9 +2,8 @@
  *
  * The batched graph runs every matrix product on all rows together (weights are read once per
  * step, not once per sequence: decode is bound by reading weights) and attention per sequence
- * over its own cache. It is kept for the next step while the same sequences decode together,
- * as a server's busy slots usually do, so a step only sets its inputs; another set of
- * sequences builds a new one. */
+ * over its own cache. It is kept for the next step: the same sequences only set their inputs,
+ * as many other ones rebind its cache inputs, a batch of another size builds a new one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +29,20 @@ static bool same_seqs(const batch_step *b, qvl_seq *const *seqs, size_t n) {
 static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_error *err) {
     batch_step *b = &m->batch;
     if (same_seqs(b, seqs, n)) return QVL_OK;
+    if (b->sp && b->n == n) {
+        /* As many sequences as the kept graph has rows, other ones: point its cache inputs at
+         * theirs (a server's slots come and go every few steps; rebuilding, fusing and
+         * planning the graph each time would cost more than the step). */
+        m->batch_seqs = seqs;
+        m->n_batch_seqs = n;
+        qvl_status st = model_bind_split(m, b->sp, err);
+        m->batch_seqs = NULL;
+        m->n_batch_seqs = 0;
+        if (st == QVL_OK) {
+            memcpy(b->seqs, seqs, n * sizeof *seqs);
+            return QVL_OK;
+        }
+    }
     model_batch_forget(m);
     qvl_text_graph_opts go = {
         .n_tokens = (int64_t)n, .n_seqs = (int64_t)n, .kv_at_input = true,
