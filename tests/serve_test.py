@@ -27,6 +27,8 @@ import threading
 import time
 import zlib
 
+import serve_util
+
 QVL, SRC, SHARED = sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""
 TOKENIZER = os.path.join(SHARED, "qwen3-vl-2b-instruct", "tokenizer.json")
 FIXTURES = os.path.join(SRC, "tests", "fixtures", "tiny-tied")
@@ -47,24 +49,8 @@ def check(name, ok, detail=""):
     return ok
 
 
-# The model: real token ids for the ChatML and vision tokens, tiny layers (as cli_qvl_image.sh).
-CONFIG = {
-    "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
-    "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653, "tie_word_embeddings": True,
-    "text_config": {
-        "vocab_size": 151936, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "hidden_act": "silu",
-        "rms_norm_eps": 1e-06, "rope_theta": 5000000,
-        "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True},
-        "max_position_embeddings": 16384, "attention_bias": False, "bos_token_id": 151643,
-        "eos_token_id": 151645, "tie_word_embeddings": True},
-    "vision_config": {
-        "depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-        "hidden_act": "gelu_pytorch_tanh", "patch_size": 16, "temporal_patch_size": 2,
-        "spatial_merge_size": 2, "in_channels": 3, "out_hidden_size": 32,
-        "num_position_embeddings": 16, "deepstack_visual_indexes": [0, 1]},
-}
+# The model: real token ids for the ChatML and vision tokens, tiny layers (serve_util.py).
+CONFIG = serve_util.TINY_CONFIG
 
 
 class Server:

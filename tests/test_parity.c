@@ -44,18 +44,11 @@ static const char *const models[] = {"tiny-tied", "tiny-untied"};
 #define LOGIT_RTOL_KV_F16 2e-3
 #define INCREMENTAL_TOL_KV_F16 (1.0 / 512)
 
-/* A split run (ctest's *_split variants): $QVL_PARITY_GPU_LAYERS decoder layers on the backend
- * under test, the rest on $QVL_PARITY_CPU_BACKEND; the tolerances do not change (a split moves
- * activations between backends, it does not round them). */
-static const char *env_or_null(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
+/* ctest's *_split variants also set $QVL_PARITY_GPU_LAYERS (decoder layers on the backend under
+ * test) and $QVL_PARITY_CPU_BACKEND (the rest): the tolerances do not change, a split moves
+ * activations between backends, it does not round them. */
 
-static const char *kv_type(void) { /* NULL (the model's default) when unset or empty */
-    const char *kv = getenv(KV_TYPE_ENV);
-    return kv && *kv ? kv : NULL;
-}
+static const char *kv_type(void) { return parity_env(KV_TYPE_ENV); } /* NULL: the default */
 
 static bool kv_is_f32(void) { return kv_type() && strcmp(kv_type(), "f32") == 0; }
 
@@ -106,8 +99,8 @@ static void check_case(const char *model_dir, const char *backend, const cJSON *
     qvl_error err = {0};
     qvl_model *m = NULL;
     qvl_model_options mo = {.backend_name = backend, .ctx = 64, .kv_type = kv_type(),
-                            .gpu_layers = env_or_null("QVL_PARITY_GPU_LAYERS"),
-                            .cpu_backend_name = env_or_null("QVL_PARITY_CPU_BACKEND")};
+                            .gpu_layers = parity_env("QVL_PARITY_GPU_LAYERS"),
+                            .cpu_backend_name = parity_env("QVL_PARITY_CPU_BACKEND")};
     assert_int_equal(qvl_model_open(model_dir, &mo, &m, &err), QVL_OK);
     assert_int_equal(qvl_model_config(m)->text.vocab_size, vocab);
 

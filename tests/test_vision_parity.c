@@ -47,18 +47,11 @@ static const char *const models[] = {"tiny-tied", "tiny-untied"};
 #define KV_TYPE_ENV "QVL_PARITY_KV_TYPE"
 #define LOGIT_RTOL_KV_F16 2e-3
 
-/* A split run (ctest's *_split variants): $QVL_PARITY_GPU_LAYERS decoder layers on the backend
- * under test, the rest on $QVL_PARITY_CPU_BACKEND; the tolerances do not change (a split moves
- * activations between backends, it does not round them). */
-static const char *env_or_null(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
+/* ctest's *_split variants also set $QVL_PARITY_GPU_LAYERS (decoder layers on the backend under
+ * test) and $QVL_PARITY_CPU_BACKEND (the rest): the tolerances do not change, a split moves
+ * activations between backends, it does not round them. */
 
-static const char *kv_type(void) { /* NULL (the model's default) when unset or empty */
-    const char *kv = getenv(KV_TYPE_ENV);
-    return kv && *kv ? kv : NULL;
-}
+static const char *kv_type(void) { return parity_env(KV_TYPE_ENV); } /* NULL: the default */
 
 static bool kv_is_f32(void) { return kv_type() && strcmp(kv_type(), "f32") == 0; }
 
@@ -210,8 +203,8 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     qvl_error err = {0};
     qvl_model *m = NULL;
     qvl_model_options mo = {.backend_name = backend, .ctx = 64, .kv_type = kv_type(),
-                            .gpu_layers = env_or_null("QVL_PARITY_GPU_LAYERS"),
-                            .cpu_backend_name = env_or_null("QVL_PARITY_CPU_BACKEND"), .vision_backend_name = env_or_null("QVL_PARITY_VISION_BACKEND")};
+                            .gpu_layers = parity_env("QVL_PARITY_GPU_LAYERS"),
+                            .cpu_backend_name = parity_env("QVL_PARITY_CPU_BACKEND"), .vision_backend_name = parity_env("QVL_PARITY_VISION_BACKEND")};
     assert_int_equal(qvl_model_open(dir, &mo, &m, &err), QVL_OK);
     const int64_t K = num(c, "n_image_tokens"), n_ds = num(c, "n_deepstack");
     const int64_t D = qvl_model_config(m)->text.hidden_size;

@@ -43,3 +43,8 @@ bool parity_backend_loads(const parity_backends *l, size_t b) {
     qvl_backend_unload(lb);
     return true;
 }
+
+const char *parity_env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}

@@ -17,6 +17,8 @@ typedef struct parity_backends {
 
 /* The list, from $QVL_PARITY_BACKENDS or the default. */
 void parity_backends_get(parity_backends *l);
+/* $name, or NULL when it is unset or empty (the parity tests' switches: KV type, split). */
+const char *parity_env(const char *name);
 /* Whether backend b of l loads here; the test fails when it must (strict, or the first). */
 bool parity_backend_loads(const parity_backends *l, size_t b);
 
