@@ -1,7 +1,7 @@
 # Saved quantised weights (qvl quantize, docs/QUANT.md): the safetensors encoding of q8_0/q4_k/
 # q6_k tensors and its hostile variants, then the command end to end on the fixtures.
 qvl_add_test(test_safetensors_quant
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_safetensors_quant.c LIBS qvl-runtime)
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_safetensors_quant.c LIBS qvl-runtime qvl-test-support)
 set(QVL_QUANT_CLI_BACKENDS reference)
 if(TARGET qvl-cpu_avx2)
   list(APPEND QVL_QUANT_CLI_BACKENDS cpu_avx2) # skipped by the script where it does not initialise

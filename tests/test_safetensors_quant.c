@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,29 +15,20 @@
 #include <unistd.h>
 
 #include "qvl/safetensors.h"
-
-static char g_dir[256];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
+#include "test_scratch_dir.h"
 
 static int setup_dir(void **state) {
     (void)state;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/qvl-stq-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return scratch_dir_make("qvl-stq");
 }
 
 static int teardown_dir(void **state) {
     (void)state;
-    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return scratch_dir_remove();
 }
 
 static void path_in_dir(char *buf, size_t cap, const char *name) {
-    int k = snprintf(buf, cap, "%s/%s", g_dir, name);
-    assert_true(k > 0 && (size_t)k < cap);
+    scratch_path(buf, cap, name);
 }
 
 /* The file's JSON header as text (NUL-terminated, malloc'd). */

@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,31 +17,24 @@
 #include "qvl/mkmodel.h"
 #include "qvl/qwen3vl_config.h"
 #include "qvl/safetensors.h"
+#include "test_scratch_dir.h"
 #include "qvl/weights.h"
 
-static char g_dir[256];
 static int g_sub; /* numbering for per-test subdirectories */
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static int setup_dir(void **state) {
     (void)state;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/qvl-weights-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return scratch_dir_make("qvl-weights");
 }
 
 static int teardown_dir(void **state) {
     (void)state;
-    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return scratch_dir_remove();
 }
 
 /* A fresh empty directory inside the test directory. */
 static void new_subdir(char *buf, size_t cap) {
-    int k = snprintf(buf, cap, "%s/m%d", g_dir, g_sub++);
+    int k = snprintf(buf, cap, "%s/m%d", scratch_dir, g_sub++);
     assert_true(k > 0 && (size_t)k < cap);
     assert_int_equal(mkdir(buf, 0755), 0);
 }

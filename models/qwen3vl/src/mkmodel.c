@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,35 +218,7 @@ static bool same_file(const char *a, const char *b) {
 
 static qvl_status copy_file(const char *from, const char *to, qvl_error *err) {
     if (same_file(from, to)) return QVL_OK; /* the output directory is the source's */
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s",
-                        from, strerror(errno));
-    struct stat sb;
-    if (fstat(in, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(in);
-        return qvl_fail(err, QVL_E_IO, "%s: not a regular file", from);
-    }
-    qvl_new_file out;
-    qvl_status s = qvl_new_file_open(to, &out, err);
-    if (s != QVL_OK) {
-        close(in);
-        return s;
-    }
-    char buf[1 << 16];
-    for (;;) {
-        ssize_t r = read(in, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            s = qvl_fail(err, QVL_E_IO, "%s: read failed: %s", from, strerror(errno));
-            break;
-        }
-        if (r == 0 || (s = qvl_new_file_write(&out, buf, (size_t)r, err)) != QVL_OK) break;
-    }
-    close(in);
-    if (s == QVL_OK) return qvl_new_file_commit(&out, err);
-    qvl_new_file_abandon(&out);
-    return s;
+    return qvl_file_copy(from, to, SIZE_MAX, err);
 }
 
 static qvl_status write_json(const char *path, cJSON *obj, qvl_error *err) {
