@@ -652,8 +652,20 @@ static void test_attention(void **state) {
     q = D(QVL_F32, 10, 1024);
     expect_fail(QVL_OP_ATTENTION, &p, 4, src, QVL_E_SHAPE, "input 0 (q)");
     q = D(QVL_F32, 10, 16, 64);
-    v = D(QVL_Q8_0, 10, 8, 64);
+    v = D(QVL_Q8_0, 10, 8, 64); /* a q8_0 cache: whole 32-value blocks per head */
+    expect_ok(QVL_OP_ATTENTION, &p, 4, src, &out);
+    EXPECT_OUT(&out, QVL_F32, 10, 16, 64);
+    k = v = D(QVL_Q8_0, 10, 8, 48); /* 48 is not whole blocks */
+    q = D(QVL_F32, 10, 16, 48);
+    expect_fail(QVL_OP_ATTENTION, &p, 4, src, QVL_E_SHAPE, "input 1 (k)");
+    q = D(QVL_F32, 10, 16, 64);
+    k = D(QVL_F32, 10, 8, 64);
+    v = D(QVL_Q4_K, 10, 8, 256);
+    q = D(QVL_F32, 10, 16, 256);
+    k = D(QVL_F32, 10, 8, 256);
     expect_fail(QVL_OP_ATTENTION, &p, 4, src, QVL_E_DTYPE, "input 2 (v)");
+    q = D(QVL_F32, 10, 16, 64);
+    k = v = D(QVL_F32, 10, 8, 64);
     src[2] = NULL;
     expect_fail(QVL_OP_ATTENTION, &p, 4, src, QVL_E_INVALID, "input 2 (v) is missing");
 }

@@ -492,11 +492,11 @@ static void test_unsupported(void **state) {
     qvl_tensor *wi = tt_mk(QVL_I32, 2, SHAPE(3, 8));
     assert_false(supported(QVL_OP_MATMUL, NULL, out, SRC(a, wi)));
     run_fails(QVL_OP_MATMUL, NULL, out, SRC(a, wi), QVL_E_DTYPE, "i32"); /* the contract's */
-    /* A cache of a dtype STORE_ROWS cannot write. */
-    qvl_tensor *q8 = tt_mk(QVL_Q8_0, 2, SHAPE(4, 32)), *src = tt_rnd(QVL_F32, 2, SHAPE(1, 32), -1, 1);
+    /* A cache of a dtype STORE_ROWS cannot write (q8_0 it can, q4_k it cannot). */
+    qvl_tensor *q4 = tt_mk(QVL_Q4_K, 2, SHAPE(4, 256)), *src = tt_rnd(QVL_F32, 2, SHAPE(1, 256), -1, 1);
     qvl_params ps = {.store = {.offset = 0}};
-    run_fails(QVL_OP_STORE_ROWS, &ps, tt_view(q8, 2, SHAPE(1, 32), SHAPE(32, 1), 0), SRC(q8, src),
-              QVL_E_DTYPE, "q8_0");
+    run_fails(QVL_OP_STORE_ROWS, &ps, tt_view(q4, 2, SHAPE(1, 256), SHAPE(256, 1), 0), SRC(q4, src),
+              QVL_E_DTYPE, "q4_k");
     /* Shapes that do not fit. */
     qvl_tensor *w5 = tt_rnd(QVL_F32, 2, SHAPE(3, 5), -1, 1);
     assert_false(supported(QVL_OP_MATMUL, NULL, out, SRC(a, w5)));

@@ -378,7 +378,7 @@ int main(int argc, char **argv) {
         {"json", 0, CLI_FLAG, &a.json, NULL, "print one JSON object instead of text", 0, 0, false},
         {"no-profile", 0, CLI_FLAG, &a.no_profile, NULL, "skip the per-op profile (one extra prefill and decode step)", 0, 0, false},
         {"no-probe", 0, CLI_FLAG, &a.no_probe, NULL, "skip the memory-bandwidth and FMA probes", 0, 0, false},
-        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16)", 0, 0, false},
+        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32, f16 or q8_0 (default: the backend's kv_type: option in plugins.yaml, else f16)", 0, 0, false},
         {"no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, "copy the weights into memory at load instead of reading them from the file mapping", 0, 0, false},
         BACKEND_ARGS_CLI_OPTS(&a.be),
         {"parallel", 0, CLI_INT, &a.parallel, "N", "also decode N sequences together in batched steps (a server's N busy slots) and report their total tok/s", 1, 64, false},

@@ -393,7 +393,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"interactive", 'i', CLI_FLAG, &a.interactive, NULL, "chat instead of one answer (as qvl chat)", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "store matrix weights as bf16, f16, f32, q8_0, q4_k, q6_k or the q4_k_m mixture, converted once at load (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},
-        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32 or f16 (default: the backend's kv_type: option in plugins.yaml, else f16; q8_0 is not supported yet)", 0, 0, false},
+        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32, f16 or q8_0 (default: the backend's kv_type: option in plugins.yaml, else f16; q8_0 needs head_dim a multiple of 32)", 0, 0, false},
         BACKEND_ARGS_CLI_OPTS(&a.be),
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
         {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer", 0, 0, false},

@@ -67,17 +67,18 @@ static qvl_status store_from(const qvl_node *n, int64_t first, qvl_error *err) {
     const qvl_tensor *src = n->src[1];
     qvl_dtype dt = n->src[0]->desc.dtype;
     int64_t rows = avx_n_rows(&src->desc), len = avx_row_len(&src->desc);
-    size_t size = qvl_dtype_block_bytes(dt);
     /* dst is contiguous with src's row shape: src row r lands at element (off * row_size) +
-     * r * len of dst, where a dst "row" (dim 0) holds row_size elements. */
+     * r * len of dst, where a dst "row" (dim 0) holds row_size elements. For a q8_0 dst, len
+     * is whole blocks (the contract), so each row starts on a block and is quantised by the
+     * one q8_0 quantiser of dtype.h: the same bytes as every other backend. */
     int64_t row_size = 1;
     for (int i = 1; i < src->desc.ndim; i++) row_size *= src->desc.shape[i];
-    unsigned char *base = (unsigned char *)n->dst->data + (size_t)(first * row_size) * size;
+    unsigned char *base = n->dst->data;
     float *tmp = avx_scratch(len);
     if (!tmp) return avx_fail(n, err, QVL_E_NOMEM, "out of memory for a row of %lld", (long long)len);
     for (int64_t r = 0; r < rows; r++) {
         const float *row = avx_row(src, r, tmp);
-        avx_store_f32(dt, row, base + (size_t)(r * len) * size, len);
+        avx_store_f32(dt, row, base + qvl_dtype_offset_bytes(dt, first * row_size + r * len), len);
     }
     free(tmp);
     return QVL_OK;

@@ -105,7 +105,7 @@ __device__ __forceinline__ void cu_attn_rows_dt(const cu_view &x, int64_t jg, in
     }
 }
 
-/* The same for x's dtype (f32, f16 or bf16: the op contract). clang's code chooses it once for
+/* The same for x's dtype (f32, f16, bf16 or q8_0: the op contract). clang's code chooses it once for
  * all KU * REGS loads: with the dtype switch inside every load it needed more registers than a
  * thread has and spilled. nvcc's code keeps the switch per load, which costs it fewer
  * registers than the three copies. */
@@ -121,6 +121,7 @@ __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64
     case QVL_F32: cu_attn_rows_dt<QVL_F32, REGS, KU>(x, jg, j1, g, lane, D, r); break;
     case QVL_F16: cu_attn_rows_dt<QVL_F16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
     case QVL_BF16: cu_attn_rows_dt<QVL_BF16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
+    case QVL_Q8_0: cu_attn_rows_dt<QVL_Q8_0, REGS, KU>(x, jg, j1, g, lane, D, r); break;
     default: /* no other dtype gets here */
 #pragma unroll
         for (int u = 0; u < KU; u++)
@@ -374,8 +375,11 @@ extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t L) {
 }
 
 /* Can k_attention read v's rows 4 elements at a time (f32, f16, bf16; unit stride; every
- * row and head start, hence every 4-element group, aligned to the group's bytes)? */
+ * row and head start, hence every 4-element group, aligned to the group's bytes)? A q8_0
+ * cache always can once its base is 2-byte aligned: the layout rule (tensor.h) makes every
+ * row and head start a whole block, and a block's 4-element groups never straddle it. */
 static bool cu_attn_vec_ok(const cu_view &v) {
+    if (v.dtype == QVL_Q8_0) return v.ndim == 3 && v.stride[2] == 1 && (uintptr_t)v.data % 2 == 0;
     int64_t esize = v.dtype == QVL_F32 ? 4 : v.dtype == QVL_F16 || v.dtype == QVL_BF16 ? 2 : 0;
     return esize && v.ndim == 3 && v.stride[2] == 1 && v.stride[0] % 4 == 0 &&
            v.stride[1] % 4 == 0 && (uintptr_t)v.data % (4 * esize) == 0;

@@ -57,11 +57,17 @@ extern "C" int cu_launch_cont(cu_stream s, cu_view x, void *out) {
     return (int)cudaGetLastError();
 }
 
+/* A q8_0 dst is written a block per warp: n, first and the grid stride are multiples of 32
+ * (rows are whole blocks, blocks of CU_THREADS threads), so each warp's 32 lanes hold one
+ * block's 32 elements and go round the loop together. */
 __global__ void k_store_rows(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
                              int64_t first) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-         e += (int64_t)gridDim.x * blockDim.x)
-        cu_store(dst, dst_dtype, first + e, cu_view_load(src, cu_flat_offset(src, e)));
+         e += (int64_t)gridDim.x * blockDim.x) {
+        float v = cu_view_load(src, cu_flat_offset(src, e));
+        if (dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(dst, first + e, v);
+        else cu_store(dst, dst_dtype, first + e, v);
+    }
 }
 
 extern "C" int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,

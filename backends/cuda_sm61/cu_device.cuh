@@ -149,6 +149,30 @@ __device__ __forceinline__ void cu_store(void *data, int32_t dt, int64_t off, fl
     }
 }
 
+/* Element `elem` of a q8_0 cache gets v, quantised with its 31 block mates: the 32 lanes of
+ * a warp call this together, lane l holding element elem with elem % 32 == l (the store
+ * kernels' thread layout: warps aligned to blocks, rows whole blocks). The rounding is
+ * qvl_quantize_row_q8_0's (dtype.c), step by step: amax ignoring NaN, d = amax / 127
+ * saturated to the largest f16, rounded to f16 (nearest even), then q = round(v / d) against
+ * that stored d (an IEEE division; ties away from zero), clamped to +-127, NaN to 0. */
+__device__ __forceinline__ void cu_store_q8_0_warp(void *data, int64_t elem, float v) {
+    float amax = fmaxf(fabsf(v), 0.0f); /* NaN -> 0, as the host's comparison never lets it win */
+    for (int o = CU_WARP / 2; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d = amax / 127.0f;
+    if (d > 65504.0f) d = 65504.0f;
+    uint16_t h = cu_f32_to_f16(d);
+    float dq = cu_f16_to_f32(h);
+    float x = dq > 0.0f ? v / dq : 0.0f;
+    int q = x != x ? 0 : x >= 127.0f ? 127 : x <= -127.0f ? -127 : (int)roundf(x);
+    unsigned char *b = (unsigned char *)data + (elem / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
+    int lane = (int)(elem % QVL_Q8_0_BLOCK);
+    if (lane == 0) { /* little-endian f16 scale; blocks are only 2-byte aligned */
+        b[0] = (unsigned char)(h & 0xffu);
+        b[1] = (unsigned char)(h >> 8);
+    }
+    b[2 + lane] = (unsigned char)(int8_t)q;
+}
+
 __device__ __forceinline__ float cu_view_load(const cu_view &v, int64_t off) {
     return cu_load(v.data, v.dtype, off);
 }
@@ -201,15 +225,27 @@ __device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, 
     for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += nblk * blockDim.x) {
         float v = cu_view_load(p.src, cu_flat_offset(p.src, e));
         int64_t first = p.at[0];
-        if (first < 0 || first > p.dst_rows - rows) return;
-        cu_store(p.dst, p.dst_dtype, first * row_size + e, v);
+        if (first < 0 || first > p.dst_rows - rows) return; /* the same for a whole warp */
+        if (p.dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(p.dst, first * row_size + e, v);
+        else cu_store(p.dst, p.dst_dtype, first * row_size + e, v);
     }
 }
 
 /* float4 i (elements 4i .. 4i + 3) of a unit-stride f32, f16 or bf16 vector, in one 16- or
- * 8-byte load (the address aligned for it: the callers check on the host). */
+ * 8-byte load (the address aligned for it: the callers check on the host); of a q8_0 vector
+ * (rows of whole blocks), in three 2-byte loads. */
 __device__ __forceinline__ float4 cu_vec4_load(const cu_view &v, int64_t i) {
     if (v.dtype == QVL_F32) return ((const float4 *)v.data)[i];
+    if (v.dtype == QVL_Q8_0) { /* 4 quants of one block (groups never straddle blocks) and its
+                                  scale, as 2-byte loads: a 34-byte block is 2-byte aligned */
+        const uint16_t *b = (const uint16_t *)((const unsigned char *)v.data +
+                                               (4 * i / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0));
+        int pos = (int)(4 * i % QVL_Q8_0_BLOCK);
+        float d = cu_f16_to_f32(b[0]);
+        uint16_t q01 = b[1 + pos / 2], q23 = b[2 + pos / 2];
+        return make_float4(d * (float)(int8_t)(q01 & 0xffu), d * (float)(int8_t)(q01 >> 8),
+                           d * (float)(int8_t)(q23 & 0xffu), d * (float)(int8_t)(q23 >> 8));
+    }
     uint2 h = ((const uint2 *)v.data)[i];
     uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
                      (uint16_t)(h.y >> 16)};
@@ -241,6 +277,55 @@ __device__ __forceinline__ float cu_block_reduce(float x, bool is_max, float *sc
     float init = is_max ? -INFINITY : 0.0f;
     float y = lane < n_warps ? scratch[lane] : init;
     return is_max ? cu_warp_max(y) : cu_warp_sum(y);
+}
+
+/* The activations (cu_elementwise.cu, and the int8 quantiser that applies the MLP's). */
+#define CU_SQRT_2_OVER_PI 0.79788456080286535588f
+#define CU_SQRT_HALF 0.70710678118654752440f
+
+__device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float cu_gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(CU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float cu_gelu_erf(float x) {
+    return 0.5f * x * (1.0f + erff(x * CU_SQRT_HALF));
+}
+
+/* Threads per row of the norm kernels: the fused norm-and-quantise kernel uses the same count,
+ * so its sums, and the normalised values, are bit for bit those of k_norm. */
+#define CU_NORM_THREADS 256
+
+/* The statistics of RMS norm (layer = 0: mean 0) or layer norm over one row of D values at
+ * x's offsets base + i * step, by the whole block (every thread gets them): the mean, then the
+ * variance of the deviations (two passes, as the reference does, so the variance does not
+ * lose digits to the mean). *inv = 1 / sqrt(var + eps). */
+__device__ __forceinline__ void cu_norm_row_stats(int layer, float eps, const cu_view &x,
+                                                  int64_t base, int64_t step, int64_t D,
+                                                  float *scratch, float *mean, float *inv) {
+    float mu = 0.0f;
+    if (layer) {
+        float sum = 0.0f;
+        for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += cu_view_load(x, base + i * step);
+        mu = cu_block_reduce(sum, false, scratch) / (float)D;
+    }
+    float sum_sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+        float v = cu_view_load(x, base + i * step) - mu;
+        sum_sq += v * v;
+    }
+    *mean = mu;
+    *inv = 1.0f / sqrtf(cu_block_reduce(sum_sq, false, scratch) / (float)D + eps);
+}
+
+/* Element i of a normalised row: (v - mean) * inv * gamma_i (+ beta_i) for layer norm,
+ * (v * inv) * gamma_i for RMS norm. */
+__device__ __forceinline__ float cu_norm_value(int layer, float v, float mean, float inv,
+                                               const cu_view &gamma, const cu_view &beta,
+                                               int64_t i) {
+    float g = cu_view_load(gamma, i * gamma.stride[0]);
+    if (!layer) return (v * inv) * g;
+    float y = (v - mean) * inv * g;
+    return beta.data ? y + cu_view_load(beta, i * beta.stride[0]) : y;
 }
 
 /* A 16-byte chunk of weights as f32: 4 f32 or 8 f16/bf16 values into wv. */

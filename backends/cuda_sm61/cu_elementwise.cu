@@ -3,17 +3,6 @@
  * stride; the output is contiguous so its offset is the flat index. */
 #include "cu_device.cuh"
 
-#define CU_SQRT_2_OVER_PI 0.79788456080286535588f
-#define CU_SQRT_HALF 0.70710678118654752440f
-
-__device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float cu_gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(CU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
-}
-__device__ __forceinline__ float cu_gelu_erf(float x) {
-    return 0.5f * x * (1.0f + erff(x * CU_SQRT_HALF));
-}
-
 static int64_t view_nelem(const cu_view &v) {
     int64_t n = 1;
     for (int d = 0; d < v.ndim; d++) n *= v.shape[d];

@@ -123,6 +123,15 @@ int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat 
  * (same rows, same K) quantise them the same way into the same scratch bytes, so the second
  * may pass q8_ready = 1 (the quantisation is skipped; NORM_LINEAR's projections). */
 int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M);
+/* Fills a matmul's q8_scratch with int8 activation rows for a later cu_launch_matmul of `rows`
+ * rows with q8_ready = 1 (only where cu_matmul_int8_takes holds for every such matmul), straight
+ * from their source instead of from an f32 copy (cu_quantize.cu): the RMS / layer norm of x
+ * (NORM_LINEAR; beta.data NULL for RMS norm), or the MLP's activation of a (qvl_act, not
+ * QVL_ACT_NONE; up.data NULL when absent). The rows are the innermost dim, a multiple of 32. */
+int cu_launch_norm_quantize(cu_stream s, int layer, float eps, cu_view x, cu_view gamma,
+                            cu_view beta, int64_t rows, void *q8_scratch);
+int cu_launch_act_quantize(cu_stream s, int act, cu_view a, cu_view up, int64_t rows,
+                           void *q8_scratch);
 /* Device scratch bytes cu_launch_matmul needs as q8_scratch for these shapes: for the int8
  * decode path (q8_0 weights, few rows: activations quantised to int8 blocks, __dp4a), or for
  * the partial sums of a prefill GEMM whose K is split across blocks (more rows; at most

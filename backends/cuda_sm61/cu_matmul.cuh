@@ -60,6 +60,25 @@ static inline bool cu_rows_f32_aligned(const cu_view &a) {
 bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch);
 int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w);
 
+#define CU_I8_BLOCK 32 /* activation block of the int8 kernels: one scale per 32 values */
+
+/* The int8 activations in a matmul's scratch, for `rows` rows of K (a multiple of
+ * CU_I8_BLOCK): qa [rows, K] int8, then da and sa [rows, K / 32] f32 (cu_quantize.cu). */
+struct cu_i8_rows {
+    int8_t *qa;
+    float *da, *sa;
+};
+static inline cu_i8_rows cu_i8_rows_of(void *scratch, int64_t rows, int64_t K) {
+    cu_i8_rows q;
+    q.qa = (int8_t *)scratch;
+    q.da = (float *)((char *)scratch + rows * K); /* rows * K is a multiple of 32 */
+    q.sa = q.da + rows * (K / CU_I8_BLOCK);
+    return q;
+}
+/* Quantises rows of a (f32 view, rows of K) into q (cu_quantize.cu). */
+void cu_quantize_i8_rows(cu_stream s, const cu_view &a, int64_t rows, int64_t K,
+                         const cu_i8_rows &q);
+
 /* The int8 (__dp4a) kernels of cu_matmul_int8.cu: the q4_k / q6_k decode GEMVs and the GEMM
  * for q8_0, q4_k and q6_k weights. cu_matmul_int8 queues the matmul and returns true, or
  * returns false (nothing queued) when they do not take these shapes, layouts or dtypes;

@@ -2,7 +2,7 @@
  * tiled GEMM for q8_0, q4_k and q6_k (prefill, vision). cu_launch_matmul (cu_matmul.cu) asks
  * cu_matmul_int8 first.
  *
- * Both quantise the activation rows once per matmul (k_quantize_i8): int8 blocks of 32 with one
+ * Both quantise the activation rows once per matmul (cu_quantize.cu): int8 blocks of 32 with one
  * f32 scale da = max|x| / 127 per block, and for q4_k the block's sum sa = da * sum(q) that its
  * mins multiply. A weight block's quants are turned into int8 in registers (q8_0 as stored,
  * q4_k's nibbles 0..15, q6_k's 6-bit q - 32), multiplied 4 pairs per __dp4a into int32, and the
@@ -20,7 +20,6 @@
 
 #include "cu_matmul.cuh"
 
-#define CU_I8_BLOCK 32 /* activation block: one int8 scale per 32 values */
 #define CU_I8_WARPS 8
 
 /* x (int8 quants in a word, each 0..63) minus 32 per byte, as signed int8: setting each byte's
@@ -57,32 +56,6 @@ __device__ __forceinline__ void cu_q4k_sc_m(uint32_t y, uint32_t z, uint32_t w, 
     } else {
         sc = (int)((bw & 0xFu) | ((by >> 6) << 4));
         m = (int)((bw >> 4) | ((bz >> 6) << 4));
-    }
-}
-
-/* ---- activations ---------------------------------------------------------------------------- */
-
-/* Rows r < rows of a (row r of its [..., K] rows) into qa [rows, K] int8 and da [rows, K/32]
- * (and, when sa is not NULL, sa = da * sum of the block's quants). A warp per block. */
-__global__ void k_quantize_i8(cu_view a, int64_t rows, int64_t K, int8_t *qa, float *da,
-                              float *sa) {
-    int lane = threadIdx.x % CU_WARP;
-    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CU_WARP;
-    int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CU_WARP;
-    int64_t nb = K / CU_I8_BLOCK, total = rows * nb;
-    for (int64_t e = warp; e < total; e += n_warps) { /* warp-uniform loop */
-        int64_t r = e / nb, c = e % nb, k = c * CU_I8_BLOCK + lane;
-        float v = cu_view_load(a, cu_row_offset(a, r) + k * a.stride[a.ndim - 1]);
-        float d = cu_warp_max(fabsf(v)) / 127.0f;
-        int q = d > 0.0f ? __float2int_rn(v / d) : 0;
-        q = q > 127 ? 127 : q < -127 ? -127 : q;
-        qa[r * K + k] = (int8_t)q;
-        int sum = q;
-        for (int o = CU_WARP / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) {
-            da[r * nb + c] = d;
-            if (sa) sa[r * nb + c] = d * (float)sum;
-        }
     }
 }
 
@@ -540,14 +513,12 @@ extern "C" int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M) {
 bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready) {
     int path = cu_int8_path(p.w, p.batches, p.M);
     if (!path || !scratch) return false;
-    int64_t rows = p.batches * p.M, nb = p.K / CU_I8_BLOCK;
-    int8_t *qa = (int8_t *)scratch;
-    float *da = (float *)((char *)scratch + rows * p.K); /* rows * K is a multiple of 32 */
-    float *sa = da + rows * nb;
-    int64_t qwarps = rows * nb, qblocks = (qwarps + CU_I8_WARPS - 1) / CU_I8_WARPS;
-    if (qblocks > 65535) qblocks = 65535;
+    int64_t rows = p.batches * p.M;
+    cu_i8_rows q = cu_i8_rows_of(scratch, rows, p.K);
+    const int8_t *qa = q.qa;
+    const float *da = q.da, *sa = q.sa;
     /* sa always: a later matmul of the same rows (ready) may have q4_k weights */
-    if (!ready) k_quantize_i8<<<(unsigned)qblocks, CU_I8_WARPS * CU_WARP, 0, s>>>(p.a, rows, p.K, qa, da, sa);
+    if (!ready) cu_quantize_i8_rows(s, p.a, rows, p.K, q);
     if (path == 1) {
         int64_t blocks = (p.N + CU_I8_WARPS - 1) / CU_I8_WARPS;
         if (blocks > 65535) blocks = 65535;

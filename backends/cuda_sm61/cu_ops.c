@@ -308,8 +308,9 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
     return QVL_OK;
 }
 
-/* A few rows with f32/f16/bf16 weights alike: one fused launch (cu_gemv_fused.cu). Else
- * the norm into scratch [M, D], then each projection into its column range of the output. */
+/* A few rows with f32/f16/bf16 weights alike: one fused launch (cu_gemv_fused.cu). Where
+ * every projection runs on the int8 kernels, the norm goes straight into their int8 rows;
+ * else into scratch [M, D]. Then each projection into its column range of the output. */
 qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
@@ -330,14 +331,27 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
                                                 view_of(NULL), M, ws, bs, p->n_proj,
                                                 n->dst->data, total, be->sm_count),
                         err);
-    float *xn = NULL;
-    if ((s = scratch_f32(be, n, CU_SCRATCH_A, M * D, &xn, err)) != QVL_OK) return s;
     int layer = p->norm == QVL_NORM_LAYER;
-    s = cu_launched(n, cu_launch_norm(be->stream, layer, p->eps, view_of(x), view_of(n->src[1]),
-                                   view_of(layer ? qvl_node_src(n, 2) : NULL), xn),
-                 err);
-    int64_t col = 0;
+    cu_view beta = view_of(layer ? qvl_node_src(n, 2) : NULL);
+    bool all_int8 = p->n_proj > 0;
+    for (int i = 0; i < p->n_proj; i++)
+        all_int8 = all_int8 && cu_matmul_int8_takes(mat_of(n->src[CU_NL_W_SLOT(i)]), 1, M);
+    float *xn = NULL;
     bool quantised = false; /* the scratch holds xn as int8 blocks (cu_matmul_int8_takes) */
+    if (all_int8) { /* the norm straight into int8 blocks: no f32 xn at all */
+        void *q8 = NULL;
+        if ((s = q8_scratch(be, n, n->src[CU_NL_W_SLOT(0)], 1, M, &q8, err)) != QVL_OK) return s;
+        s = cu_launched(n, cu_launch_norm_quantize(be->stream, layer, p->eps, view_of(x),
+                                                view_of(n->src[1]), beta, M, q8),
+                     err);
+        quantised = true;
+    } else {
+        if ((s = scratch_f32(be, n, CU_SCRATCH_A, M * D, &xn, err)) != QVL_OK) return s;
+        s = cu_launched(n, cu_launch_norm(be->stream, layer, p->eps, view_of(x), view_of(n->src[1]),
+                                       beta, xn),
+                     err);
+    }
+    int64_t col = 0;
     for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         void *q8 = NULL;
@@ -354,8 +368,8 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
 }
 
 /* A few rows with f32/f16/bf16 weights: one fused launch (cu_gemv_fused.cu). Else the
- * activation into scratch h [M, F] (none: a itself), then h . w_down^T + b_down + res
- * straight into out. */
+ * activation into the int8 rows of the int8 kernels, or into scratch h [M, F] (none: a
+ * itself), then h . w_down^T + b_down + res straight into out. */
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
@@ -377,6 +391,15 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
         return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), 1, M, wd, 1, bd, view_of(res),
                                             n->dst->data, D, 0, q8, 0),
                         err);
+    if (cu_matmul_int8_takes(wd, 1, M)) { /* the activation straight into int8 blocks */
+        s = cu_launched(n, cu_launch_act_quantize(be->stream, act, view_of(a),
+                                               view_of(qvl_node_src(n, 3)), M, q8),
+                     err);
+        if (s != QVL_OK) return s;
+        return cu_launched(n, cu_launch_matmul(be->stream, view_rows(NULL, M, F), 1, M, wd, 1, bd,
+                                            view_of(res), n->dst->data, D, 0, q8, 1),
+                        err);
+    }
     float *h = NULL;
     if ((s = scratch_f32(be, n, CU_SCRATCH_B, M * F, &h, err)) != QVL_OK) return s;
     s = cu_launched(n, cu_launch_mlp_act(be->stream, n->params.mlp.act, view_of(a),

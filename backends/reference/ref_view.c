@@ -1,5 +1,6 @@
 /* Data movement: GET_ROWS (table lookup), CONT (contiguous copy), STORE_ROWS (KV cache
  * write). VIEW has no kernel: the executor aliases memory. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "qvl/dtype.h"
@@ -66,8 +67,29 @@ qvl_status ref_cont(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 
 /* ---- STORE_ROWS(dst [R, ...], src [N, ...]) -> dst rows [0, off + N) ---- */
 
+/* q8_0 dst: each innermost row of src read as f32 and quantised block by block with the
+ * one quantiser (dtype.h), into the contiguous dst's element first * row_size + r * len. The
+ * contract makes len a whole number of blocks, so every row starts on a block. */
+static qvl_status store_q8_0(const qvl_node *n, int64_t first, qvl_error *err) {
+    const qvl_tensor *src = n->src[1];
+    int64_t len = qvl_desc_row_len(&src->desc), rows = qvl_desc_n_rows(&src->desc);
+    int64_t row_size = 1;
+    for (int i = 1; i < src->desc.ndim; i++) row_size *= src->desc.shape[i];
+    float *row = ref_scratch(len);
+    if (!row) return ref_fail(n, err, QVL_E_NOMEM, "out of memory for a row of %lld", (long long)len);
+    for (int64_t r = 0; r < rows; r++) {
+        qvl_tensor_read_row(src, r, row);
+        int64_t elem = first * row_size + r * len;
+        qvl_block_q8_0 *dst = (qvl_block_q8_0 *)n->dst->data + elem / QVL_Q8_0_BLOCK;
+        qvl_quantize_row_q8_0(row, dst, len);
+    }
+    free(row);
+    return QVL_OK;
+}
+
 /* Copies src into dst from row `first` on (checked by the callers to fit). */
-static void store_from(const qvl_node *n, int64_t first) {
+static qvl_status store_from(const qvl_node *n, int64_t first, qvl_error *err) {
+    if (n->dst->desc.dtype == QVL_Q8_0) return store_q8_0(n, first, err);
     const qvl_tensor *src = n->src[1];
     int64_t shape[4], stride[4];
     qvl_desc_align4(&src->desc, shape, stride);
@@ -83,6 +105,7 @@ static void store_from(const qvl_node *n, int64_t first) {
                     int64_t off = i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
                     qvl_elem_set(n->dst, o++, qvl_elem_get(src, off));
                 }
+    return QVL_OK;
 }
 
 qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
@@ -90,8 +113,7 @@ qvl_status ref_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if (s != QVL_OK) return s;
     if (n->dst->data != n->src[0]->data)
         return ref_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
-    store_from(n, n->params.store.offset);
-    return QVL_OK;
+    return store_from(n, n->params.store.offset, err);
 }
 
 /* ---- STORE_ROWS_AT(dst [R, ...], src [N, ...], at [1]) -> all of dst ---- */
@@ -106,8 +128,7 @@ qvl_status ref_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err)
     if (at < 0 || at > rows - count)
         return ref_fail(n, err, QVL_E_INVALID, "at = %lld: rows [%lld, %lld) do not fit in %lld",
                         (long long)at, (long long)at, (long long)(at + count), (long long)rows);
-    store_from(n, at);
-    return QVL_OK;
+    return store_from(n, at, err);
 }
 
 /* ---- VIEW: no kernel; the reference kernels read any view the descriptor can express ---- */

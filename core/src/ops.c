@@ -521,15 +521,24 @@ static qvl_status infer_cont(const infer_ctx *c, qvl_tensor_desc *out) {
     return QVL_OK;
 }
 
-/* What STORE_ROWS and STORE_ROWS_AT share: dst a contiguous float cache, src f32 rows like
- * dst's, at most as many as dst has. */
+/* The KV cache dtypes: the float dtypes, or q8_0 (rows of whole 32-element blocks). */
+static qvl_status want_cache_dtype(const infer_ctx *c, uint32_t i) {
+    const qvl_tensor_desc *d = slot(c, i);
+    if (d->dtype == QVL_Q8_0) return want_whole_blocks(c, i);
+    if (!qvl_dtype_is_float(d->dtype))
+        return fail(c, QVL_E_DTYPE, "%s is %s, expected dtype f32, f16, bf16 or q8_0", in(c, i).s,
+                    dt(d).s);
+    return QVL_OK;
+}
+
+/* What STORE_ROWS and STORE_ROWS_AT share: dst a contiguous cache (float or q8_0), src f32
+ * rows like dst's, at most as many as dst has. */
 static qvl_status want_store(const infer_ctx *c, const qvl_tensor_desc **dst_out,
                              const qvl_tensor_desc **src_out) {
     const qvl_tensor_desc *dst, *src;
     TRY(need(c, 0, &dst));
     TRY(need(c, 1, &src));
-    if (!qvl_dtype_is_float(dst->dtype))
-        return fail(c, QVL_E_DTYPE, "%s is %s, expected dtype f32, f16 or bf16", in(c, 0).s, dt(dst).s);
+    TRY(want_cache_dtype(c, 0));
     if (!qvl_desc_is_contiguous(dst))
         return fail(c, QVL_E_SHAPE, "%s is %s and must be contiguous", in(c, 0).s, dt(dst).s);
     TRY(want_dtype(c, 1, QVL_F32));
@@ -631,9 +640,7 @@ static qvl_status infer_attention(const infer_ctx *c, qvl_tensor_desc *out) {
     TRY(want_ndim(c, 0, 3, 3, "3-D [N, Hq, D]"));
     for (uint32_t i = 1; i <= 2; i++) {
         TRY(want_ndim(c, i, 3, 3, "3-D [L, Hkv, D]"));
-        if (!qvl_dtype_is_float(slot(c, i)->dtype))
-            return fail(c, QVL_E_DTYPE, "%s is %s, expected dtype f32, f16 or bf16", in(c, i).s,
-                        dt(slot(c, i)).s);
+        TRY(want_cache_dtype(c, i));
     }
     if (!qvl_desc_same_shape(k, v))
         return fail(c, QVL_E_SHAPE, "%s is %s, expected the shape of %s %s", in(c, 2).s, dt(v).s, in(c, 1).s,

@@ -89,7 +89,8 @@ int conf_out(conf_case *c, qvl_dtype dt, int ndim, const int64_t *shape);
  * elements past base's element 0 (a whole number of blocks for a block dtype). */
 int conf_view(conf_case *c, int base, int ndim, const int64_t *shape, const int64_t *stride,
               int64_t offset);
-/* Overwrites element i (row-major over t's shape) of tensor t in host storage. */
+/* Overwrites element i (row-major over t's shape) of tensor t in host storage (q8_0: NaN
+ * only, which poisons the element's whole block). */
 void conf_set(conf_case *c, int t, int64_t i, double v);
 
 /* Element i (row-major over the shape) of a tensor read through its descriptor from storage

@@ -268,6 +268,15 @@ void conf_set(conf_case *c, int t, int64_t i, double v) {
         memcpy(p + (size_t)off * 4, &x, 4);
         break;
     }
+    case QVL_Q8_0:
+        /* Only NaN: the element's block gets a NaN scale, so all 32 of its values read NaN
+         * (cache rows not written yet; a row of a q8_0 cache is whole blocks). */
+        if (v == v) die("conf_set: a q8_0 element can only be poisoned with NaN");
+        {
+            uint16_t nan16 = 0x7e00;
+            memcpy(p + (size_t)(off / QVL_Q8_0_BLOCK) * sizeof(qvl_block_q8_0), &nan16, 2);
+        }
+        break;
     default: die("conf_set: dtype not settable");
     }
 }

@@ -57,6 +57,17 @@ static void bad_store_at(conf_case *c, int32_t at) {
     c->check = cache;
 }
 
+/* bad_store_at into a q8_0 cache [10, 64] (rows of two blocks). */
+static void bad_store_at_q8_0(conf_case *c, int32_t at) {
+    conf_describe(c, " at %d, 2 rows into a q8_0 cache of 10", (int)at);
+    int cache = conf_rand(c, QVL_Q8_0, 2, CONF_SHAPE(10, 64), -1, 1);
+    c->src[0] = cache;
+    c->src[1] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(2, 64), -1, 1);
+    c->src[2] = conf_i32(c, 1, &at);
+    c->dst = conf_view(c, cache, 2, CONF_SHAPE(10, 64), CONF_SHAPE(64, 1), 0);
+    c->check = cache;
+}
+
 static void bad_attention_at(conf_case *c, int32_t at) {
     conf_describe(c, " causal_at at %d, 2 queries, 31 keys", (int)at);
     c->params.attention = (qvl_attention_params){.scale = 0.2f, .mask = QVL_MASK_CAUSAL_AT};
@@ -75,7 +86,7 @@ static void bad_matmul(conf_case *c, qvl_dtype w_dt, int64_t w_k) {
     conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
 }
 
-/* Malformed node m (0..8). */
+/* Malformed node m (0..10). */
 static void malformed(conf_case *c, int m) {
     switch (m) {
     case 0:
@@ -132,6 +143,29 @@ static void malformed(conf_case *c, int m) {
         conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
         break;
     }
+    case 9: {
+        /* a q8_0 cache whose rows are half a block: [1, 16] of a [1, 32] cache (one row, so the
+         * layout rule of tensor.h holds and only the whole-block rule refuses it) */
+        conf_describe(c, " rows of 16 into a q8_0 cache (half a block)");
+        int cache = conf_rand(c, QVL_Q8_0, 2, CONF_SHAPE(1, 32), -1, 1);
+        int dst = conf_view(c, cache, 2, CONF_SHAPE(1, 16), CONF_SHAPE(32, 1), 0);
+        c->params.store.offset = 0;
+        c->src[0] = dst;
+        c->src[1] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(1, 16), -1, 1);
+        c->dst = conf_view(c, cache, 2, CONF_SHAPE(1, 16), CONF_SHAPE(32, 1), 0);
+        c->check = cache;
+        break;
+    }
+    case 10: {
+        conf_describe(c, " q8_0 k and v with head size 16 (half a block)");
+        c->params.attention = (qvl_attention_params){.scale = 0.5f, .mask = QVL_MASK_NONE};
+        c->src[0] = conf_rand(c, QVL_F32, 3, CONF_SHAPE(1, 1, 16), -1, 1);
+        int kv = conf_rand(c, QVL_Q8_0, 3, CONF_SHAPE(1, 1, 32), -1, 1);
+        c->src[1] = conf_view(c, kv, 3, CONF_SHAPE(1, 1, 16), CONF_SHAPE(32, 32, 1), 0);
+        c->src[2] = c->src[1];
+        conf_out(c, QVL_F32, 3, CONF_SHAPE(1, 1, 16));
+        break;
+    }
     default: {
         conf_describe(c, " 2 rows at 3 into 4");
         int cache = conf_rand(c, QVL_F32, 2, CONF_SHAPE(4, 3), -1, 1);
@@ -170,13 +204,18 @@ static bool build(err_case *e, int k, conf_rng *r) {
         conf_case_init(&e->c, QVL_OP_ATTENTION, r);
         bad_attention_at(&e->c, bad_at_att[k - 12]);
         e->device_rule = MAY_RUN; /* it must still never read past L (compute-sanitizer) */
-    } else if (k < 25) {
-        static const qvl_op ops[9] = {QVL_OP_MATMUL, QVL_OP_MATMUL, QVL_OP_MUL, QVL_OP_RMS_NORM,
-                                      QVL_OP_ROPE, QVL_OP_ATTENTION, QVL_OP_MLP_RESIDUAL,
-                                      QVL_OP_MATMUL, QVL_OP_STORE_ROWS};
+    } else if (k < 27) {
+        static const qvl_op ops[11] = {QVL_OP_MATMUL, QVL_OP_MATMUL, QVL_OP_MUL, QVL_OP_RMS_NORM,
+                                       QVL_OP_ROPE, QVL_OP_ATTENTION, QVL_OP_MLP_RESIDUAL,
+                                       QVL_OP_MATMUL, QVL_OP_STORE_ROWS, QVL_OP_STORE_ROWS,
+                                       QVL_OP_ATTENTION};
         conf_case_init(&e->c, ops[k - 16], r);
         malformed(&e->c, k - 16);
         e->device_rule = MALFORMED;
+    } else if (k < 29) {
+        conf_case_init(&e->c, QVL_OP_STORE_ROWS_AT, r);
+        bad_store_at_q8_0(&e->c, k == 27 ? -1 : 9);
+        e->device_rule = MAY_SKIP_WRITE;
     } else {
         return false;
     }

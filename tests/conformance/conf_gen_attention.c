@@ -1,5 +1,5 @@
-/* Cases of ATTENTION (masks none, causal, segments, causal_at; grouped kv heads; f32, f16 and
- * bf16 caches) and of the masks alone (MASK_CAUSAL, MASK_SEGMENTS, MASK_CAUSAL_AT). For
+/* Cases of ATTENTION (masks none, causal, segments, causal_at; grouped kv heads; f32, f16,
+ * bf16 and q8_0 caches) and of the masks alone (MASK_CAUSAL, MASK_SEGMENTS, MASK_CAUSAL_AT). For
  * CAUSAL_AT the cache rows at and past at + N hold NaN: rows not written yet, which ops.h says
  * are never read (one NaN read poisons the output). */
 #include <math.h>
@@ -70,6 +70,17 @@ static const att_shape att_edges[] = {
     {13, 700, 2, 2, 24, QVL_MASK_NONE, 0, QVL_BF16, 1},
     {20, 700, 2, 2, 64, QVL_MASK_NONE, 0, QVL_F32, 20},
     {40, 600, 2, 1, 128, QVL_MASK_CAUSAL, 560, QVL_F32, 20},
+    /* q8_0 caches: decode (split and unsplit), prefill through the flash (64, 128), tiled
+     * (<= 64) and general kernels, grouped heads, segments */
+    {1, 300, 4, 2, 128, QVL_MASK_CAUSAL_AT, 200, QVL_Q8_0, 2},
+    {1, 4096, 16, 8, 128, QVL_MASK_CAUSAL_AT, 3000, QVL_Q8_0, 2},
+    {1, 37, 4, 2, 64, QVL_MASK_CAUSAL, 36, QVL_Q8_0, 2},
+    {40, 200, 4, 2, 128, QVL_MASK_CAUSAL, 150, QVL_Q8_0, 2},
+    {130, 130, 4, 1, 64, QVL_MASK_CAUSAL, 0, QVL_Q8_0, 2},
+    {70, 70, 2, 2, 32, QVL_MASK_CAUSAL, 0, QVL_Q8_0, 20},
+    {3, 100, 6, 2, 96, QVL_MASK_CAUSAL_AT, 50, QVL_Q8_0, 2},
+    {11, 11, 2, 2, 64, QVL_MASK_SEGMENTS, 0, QVL_Q8_0, 2},
+    {80, 400, 4, 2, 128, QVL_MASK_CAUSAL_AT, 250, QVL_Q8_0, 20},
 };
 #define N_ATT_EDGES ((int)(sizeof att_edges / sizeof att_edges[0]))
 
@@ -85,6 +96,7 @@ static att_shape random_att(conf_rng *r) {
     s.L = s.mask == QVL_MASK_SEGMENTS ? s.N : s.N + conf_irand(r, 0, 300);
     s.past = s.mask == QVL_MASK_CAUSAL || s.mask == QVL_MASK_CAUSAL_AT ? conf_irand(r, 0, s.L - s.N) : 0;
     s.kv = conf_small_dtype(r);
+    if (s.D % QVL_Q8_0_BLOCK == 0 && (s.N + s.L) % 4 == 0) s.kv = QVL_Q8_0; /* no extra draw */
     s.range = conf_irand(r, 0, 4) ? 2.0f : 20.0f;
     return s;
 }
@@ -104,11 +116,13 @@ void conf_gen_attention(conf_case *c, int i) {
     int qrow = conf_rand(c, QVL_F32, 2, CONF_SHAPE(s.N, W), -s.range, s.range);
     c->src[0] = conf_view(c, qrow, 3, CONF_SHAPE(s.N, s.Hq, s.D), CONF_SHAPE(W, s.D, 1), 3);
     if (conf_irand(r, 0, 3) == 0) { /* k and v rows a 4-element load cannot take */
-        int64_t row = s.Hkv * s.D + 2;
+        /* q8_0: views start on a block, rows a block or two wider than the heads */
+        int64_t pad = s.kv == QVL_Q8_0 ? QVL_Q8_0_BLOCK : 1;
+        int64_t row = s.Hkv * s.D + 2 * pad;
         int kb = conf_rand(c, s.kv, 2, CONF_SHAPE(s.L, row), -s.range, s.range);
         int vb = conf_rand(c, s.kv, 2, CONF_SHAPE(s.L, row), -1, 1);
-        c->src[1] = conf_view(c, kb, 3, CONF_SHAPE(s.L, s.Hkv, s.D), CONF_SHAPE(row, s.D, 1), 1);
-        c->src[2] = conf_view(c, vb, 3, CONF_SHAPE(s.L, s.Hkv, s.D), CONF_SHAPE(row, s.D, 1), 2);
+        c->src[1] = conf_view(c, kb, 3, CONF_SHAPE(s.L, s.Hkv, s.D), CONF_SHAPE(row, s.D, 1), pad);
+        c->src[2] = conf_view(c, vb, 3, CONF_SHAPE(s.L, s.Hkv, s.D), CONF_SHAPE(row, s.D, 1), 2 * pad);
         conf_describe(c, " kv strided");
     } else {
         c->src[1] = conf_rand(c, s.kv, 3, CONF_SHAPE(s.L, s.Hkv, s.D), -s.range, s.range);

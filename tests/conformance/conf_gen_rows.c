@@ -3,7 +3,10 @@
  * rows), CONT (every dtype,
  * permuted and row-subset views), STORE_ROWS and STORE_ROWS_AT (f32 rows into f32, f16 and
  * bf16 caches: the whole cache is compared, so rows that must not be touched are checked too),
- * SET_ROWS and ADD_ROWS (repeated indices: the last wins / they add up in order). */
+ * SET_ROWS and ADD_ROWS (repeated indices: the last wins / they add up in order).
+ * A q8_0 cache (every fifth case of STORE_ROWS(_AT), head size rounded up to whole blocks) is
+ * compared exactly too: ops.h fixes the quantiser's rounding, so every backend writes the
+ * same bytes. */
 #include "conf.h"
 
 static const qvl_dtype all_weights[6] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
@@ -80,13 +83,18 @@ void conf_gen_cont(conf_case *c, int i) {
 
 /* ---- STORE_ROWS, STORE_ROWS_AT ---- */
 
-/* A cache [R, H, D] of a random float dtype holding random values, and the f32 rows [N, H, D]
- * to write (often the k slice of fused [N, 3, H, D] rows, with values far outside the cache's
- * so that conversions round). Returns the cache; *src_out the rows. */
-static int cache_and_rows(conf_case *c, int64_t R, int64_t N, int *src_out) {
+/* A cache [R, H, D] of a random float dtype (q8_0 with q8: D rounded up to whole blocks)
+ * holding random values, and the f32 rows [N, H, D] to write (often the k slice of fused
+ * [N, 3, H, D] rows, with values far outside the cache's so that conversions round). Returns
+ * the cache; *src_out the rows. */
+static int cache_and_rows(conf_case *c, int64_t R, int64_t N, bool q8, int *src_out) {
     conf_rng *r = c->rng;
     int64_t H = conf_irand(r, 1, 3), D = conf_size(r, 40);
     qvl_dtype dt = conf_small_dtype(r);
+    if (q8) {
+        dt = QVL_Q8_0;
+        D = (D + QVL_Q8_0_BLOCK - 1) / QVL_Q8_0_BLOCK * QVL_Q8_0_BLOCK;
+    }
     conf_describe(c, " cache %s [%lld, %lld, %lld] rows %lld", qvl_dtype_name(dt), (long long)R,
                   (long long)H, (long long)D, (long long)N);
     int cache = conf_rand(c, dt, 3, CONF_SHAPE(R, H, D), -1, 1);
@@ -104,7 +112,7 @@ void conf_gen_store_rows(conf_case *c, int i) {
     conf_rng *r = c->rng;
     int64_t N = i == 0 ? 1 : conf_size(r, 8), R = N + conf_irand(r, 0, 10);
     int64_t off = conf_irand(r, 0, R - N);
-    int src, cache = cache_and_rows(c, R, N, &src);
+    int src, cache = cache_and_rows(c, R, N, i % 5 == 4, &src);
     c->params.store.offset = off;
     conf_describe(c, " at %lld", (long long)off);
     const qvl_tensor_desc *cd = &c->t[cache].desc;
@@ -119,7 +127,7 @@ void conf_gen_store_rows_at(conf_case *c, int i) {
     conf_rng *r = c->rng;
     int64_t N = i == 0 ? 1 : conf_size(r, 8), R = N + conf_irand(r, 0, 10);
     int32_t at = (int32_t)(i == 1 ? R - N : conf_irand(r, 0, R - N));
-    int src, cache = cache_and_rows(c, R, N, &src);
+    int src, cache = cache_and_rows(c, R, N, i % 5 == 4, &src);
     conf_describe(c, " at %d", (int)at);
     c->src[0] = cache;
     c->src[1] = src;

@@ -52,7 +52,12 @@
  *     output moves by at most 2 max|v| times the largest score error (d out / d s_j =
  *     p_j (v_j - out)). With scores of a few units this adds almost nothing; with scores in
  *     the hundreds (the range-20 cases) it is what separates a GPU's split/flash order from
- *     the oracle's (cuda_sm61: up to 8e-5 of the output scale there). */
+ *     the oracle's (cuda_sm61: up to 8e-5 of the output scale there).
+ *     q8_0 k and v add nothing: d * q (an f16 d of 11 significant bits times an int8) is
+ *     exact in f32, so the oracle and the backends attend over identical values, and the
+ *     bound above is about the order of the arithmetic only. (A kernel that rounded q to int8
+ *     blocks for integer dot products would move each score by up to |scale| sum over
+ *     blocks of max|q_block| / 254 * sum |k_block|, and would need that added first.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

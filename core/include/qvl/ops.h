@@ -4,6 +4,8 @@
  *  - Activations are f32. Weights (the "w"/"table"/"gamma" inputs) may be f32, f16, bf16 or
  *    (for matmul-like weights and get_rows tables) a block dtype, q8_0, q4_k or q6_k, whose
  *    rows hold whole blocks (32, 256, 256 elements). Ids, positions and segments are i32.
+ *    A KV cache (STORE_ROWS / STORE_ROWS_AT dst, ATTENTION k and v) is f32, f16, bf16 or
+ *    q8_0, q8_0 with whole 32-element blocks in its innermost dim.
  *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides) and
  *    STORE_ROWS / STORE_ROWS_AT (aliases of their destination). Inputs may be strided views
  *    unless stated otherwise.
@@ -35,7 +37,11 @@
  *  STORE_ROWS(dst [R,...], src [N,...]) -> writes src into rows [off, off+N) of dst, where
  *     off = params.store.offset and a "row" is one index of dim 0 (the other dims must match;
  *     dst must be contiguous). The output is an alias of dst rows [0, off+N): a KV cache write
- *     that yields the keys/values seen so far. src is converted to dst's dtype.
+ *     that yields the keys/values seen so far. src is converted to dst's dtype; into a q8_0
+ *     dst every 32-element block of a row is quantised exactly as qvl_quantize_row_q8_0 does
+ *     (d = max|x| / 127 rounded to f16, then q = round(x / d) against that stored d, ties away
+ *     from zero, clamped to +-127), so every backend writes the same bytes. A q8_0 dst whose
+ *     innermost dim is not a whole number of blocks is a shape error.
  *  NORM_LINEAR(x, gamma, beta?, w1, b1?, w2?, b2?, w3?, b3?) -> concat over the innermost dim of
  *     NORM(x) . wi^T + bi for each present wi, NORM = rms_norm or layer_norm (params.norm_linear).
  *     Output [...,N1+N2+N3]; consumers read slices through VIEW nodes.
@@ -47,6 +53,11 @@
  *     and keys j >= at[0] + N are never read, so cache rows past those written may hold
  *     anything. Requires at[0] + N <= L; a backend that can check it fails the node, one
  *     that cannot (a GPU kernel) must still never read past L.
+ *     k and v may be q8_0 (D a whole number of blocks): values are d * q, read where they lie
+ *     (no conversion pass); the result is the same function of those values. Over a q8_0
+ *     cache this op has no primitive form (the transposed V view the chain needs would split
+ *     blocks), so a model builds ATTENTION itself there instead of the chain, and a backend
+ *     that does not take the node refuses the graph.
  *  MLP_RESIDUAL(res [...,D], a [...,F], w_down [D,F], up [...,F]?, b_down [D]?) ->
  *     res + act(a) . w_down^T + b_down, where act(a) = silu(a) * up when up is present
  *     (params.mlp.act must then be QVL_ACT_SILU), else gelu_tanh(a), gelu_erf(a) or, with

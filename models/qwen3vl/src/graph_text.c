@@ -1,7 +1,9 @@
 /* The Qwen3-VL text decoder as a graph of primitive ops (docs/MODEL.md, "Text decoder").
  * Attention is spelled out op by op (permute, matmul, scale, causal mask, softmax, matmul,
  * permute, cont) so that the fusion pass has real work to do; the chain is the exact shape its
- * matchers look for. */
+ * matchers look for. Over a q8_0 KV cache the chain has no form (a transposed V view would
+ * split q8_0's 32-element blocks), so there the graph holds the ATTENTION node itself
+ * (ops.h), and the backend that runs the layer must take it. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +76,26 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
                                    : qvl_g_store_rows(g, vc, v, o->n_past);
     named(g, k_all, "blk.%d.%sk_cache", l, sq->prefix);
     named(g, v_all, "blk.%d.%sv_cache", l, sq->prefix);
+    const int64_t flat[2] = {n, H * D};
+
+    if (qvl_dtype_is_quant(o->kv_dtype)) {
+        qvl_params p = {.attention = {.scale = (float)(1.0 / sqrt((double)D))}};
+        qvl_tid src[QVL_MAX_SRC];
+        for (int i = 0; i < QVL_MAX_SRC; i++) src[i] = -1;
+        src[0] = q;
+        src[1] = k_all;
+        src[2] = v_all;
+        if (sq->kv_at >= 0) {
+            p.attention.mask = QVL_MASK_CAUSAL_AT;
+            src[3] = sq->kv_at;
+        } else {
+            p.attention.mask = QVL_MASK_CAUSAL;
+            p.attention.n_past = o->n_past;
+        }
+        qvl_tid ctx = named(g, qvl_g_node(g, QVL_OP_ATTENTION, &p, src, NULL, NULL),
+                            "blk.%d.%sattn_ctx_cont", l, sq->prefix); /* [n,H,D] */
+        return named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.%sattn_ctx_flat", l, sq->prefix);
+    }
 
     static const int perm_swap01[3] = {1, 0, 2};
     static const int perm_v[3] = {1, 2, 0};
@@ -93,7 +115,6 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
     qvl_tid ctx = named(g, qvl_g_matmul(g, s, vp, -1), "blk.%d.%sattn_ctx", l, sq->prefix);
     ctx = named(g, qvl_g_permute(g, ctx, perm_swap01), "blk.%d.%sattn_ctx_perm", l, sq->prefix);
     ctx = named(g, qvl_g_cont(g, ctx), "blk.%d.%sattn_ctx_cont", l, sq->prefix);
-    const int64_t flat[2] = {n, H * D};
     return named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.%sattn_ctx_flat", l, sq->prefix);
 }
 
@@ -192,9 +213,14 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
     if (!qvl_dtype_valid(o->weight_dtype) || o->weight_dtype == QVL_I32 ||
         !qvl_dtype_valid(o->norm_dtype) || o->norm_dtype == QVL_I32)
         return qvl_fail(err, QVL_E_DTYPE, "text graph: weight and norm dtypes must be float types");
-    if (!qvl_dtype_is_float(o->kv_dtype))
-        return qvl_fail(err, QVL_E_DTYPE, "text graph: the KV cache dtype %s is not f32, f16 or bf16",
+    if (!qvl_dtype_is_float(o->kv_dtype) && o->kv_dtype != QVL_Q8_0)
+        return qvl_fail(err, QVL_E_DTYPE,
+                        "text graph: the KV cache dtype %s is not f32, f16, bf16 or q8_0",
                         qvl_dtype_name(o->kv_dtype));
+    if (o->kv_dtype == QVL_Q8_0 && cfg->text.head_dim % QVL_Q8_0_BLOCK != 0)
+        return qvl_fail(err, QVL_E_SHAPE,
+                        "text graph: a q8_0 KV cache needs head_dim to be a multiple of %d "
+                        "(got %lld)", QVL_Q8_0_BLOCK, (long long)cfg->text.head_dim);
     const qvl_text_config *t = &cfg->text;
     if (t->num_hidden_layers < 1 || t->head_dim < 2 || t->num_key_value_heads < 1 ||
         t->num_attention_heads % t->num_key_value_heads != 0)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qvl/backend_helpers.h"
 #include "qvl/backend_options.h"
 #include "qvl/checked.h"
 #include "qvl/graph.h"
@@ -25,6 +26,7 @@
 static double now_seconds(void);
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
+static qvl_status check_kv_attention(const qvl_model *m, qvl_error *err);
 
 /* The graphs read each matrix in the dtype it was bound in (one dtype, or a mixture). */
 qvl_dtype model_bound_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
@@ -89,6 +91,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
         m->convert_threads = cpus < 1 ? 1 : (int)cpus;
         t0 = now_seconds();
         st = model_place(m, opts, err);
+        if (st == QVL_OK) st = check_kv_attention(m, err);
         ls->backend_seconds += now_seconds() - t0;
     }
     t0 = now_seconds();
@@ -500,19 +503,61 @@ static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error 
 }
 
 /* --kv-type, else the backend's `kv_type:` option, else f16: half the bytes of f32 for every
- * step's cache reads, with the logit error stated in docs/MODEL.md. q8_0 needs block-quantised
- * rows in STORE_ROWS and ATTENTION, which the op contract does not define yet. */
+ * step's cache reads, with the logit error stated in docs/QUANT.md. q8_0 (34 bytes per 32
+ * values) quantises each head's row of D values in blocks of 32, so D must be whole blocks. */
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err) {
     const char *name = opts->kv_type ? opts->kv_type : m->tg[0].lb->kv_type;
     const char *where = opts->kv_type ? "--kv-type" : "plugins.yaml option kv_type";
     m->kv_dtype = QVL_F16;
     if (!name) return QVL_OK;
-    if (strcmp(name, "f32") == 0) m->kv_dtype = QVL_F32;
-    else if (strcmp(name, "q8_0") == 0)
-        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s q8_0: a q8_0 KV cache is not supported yet "
-                        "(use f16 or f32)", where);
-    else if (strcmp(name, "f16") != 0)
+    if (strcmp(name, "f32") == 0) {
+        m->kv_dtype = QVL_F32;
+    } else if (strcmp(name, "q8_0") == 0) {
+        int64_t D = m->cfg.text.head_dim;
+        if (D % QVL_Q8_0_BLOCK != 0)
+            return qvl_fail(err, QVL_E_UNSUPPORTED,
+                            "%s q8_0: the model's head_dim %lld is not a multiple of %d (q8_0 "
+                            "blocks); use f16 or f32", where, (long long)D, QVL_Q8_0_BLOCK);
+        m->kv_dtype = QVL_Q8_0;
+    } else if (strcmp(name, "f16") != 0) {
         return qvl_fail(err, QVL_E_INVALID, "%s '%s' is not one of f32, f16, q8_0", where, name);
+    }
+    return QVL_OK;
+}
+
+/* Attention over a q8_0 cache exists only as the fused ATTENTION node (ops.h: the primitive
+ * chain cannot read a q8_0 V transposed), so every backend that runs a decoder layer must take
+ * that node, for prefill (CAUSAL) and for the reused decode graph (CAUSAL_AT): asked once
+ * here, so that a backend without it is one line at load, not a refused graph later. */
+static qvl_status check_kv_attention(const qvl_model *m, qvl_error *err) {
+    if (m->kv_dtype != QVL_Q8_0) return QVL_OK;
+    const qvl_text_config *t = &m->cfg.text;
+    const int64_t D = t->head_dim;
+    qvl_tensor q = {0}, kv = {0}, at = {0}, out = {0};
+    int64_t one[1] = {1}, qs[3] = {1, t->num_attention_heads, D};
+    int64_t ks[3] = {m->ctx, t->num_key_value_heads, D};
+    if (!qvl_desc_init(&q.desc, QVL_F32, 3, qs) || !qvl_desc_init(&kv.desc, QVL_Q8_0, 3, ks) ||
+        !qvl_desc_init(&at.desc, QVL_I32, 1, one) || !qvl_desc_init(&out.desc, QVL_F32, 3, qs))
+        return qvl_fail(err, QVL_E_LIMIT, "--kv-type q8_0: the KV cache shape overflows");
+    for (size_t ti = 0; ti < m->n_tg; ti++) {
+        bool runs_layer = false;
+        for (int64_t l = 0; l < t->num_hidden_layers; l++)
+            runs_layer |= m->text_place[qvl_text_group_layer(l)] == (int32_t)ti;
+        if (!runs_layer) continue;
+        const qvl_loaded_backend *lb = m->tg[ti].lb;
+        for (int k = 0; k < 2; k++) {
+            qvl_node n = {.op = QVL_OP_ATTENTION, .n_src = 4, .src = {&q, &kv, &kv}, .dst = &out,
+                          .name = "q8_0 KV attention"};
+            n.params.attention.scale = 1.0f;
+            n.params.attention.mask = k ? QVL_MASK_CAUSAL_AT : QVL_MASK_CAUSAL;
+            if (k) n.src[3] = &at;
+            qvl_error why = {0};
+            if (qvl_backend_check(lb->iface, lb->be, &n, &why) != QVL_OK)
+                return qvl_fail(err, QVL_E_UNSUPPORTED,
+                                "--kv-type q8_0: backend %s does not run fused attention over a "
+                                "q8_0 cache (%s); use --kv-type f16", lb->name, why.msg);
+        }
+    }
     return QVL_OK;
 }
 

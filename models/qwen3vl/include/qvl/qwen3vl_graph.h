@@ -29,7 +29,9 @@ typedef struct qvl_text_graph_opts {
      * depends on the position, so one graph (and one executor) serves every decode step. */
     bool kv_at_input;
     int64_t kv_capacity;  /* rows of each KV cache tensor (>= n_past + n_tokens) */
-    qvl_dtype kv_dtype;   /* dtype of the KV cache tensors: f32 (0, the zero value), f16, bf16 */
+    qvl_dtype kv_dtype;   /* dtype of the KV cache tensors: f32 (0, the zero value), f16, bf16,
+                           * or q8_0 (head_dim whole 32-blocks; attention is then an ATTENTION
+                           * node in the graph itself, ops.h) */
     bool all_logits;      /* logits for every token (parity, --dump-logits) or only the last */
     qvl_dtype weight_dtype; /* dtype of matrix weights (embeddings, projections) */
     qvl_dtype norm_dtype;   /* dtype of norm weights */

@@ -35,7 +35,8 @@ typedef struct qvl_model_options {
      * backend's `weights:` option in plugins.yaml, else as stored. */
     const char *weight_dtype;
     /* "f32", "f16" or "q8_0": the dtype of the KV cache (--kv-type). NULL: the opened backend's
-     * `kv_type:` option in plugins.yaml, else f16. q8_0 is refused as not supported yet. */
+     * `kv_type:` option in plugins.yaml, else f16. q8_0 needs head_dim to be a multiple of 32
+     * and fused attention on every backend that runs a decoder layer (docs/QUANT.md). */
     const char *kv_type;
     /* --gpu-layers / -ngl: "all" (NULL, the default: everything on the primary backend), a
      * number N (the last N decoder layers and the output head on the primary, the rest and
