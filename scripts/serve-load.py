@@ -7,9 +7,14 @@ usage:
   scripts/serve-load.py --qvl QVL -m MODEL_DIR [options]   starts qvl serve -m MODEL_DIR itself
   scripts/serve-load.py --qvl QVL --shared DIR [options]   ... with the tiny random-weight model
                                                            made around DIR's Qwen3-VL tokenizer
-options: --requests R (200) --clients C (16) --max-tokens N (32) --parallel P (4, for a server
-it starts) --time-limit S (600: clients take no new request after S seconds; what is left is
-reported lost) --serve-arg ARG (repeatable, passed to a server it starts).
+options: --requests R (200) --clients C (16) --max-tokens N (32) --time-limit S (600: clients
+take no new request after S seconds; what is left is reported lost). For a server it starts:
+--parallel P (4; a list such as 1,4,8 runs one server per count, one after the other)
+--backend NAME, -t/--threads N, --serve-arg ARG (repeatable: any other qvl serve flag).
+
+Each run ends with one line to compare runs by, e.g.
+  summary: parallel 4, 200/200 answered, p50 0.518 s, p99 0.769 s, 937.9 tokens/s, ok
+and with several counts a last line with each count's tokens/s against the first's.
 
 Every request carries a marker: request i's prompt is "marker" followed by i one-token words,
 so its usage.prompt_tokens must be the first request's plus i: an answer that came back to the
@@ -37,10 +42,12 @@ def percentile(sorted_values, p):
 
 
 def run_load(port, n_requests, n_clients, max_tokens, time_limit):
-    """Returns (problems, report lines)."""
+    """Returns (problems, report lines, summary figures)."""
     status, body = u.chat(port, {"messages": u.user("marker"), "max_tokens": 1})
     if status != 200:
-        return ["the probe request failed: %s %s" % (status, body)], []
+        return (["the probe request failed: %s %s" % (status, body)], [],
+                {"answered": 0, "requests": n_requests, "p50": float("nan"),
+                 "p99": float("nan"), "tokens_per_s": 0.0})
     base = body["usage"]["prompt_tokens"]
     before_req = u.metric(port, "qvl_requests_total")
     before_tok = u.metric(port, "qvl_completion_tokens_total")
@@ -103,15 +110,56 @@ def run_load(port, n_requests, n_clients, max_tokens, time_limit):
         problems.append("the server generated %d tokens, the clients received %d"
                         % (after_tok - before_tok, completion))
     latencies.sort()
+    p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
     report = [
         "requests %d, clients %d, max_tokens %d: %d answered in %.2f s (%.2f requests/s)"
         % (n_requests, n_clients, max_tokens, len(latencies), wall, len(latencies) / wall),
-        "latency p50 %.3f s, p99 %.3f s, max %.3f s" % (percentile(latencies, 50),
-                                                        percentile(latencies, 99),
-                                                        latencies[-1] if latencies else float("nan")),
+        "latency p50 %.3f s, p99 %.3f s, max %.3f s" % (p50, p99, latencies[-1] if latencies
+                                                        else float("nan")),
         "tokens generated %d: %.1f tokens/s in total" % (completion, completion / wall),
     ]
-    return problems, report
+    summary = {"answered": len(latencies), "requests": n_requests, "p50": p50, "p99": p99,
+               "tokens_per_s": completion / wall}
+    return problems, report, summary
+
+
+def summary_line(label, s, problems):
+    return ("summary: %s, %d/%d answered, p50 %.3f s, p99 %.3f s, %.1f tokens/s, %s"
+            % (label, s["answered"], s["requests"], s["p50"], s["p99"], s["tokens_per_s"],
+               "ok" if not problems else "%d problem(s)" % len(problems)))
+
+
+def run_one(a, model, tmp, parallel):
+    """Start a server with `parallel` slots (or use --port), load it; (problems, summary)."""
+    server = None
+    try:
+        port = a.port
+        if port is None:
+            args = ["-m", model, "--parallel", str(parallel), "--queue", str(a.clients)]
+            if a.backend:
+                args += ["--backend", a.backend]
+            if a.threads is not None:
+                args += ["-t", str(a.threads)]
+            server = u.Server(a.qvl, tmp, "load-%d" % parallel, args + a.serve_arg)
+            if not server.wait_ready(600):
+                return ["the server did not get ready: " + server.text()[-2000:]], None
+            port = server.port
+            print("server: %s, --parallel %d, pid %d, port %d"
+                  % (os.path.basename(model.rstrip("/")), parallel, server.proc.pid, port))
+        problems, report, summary = run_load(port, a.requests, a.clients, a.max_tokens,
+                                             a.time_limit)
+        for line in report:
+            print(line)
+        if server is not None:
+            rc = server.stop()
+            log = server.text()
+            server = None
+            if rc != 0 or not u.sanitizer_clean(log):
+                problems.append("the server exited with %s: %s" % (rc, log[-2000:]))
+        return problems, summary
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def main():
@@ -123,7 +171,9 @@ def main():
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--parallel", default="4")
+    ap.add_argument("--backend")
+    ap.add_argument("-t", "--threads", type=int)
     ap.add_argument("--time-limit", type=float, default=600)
     ap.add_argument("--serve-arg", action="append", default=[])
     a = ap.parse_args()
@@ -131,44 +181,42 @@ def main():
         ap.error("--requests, --clients, --max-tokens and --time-limit must be positive")
     if a.port is None and not (a.qvl and (a.model or a.shared)):
         ap.error("give --port of a running server, or --qvl with -m MODEL_DIR or --shared DIR")
-
-    tmp, server = None, None
     try:
-        port = a.port
-        if port is None:
-            tmp = tempfile.mkdtemp(prefix="qvl-load-")
-            model = a.model
-            if not model:
-                tok = u.tokenizer_path(a.shared)
-                if not os.path.isfile(tok):
-                    print("skip: %s absent (the tiny model needs the real tokenizer)" % tok)
-                    return 77
-                model = u.make_tiny_model(a.qvl, tmp, tok)
-            server = u.Server(a.qvl, tmp, "load", ["-m", model, "--parallel", str(a.parallel),
-                                                   "--queue", str(a.clients)] + a.serve_arg)
-            if not server.wait_ready(600):
-                print("FAIL the server did not get ready: " + server.text()[-2000:])
-                return 1
-            port = server.port
-            print("server: --parallel %d, pid %d, port %d" % (a.parallel, server.proc.pid, port))
-        problems, report = run_load(port, a.requests, a.clients, a.max_tokens, a.time_limit)
-        for line in report:
-            print(line)
-        if server is not None:
-            rc = server.stop()
-            log = server.text()
-            server = None
-            if rc != 0 or not u.sanitizer_clean(log):
-                problems.append("the server exited with %s: %s" % (rc, log[-2000:]))
-        for p in problems:
-            print("FAIL " + p)
-        print("ok: nothing lost or duplicated" if not problems else "%d problem(s)" % len(problems))
-        return 0 if not problems else 1
+        counts = [int(x) for x in a.parallel.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        ap.error("--parallel takes slot counts >= 1, e.g. 4 or 1,4,8")
+    if a.port is not None and len(counts) > 1:
+        ap.error("with --port the server is already running: one --parallel value only")
+
+    tmp = tempfile.mkdtemp(prefix="qvl-load-")
+    try:
+        model = a.model
+        if a.port is None and not model:
+            tok = u.tokenizer_path(a.shared)
+            if not os.path.isfile(tok):
+                print("skip: %s absent (the tiny model needs the real tokenizer)" % tok)
+                return 77
+            model = u.make_tiny_model(a.qvl, tmp, tok)
+        all_problems, done = [], []
+        for p in counts:
+            problems, summary = run_one(a, model, tmp, p)
+            for msg in problems:
+                print("FAIL " + msg)
+            if summary is not None:
+                label = "parallel %d" % p if a.port is None else "port %d" % a.port
+                print(summary_line(label, summary, problems), flush=True)
+                done.append((p, summary["tokens_per_s"]))
+            all_problems += problems
+        if len(done) > 1 and done[0][1] > 0:
+            print("tokens/s against --parallel %d: %s" % (done[0][0], ", ".join(
+                "%d slots %.2fx" % (p, t / done[0][1]) for p, t in done[1:])))
+        print("ok: nothing lost or duplicated" if not all_problems
+              else "%d problem(s)" % len(all_problems))
+        return 0 if not all_problems else 1
     finally:
-        if server is not None:
-            server.stop()
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

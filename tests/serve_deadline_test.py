@@ -24,6 +24,7 @@ import serve_util as u  # noqa: E402
 QVL, SHARED = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
 DEADLINE = 2
 LONG = 15000  # tokens: far more than the deadline lets the tiny model make
+PATIENCE = 500  # seconds a client of the expiry test waits for its answer (ctest allows 600)
 check = u.Checks()
 
 
@@ -60,11 +61,15 @@ def wait_busy(port):
     return False
 
 
-def timed_chat(port, payload, out):
-    """out gets (seconds taken, status, body, time answered)."""
+def timed_chat(port, payload, out, timeout=120):
+    """out gets (seconds taken, status, body, time answered); status None and the exception
+    as body when the request failed (so a check fails instead of the script)."""
     def run():
         t0 = time.time()
-        status, body = u.chat(port, payload)
+        try:
+            status, body = u.chat(port, payload, timeout=timeout)
+        except OSError as e:
+            status, body = None, repr(e)
         out.append((time.time() - t0, status, body, time.time()))
     t = threading.Thread(target=run)
     t.start()
@@ -135,13 +140,14 @@ def test_expired_in_queue(port):
     time.sleep(DEADLINE / 8)
     # 16000 tokens: the prefill must outlast the few milliseconds between B's and C's arrival
     # on any machine (it takes over a second here).
+    # The client waits as long as that prefill takes: minutes on a slow or sanitised build.
     b = timed_chat(port, {"messages": u.user("apple " * 16000), "max_tokens": LONG,
-                          "temperature": 0}, b_out)
+                          "temperature": 0}, b_out, timeout=PATIENCE)
     deadline = time.time() + 30
     while time.time() < deadline and u.metric(port, "qvl_queue_length") != 1:
         time.sleep(0.005)
     c = timed_chat(port, {"messages": u.user("eta say hi"), "max_tokens": 5, "temperature": 0},
-                   c_out)
+                   c_out, timeout=PATIENCE)
     for t in (a, b, c):
         t.join()
     _, status, body, b_done = b_out[0]

@@ -12,12 +12,10 @@ under --image-dir, every error status with OpenAI's error shape, the API key, /h
 /v1/models, /metrics, a client leaving mid-stream, a full queue (429), slow and oversized
 clients, and a clean exit on SIGTERM (no sanitizer report)."""
 import base64
-import http.client
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -53,97 +51,10 @@ def check(name, ok, detail=""):
 CONFIG = serve_util.TINY_CONFIG
 
 
-class Server:
-    def __init__(self, tmp, name, args):
-        self.log_path = os.path.join(tmp, name + ".log")
-        self.log = open(self.log_path, "w+")
-        self.proc = subprocess.Popen([QVL, "serve"] + args + ["--port", "0"],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = None
-        deadline = time.time() + 60
-        while time.time() < deadline and self.port is None:
-            m = re.search(r"listening on http://[^ ]*:(\d+)", self.text())
-            if m:
-                self.port = int(m.group(1))
-            elif self.proc.poll() is not None:
-                break
-            else:
-                time.sleep(0.01)
-        if self.port is None:
-            raise RuntimeError("server did not start: " + self.text())
-
-    def text(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def wait_ready(self):
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            status, _, body = self.request("GET", "/health")
-            if status == 200:
-                return True
-            time.sleep(0.05)
-        return False
-
-    def request(self, method, path, body=None, headers=None, key=KEY, timeout=120):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        h = dict(headers or {})
-        if key:
-            h.setdefault("Authorization", "Bearer " + key)
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-            h.setdefault("Content-Type", "application/json")
-        try:
-            conn.request(method, path, body=body, headers=h)
-            r = conn.getresponse()
-            data = r.read()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
-        finally:
-            conn.close()
-
-    def chat(self, payload, **kw):
-        status, headers, data = self.request("POST", "/v1/chat/completions", payload, **kw)
-        try:
-            return status, headers, json.loads(data)
-        except ValueError:
-            return status, headers, data
-
-    def stream(self, payload, key=KEY):
-        """(status, content type, parsed events, saw [DONE])."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        h = {"Content-Type": "application/json"}
-        if key:
-            h["Authorization"] = "Bearer " + key
-        conn.request("POST", "/v1/chat/completions", body=json.dumps(payload), headers=h)
-        r = conn.getresponse()
-        events, done = [], False
-        if r.status != 200:
-            return r.status, r.getheader("Content-Type"), json.loads(r.read()), False
-        for raw in r:
-            line = raw.decode("utf-8").rstrip("\n")
-            if not line.startswith("data: "):
-                continue
-            if line == "data: [DONE]":
-                done = True
-                continue
-            events.append(json.loads(line[6:]))
-        conn.close()
-        return r.status, r.getheader("Content-Type"), events, done
-
-    def metric(self, name, key=KEY):
-        _, _, data = self.request("GET", "/metrics", key=key)
-        m = re.search(r"^" + re.escape(name) + r" ([0-9.e+-]+)$", data.decode(), re.M)
-        return float(m.group(1)) if m else None
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = "hung"
-        self.log.close()
-        return rc
+def Server(tmp, name, args):
+    """Requests carry KEY unless a check says otherwise (key=None or another key); a server
+    started without --api-key ignores it."""
+    return serve_util.Server(QVL, tmp, name, args, key=KEY)
 
 
 def is_error(body, status_type=None, code=None):
@@ -157,8 +68,9 @@ def is_error(body, status_type=None, code=None):
     return code is None or e["code"] == code
 
 
-def user(text):
-    return [{"role": "user", "content": text}]
+user = serve_util.user
+content_of = serve_util.content_of
+sanitizer_clean = serve_util.sanitizer_clean
 
 
 def run_qvl(model, prompt, n, image=None):
@@ -167,13 +79,6 @@ def run_qvl(model, prompt, n, image=None):
         cmd += ["--image", image]
     out = subprocess.run(cmd, capture_output=True, timeout=120)
     return out.stdout.decode("utf-8")[:-1] if out.returncode == 0 else None  # its final '\n'
-
-
-def content_of(body):
-    try:
-        return body["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        return None
 
 
 def test_basics(s, model):
@@ -484,6 +389,35 @@ def test_concurrent(s):
           (alone, results))
 
 
+def test_sixteen_clients(tmp, model):
+    """16 clients at once on 4 slots (12 wait in the queue): answers that end at different
+    steps keep changing which sequences share a batched step; each greedy answer must still
+    be the one the request gets alone."""
+    s = Server(tmp, "sixteen", ["-m", model, "--parallel", "4", "--queue", "16", "--ctx", "4096"])
+    check("16 clients: server ready", s.wait_ready(), s.text())
+    prompts = ["Hi", "Count to five", "Name a colour please", "What is rain and where does it come from?",
+               "Say hello", "Tell me about the sea", "One word", "List three animals that live in cold places"]
+    payload = lambda i: {"messages": user(prompts[i % 8]), "max_tokens": 6 + i % 8, "temperature": 0}
+    alone = [content_of(s.chat(payload(i))[2]) for i in range(8)]
+    results = {}
+
+    def worker(i):
+        status, _, body = s.chat(payload(i))
+        results[i] = (status, content_of(body))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check("16 concurrent clients get the one-at-a-time answers",
+          len(results) == 16 and all(a is not None for a in alone) and
+          all(results[i] == (200, alone[i % 8]) for i in range(16)), (alone, results))
+    rc = s.stop()
+    check("16 clients: exit 0, no sanitizer report", rc == 0 and sanitizer_clean(s.text()),
+          (rc, s.text()[-3000:]))
+
+
 def open_stream(s, max_tokens, key=KEY):
     """Start a streaming request on a raw socket and read until its first content chunk."""
     c = raw_socket(s)
@@ -619,10 +553,6 @@ def test_openai_client(s, want):
         check("openai client: wrong key raises AuthenticationError", e.status_code == 401, e)
 
 
-def sanitizer_clean(log):
-    return "Sanitizer" not in log and "runtime error" not in log
-
-
 def main():
     if not os.path.isfile(TOKENIZER):
         print("skip: %s absent (qvl serve tests need the real tokenizer)" % TOKENIZER)
@@ -676,6 +606,7 @@ def main():
         check("queue server: exit 0, no sanitizer report", rc == 0 and sanitizer_clean(q.text()),
               (rc, q.text()[-3000:]))
 
+        test_sixteen_clients(tmp, model)
         test_loading(tmp, model)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Helpers for the qvl serve tests and scripts that start servers on loopback: the tiny
 random-weight model around the real Qwen3-VL tokenizer, a started `qvl serve` process, and
 HTTP requests with Python's standard library only."""
+import atexit
 import http.client
 import json
 import os
@@ -148,14 +149,33 @@ def user(text):
     return [{"role": "user", "content": text}]
 
 
-class Server:
-    """`qvl serve` on a free loopback port (or the one given), its output in tmp/NAME.log."""
+_OWN_KEY = object()  # Server methods' default: the server's own API key
 
-    def __init__(self, qvl, tmp, name, args, port=0):
+
+_STARTED = []  # every Server's process: the ones still running are killed when Python exits
+
+
+@atexit.register
+def _kill_leftovers():
+    """A test that stops on an exception must not leave its servers running."""
+    for proc in _STARTED:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+class Server:
+    """`qvl serve` on a free loopback port (or the one given), its output in tmp/NAME.log.
+    key: the server's --api-key (the caller passes the flag in args too); request, chat,
+    stream and metric send it unless told key=None (no Authorization) or another key."""
+
+    def __init__(self, qvl, tmp, name, args, port=0, key=None):
+        self.key = key
         self.log_path = os.path.join(tmp, name + ".log")
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen([qvl, "serve"] + args + ["--port", str(port)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
+        _STARTED.append(self.proc)
         self.port = None
         deadline = time.time() + 60
         while time.time() < deadline and self.port is None:
@@ -185,6 +205,53 @@ class Server:
                 pass
             time.sleep(0.05)
         return False
+
+    def _headers(self, headers, key):
+        h = dict(headers or {})
+        key = self.key if key is _OWN_KEY else key
+        if key:
+            h.setdefault("Authorization", "Bearer " + key)
+        return h
+
+    def request(self, method, path, body=None, headers=None, key=_OWN_KEY, timeout=120):
+        """(status, lower-cased headers, body bytes)."""
+        return http_request(self.port, method, path, body, self._headers(headers, key), timeout)
+
+    def chat(self, payload, key=_OWN_KEY, timeout=120):
+        """(status, headers, parsed JSON body or raw bytes)."""
+        status, headers, data = self.request("POST", "/v1/chat/completions", payload, key=key,
+                                             timeout=timeout)
+        try:
+            return status, headers, json.loads(data)
+        except ValueError:
+            return status, headers, data
+
+    def stream(self, payload, key=_OWN_KEY, timeout=120):
+        """(status, content type, parsed events, saw [DONE]); the parsed error body instead of
+        the events when the status is not 200."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=json.dumps(payload),
+                         headers=self._headers({"Content-Type": "application/json"}, key))
+            r = conn.getresponse()
+            if r.status != 200:
+                return r.status, r.getheader("Content-Type"), json.loads(r.read()), False
+            events, done = [], False
+            for raw in r:
+                line = raw.decode("utf-8").rstrip("\n")
+                if line == "data: [DONE]":
+                    done = True
+                elif line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+            return r.status, r.getheader("Content-Type"), events, done
+        finally:
+            conn.close()
+
+    def metric(self, name, key=_OWN_KEY):
+        """One unlabelled series of GET /metrics, or None when absent."""
+        _, _, data = self.request("GET", "/metrics", key=key, timeout=10)
+        m = re.search(r"^" + re.escape(name) + r" ([0-9.e+-]+)$", data.decode(), re.M)
+        return float(m.group(1)) if m else None
 
     def stop(self):
         """SIGTERM, then the exit status ("hung" when it had to be killed)."""

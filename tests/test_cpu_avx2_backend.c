@@ -133,6 +133,44 @@ static void test_matmul_gemm_exact_conversion(void **state) {
             compare_exact(qvl_dtype_name(dts[d]), of, o);
         }
 }
+/* q4_k / q6_k decode at the extremes of the quants and scales: every q4_k quant 15 with
+ * 6-bit scales and mins of 63, every q6_k quant 63 with scales of 127 or -128, against
+ * activations of +-1 (int8 +-127 after quantisation), so the integer partial sums of the
+ * one-row kernels reach their largest magnitudes (a wrapped int16 or int32 sum would be off by
+ * 65536 or more). N = 5: a 4-row tile and a single row; M = 1 and 2. The activations round to
+ * 127 * (1/127 in f32), within 1e-7 of 1, so the tolerance is relative 1e-5. */
+static void test_matmul_kquant_extremes(void **state) {
+    (void)state;
+    skip_without_avx2();
+    const int64_t K = 512, N = 5;
+    for (int dt = 0; dt < 2; dt++)
+        for (int sign = -1; sign <= 1; sign += 2)
+            for (int64_t M = 1; M <= 2; M++) {
+                qvl_tensor *w = tt_mk(dt ? QVL_Q6_K : QVL_Q4_K, 2, SHAPE(N, K));
+                for (int64_t b = 0; b < N * K / QVL_QK_K; b++) {
+                    if (dt) {
+                        qvl_block_q6_k *blk = (qvl_block_q6_k *)w->data + b;
+                        memset(blk->ql, 0xFF, sizeof blk->ql);
+                        memset(blk->qh, 0xFF, sizeof blk->qh);
+                        for (int i = 0; i < QVL_QK_K / 16; i++)
+                            blk->scales[i] = (int8_t)(sign > 0 ? 127 : -128);
+                        blk->d = 0x3C00; /* 1.0 */
+                    } else {
+                        qvl_block_q4_k *blk = (qvl_block_q4_k *)w->data + b;
+                        memset(blk->scales, 0xFF, sizeof blk->scales);
+                        memset(blk->qs, 0xFF, sizeof blk->qs);
+                        blk->d = 0x3C00;    /* 1.0 */
+                        blk->dmin = 0x3800; /* 0.5 */
+                    }
+                }
+                qvl_tensor *a = tt_mk(QVL_F32, 2, SHAPE(M, K));
+                for (int64_t i = 0; i < M * K; i++) ((float *)a->data)[i] = (float)sign;
+                qvl_tensor *ro, *ao;
+                run_both(QVL_OP_MATMUL, NULL, QVL_F32, 2, SHAPE(M, N), SRC(a, w), &ro, &ao);
+                compare(dt ? "q6_k extremes" : "q4_k extremes", ro, ao, 0, 1e-5, NULL);
+            }
+}
+
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
 /* 0.5 x (1 + tanh(y)) written as x / (1 + e^(-2y)), the same function without the
  * cancellation of 1 + tanh(y) for very negative y (where double tanh rounds to -1). */
@@ -381,6 +419,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_matmul_gemm_exact_conversion, tt_free_all),
+        cmocka_unit_test_teardown(test_matmul_kquant_extremes, tt_free_all),
         cmocka_unit_test_teardown(test_rope_bit_identical, tt_free_all),
         cmocka_unit_test_teardown(test_gelu_erf_bit_identical, tt_free_all),
         cmocka_unit_test_teardown(test_activations_accuracy, tt_free_all),

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -424,6 +425,104 @@ static void test_large_vocab_matches_full_sort(void **state) {
     free(want);
 }
 
+/* Greedy over a full-size row equals a scalar argmax (ties to the lowest id) of the penalised
+ * valid logits, with ties, signed zeros, -inf entries and odd lengths (the vectorised scan's
+ * tail) in the rows. */
+static void test_greedy_large_vocab(void **state) {
+    (void)state;
+    const int32_t n = 151936;
+    float *l = malloc((size_t)n * sizeof *l);
+    float *pen = malloc((size_t)n * sizeof *pen);
+    unsigned char *seen = malloc((size_t)n), *gen = malloc((size_t)n);
+    assert_true(l && pen && seen && gen);
+    const struct {
+        int32_t n_valid;
+        float rp, pp;
+        double step; /* logits rounded to multiples of it: many ties at the top */
+        int zeros;   /* every logit > 0 becomes -0.0 or +0.0 by id parity: the best are zeros of
+                      * both signs, which compare equal */
+    } cases[] = {
+        {0, 1.0f, 0.0f, 0, 0},       {0, 1.0f, 0.0f, 0.5, 0},     {151655, 1.0f, 0.0f, 0.25, 0},
+        {151643, 1.3f, 0.0f, 0.5, 0}, {0, 1.0f, 0.7f, 0.5, 0},     {151937 - 7, 1.1f, 0.2f, 0, 0},
+        {0, 1.0f, 0.0f, 0, 1},       {13, 1.0f, 0.0f, 0.5, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int32_t nv = cases[c].n_valid > 0 && cases[c].n_valid <= n ? cases[c].n_valid : n;
+        random_logits(l, (size_t)n, 4.0);
+        if (cases[c].step > 0)
+            for (int32_t i = 0; i < n; i++) l[i] = (float)(round(l[i] / cases[c].step) * cases[c].step);
+        for (int32_t i = 0; i < n; i += 97) l[i] = -INFINITY;
+        if (cases[c].zeros)
+            for (int32_t i = 0; i < n; i++)
+                if (l[i] > 0.0f) l[i] = i % 2 ? -0.0f : 0.0f;
+        qvl_sampling_params p;
+        qvl_sampling_params_default(&p);
+        p.temperature = 0.0f;
+        p.n_valid = cases[c].n_valid;
+        p.repetition_penalty = cases[c].rp;
+        p.presence_penalty = cases[c].pp;
+        qvl_sampler *s = make(&p, n);
+        /* history: the current best few ids (so the penalties change the answer) and others */
+        int32_t hist[64];
+        size_t nh = 0;
+        for (int32_t i = 0; i < nv && nh < 32; i++)
+            if (l[i] >= 3.0f) hist[nh++] = i;
+        for (size_t k = 0; k < 32; k++) hist[nh++] = (int32_t)(test_uniform() * nv);
+        qvl_error err = {0};
+        assert_int_equal(qvl_sampler_accept_prompt(s, hist, nh / 2, &err), QVL_OK);
+        for (size_t k = nh / 2; k < nh; k++)
+            assert_int_equal(qvl_sampler_accept_generated(s, hist[k], &err), QVL_OK);
+        memcpy(pen, l, (size_t)n * sizeof *pen);
+        memset(seen, 0, (size_t)n);
+        memset(gen, 0, (size_t)n);
+        for (size_t k = 0; k < nh; k++) {
+            seen[hist[k]] = 1;
+            if (k >= nh / 2) gen[hist[k]] = 1;
+        }
+        for (int32_t i = 0; i < nv; i++) {
+            if (seen[i] && p.repetition_penalty != 1.0f)
+                pen[i] = pen[i] > 0.0f ? pen[i] / p.repetition_penalty : pen[i] * p.repetition_penalty;
+            if (gen[i] && p.presence_penalty != 0.0f) pen[i] -= p.presence_penalty;
+        }
+        const int32_t want = (int32_t)argmax(pen, (size_t)nv);
+        const int32_t got = draw(s, l, (size_t)n);
+        if (got != want)
+            fail_msg("case %zu: greedy picked %d (%g), the reference %d (%g)", c, got, (double)pen[got],
+                     want, (double)pen[want]);
+        qvl_sampler_free(s);
+    }
+    /* A NaN or +inf anywhere (inside the scan's vector part or its tail), greedy or not, is
+     * an error naming the token; -inf is not. */
+    const int32_t at[] = {0, 17, 75000, n - 17, n - 1};
+    const float badv[] = {NAN, -NAN, INFINITY};
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++) {
+        for (size_t b = 0; b < sizeof badv / sizeof badv[0]; b++) {
+            for (int greedy = 0; greedy < 2; greedy++) {
+                random_logits(l, (size_t)n, 4.0);
+                l[at[a]] = badv[b];
+                qvl_sampling_params p;
+                qvl_sampling_params_default(&p);
+                p.temperature = greedy ? 0.0f : 1.0f;
+                qvl_sampler *s = make(&p, n);
+                qvl_error err = {0};
+                int32_t tok;
+                char want[64];
+                snprintf(want, sizeof want, "token %d is", at[a]);
+                if (qvl_sampler_sample(s, l, (size_t)n, &tok, &err) != QVL_E_INVALID ||
+                    !strstr(err.msg, want))
+                    fail_msg("logit %g at %d: not refused (%s)", (double)badv[b], at[a], err.msg);
+                l[at[a]] = -INFINITY;
+                assert_int_equal(qvl_sampler_sample(s, l, (size_t)n, &tok, &err), QVL_OK);
+                qvl_sampler_free(s);
+            }
+        }
+    }
+    free(l);
+    free(pen);
+    free(seen);
+    free(gen);
+}
+
 static void test_errors(void **state) {
     (void)state;
     qvl_error err = {0};
@@ -485,6 +584,7 @@ int main(void) {
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_draws_follow_softmax),
         cmocka_unit_test(test_large_vocab_matches_full_sort),
+        cmocka_unit_test(test_greedy_large_vocab),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

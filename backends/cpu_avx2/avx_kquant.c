@@ -75,6 +75,17 @@ AVX_INLINE __m256 lane(__m256 v, int i) {
     return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
 }
 
+/* Lane i (0-3) of each 128-bit half of v in all four lanes of that half: an in-lane shuffle
+ * with an immediate (no index register). The switch folds away when i is a constant. */
+AVX_INLINE __m256 dup_lane(__m256 v, int i) {
+    switch (i) {
+    case 0: return _mm256_shuffle_ps(v, v, 0x00);
+    case 1: return _mm256_shuffle_ps(v, v, 0x55);
+    case 2: return _mm256_shuffle_ps(v, v, 0xAA);
+    default: return _mm256_shuffle_ps(v, v, 0xFF);
+    }
+}
+
 /* 8 bytes (byte j = lane j) as f32. */
 AVX_INLINE __m256 bytes8_ps(uint64_t v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
@@ -93,6 +104,35 @@ AVX_INLINE void q4k_scales(const unsigned char *s, uint64_t *sc, uint64_t *mn) {
     uint32_t mn_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
     *sc = (u0 & 0x3F3F3F3Fu) | (uint64_t)sc_hi << 32;
     *mn = (u1 & 0x3F3F3F3Fu) | (uint64_t)mn_hi << 32;
+}
+
+/* The same for two blocks at once on vector bytes: 128-bit lane l holds block bl's
+ * [sc_0..7, m_0..7]. Scale bytes s0..s11 of each block are placed as X = [s0-3, s8-11, s4-7,
+ * s8-11] and Y = [-, s0-3, -, s4-7]: the low 6 bits of X (sc_0..3, m_0..3), the low nibble
+ * (sc_4..7) or high nibble (m_4..7) of s8-11, and bits 6-7 of Y moved to bits 4-5. (16-bit
+ * shifts: the masks drop what crosses between bytes.) */
+AVX_INLINE __m256i q4k_scales2(const unsigned char *b0, const unsigned char *b1) {
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + Q4K_SCALES))),
+        _mm_loadu_si128((const __m128i *)(b1 + Q4K_SCALES)), 1);
+    const __m256i ix = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+                                        0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11);
+    const __m256i iy = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7,
+                                        -1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+    const __m256i m_lo = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0,
+                                          63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+    const __m256i m_hn = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
+    const __m256i x = _mm256_shuffle_epi8(v, ix), y = _mm256_shuffle_epi8(v, iy);
+    const __m256i low = _mm256_and_si256(x, m_lo);
+    const __m256i hn = _mm256_and_si256(_mm256_srli_epi16(x, 4), m_hn);
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(y, 2), _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(_mm256_or_si256(low, hn), top);
+}
+
+/* Bytes 0-7 (lo = 0) or 8-15 (lo = 8) of v as 8 f32. */
+AVX_INLINE __m256 bytes8_of(__m128i v, int lo) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo ? _mm_srli_si128(v, 8) : v));
 }
 
 /* d and dmin of a q4_k block, each in all lanes. */
@@ -169,6 +209,7 @@ AVX_INLINE const unsigned char *kq_row(const avx_wmat *w, int64_t j, int64_t blo
 AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
     const avx_qrows *a = t->a;
     const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const unsigned char *wr[4];
     __m256 acc[3][4][2];
 #pragma GCC unroll 4
@@ -178,6 +219,93 @@ AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+        /* All NR rows' scales first, then the quants sub-block by sub-block with the rows
+         * innermost: each row's accumulator chain (one FMA per sub-block) interleaves with the
+         * others', so the FMA latency overlaps within the scheduler's reach, and each
+         * activation block is loaded once for all rows. */
+        /* d * sc_j * d_b per (activation row, weight row): sub-blocks 0-3 in both 128-bit
+         * halves of sh[m][r][0], 4-7 in sh[m][r][1], so that an in-lane shuffle with an
+         * immediate broadcasts one (a lane permute would need an index register each). */
+        __m256 sh[3][4][2];
+        const unsigned char *blk[4];
+        __m256i scm = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            blk[r] = wr[r] + b * Q4K_BYTES;
+            /* 144 bytes: three cache lines at most */
+            prefetch_ahead(blk[r], KQ_PF_AHEAD);
+            prefetch_ahead(blk[r] + 64, KQ_PF_AHEAD);
+            prefetch_ahead(blk[r] + 128, KQ_PF_AHEAD);
+            __m256 d, dmin;
+            q4k_d(blk[r], &d, &dmin);
+            if (r % 2 == 0) /* one pair of rows at a time (a single row: itself twice) */
+                scm = q4k_scales2(blk[r], r + 1 < NR ? wr[r + 1] + b * Q4K_BYTES : blk[r]);
+            const __m128i sm = r % 2 ? _mm256_extracti128_si256(scm, 1) : _mm256_castsi256_si128(scm);
+            const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
+            const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
+#pragma GCC unroll 3
+            for (int m = 0; m < MR; m++) {
+                const int64_t ab = (t->m0 + m) * nb + b * 8; /* the 8 activation blocks */
+                const __m256 sv = _mm256_mul_ps(scd, _mm256_loadu_ps(a->d + ab));
+                sh[m][r][0] = _mm256_permute2f128_ps(sv, sv, 0x00);
+                sh[m][r][1] = _mm256_permute2f128_ps(sv, sv, 0x11);
+                acc[m][r][ACC(NR, 1)] =
+                    _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(a->s32 + ab), acc[m][r][ACC(NR, 1)]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i aq[3][2];
+#pragma GCC unroll 3
+            for (int m = 0; m < MR; m++) {
+                const int8_t *qa = a->q + (t->m0 + m) * K + b * QVL_QK_K + 64 * c;
+                aq[m][0] = _mm256_loadu_si256((const __m256i *)qa);
+                aq[m][1] = _mm256_loadu_si256((const __m256i *)(qa + 32));
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) {
+                /* bytes 32c.. hold sub-block 2c (low nibbles) and 2c + 1 (high nibbles) */
+                __m256i q = _mm256_loadu_si256((const __m256i *)(blk[r] + Q4K_QS + 32 * c));
+                __m256i lo = _mm256_and_si256(q, lo4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+#pragma GCC unroll 3
+                for (int m = 0; m < MR; m++) {
+                    __m256i p0 = dot_u8s8(lo, aq[m][0]);
+                    __m256i p1 = dot_u8s8(hi, aq[m][1]);
+                    __m256 *a0 = &acc[m][r][ACC(NR, 0)], *a1 = &acc[m][r][ACC(NR, 1)];
+                    const __m256 h = sh[m][r][c / 2];
+                    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), dup_lane(h, 2 * c % 4), *a0);
+                    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), dup_lane(h, 2 * c % 4 + 1), *a1);
+                }
+            }
+        }
+    }
+    tile_finish(t, MR, NR, acc);
+}
+
+/* One activation row (decode proper): the sub-blocks' integer dots are reduced with 16-bit
+ * horizontal adds (a shuffle port's work) instead of widened with madd and applied one by one
+ * in f32 (cvt + FMA per sub-block, all on the two multiply ports that maddubs needs too).
+ * Three rounds of hadd on a row's 8 maddubs results give, per 128-bit half, lane j = the sum
+ * of 16 products of sub-block j: at most 16 * 15 * 128 = 30720 in magnitude, inside int16
+ * (the pairs of maddubs are at most 2 * 15 * 128, far from its saturation). The two halves are widened and
+ * added (32 products: the sub-block's exact dot), converted once, and scaled by d * sc_j * d_b
+ * with one FMA per super-block. */
+AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
+    const avx_qrows *a = t->a;
+    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
+    const int8_t *aq = a->q + t->m0 * K;
+    const float *ad = a->d + t->m0 * nb, *as = a->s32 + t->m0 * nb;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    const unsigned char *wr[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+        wr[r] = kq_row(t->w, t->j0 + r * t->js, Q4K_BYTES);
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+        __m256i g[4][2];
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * Q4K_BYTES;
@@ -185,39 +313,52 @@ AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
             prefetch_ahead(blk, KQ_PF_AHEAD);
             prefetch_ahead(blk + 64, KQ_PF_AHEAD);
             prefetch_ahead(blk + 128, KQ_PF_AHEAD);
-            __m256 d, dmin;
-            q4k_d(blk, &d, &dmin);
-            uint64_t sc8, mn8;
-            q4k_scales(blk + Q4K_SCALES, &sc8, &mn8);
-            const __m256 scd = _mm256_mul_ps(bytes8_ps(sc8), d);    /* d * sc_j, exact */
-            const __m256 mnd = _mm256_mul_ps(bytes8_ps(mn8), dmin); /* dmin * m_j, exact */
-            __m256 s[3];
-#pragma GCC unroll 3
-            for (int m = 0; m < MR; m++) {
-                const int64_t ab = (t->m0 + m) * nb + b * 8; /* the 8 activation blocks */
-                s[m] = _mm256_mul_ps(scd, _mm256_loadu_ps(a->d + ab));
-                acc[m][r][ACC(NR, 1)] =
-                    _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(a->s32 + ab), acc[m][r][ACC(NR, 1)]);
-            }
+        }
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < 4; c++) {
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 64 * c));
+            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 64 * c + 32));
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) {
                 /* bytes 32c.. hold sub-block 2c (low nibbles) and 2c + 1 (high nibbles) */
-                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + Q4K_QS + 32 * c));
-                __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
-#pragma GCC unroll 3
-                for (int m = 0; m < MR; m++) {
-                    const int8_t *qa = a->q + (t->m0 + m) * K + b * QVL_QK_K + 64 * c;
-                    __m256i p0 = dot_u8s8(lo, _mm256_loadu_si256((const __m256i *)qa));
-                    __m256i p1 = dot_u8s8(hi, _mm256_loadu_si256((const __m256i *)(qa + 32)));
-                    __m256 *a0 = &acc[m][r][ACC(NR, 0)], *a1 = &acc[m][r][ACC(NR, 1)];
-                    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), lane(s[m], 2 * c), *a0);
-                    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), lane(s[m], 2 * c + 1), *a1);
-                }
+                const __m256i q = _mm256_loadu_si256(
+                    (const __m256i *)(wr[r] + b * Q4K_BYTES + Q4K_QS + 32 * c));
+                const __m256i lo = _mm256_and_si256(q, lo4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+                /* per half: [4 sums of sub-block 2c, 4 of 2c + 1] */
+                const __m256i h = _mm256_hadd_epi16(_mm256_maddubs_epi16(lo, a0),
+                                                    _mm256_maddubs_epi16(hi, a1));
+                /* after c = 1 and c = 3: per half, 2 sums of each of 4 sub-blocks */
+                g[r][c / 2] = c % 2 ? _mm256_hadd_epi16(g[r][c / 2], h) : h;
             }
         }
+        __m256i scm = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            const unsigned char *blk = wr[r] + b * Q4K_BYTES;
+            const __m256i f = _mm256_hadd_epi16(g[r][0], g[r][1]); /* per half: lane j */
+            const __m256i dots = _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(f)),
+                                                  _mm256_cvtepi16_epi32(_mm256_extracti128_si256(f, 1)));
+            __m256 d, dmin;
+            q4k_d(blk, &d, &dmin);
+            if (r % 2 == 0) /* one pair of rows at a time (a single row: itself twice) */
+                scm = q4k_scales2(blk, r + 1 < NR ? wr[r + 1] + b * Q4K_BYTES : blk);
+            const __m128i sm = r % 2 ? _mm256_extracti128_si256(scm, 1) : _mm256_castsi256_si128(scm);
+            const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
+            const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
+            const __m256 s = _mm256_mul_ps(scd, _mm256_loadu_ps(ad + b * 8));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), s, acc[r]);
+            acc[r] = _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(as + b * 8), acc[r]);
+        }
     }
-    tile_finish(t, MR, NR, acc);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+        const int64_t j = t->j0 + r * t->js;
+        float v = avx_hsum(acc[r]);
+        if (t->o->bias) v += t->o->bias[j];
+        if (t->o->add) v += t->o->add[t->m0 * t->o->ldo + j];
+        t->o->out[t->m0 * t->o->ldo + j] = v;
+    }
 }
 
 AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
@@ -232,52 +373,64 @@ AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+        /* As q4k_tile: every row's scales first, then the groups with the rows innermost. */
+        const unsigned char *blk[4];
+        __m256i sc[4][2];  /* per weight row and half: its 8 int16 scales in both lanes */
+        __m256 dd[3][4][2]; /* d * d_b, groups 0-3 / 4-7 in both halves (see q4k_tile) */
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
-            const unsigned char *blk = wr[r] + b * Q6K_BYTES;
+            blk[r] = wr[r] + b * Q6K_BYTES;
             /* 210 bytes: four cache lines at most */
-            prefetch_ahead(blk, KQ_PF_AHEAD);
-            prefetch_ahead(blk + 64, KQ_PF_AHEAD);
-            prefetch_ahead(blk + 128, KQ_PF_AHEAD);
-            prefetch_ahead(blk + 192, KQ_PF_AHEAD);
+            prefetch_ahead(blk[r], KQ_PF_AHEAD);
+            prefetch_ahead(blk[r] + 64, KQ_PF_AHEAD);
+            prefetch_ahead(blk[r] + 128, KQ_PF_AHEAD);
+            prefetch_ahead(blk[r] + 192, KQ_PF_AHEAD);
             uint16_t h;
-            memcpy(&h, blk + Q6K_D, 2);
+            memcpy(&h, blk[r] + Q6K_D, 2);
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
-            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + Q6K_SCALES));
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk[r] + Q6K_SCALES));
             const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* sc_0..15 in order */
-            __m256 dd[3];
+            sc[r][0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
+            sc[r][1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
 #pragma GCC unroll 3
             for (int m = 0; m < MR; m++) {
                 /* d * d_b for the block's 8 activation blocks, and the -32 offset of every
                  * sub-block: madd pairs sub-blocks 2g, 2g + 1 into group g's lane */
                 const int64_t row = t->m0 + m;
-                dd[m] = _mm256_mul_ps(d, _mm256_loadu_ps(a->d + row * nb + b * 8));
+                const __m256 v = _mm256_mul_ps(d, _mm256_loadu_ps(a->d + row * nb + b * 8));
+                dd[m][r][0] = _mm256_permute2f128_ps(v, v, 0x00);
+                dd[m][r][1] = _mm256_permute2f128_ps(v, v, 0x11);
                 __m256i sums = _mm256_loadu_si256((const __m256i *)(a->s16 + row * n16 + b * 16));
                 __m256i off = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), sums); /* 32 sc s */
                 acc[m][r][ACC(NR, 1)] =
-                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), dd[m], acc[m][r][ACC(NR, 1)]);
+                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), v, acc[m][r][ACC(NR, 1)]);
             }
+        }
 #pragma GCC unroll 2
-            for (int half = 0; half < 2; half++) {
-                const unsigned char *ql = blk + 64 * half, *qh = blk + Q6K_QH + 32 * half;
-                __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
-                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-                __m256i qhv = _mm256_loadu_si256((const __m256i *)qh);
-                __m256i sc = _mm256_broadcastsi128_si256(
-                    _mm_cvtepi8_epi16(half ? _mm_srli_si128(sc8, 8) : sc8));
+        for (int half = 0; half < 2; half++) {
 #pragma GCC unroll 4
-                for (int r4 = 0; r4 < 4; r4++) {
-                    const int g = 4 * half + r4;
-                    __m256i q = q6k_group(ql0, ql1, qhv, r4);
-                    __m256i gs = q6k_group_scales(sc, g);
+            for (int r4 = 0; r4 < 4; r4++) {
+                const int g = 4 * half + r4;
+                __m256i aq[3];
+#pragma GCC unroll 3
+                for (int m = 0; m < MR; m++)
+                    aq[m] = _mm256_loadu_si256(
+                        (const __m256i *)(a->q + (t->m0 + m) * K + b * QVL_QK_K + 32 * g));
+#pragma GCC unroll 4
+                for (int r = 0; r < NR; r++) {
+                    const unsigned char *ql = blk[r] + 64 * half, *qh = blk[r] + Q6K_QH + 32 * half;
+                    __m256i q = q6k_group(_mm256_loadu_si256((const __m256i *)ql),
+                                          _mm256_loadu_si256((const __m256i *)(ql + 32)),
+                                          _mm256_loadu_si256((const __m256i *)qh), r4);
+                    __m256i gs = q6k_group_scales(sc[r][half], g);
 #pragma GCC unroll 3
                     for (int m = 0; m < MR; m++) {
-                        const int8_t *qa = a->q + (t->m0 + m) * K + b * QVL_QK_K + 32 * g;
-                        __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)qa));
+                        __m256i p = _mm256_maddubs_epi16(q, aq[m]);
                         /* |pair| <= 2*63*127 times |sc| <= 128, two per lane: inside int32 */
                         p = _mm256_madd_epi16(p, gs);
+                        const __m256 h = dd[m][r][half];
                         __m256 *ac = &acc[m][r][ACC(NR, g)];
-                        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane(dd[m], g), *ac);
+                        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dup_lane(h, r4), *ac);
                     }
                 }
             }
@@ -286,10 +439,102 @@ AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
     tile_finish(t, MR, NR, acc);
 }
 
+/* One activation row: as q4k_tile1, the per-group f32 work becomes a reduction. Each group's
+ * madd with its two sub-blocks' scales leaves 8 int32 (at most 2 * 16002 * 128 in magnitude);
+ * two rounds of 32-bit hadd and one exchange of halves give lane g = group g's scaled dot
+ * (|sum| < 32 * 63 * 127 * 128 < 2^25), and the -32 offsets (also lane g) are subtracted in
+ * int32 before the one conversion per super-block. Rows go in pairs within each super-block,
+ * which keeps a pair's partial sums in registers. */
+AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
+    const avx_qrows *a = t->a;
+    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK, n16 = K / 16;
+    const int8_t *aq = a->q + t->m0 * K;
+    const float *ad = a->d + t->m0 * nb;
+    const int16_t *as = a->s16 + t->m0 * n16;
+    const unsigned char *wr[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+        wr[r] = kq_row(t->w, t->j0 + r * t->js, Q6K_BYTES);
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+        const __m256 adv = _mm256_loadu_ps(ad + b * 8);
+        const __m256i sums = _mm256_loadu_si256((const __m256i *)(as + b * 16));
+#pragma GCC unroll 2
+        for (int r0 = 0; r0 < NR; r0 += 2) {
+            const int nr = NR - r0 >= 2 ? 2 : 1;
+            const unsigned char *blk[2];
+            __m128i sc8[2];
+            __m256i part[2][2]; /* per row and half: lanes [g0 g1 g2 g3] of that half, twice */
+#pragma GCC unroll 2
+            for (int i = 0; i < nr; i++) {
+                blk[i] = wr[r0 + i] + b * Q6K_BYTES;
+                /* 210 bytes: four cache lines at most */
+                prefetch_ahead(blk[i], KQ_PF_AHEAD);
+                prefetch_ahead(blk[i] + 64, KQ_PF_AHEAD);
+                prefetch_ahead(blk[i] + 128, KQ_PF_AHEAD);
+                prefetch_ahead(blk[i] + 192, KQ_PF_AHEAD);
+                sc8[i] = _mm_loadu_si128((const __m128i *)(blk[i] + Q6K_SCALES));
+            }
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                __m256i sc[2], pair[2];
+#pragma GCC unroll 2
+                for (int i = 0; i < nr; i++)
+                    sc[i] = _mm256_broadcastsi128_si256(
+                        _mm_cvtepi8_epi16(half ? _mm_srli_si128(sc8[i], 8) : sc8[i]));
+#pragma GCC unroll 4
+                for (int r4 = 0; r4 < 4; r4++) {
+                    const int g = 4 * half + r4;
+                    const __m256i av = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 32 * g));
+#pragma GCC unroll 2
+                    for (int i = 0; i < nr; i++) {
+                        const unsigned char *ql = blk[i] + 64 * half, *qh = blk[i] + Q6K_QH + 32 * half;
+                        const __m256i q = q6k_group(_mm256_loadu_si256((const __m256i *)ql),
+                                                    _mm256_loadu_si256((const __m256i *)(ql + 32)),
+                                                    _mm256_loadu_si256((const __m256i *)qh), r4);
+                        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, av),
+                                                            q6k_group_scales(sc[i], g));
+                        if (r4 % 2 == 0) pair[i] = p;
+                        else if (r4 == 1) part[i][half] = _mm256_hadd_epi32(pair[i], p);
+                        else part[i][half] = _mm256_hadd_epi32(part[i][half],
+                                                               _mm256_hadd_epi32(pair[i], p));
+                    }
+                }
+            }
+#pragma GCC unroll 2
+            for (int i = 0; i < nr; i++) {
+                /* lanes g0..g3 of the low halves, g4..g7 of the low halves; then the high */
+                const __m256i dots = _mm256_add_epi32(
+                    _mm256_permute2x128_si256(part[i][0], part[i][1], 0x20),
+                    _mm256_permute2x128_si256(part[i][0], part[i][1], 0x31));
+                const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[i]);
+                const __m256i off = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), sums);
+                uint16_t h;
+                memcpy(&h, blk[i] + Q6K_D, 2);
+                const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h)), adv);
+                acc[r0 + i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(dots, off)), dd,
+                                              acc[r0 + i]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+        const int64_t j = t->j0 + r * t->js;
+        float v = avx_hsum(acc[r]);
+        if (t->o->bias) v += t->o->bias[j];
+        if (t->o->add) v += t->o->add[t->m0 * t->o->ldo + j];
+        t->o->out[t->m0 * t->o->ldo + j] = v;
+    }
+}
+
 static void kq_tile_run(qvl_dtype dt, const kq_tile *t, int MR, int NR) {
 #define KQ_CASE(mr, nr)                                 \
     if (MR == mr && NR == nr) {                         \
-        if (dt == QVL_Q4_K) q4k_tile(t, mr, nr);        \
+        if (dt == QVL_Q4_K && mr == 1) q4k_tile1(t, nr); \
+        else if (dt == QVL_Q4_K) q4k_tile(t, mr, nr);   \
+        else if (mr == 1) q6k_tile1(t, nr);             \
         else q6k_tile(t, mr, nr);                       \
         return;                                         \
     }

@@ -285,38 +285,96 @@ static float kth_largest(const float *w, size_t n, size_t k, float *heap) {
 
 /* ---- the processors --------------------------------------------------------------------- */
 
-/* The valid logits with the penalties applied, into s->work (indexed by id). */
-static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logits, qvl_error *err) {
+/* The largest of v[0, n) and whether any entry is NaN or +inf, in one read of the row. A
+ * decode step samples every busy slot's row of the whole vocabulary, so this pass is most of
+ * a greedy token's cost: it keeps 16 independent lanes of running maxima and of non-NaN
+ * counts (a NaN never compares, so it neither wins a lane nor counts), which compilers turn
+ * into vector code; a +inf shows as the maximum. The maximum means nothing when *bad. */
+static float scan_max(const float *v, size_t n, bool *bad) {
+    enum { LANES = 16 };
+    float m[LANES];
+    int32_t counted[LANES];
+    for (int k = 0; k < LANES; k++) {
+        m[k] = -INFINITY;
+        counted[k] = 0;
+    }
+    const size_t body = n - n % LANES;
+    for (size_t i = 0; i < body; i += LANES) {
+        for (int k = 0; k < LANES; k++) {
+            float x = v[i + k];
+            counted[k] += x == x;
+            m[k] = x > m[k] ? x : m[k];
+        }
+    }
+    size_t ordinary = 0;
+    for (size_t i = body; i < n; i++) {
+        ordinary += v[i] == v[i];
+        m[0] = v[i] > m[0] ? v[i] : m[0];
+    }
+    float mx = m[0];
+    for (int k = 0; k < LANES; k++) {
+        mx = m[k] > mx ? m[k] : mx;
+        ordinary += (size_t)counted[k];
+    }
+    *bad = ordinary != n || mx == INFINITY;
+    return mx;
+}
+
+/* The lowest id whose value equals mx (present in v: it came from scan_max), so ties go to
+ * the lowest id, as torch.argmax. Blocks of 16 are tested whole (vector code) before the
+ * block that holds it is searched one by one. */
+static size_t first_equal(const float *v, size_t n, float mx) {
+    const size_t body = n - n % 16;
+    size_t i = 0;
+    for (; i < body; i += 16) {
+        int hit = 0;
+        for (int k = 0; k < 16; k++) hit |= v[i + k] == mx;
+        if (hit) break;
+    }
+    while (i + 1 < n && v[i] != mx) i++;
+    return i;
+}
+
+/* The valid logits with the penalties applied: the row itself when no penalty changes
+ * anything (no copy), else a penalised copy in s->work (indexed by id). *best gets the id of
+ * the largest. */
+static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logits,
+                              const float **out, size_t *best, qvl_error *err) {
     if (!s || !logits) return qvl_fail(err, QVL_E_INVALID, "sampler: NULL sampler or logits");
     if (n_logits != (size_t)s->n_vocab)
         return qvl_fail(err, QVL_E_SHAPE, "sampler: logits row has %zu entries, the vocabulary %d",
                         n_logits, s->n_vocab);
     size_t n = (size_t)s->n_valid;
-    float *w = s->work;
-    bool bad = false;
-    for (size_t i = 0; i < n; i++) { /* branch-free so the check costs about a copy */
-        float v = logits[i];
-        bad |= isnan(v) | (v == INFINITY);
-        w[i] = v;
-    }
+    bool bad;
+    float mx = scan_max(logits, n, &bad);
     if (bad) {
         for (size_t i = 0; i < n; i++)
-            if (isnan(w[i]) || w[i] == INFINITY)
+            if (isnan(logits[i]) || logits[i] == INFINITY)
                 return qvl_fail(err, QVL_E_INVALID, "sampler: logit of token %zu is %s", i,
-                                isnan(w[i]) ? "NaN" : "+inf");
+                                isnan(logits[i]) ? "NaN" : "+inf");
     }
-    float rp = s->p.repetition_penalty;
+    const float rp = s->p.repetition_penalty, pp = s->p.presence_penalty;
+    const bool penalised = (rp != 1.0f && s->n_seen > 0) || (pp != 0.0f && s->n_gen > 0);
+    if (!penalised) {
+        *out = logits;
+        *best = first_equal(logits, n, mx);
+        return QVL_OK;
+    }
+    float *w = s->work;
+    memcpy(w, logits, n * sizeof *w);
     if (rp != 1.0f) {
         for (size_t j = 0; j < s->n_seen; j++) {
             int32_t id = s->seen_ids[j];
             if (id < s->n_valid) w[id] = w[id] > 0.0f ? w[id] / rp : w[id] * rp;
         }
     }
-    float pp = s->p.presence_penalty;
     if (pp != 0.0f) {
         for (size_t j = 0; j < s->n_gen; j++)
             if (s->gen_ids[j] < s->n_valid) w[s->gen_ids[j]] -= pp;
     }
+    mx = scan_max(w, n, &bad);
+    *out = w;
+    *best = first_equal(w, n, mx);
     return QVL_OK;
 }
 
@@ -324,13 +382,11 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
  * left in s->cands[0, *n_out) have logits relative to the best (<= 0). */
 static qvl_status filter(qvl_sampler *s, const float *logits, size_t n_logits, size_t *n_out,
                          int32_t *greedy, qvl_error *err) {
-    qvl_status st = load_logits(s, logits, n_logits, err);
-    if (st != QVL_OK) return st;
-    const float *w = s->work;
-    size_t n_valid = (size_t)s->n_valid;
+    const float *w = NULL;
     size_t best = 0;
-    for (size_t i = 1; i < n_valid; i++) /* strict: ties go to the lowest id */
-        if (w[i] > w[best]) best = i;
+    qvl_status st = load_logits(s, logits, n_logits, &w, &best, err);
+    if (st != QVL_OK) return st;
+    size_t n_valid = (size_t)s->n_valid;
     float mx = w[best];
     if (mx == -INFINITY) return qvl_fail(err, QVL_E_INVALID, "sampler: every token is masked (all logits -inf)");
     if (!(s->p.temperature > 0.0f)) {

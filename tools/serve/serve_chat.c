@@ -99,7 +99,7 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
     make_id(id, sizeof id);
     serve_oai_meta meta = {.id = id, .created = (long long)time(NULL), .model = s->cfg->model_id};
     for (;;) {
-        serve_job_wait(j, 0, stream, WAIT_MS);
+        serve_job_wait(j, stream ? SERVE_WAIT_START : SERVE_WAIT_FINISH, 0, WAIT_MS);
         pthread_mutex_lock(&j->mu);
         const bool finished = j->finish != SERVE_RUNNING, started = j->started;
         pthread_mutex_unlock(&j->mu);

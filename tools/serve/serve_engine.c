@@ -58,17 +58,20 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* One token for every busy slot, through the model in one batched step: the weights are read
- * once for all of them (qvl_model_decode_batch). */
-static void decode_step(serve_engine *e) {
-    int n = 0;
-    for (int i = 0; i < e->n_slots; i++) {
-        int32_t id;
-        if (!serve_slot_next(&e->slots[i], &e->env, &id)) continue;
-        e->batch_ids[n] = id;
-        e->batch_seqs[n] = e->slots[i].seq;
-        e->batch_slot[n++] = i;
-    }
+/* Slot i's next token joins the step's batch, unless its job ended (then the slot is idle). */
+static int add_to_batch(serve_engine *e, int i, int n) {
+    int32_t id;
+    if (!serve_slot_next(&e->slots[i], &e->env, &id)) return n;
+    e->batch_ids[n] = id;
+    e->batch_seqs[n] = e->slots[i].seq;
+    e->batch_slot[n] = i;
+    return n + 1;
+}
+
+/* One token for the n slots of the batch, through the model in one batched step: the weights
+ * are read once for all of them (qvl_model_decode_batch). Each slot keeps its row of
+ * batch_logits, which the next step's sampling reads before the next decode overwrites it. */
+static void decode_batch(serve_engine *e, int n) {
     if (n == 0) return;
     qvl_error err = {0};
     const double t0 = now_seconds();
@@ -78,8 +81,7 @@ static void decode_step(serve_engine *e) {
     const size_t vocab = (size_t)e->env.vocab;
     for (int k = 0; k < n; k++) {
         serve_slot *s = &e->slots[e->batch_slot[k]];
-        if (st == QVL_OK) serve_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab,
-                                         e->env.vocab);
+        if (st == QVL_OK) serve_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab);
         else serve_slot_feed_failed(s, &e->env, err.msg);
     }
 }
@@ -163,13 +165,13 @@ static void purge_cancelled(serve_engine *e) {
     for (size_t i = 0; i < e->q_len; i++) {
         serve_job *j = e->queue[(e->q_head + i) % e->q_cap];
         if (atomic_load(&j->cancel)) {
-            serve_job_finish(j, SERVE_FINISH_CANCELLED, NULL);
             serve_metrics_completion(e->metrics, j->n_ids, 0, 0, 1);
+            serve_job_finish(j, SERVE_FINISH_CANCELLED, NULL);
             serve_job_release(j);
         } else if (serve_job_expired(j)) {
-            serve_job_finish(j, SERVE_FINISH_TIMEOUT, SERVE_TIMEOUT_MESSAGE);
             serve_metrics_completion(e->metrics, j->n_ids, 0, 0, 0);
             serve_metrics_timeout(e->metrics);
+            serve_job_finish(j, SERVE_FINISH_TIMEOUT, SERVE_TIMEOUT_MESSAGE);
             serve_job_release(j);
         } else {
             e->queue[(e->q_head + kept++) % e->q_cap] = j;
@@ -195,6 +197,60 @@ static serve_slot *pick_slot(serve_engine *e, const serve_job *j) {
     return best;
 }
 
+/* Queued jobs into idle slots (recounted first: the step's sampling may have ended jobs).
+ * Returns how many were claimed into starting[]. Under mu. */
+static int claim_jobs(serve_engine *e, serve_slot **starting) {
+    int idle = 0;
+    for (int i = 0; i < e->n_slots; i++) idle += e->slots[i].job == NULL;
+    e->idle = idle;
+    purge_cancelled(e);
+    int n_starting = 0;
+    while (e->q_len > 0 && e->idle > 0) {
+        serve_job *j = e->queue[e->q_head];
+        e->q_head = (e->q_head + 1) % e->q_cap;
+        e->q_len--;
+        serve_slot *s = pick_slot(e, j);
+        s->job = j; /* claimed under mu; serve_slot_start runs outside it */
+        s->last_used = ++e->tick;
+        e->idle--;
+        starting[n_starting++] = s;
+    }
+    update_gauges(e);
+    return n_starting;
+}
+
+/* One scheduling round: every busy slot samples its next token, then queued jobs take the
+ * slots that are idle now (prefill, first token), and all of them decode as one batch. Jobs
+ * that end this round are replaced in it, so under load the batch keeps its size and the
+ * model keeps its batched graph (it rebuilds one when the number of rows changes). */
+static void engine_round(serve_engine *e, serve_slot **starting) {
+    int n = 0;
+    for (int i = 0; i < e->n_slots; i++)
+        if (e->slots[i].job) n = add_to_batch(e, i, n);
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        const int n_starting = claim_jobs(e, starting);
+        pthread_mutex_unlock(&e->mu);
+        if (n_starting == 0) break;
+        for (int k = 0; k < n_starting; k++) {
+            serve_slot *s = starting[k];
+            serve_job *j = s->job;
+            s->job = NULL;
+            serve_slot_start(s, j, &e->env);
+            /* A job that ends at its first token (eos, max_tokens 1) frees the slot again:
+             * the loop claims the next queued one for it. */
+            if (s->job) n = add_to_batch(e, s->index, n);
+        }
+    }
+    decode_batch(e, n);
+    pthread_mutex_lock(&e->mu);
+    int idle = 0;
+    for (int i = 0; i < e->n_slots; i++) idle += e->slots[i].job == NULL;
+    e->idle = idle;
+    update_gauges(e);
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void *engine_main(void *arg) {
     serve_engine *e = arg;
     qvl_error err = {0};
@@ -215,38 +271,10 @@ static void *engine_main(void *arg) {
         pthread_mutex_lock(&e->mu);
         while (e->state == SERVE_READY && e->q_len == 0 && e->idle == e->n_slots)
             pthread_cond_wait(&e->cv, &e->mu);
-        if (e->state != SERVE_READY) {
-            pthread_mutex_unlock(&e->mu);
-            break;
-        }
-        purge_cancelled(e);
-        int n_starting = 0;
-        while (e->q_len > 0 && e->idle > 0) {
-            serve_job *j = e->queue[e->q_head];
-            e->q_head = (e->q_head + 1) % e->q_cap;
-            e->q_len--;
-            serve_slot *s = pick_slot(e, j);
-            s->job = j; /* claimed under mu; serve_slot_start runs outside it */
-            s->last_used = ++e->tick;
-            e->idle--;
-            starting[n_starting++] = s;
-        }
-        update_gauges(e);
+        const bool serving = e->state == SERVE_READY;
         pthread_mutex_unlock(&e->mu);
-
-        for (int i = 0; i < n_starting; i++) {
-            serve_job *j = starting[i]->job;
-            starting[i]->job = NULL;
-            serve_slot_start(starting[i], j, &e->env);
-        }
-        decode_step(e);
-
-        pthread_mutex_lock(&e->mu);
-        int idle = 0;
-        for (int i = 0; i < e->n_slots; i++) idle += e->slots[i].job == NULL;
-        e->idle = idle;
-        update_gauges(e);
-        pthread_mutex_unlock(&e->mu);
+        if (!serving) break;
+        engine_round(e, starting);
     }
     free(starting);
     return NULL;

@@ -96,7 +96,7 @@ void serve_job_set_visible(serve_job *j, size_t visible) {
     pthread_mutex_lock(&j->mu);
     if (visible > j->visible && visible <= j->len) {
         j->visible = visible;
-        pthread_cond_broadcast(&j->cv);
+        if (j->text_waiters > 0) pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&j->mu);
 }
@@ -134,7 +134,17 @@ void serve_job_finish(serve_job *j, serve_finish how, const char *error) {
     pthread_mutex_unlock(&j->mu);
 }
 
-void serve_job_wait(serve_job *j, size_t seen, bool need_start, int timeout_ms) {
+static bool awaited(const serve_job *j, serve_wait_for what, size_t seen) {
+    if (j->finish != SERVE_RUNNING) return true;
+    switch (what) {
+    case SERVE_WAIT_START: return j->started;
+    case SERVE_WAIT_TEXT: return j->visible > seen;
+    case SERVE_WAIT_FINISH: break;
+    }
+    return false;
+}
+
+void serve_job_wait(serve_job *j, serve_wait_for what, size_t seen, int timeout_ms) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += timeout_ms / 1000;
@@ -144,8 +154,10 @@ void serve_job_wait(serve_job *j, size_t seen, bool need_start, int timeout_ms) 
         until.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&j->mu);
-    while (j->finish == SERVE_RUNNING && (need_start ? !j->started : j->visible <= seen)) {
+    if (what == SERVE_WAIT_TEXT) j->text_waiters++;
+    while (!awaited(j, what, seen)) {
         if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
     }
+    if (what == SERVE_WAIT_TEXT) j->text_waiters--;
     pthread_mutex_unlock(&j->mu);
 }

@@ -49,6 +49,9 @@ typedef struct serve_job {
     int64_t cached_tokens; /* prompt tokens that were already in the slot's cache */
     char error[512];
 
+    int text_waiters;    /* connections waiting for SERVE_WAIT_TEXT (under mu): new text
+                          * wakes only them, not a non-streamed answer's thread per token */
+
     atomic_bool cancel;
 } serve_job;
 
@@ -74,8 +77,17 @@ void serve_job_set_started(serve_job *j, int64_t cached_tokens);
 void serve_job_truncate(serve_job *j, size_t len);
 void serve_job_finish(serve_job *j, serve_finish how, const char *error);
 
-/* Connection side: wait until more than `seen` bytes are visible, the job finishes, or
- * timeout_ms passes. Takes and releases mu. */
-void serve_job_wait(serve_job *j, size_t seen, bool need_start, int timeout_ms);
+/* What a connection waits for (besides the job finishing, which always ends a wait). A
+ * non-streamed answer waits for SERVE_WAIT_FINISH only: waking per token would have its
+ * thread spin on the published text while the engine, which needs the cores, generates. */
+typedef enum serve_wait_for {
+    SERVE_WAIT_START,  /* the prefill is done (a stream's headers can go) */
+    SERVE_WAIT_TEXT,   /* more than `seen` bytes are visible */
+    SERVE_WAIT_FINISH, /* nothing else */
+} serve_wait_for;
+
+/* Connection side: wait until what `what` names happens, the job finishes, or timeout_ms
+ * passes. Takes and releases mu. */
+void serve_job_wait(serve_job *j, serve_wait_for what, size_t seen, int timeout_ms);
 
 #endif

@@ -73,9 +73,10 @@ void serve_slot_end(serve_slot *s, const serve_slot_env *env, serve_finish how, 
     j->completion_tokens = s->n_generated;
     int64_t cached = j->cached_tokens;
     pthread_mutex_unlock(&j->mu);
-    serve_job_finish(j, how, error);
+    /* Counted before the client is woken: whoever holds an answer sees it in /metrics. */
     serve_metrics_completion(env->metrics, j->n_ids, cached, s->n_generated,
                              how == SERVE_FINISH_CANCELLED);
+    serve_job_finish(j, how, error);
     qvl_sampler_free(s->sampler);
     s->sampler = NULL;
     s->job = NULL;
@@ -182,6 +183,7 @@ static qvl_status prefill(serve_slot *s, serve_job *j, const serve_slot_env *env
     }
     memcpy(s->keys + keep, j->keys + keep, (size_t)(j->n_ids - keep) * sizeof *s->keys);
     s->n_keys = j->n_ids;
+    s->row = s->logits;
     serve_metrics_prefill(env->metrics, j->n_ids - keep, now_seconds() - t0);
     st = qvl_sampler_create(&r->sampling, env->vocab, &s->sampler, err);
     if (st == QVL_OK) st = qvl_sampler_accept_prompt(s->sampler, j->ids, (size_t)j->n_ids, err);
@@ -245,11 +247,11 @@ bool serve_slot_next(serve_slot *s, const serve_slot_env *env, int32_t *next) {
         return false;
     }
     qvl_error err = {0};
-    const float *row = s->logits;
+    const float *row = s->row;
     const float fp = j->req->frequency_penalty;
     if (fp != 0.0f && s->n_generated > 0) {
         /* Once per occurrence: logit -= penalty x count. */
-        memcpy(s->work, s->logits, (size_t)env->vocab * sizeof *s->work);
+        memcpy(s->work, row, (size_t)env->vocab * sizeof *s->work);
         for (int64_t i = 0; i < s->n_generated; i++) s->work[s->generated[i]] -= fp;
         row = s->work;
     }
@@ -288,8 +290,8 @@ bool serve_slot_next(serve_slot *s, const serve_slot_env *env, int32_t *next) {
     return true;
 }
 
-void serve_slot_fed(serve_slot *s, int32_t id, const float *logits, int32_t vocab) {
-    memcpy(s->logits, logits, (size_t)vocab * sizeof *s->logits);
+void serve_slot_fed(serve_slot *s, int32_t id, const float *logits) {
+    s->row = logits;
     s->keys[s->n_keys++] = (uint64_t)(uint32_t)id;
 }
 

@@ -37,7 +37,10 @@ typedef struct serve_slot {
 
     serve_job *job;       /* NULL: idle */
     qvl_sampler *sampler;
-    float *logits, *work; /* [vocab]: the model's next-token logits; a penalised copy */
+    float *logits, *work; /* [vocab]: the prefill's next-token logits; a penalised copy */
+    const float *row;     /* the logits the next token is drawn from: `logits` after the
+                           * prefill, else the slot's row of the engine's batch output, which
+                           * stays unchanged until the next step, by when it has been read */
     int32_t *generated;   /* [ctx]: ids generated for the job */
     int64_t n_generated, max_new;
     size_t searched;      /* answer bytes already searched for stop strings */
@@ -61,9 +64,10 @@ void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env);
  * returns true with *next when the token must go through the model (the job goes on), false
  * when the job ended (stop, length, deadline, cancelled, error: finished and released, the
  * slot idle) or the slot has none. Then serve_slot_fed gives the slot that token's logits
- * (vocab floats), or serve_slot_feed_failed ends the job with the model's error. */
+ * (vocab floats, not copied: they must stay unchanged until the slot's next serve_slot_next),
+ * or serve_slot_feed_failed ends the job with the model's error. */
 bool serve_slot_next(serve_slot *s, const serve_slot_env *env, int32_t *next);
-void serve_slot_fed(serve_slot *s, int32_t id, const float *logits, int32_t vocab);
+void serve_slot_fed(serve_slot *s, int32_t id, const float *logits);
 void serve_slot_feed_failed(serve_slot *s, const serve_slot_env *env, const char *error);
 
 /* Finish the slot's job (if any) this way and release it. */

@@ -79,7 +79,7 @@ static bool next_event(sse *e) {
                 break;
             }
             if (serve_peer_gone(e->c)) return false;
-            serve_job_wait(j, e->sent, false, WAIT_MS);
+            serve_job_wait(j, SERVE_WAIT_TEXT, e->sent, WAIT_MS);
             break;
         }
         case P_FINISH: {

@@ -19,7 +19,8 @@
  * presence_penalty == 0.
  *
  * Cost: one pass over the vocabulary plus a quickselect; the vocabulary is never fully sorted
- * unless top-p alone (no top-k) needs most of it. The sampler owns its scratch space and is not
+ * unless top-p alone (no top-k) needs most of it. Greedy without penalties reads the row once
+ * (maximum and NaN/+inf check together) and never copies it; penalties add one copy. The sampler owns its scratch space and is not
  * thread-safe; use one per sequence. */
 #ifndef QVL_SAMPLING_H
 #define QVL_SAMPLING_H
