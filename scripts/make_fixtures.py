@@ -22,8 +22,14 @@ change):
                              encoder's merger output, then each deepstack merger's output
   <case>.logits              float32 [n_prompt, vocab]: the prompt's logits with the pictures
 
-Needs torch, torchvision, transformers >= 4.57, PIL and numpy.
-Usage:  python3 scripts/make_fixtures.py OUT_DIR
+The JPEG case (photo.jpg, img_jpeg.*) is made last. With --add-jpeg-case, the committed model
+directories under OUT_DIR are loaded instead and only the JPEG case is (re)made: photo.jpg,
+img_jpeg.* and its entry in fixture_images.json, after checking that this environment
+reproduces the committed image cases.
+
+Needs torch, torchvision, transformers >= 4.57, PIL and numpy. $QVL_FIXTURE_DEVICE (cpu or
+cuda) overrides the device (default: cuda when there is one).
+Usage:  python3 scripts/make_fixtures.py [--add-jpeg-case] OUT_DIR
 """
 import inspect
 import json
@@ -198,6 +204,43 @@ def greedy_images(model, ids, pixel_values, grid, n, device):
     return seq[len(ids):], min(margins)
 
 
+def image_case(name, model, proc, out, case_name, pictures, g, device):
+    """One image case: pictures is a list of (file name, RGB PIL picture, (h, w)); g draws the
+    prompt's text ids. Writes <case>.pixels/.vision/.logits and returns the case's entry."""
+    cfg = model.config
+    vocab = cfg.text_config.vocab_size
+    feats = proc(images=[p for _, p, _ in pictures], return_tensors="pt")
+    pixel_values = feats["pixel_values"].float()
+    grid = feats["image_grid_thw"]
+    pixel_values.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".pixels"))
+    pv, gd = pixel_values.to(device), grid.to(device)
+    with torch.no_grad():
+        emb, deepstack = vision_outputs(model, pv, gd)
+    n_tokens = int(sum(int(t * hh * ww) for t, hh, ww in grid.tolist()) // 4)
+    assert emb.shape[0] == n_tokens, (emb.shape, n_tokens)
+    vis = torch.stack([emb.float()] + [d.float() for d in deepstack]).cpu()
+    vis.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".vision"))
+    # Prompt: text, then per picture <vision_start> pads <vision_end> and more text.
+    ids = torch.randint(8, vocab - 8, (3,), generator=g).tolist()
+    for t, hh, ww in grid.tolist():
+        ids += [cfg.vision_start_token_id] + [cfg.image_token_id] * (t * hh * ww // 4)
+        ids += [cfg.vision_end_token_id]
+        ids += torch.randint(8, vocab - 8, (2,), generator=g).tolist()
+    with torch.no_grad():
+        logits = mm_forward(model, ids, pv, gd, device).cpu()
+    logits.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".logits"))
+    cont, margin = greedy_images(model, ids, pv, gd, N_GREEDY, device)
+    print(f"{name} {case_name}: grids={grid.tolist()} n_prompt={len(ids)} greedy={cont} "
+          f"min margin={margin:.4f}")
+    return dict(name=case_name, images=[f for f, _, _ in pictures],
+                image_sizes=[list(hw) for _, _, hw in pictures],
+                image_grid_thw=grid.tolist(), n_image_tokens=n_tokens,
+                n_deepstack=len(deepstack), pixels_file=case_name + ".pixels",
+                vision_file=case_name + ".vision", logits_file=case_name + ".logits",
+                prompt_ids=ids, n_prompt=len(ids), greedy_ids=cont, vocab=vocab,
+                min_greedy_margin=margin, max_abs_logit=float(logits.abs().max()))
+
+
 def image_cases(name, spec, model, out, device):
     from transformers import Qwen2VLImageProcessorFast
     with open(os.path.join(out, "preprocessor_config.json"), "w") as f:
@@ -208,42 +251,10 @@ def image_cases(name, spec, model, out, device):
         make_picture(h, w, seed).save(os.path.join(out, img_name + ".png"))
         # Read back the way a user's file is read (transformers' load_image: RGB).
         pictures[img_name] = Image.open(os.path.join(out, img_name + ".png")).convert("RGB")
-    vocab = spec["text"]["vocab_size"]
-    cfg = model.config
     g = torch.Generator().manual_seed(spec["seed"] + 3)
-    cases = []
-    for case_name, names in IMAGE_CASES:
-        feats = proc(images=[pictures[n] for n in names], return_tensors="pt")
-        pixel_values = feats["pixel_values"].float()
-        grid = feats["image_grid_thw"]
-        pixel_values.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".pixels"))
-        pv, gd = pixel_values.to(device), grid.to(device)
-        with torch.no_grad():
-            emb, deepstack = vision_outputs(model, pv, gd)
-        n_tokens = int(sum(int(t * hh * ww) for t, hh, ww in grid.tolist()) // 4)
-        assert emb.shape[0] == n_tokens, (emb.shape, n_tokens)
-        vis = torch.stack([emb.float()] + [d.float() for d in deepstack]).cpu()
-        vis.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".vision"))
-        # Prompt: text, then per picture <vision_start> pads <vision_end> and more text.
-        ids = torch.randint(8, vocab - 8, (3,), generator=g).tolist()
-        for t, hh, ww in grid.tolist():
-            ids += [cfg.vision_start_token_id] + [cfg.image_token_id] * (t * hh * ww // 4)
-            ids += [cfg.vision_end_token_id]
-            ids += torch.randint(8, vocab - 8, (2,), generator=g).tolist()
-        with torch.no_grad():
-            logits = mm_forward(model, ids, pv, gd, device).cpu()
-        logits.numpy().astype("<f4").tofile(os.path.join(out, case_name + ".logits"))
-        cont, margin = greedy_images(model, ids, pv, gd, N_GREEDY, device)
-        cases.append(dict(name=case_name, images=[n + ".png" for n in names],
-                          image_sizes=[[IMAGES[n][0], IMAGES[n][1]] for n in names],
-                          image_grid_thw=grid.tolist(), n_image_tokens=n_tokens,
-                          n_deepstack=len(deepstack), pixels_file=case_name + ".pixels",
-                          vision_file=case_name + ".vision", logits_file=case_name + ".logits",
-                          prompt_ids=ids, n_prompt=len(ids), greedy_ids=cont, vocab=vocab,
-                          min_greedy_margin=margin,
-                          max_abs_logit=float(logits.abs().max())))
-        print(f"{name} {case_name}: grids={grid.tolist()} n_prompt={len(ids)} greedy={cont} "
-              f"min margin={margin:.4f}")
+    cases = [image_case(name, model, proc, out, case_name,
+                        [(n + ".png", pictures[n], IMAGES[n][:2]) for n in names], g, device)
+             for case_name, names in IMAGE_CASES]
     with open(os.path.join(out, "fixture_images.json"), "w") as f:
         json.dump(dict(model=name, torch_version=torch.__version__,
                        transformers_version=transformers.__version__, device=device,
@@ -252,16 +263,111 @@ def image_cases(name, spec, model, out, device):
                        cases=cases), f, indent=1)
 
 
+# ---- the JPEG case --------------------------------------------------------------------------------
+
+# Added to the committed model directories by --add-jpeg-case, which changes no other file: the
+# picture goes through Pillow's JPEG decoder (libjpeg-turbo) before the processor, exactly as a
+# user's .jpg does in transformers, so stage 1 checks qvl's decoder + preprocessing against it.
+# 111x157 (h x w): odd sizes give 4:2:0 chroma an unpaired last row and column; the processor
+# resizes it to 96x160 (grid 6x10, 15 tokens): smaller in one direction, larger in the other.
+JPEG_CASE = "img_jpeg"
+JPEG_PICTURE = ("photo.jpg", 111, 157, 21)  # file, height, width, seed
+JPEG_SAVE = dict(quality=90, subsampling="4:2:0")
+
+
+def make_photo(h, w, seed):
+    """Photo-like: sky gradient, a soft-edged sun, a shaded hill line, buildings with hard edges
+    and lit windows, mild sensor noise."""
+    rng = np.random.RandomState(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    t = y / (h - 1)
+    img = np.stack([70 + 90 * t, 120 + 80 * t, 230 - 40 * t], axis=-1)
+    sun = np.clip(1.5 - np.hypot(x - 0.78 * w, y - 0.22 * h) / (0.07 * w), 0, 1)[..., None]
+    img = img * (1 - sun) + np.array([255.0, 236, 180]) * sun
+    shade = 0.65 + 0.35 * np.cos((x - 0.3 * w) / (0.4 * w))
+    grass = np.stack([40 + 50 * shade * t, 90 + 70 * shade, 30 + 30 * shade], axis=-1)
+    img = np.where((y > 0.6 * h + 0.07 * h * np.sin(x / (0.12 * w)))[..., None], grass, img)
+    for x0, bw, top, colour in [(0.06, 0.13, 0.30, (150, 140, 128)), (0.22, 0.09, 0.45, (120, 84, 70)),
+                                (0.40, 0.16, 0.18, (205, 205, 215))]:
+        c0, c1, r0 = int(x0 * w), int((x0 + bw) * w), int(top * h)
+        r1 = int(0.78 * h)
+        img[r0:r1, c0:c1] = np.array(colour) * (0.8 + 0.2 * (x[r0:r1, c0:c1] - c0) / (c1 - c0))[..., None]
+        win = ((y[r0:r1, c0:c1] - r0) % 7 < 3) & ((x[r0:r1, c0:c1] - c0) % 6 >= 2) & \
+              ((x[r0:r1, c0:c1] - c0) % 6 < 4) & (y[r0:r1, c0:c1] > r0 + 2)
+        img[r0:r1, c0:c1][win] = (250, 220, 120)
+    img += rng.normal(0, 4, size=img.shape)
+    return Image.fromarray(np.clip(np.rint(img), 0, 255).astype(np.uint8), "RGB")
+
+
+def check_committed(name, model, proc, out, cases, device):
+    """Recompute the committed image cases in this environment: pixel_values must be identical
+    (else the processor or Pillow differs and the new case would not belong with them); the
+    vision and logits differences are printed relative to each file's largest value."""
+    for c in cases:
+        pics = [Image.open(os.path.join(out, f)).convert("RGB") for f in c["images"]]
+        feats = proc(images=pics, return_tensors="pt")
+        px = feats["pixel_values"].float()
+        old = np.fromfile(os.path.join(out, c["pixels_file"]), dtype="<f4").reshape(px.shape)
+        if not np.array_equal(px.numpy(), old):
+            sys.exit(f"{name} {c['name']}: pixel_values differ from the committed file")
+        pv, gd = px.to(device), feats["image_grid_thw"].to(device)
+        with torch.no_grad():
+            emb, deepstack = vision_outputs(model, pv, gd)
+            logits = mm_forward(model, c["prompt_ids"], pv, gd, device).cpu().numpy()
+        vis = torch.stack([emb.float()] + [d.float() for d in deepstack]).cpu().numpy()
+        for what, new, f in [("vision", vis, c["vision_file"]), ("logits", logits, c["logits_file"])]:
+            ref = np.fromfile(os.path.join(out, f), dtype="<f4").reshape(new.shape)
+            err = float(np.abs(new - ref).max()) / float(np.abs(ref).max())
+            print(f"{name} {c['name']}: pixel_values identical, {what} max diff "
+                  f"{err:.3g} x max|committed|")
+
+
+def jpeg_case(name, spec, model, out, device):
+    """Adds (or remakes) the JPEG case of one model directory whose other cases exist."""
+    from transformers import Qwen2VLImageProcessorFast
+    proc = Qwen2VLImageProcessorFast.from_pretrained(out)
+    path = os.path.join(out, "fixture_images.json")
+    with open(path) as f:
+        fx = json.load(f)
+    cases = [c for c in fx["cases"] if c["name"] != JPEG_CASE]
+    check_committed(name, model, proc, out, cases, device)
+    file, h, w, seed = JPEG_PICTURE
+    make_photo(h, w, seed).save(os.path.join(out, file), "JPEG", **JPEG_SAVE)
+    picture = Image.open(os.path.join(out, file)).convert("RGB")
+    g = torch.Generator().manual_seed(spec["seed"] + 5)
+    case = image_case(name, model, proc, out, JPEG_CASE, [(file, picture, (h, w))], g, device)
+    case.update(jpeg=dict(JPEG_SAVE, pillow=Image.__version__),
+                made_with=dict(torch=torch.__version__, transformers=transformers.__version__,
+                               device=device))
+    # img_two stays the last case: the CLI tests take its ids from the end of the file.
+    cases.insert(len(cases) - 1, case)
+    fx["cases"] = cases
+    with open(path, "w") as f:
+        json.dump(fx, f, indent=1)
+
+
+def add_jpeg_case(out_root, device):
+    for name, spec in MODELS.items():
+        out = os.path.join(out_root, name)
+        model = Qwen3VLForConditionalGeneration.from_pretrained(
+            out, dtype=torch.float32, attn_implementation="eager")
+        model.eval().to(device)
+        jpeg_case(name, spec, model, out, device)
+
 def main():
-    if len(sys.argv) != 2:
+    jpeg = len(sys.argv) == 3 and sys.argv[1] == "--add-jpeg-case"
+    if len(sys.argv) != 2 + jpeg:
         print(__doc__)
         return 2
-    out_root = sys.argv[1]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    out_root = sys.argv[-1]
+    device = os.environ.get("QVL_FIXTURE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     # Full float32 matrix products on the GPU (no TF32).
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+    if jpeg:
+        add_jpeg_case(out_root, device)
+        return 0
     for name, spec in MODELS.items():
         out = os.path.join(out_root, name)
         os.makedirs(out, exist_ok=True)
@@ -306,6 +412,7 @@ def main():
                            device=device, compute_dtype="float32", weight_dtype="bfloat16",
                            cases=cases), f, indent=1)
         image_cases(name, spec, model, out, device)
+        jpeg_case(name, spec, model, out, device)
     return 0
 
 

@@ -68,27 +68,10 @@ static const char *kv_name(void) { return kv_is_f32() ? "f32" : kv_is_q8_0() ? "
 /* text_config.head_dim of a fixture: a q8_0 cache needs whole 32-element blocks per head. */
 static int64_t head_dim_of(const char *model_dir);
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
 static int64_t head_dim_of(const char *model_dir) {
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
-    char *text = read_file(path, NULL);
+    char *text = parity_read_file(path, NULL);
     assert_non_null(text);
     cJSON *cfg = cJSON_Parse(text);
     assert_non_null(cfg);
@@ -139,7 +122,7 @@ static void check_case(const char *model_dir, const char *backend, const cJSON *
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", model_dir, cJSON_GetObjectItem(c, "logits_file")->valuestring);
     size_t bytes = 0;
-    float *hf = (float *)read_file(path, &bytes);
+    float *hf = (float *)parity_read_file(path, &bytes);
     assert_non_null(hf);
     assert_int_equal(bytes, (size_t)(n_prompt * vocab) * sizeof(float));
 
@@ -205,7 +188,7 @@ static void test_parity(void **state) {
             char dir[512], path[600];
             snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[i]);
             snprintf(path, sizeof path, "%s/fixture.json", dir);
-            char *text = read_file(path, NULL);
+            char *text = parity_read_file(path, NULL);
             assert_non_null(text);
             cJSON *fx = cJSON_Parse(text);
             assert_non_null(fx);

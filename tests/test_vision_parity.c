@@ -1,7 +1,7 @@
 /* Image parity with Hugging Face transformers on the committed fixtures (fixture_images.json in
  * each tests/fixtures model directory, made by scripts/make_fixtures.py), stage by stage:
  *
- *  1. pixel_values: our decoder + preprocessing of the fixture PNGs against
+ *  1. pixel_values: our decoder + preprocessing of the fixture PNGs and JPEG against
  *     Qwen2VLImageProcessorFast. Bicubic resampling on uint8 may round a few pixels the other
  *     way (torch has a SIMD fixed-point kernel and a float one), so an element may differ by one
  *     quantisation step, 1/127.5 after normalisation, and at most 1% of the elements may differ
@@ -59,28 +59,11 @@ static bool kv_is_f32(void) { return kv_type() && strcmp(kv_type(), "f32") == 0;
  * unsupported() (a default backend that lacks an op is skipped, a named one fails). */
 static parity_backends list;
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
 static float *read_floats(const char *dir, const char *file, size_t count) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     size_t bytes = 0;
-    float *v = (float *)read_file(path, &bytes);
+    float *v = (float *)parity_read_file(path, &bytes);
     if (!v) fail_msg("%s: cannot read", path);
     if (bytes != count * sizeof(float))
         fail_msg("%s: %zu bytes, expected %zu", path, bytes, count * sizeof(float));
@@ -301,7 +284,7 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
 static cJSON *load_fixture(const char *dir, char **text) {
     char path[600];
     snprintf(path, sizeof path, "%s/fixture_images.json", dir);
-    *text = read_file(path, NULL);
+    *text = parity_read_file(path, NULL);
     if (!*text) {
         printf("skipping %s: no fixture_images.json (run scripts/make_fixtures.py)\n", dir);
         return NULL;

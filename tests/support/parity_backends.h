@@ -19,6 +19,9 @@ typedef struct parity_backends {
 void parity_backends_get(parity_backends *l);
 /* $name, or NULL when it is unset or empty (the parity tests' switches: KV type, split). */
 const char *parity_env(const char *name);
+/* The whole file (NUL-terminated, *len its size when len is not NULL), or NULL when it cannot
+ * be read. The caller frees it. */
+char *parity_read_file(const char *path, size_t *len);
 /* Whether backend b of l loads here; the test fails when it must (strict, or the first). */
 bool parity_backend_loads(const parity_backends *l, size_t b);
 
