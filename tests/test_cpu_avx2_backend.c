@@ -2,6 +2,9 @@
  * qvl-backend-ops checks for every op, tests/conformance/):
  *  - its GEMM converts bf16, f16, q8_0, q4_k and q6_k weights to f32 exactly while packing:
  *    the result is bit for bit the one for the same values stored as f32;
+ *  - its float-weight GEMV agrees with the reference at every row count of a batched decode
+ *    step (1 .. 8 rows, each a tile of its own) with and without a tail past the last
+ *    16-element step (the suite's batched rows have K = 2048 only);
  *  - ROPE and GELU_ERF are computed exactly as the reference computes them (same angle code,
  *    scalar erff): identical bits;
  *  - the vector exp behind SILU and GELU_TANH against the double-precision formula on a dense
@@ -133,6 +136,34 @@ static void test_matmul_gemm_exact_conversion(void **state) {
             compare_exact(qvl_dtype_name(dts[d]), of, o);
         }
 }
+/* The float-weight GEMV (f32, f16, bf16) reads each weight row once for all of a batched
+ * decode step's rows, in a tile for each row count 1 .. AVX_GEMV_MAX_ROWS = 8 (one, two and
+ * one-accumulator layouts): every count against the reference, with K of no whole 16-element
+ * step (9), with a tail after 16 of them (263) and without a tail (1040); N = 37 leaves odd
+ * chunks and the 2-row tiles' single last row; a bias on odd M. The suite's MATMUL
+ * tolerance, 1e-6 + 1e-6 sqrt(K) max|ref|. */
+static void test_matmul_gemv_rows(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const qvl_dtype dts[] = {QVL_F32, QVL_F16, QVL_BF16};
+    static const int64_t Ks[] = {9, 263, 1040};
+    const int64_t N = 37;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+            for (int64_t M = 1; M <= 8; M++) {
+                const int64_t K = Ks[ki];
+                char what[64];
+                snprintf(what, sizeof what, "gemv %s M=%lld K=%lld", qvl_dtype_name(dts[d]),
+                         (long long)M, (long long)K);
+                qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1);
+                qvl_tensor *w = rnd(dts[d], 2, SHAPE(N, K), -1, 1);
+                qvl_tensor *bias = M % 2 ? rnd(QVL_F32, 1, SHAPE(N), -1, 1) : NULL;
+                qvl_tensor *ro, *ao;
+                run_both(QVL_OP_MATMUL, NULL, QVL_F32, 2, SHAPE(M, N), SRC(a, w, bias), &ro, &ao);
+                compare(what, ro, ao, 1e-6, 1e-6 * sqrt((double)K), NULL);
+            }
+}
+
 /* q4_k / q6_k decode at the extremes of the quants and scales: every q4_k quant 15 with
  * 6-bit scales and mins of 63, every q6_k quant 63 with scales of 127 or -128, against
  * activations of +-1 (int8 +-127 after quantisation), so the integer partial sums of the
@@ -420,6 +451,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_matmul_gemm_exact_conversion, tt_free_all),
         cmocka_unit_test_teardown(test_matmul_kquant_extremes, tt_free_all),
+        cmocka_unit_test_teardown(test_matmul_gemv_rows, tt_free_all),
         cmocka_unit_test_teardown(test_rope_bit_identical, tt_free_all),
         cmocka_unit_test_teardown(test_gelu_erf_bit_identical, tt_free_all),
         cmocka_unit_test_teardown(test_activations_accuracy, tt_free_all),

@@ -137,25 +137,31 @@ AVX_INLINE void load16(qvl_dtype dt, const unsigned char *w, int64_t k, __m256 *
     }
 }
 
-/* Weight rows j0 + r * js (r < NR) of part pt against activation rows m0 .. m0 + MR - 1.
- * One prefetch per row and 64 bytes read: 32 elements of bf16/f16, 16 of f32. */
+/* Weight rows j0 + r * js (r < NR) of part pt against activation rows m0 .. m0 + MR - 1
+ * (MR <= AVX_GEMV_MAX_ROWS), each weight row read once for all of them. S accumulators per
+ * (activation row, weight row) pair: S = 2 sums the products of the 16-block's low and high
+ * halves apart (two FMA chains, hiding the FMA latency where MR * NR is small); S = 1 adds both
+ * to one chain, the order of gemv_row_tile, so that MR = 8 keeps its 8 accumulators, the two
+ * weight vectors and the bf16 mask in 11 of the 16 ymm registers (the activations are FMA
+ * memory operands). One prefetch per row and 64 bytes read: 32 elements of bf16/f16, 16 of
+ * f32. */
 AVX_INLINE void gemv_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt, int MR, int NR,
-                          int64_t m0, int64_t j0, int64_t js) {
+                          int S, int64_t m0, int64_t j0, int64_t js) {
     const int64_t K = jb->K, K16 = K / 16 * 16;
     const int64_t step = dt == QVL_F32 ? 16 : 32; /* elements per 64 bytes */
-    const unsigned char *wr[4];
-    __m256 acc[3][4][2];
-#pragma GCC unroll 4
+    const unsigned char *wr[2];
+    __m256 acc[AVX_GEMV_MAX_ROWS][2][2];
+#pragma GCC unroll 2
     for (int r = 0; r < NR; r++) wr[r] = w_row(pt->w, j0 + r * js);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int m = 0; m < MR; m++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
     const float *a = dt == QVL_BF16 ? jb->a_eo : jb->a;
     const int64_t wbytes = dt == QVL_F32 ? 4 : 2;
     for (int64_t k = 0; k < K16; k += 16) {
-        __m256 w0[4], w1[4];
-#pragma GCC unroll 4
+        __m256 w0[2], w1[2];
+#pragma GCC unroll 2
         for (int r = 0; r < NR; r++) {
             /* rows are a few KB, too short for the hardware prefetcher to ramp up on each:
              * the next rows of each stream are fetched ahead (never faults, past the end
@@ -163,25 +169,31 @@ AVX_INLINE void gemv_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt
             if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD_TILE);
             load16(dt, wr[r], k, &w0[r], &w1[r]);
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int m = 0; m < MR; m++) {
-            __m256 a0 = _mm256_loadu_ps(a + (m0 + m) * K + k);
-            __m256 a1 = _mm256_loadu_ps(a + (m0 + m) * K + k + 8);
-#pragma GCC unroll 4
+            const float *am = a + (m0 + m) * K + k;
+#pragma GCC unroll 2
             for (int r = 0; r < NR; r++) {
-                acc[m][r][0] = _mm256_fmadd_ps(a0, w0[r], acc[m][r][0]);
-                acc[m][r][1] = _mm256_fmadd_ps(a1, w1[r], acc[m][r][1]);
+                __m256 *c = acc[m][r];
+                c[0] = _mm256_fmadd_ps(_mm256_loadu_ps(am), w0[r], c[0]);
+                c[S - 1] = _mm256_fmadd_ps(_mm256_loadu_ps(am + 8), w1[r], c[S - 1]);
             }
         }
     }
-#pragma GCC unroll 4
+    /* all sums out of the vector registers before the tail's calls (w_scalar), which would
+     * clobber them: live across those calls, accumulators were kept on the stack in the loop */
+    float v[AVX_GEMV_MAX_ROWS][2];
+#pragma GCC unroll 8
     for (int m = 0; m < MR; m++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+            v[m][r] = avx_hsum(S == 2 ? _mm256_add_ps(acc[m][r][0], acc[m][r][1]) : acc[m][r][0]);
+    for (int m = 0; m < MR; m++)
         for (int r = 0; r < NR; r++) {
-            float v = avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1]));
             /* the tail past the last 16-block is in natural order in a and a_eo alike */
-            for (int64_t k = K16; k < K; k++) v += a[(m0 + m) * K + k] * w_scalar(dt, wr[r], k);
-            finish(jb, pt, m0 + m, j0 + r * js, v);
+            for (int64_t k = K16; k < K; k++)
+                v[m][r] += a[(m0 + m) * K + k] * w_scalar(dt, wr[r], k);
+            finish(jb, pt, m0 + m, j0 + r * js, v[m][r]);
         }
 }
 
@@ -219,32 +231,52 @@ AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtyp
     }
 }
 
+/* MR activation rows (2 .. AVX_GEMV_MAX_ROWS) in one pass over weight rows [j_lo, j_hi):
+ * two rows as tiles of 2 adjacent weight rows (8 accumulators), 3 to 5 rows one weight row
+ * at a time with two accumulators each (up to 10), 6 to 8 with one each (see gemv_tile).
+ * A function of its own for each MR (noinline), so that each tile's registers are allocated
+ * alone: inlined together into one function, GCC kept accumulators of the small tiles on the
+ * stack inside their loops. */
+#define GEMV_PASS(DT, MR)                                                                     \
+    static __attribute__((noinline)) void gemv_pass_##DT##_##MR(                              \
+        const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {               \
+        int64_t j = j_lo;                                                                     \
+        if ((MR) == 2)                                                                        \
+            for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, pt, DT, 2, 2, 2, 0, j, 1);            \
+        for (; j < j_hi; j++) gemv_tile(jb, pt, DT, MR, 1, (MR) <= 5 ? 2 : 1, 0, j, 1);       \
+    }
+#define GEMV_PASSES(DT)                                                                       \
+    GEMV_PASS(DT, 2) GEMV_PASS(DT, 3) GEMV_PASS(DT, 4) GEMV_PASS(DT, 5) GEMV_PASS(DT, 6)      \
+    GEMV_PASS(DT, 7) GEMV_PASS(DT, 8)
+GEMV_PASSES(QVL_F32)
+GEMV_PASSES(QVL_F16)
+GEMV_PASSES(QVL_BF16)
+
 /* Rows [j_lo, j_hi) of part pt. One activation row (decode): GEMV_STREAMS sequential streams
- * read side by side, as q8_range does (see there why); 2 or 3 rows: tiles of adjacent rows. */
+ * read side by side, as q8_range does (see there why); 2 to AVX_GEMV_MAX_ROWS rows (the
+ * GEMM takes more): one sweep over the chunk for all of them (GEMV_PASS), each weight row
+ * loaded once per step whatever the number of sequences decoding together. */
+_Static_assert(AVX_GEMV_MAX_ROWS == 8, "gemv_<dtype> has a case for each row count up to 8");
 #define GEMV_FOR(DT)                                                                          \
     static void gemv_##DT(const linear_job *jb, const lin_part *pt, int64_t j_lo,            \
                           int64_t j_hi) {                                                     \
-        for (int64_t m0 = 0; m0 < jb->M;) {                                                   \
-            int64_t mr = jb->M - m0;                                                          \
-            int64_t j = j_lo;                                                                 \
-            if (mr == 1 && m0 == 0) { /* the streams tile reads activation row 0 */           \
-                const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;                             \
-                for (int64_t t = 0; t < len; t++)                                             \
-                    gemv_row_tile(jb, pt, DT, GEMV_STREAMS, j_lo + t, len);                   \
-                for (j = j_lo + len * GEMV_STREAMS; j < j_hi; j++)                            \
-                    gemv_row_tile(jb, pt, DT, 1, j, 1);                                       \
-            } else if (mr <= 2) {                                                             \
-                if (mr == 1) {                                                                \
-                    for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 1, 1, m0, j, 1);              \
-                } else {                                                                      \
-                    for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, pt, DT, 2, 2, m0, j, 1);      \
-                    for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 2, 1, m0, j, 1);              \
-                }                                                                             \
-            } else {                                                                          \
-                mr = 3;                                                                       \
-                for (; j < j_hi; j++) gemv_tile(jb, pt, DT, 3, 1, m0, j, 1);                  \
-            }                                                                                 \
-            m0 += mr;                                                                         \
+        switch (jb->M) {                                                                      \
+        case 1: {                                                                             \
+            const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;                                 \
+            for (int64_t t = 0; t < len; t++)                                                 \
+                gemv_row_tile(jb, pt, DT, GEMV_STREAMS, j_lo + t, len);                       \
+            for (int64_t j = j_lo + len * GEMV_STREAMS; j < j_hi; j++)                        \
+                gemv_row_tile(jb, pt, DT, 1, j, 1);                                           \
+            break;                                                                            \
+        }                                                                                     \
+        case 2: gemv_pass_##DT##_2(jb, pt, j_lo, j_hi); break;                                \
+        case 3: gemv_pass_##DT##_3(jb, pt, j_lo, j_hi); break;                                \
+        case 4: gemv_pass_##DT##_4(jb, pt, j_lo, j_hi); break;                                \
+        case 5: gemv_pass_##DT##_5(jb, pt, j_lo, j_hi); break;                                \
+        case 6: gemv_pass_##DT##_6(jb, pt, j_lo, j_hi); break;                                \
+        case 7: gemv_pass_##DT##_7(jb, pt, j_lo, j_hi); break;                                \
+        case 8: gemv_pass_##DT##_8(jb, pt, j_lo, j_hi); break;                                \
+        default: break; /* M = 0; more than AVX_GEMV_MAX_ROWS rows take the GEMM */           \
         }                                                                                     \
     }
 GEMV_FOR(QVL_F32)
