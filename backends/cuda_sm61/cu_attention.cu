@@ -105,14 +105,19 @@ __device__ __forceinline__ void cu_attn_rows_dt(const cu_view &x, int64_t jg, in
     }
 }
 
-/* The same for x's dtype (f32, f16, bf16 or q8_0: the op contract). clang's code chooses it once for
- * all KU * REGS loads: with the dtype switch inside every load it needed more registers than a
- * thread has and spilled. nvcc's code keeps the switch per load, which costs it fewer
- * registers than the three copies. */
-template <int REGS, int KU>
+/* The same for x's dtype: q8_0 when Q8 (its own kernel instance, below), else f32, f16 or
+ * bf16. clang's code chooses the float dtype once for all KU * REGS loads: with the dtype switch
+ * inside every load it needed more registers than a thread has and spilled, and so it did with
+ * q8_0 as a fourth copy. nvcc's code keeps the switch per load, which costs it fewer registers
+ * than the three copies. */
+template <int REGS, int KU, bool Q8>
 __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64_t j1,
                                              int64_t g, int lane, int64_t D,
                                              float (&r)[KU][REGS]) {
+    if (Q8) {
+        cu_attn_rows_dt<QVL_Q8_0, REGS, KU>(x, jg, j1, g, lane, D, r);
+        return;
+    }
     if (!CU_CLANG_DEVICE) {
         cu_attn_rows_dt<-1, REGS, KU>(x, jg, j1, g, lane, D, r);
         return;
@@ -121,8 +126,7 @@ __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64
     case QVL_F32: cu_attn_rows_dt<QVL_F32, REGS, KU>(x, jg, j1, g, lane, D, r); break;
     case QVL_F16: cu_attn_rows_dt<QVL_F16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
     case QVL_BF16: cu_attn_rows_dt<QVL_BF16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
-    case QVL_Q8_0: cu_attn_rows_dt<QVL_Q8_0, REGS, KU>(x, jg, j1, g, lane, D, r); break;
-    default: /* no other dtype gets here */
+    default: /* no other dtype gets here (q8_0 takes the Q8 instance) */
 #pragma unroll
         for (int u = 0; u < KU; u++)
 #pragma unroll
@@ -134,7 +138,7 @@ __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64
  * and v rows are all requested before any is used, so one memory round trip serves KU keys
  * instead of one: decode attention is latency-bound otherwise); VEC (REGS 4, D 128, k and v
  * rows unit-stride and aligned): each lane loads its 4 neighbouring elements at once. */
-template <int REGS, int KU, bool VEC>
+template <int REGS, int KU, bool VEC, bool KQ8, bool VQ8>
 __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_args p) {
     __shared__ float acc_s[CU_ATTN_WARPS][CU_ATTN_MAX_D];
     __shared__ float m_s[CU_ATTN_WARPS], l_s[CU_ATTN_WARPS];
@@ -187,8 +191,8 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
                 }
             }
         } else {
-            cu_attn_rows<REGS, KU>(k, jg, j1, g, lane, D, kr);
-            cu_attn_rows<REGS, KU>(v, jg, j1, g, lane, D, vr);
+            cu_attn_rows<REGS, KU, KQ8>(k, jg, j1, g, lane, D, kr);
+            cu_attn_rows<REGS, KU, VQ8>(v, jg, j1, g, lane, D, vr);
         }
         float sc[KU];
 #pragma unroll
@@ -385,6 +389,17 @@ static bool cu_attn_vec_ok(const cu_view &v) {
            v.stride[1] % 4 == 0 && (uintptr_t)v.data % (4 * esize) == 0;
 }
 
+/* k_attention without vector loads, instantiated for whether k and v are q8_0. */
+template <int REGS, int KU>
+static void cu_attention_rows_launch(dim3 grid, unsigned threads, cu_stream s,
+                                     const cu_attn_args &p) {
+    bool kq = p.k.dtype == QVL_Q8_0, vq = p.v.dtype == QVL_Q8_0;
+    if (kq && vq) k_attention<REGS, KU, false, true, true><<<grid, threads, 0, s>>>(p);
+    else if (kq) k_attention<REGS, KU, false, true, false><<<grid, threads, 0, s>>>(p);
+    else if (vq) k_attention<REGS, KU, false, false, true><<<grid, threads, 0, s>>>(p);
+    else k_attention<REGS, KU, false, false, false><<<grid, threads, 0, s>>>(p);
+}
+
 extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
                                    int mask, int64_t n_past, const int32_t *at,
                                    const int32_t *seg, int64_t seg_stride, int64_t n_bounds,
@@ -413,8 +428,8 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     dim3 grid((unsigned)rows, (unsigned)splits);
     unsigned threads = CU_ATTN_WARPS * CU_WARP;
     if (D == 4 * CU_WARP && cu_attn_vec_ok(k) && cu_attn_vec_ok(v))
-        k_attention<4, CU_ATTN_KU_VEC, true><<<grid, threads, 0, s>>>(p);
-    else if (D <= 4 * CU_WARP) k_attention<4, 4, false><<<grid, threads, 0, s>>>(p);
-    else k_attention<CU_ATTN_REGS, 1, false><<<grid, threads, 0, s>>>(p);
+        k_attention<4, CU_ATTN_KU_VEC, true, false, false><<<grid, threads, 0, s>>>(p);
+    else if (D <= 4 * CU_WARP) cu_attention_rows_launch<4, 4>(grid, threads, s, p);
+    else cu_attention_rows_launch<CU_ATTN_REGS, 1>(grid, threads, s, p);
     return (int)cudaGetLastError();
 }
