@@ -60,7 +60,10 @@ done
 ln -s ../../site/nvidia/nvfatbin/lib/libnvfatbin.so.12 "$sdk/lib64/libnvfatbin.so.12"
 ln -s ../../site/nvidia/nvfatbin/include/nvFatbin.h "$sdk/include/nvFatbin.h"
 
-"$sdk/bin/ptxas" --version | grep -q "release 12\." || die "$sdk/bin/ptxas is not CUDA 12.x"
+# The version text is captured first: under pipefail, grep -q leaving early can make ptxas die
+# of SIGPIPE and fail the pipeline at random.
+ptxas_version="$("$sdk/bin/ptxas" --version)" || die "$sdk/bin/ptxas does not run"
+grep -q "release 12\." <<<"$ptxas_version" || die "$sdk/bin/ptxas is not CUDA 12.x"
 for f in include/cuda_runtime.h include/crt/host_config.h nvvm/libdevice/libdevice.10.bc \
          lib64/libcudart_static.a lib64/libnvfatbin.so.12; do
     [ -e "$sdk/$f" ] || die "$sdk/$f is missing after the install"
