@@ -107,6 +107,18 @@ def chat(port, payload, timeout=120):
         return status, data
 
 
+def read_events(r):
+    """(parsed data events, saw [DONE]) of a Server-Sent Events response body."""
+    events, done = [], False
+    for raw in r:
+        line = raw.decode("utf-8").rstrip("\n")
+        if line == "data: [DONE]":
+            done = True
+        elif line.startswith("data: "):
+            events.append(json.loads(line[6:]))
+    return events, done
+
+
 def stream(port, payload, timeout=120):
     """(status, parsed events, saw [DONE]) of a streamed chat completion."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -116,13 +128,7 @@ def stream(port, payload, timeout=120):
         r = conn.getresponse()
         if r.status != 200:
             return r.status, [json.loads(r.read())], False
-        events, done = [], False
-        for raw in r:
-            line = raw.decode("utf-8").rstrip("\n")
-            if line == "data: [DONE]":
-                done = True
-            elif line.startswith("data: "):
-                events.append(json.loads(line[6:]))
+        events, done = read_events(r)
         return r.status, events, done
     finally:
         conn.close()
@@ -236,13 +242,7 @@ class Server:
             r = conn.getresponse()
             if r.status != 200:
                 return r.status, r.getheader("Content-Type"), json.loads(r.read()), False
-            events, done = [], False
-            for raw in r:
-                line = raw.decode("utf-8").rstrip("\n")
-                if line == "data: [DONE]":
-                    done = True
-                elif line.startswith("data: "):
-                    events.append(json.loads(line[6:]))
+            events, done = read_events(r)
             return r.status, r.getheader("Content-Type"), events, done
         finally:
             conn.close()
