@@ -93,16 +93,21 @@ template <int DT, int REGS, int KU>
 __device__ __forceinline__ void cu_attn_rows_dt(const cu_view &x, int64_t jg, int64_t j1,
                                                 int64_t g, int lane, int64_t D,
                                                 float (&r)[KU][REGS]) {
+    int32_t dt = DT < 0 ? x.dtype : DT;
+    uint32_t raw[KU][REGS]; /* every load in flight before the first conversion (cu_load_raw) */
 #pragma unroll
     for (int u = 0; u < KU; u++) {
         int64_t j = jg + u, base = j * x.stride[0] + g * x.stride[1];
 #pragma unroll
         for (int t = 0; t < REGS; t++) {
             int64_t d = lane + CU_WARP * t;
-            int32_t dt = DT < 0 ? x.dtype : DT;
-            r[u][t] = j < j1 && d < D ? cu_load(x.data, dt, base + d * x.stride[2]) : 0.0f;
+            raw[u][t] = j < j1 && d < D ? cu_load_raw(x.data, dt, base + d * x.stride[2]) : 0u;
         }
     }
+#pragma unroll
+    for (int u = 0; u < KU; u++)
+#pragma unroll
+        for (int t = 0; t < REGS; t++) r[u][t] = cu_raw_to_f32(dt, raw[u][t]);
 }
 
 /* The same for x's dtype: q8_0 when Q8 (its own kernel instance, below), else f32, f16 or
@@ -175,20 +180,23 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
         float kr[KU][REGS], vr[KU][REGS];
         if (VEC) {
+            uint4 kw[KU], vw[KU]; /* every load in flight before the first conversion */
 #pragma unroll
             for (int u = 0; u < KU; u++) {
                 int64_t j = jg + u;
                 int64_t k_base = j * k.stride[0] + g * k.stride[1];
                 int64_t v_base = j * v.stride[0] + g * v.stride[1];
+                kw[u] = vw[u] = make_uint4(0u, 0u, 0u, 0u); /* 0.0f in every dtype */
                 if (j < j1) { /* k_base and v_base are multiples of 4 here */
-                    float4 kf = cu_vec4_load(k, k_base / 4 + lane);
-                    float4 vf = cu_vec4_load(v, v_base / 4 + lane);
-                    kr[u][0] = kf.x, kr[u][1] = kf.y, kr[u][2] = kf.z, kr[u][3] = kf.w;
-                    vr[u][0] = vf.x, vr[u][1] = vf.y, vr[u][2] = vf.z, vr[u][3] = vf.w;
-                } else {
-#pragma unroll
-                    for (int t = 0; t < REGS; t++) kr[u][t] = vr[u][t] = 0.0f;
+                    kw[u] = cu_vec4_raw(k, k_base / 4 + lane);
+                    vw[u] = cu_vec4_raw(v, v_base / 4 + lane);
                 }
+            }
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                float4 kf = cu_vec4_cvt(k.dtype, kw[u]), vf = cu_vec4_cvt(v.dtype, vw[u]);
+                kr[u][0] = kf.x, kr[u][1] = kf.y, kr[u][2] = kf.z, kr[u][3] = kf.w;
+                vr[u][0] = vf.x, vr[u][1] = vf.y, vr[u][2] = vf.z, vr[u][3] = vf.w;
             }
         } else {
             cu_attn_rows<REGS, KU, KQ8>(k, jg, j1, g, lane, D, kr);

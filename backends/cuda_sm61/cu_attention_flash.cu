@@ -31,18 +31,41 @@
 /* A staged chunk is 2048 values, 16 per thread: keys t0 + row0 + rstep * u (u < 16) at one
  * column col of x (a K or V view, kv head g); keys at or past hi read as 0. */
 #define CU_FA_PER_THREAD (2048 / CU_FA_THREADS)
-__device__ __forceinline__ void cu_fa_fetch(const cu_view &x, int64_t g, int t0, int row0,
-                                            int rstep, int64_t col, int hi,
-                                            float r[CU_FA_PER_THREAD]) {
+#define CU_FA_FETCH_ARGS                                                                         \
+    const cu_view &x, int64_t g, int t0, int row0, int rstep, int64_t col, int hi,            \
+        float r[CU_FA_PER_THREAD]
+__device__ __forceinline__ void cu_fa_fetch_f32(CU_FA_FETCH_ARGS) { /* nothing to convert */
     int64_t base = g * x.stride[1] + col * x.stride[2];
 #pragma unroll
     for (int u = 0; u < CU_FA_PER_THREAD; u++) {
         int j = t0 + row0 + rstep * u;
-        r[u] = j < hi ? cu_view_load(x, j * x.stride[0] + base) : 0.0f;
+        r[u] = j < hi ? ((const float *)x.data)[j * x.stride[0] + base] : 0.0f;
     }
 }
 
-template <int D>
+__device__ __forceinline__ void cu_fa_fetch_raw(CU_FA_FETCH_ARGS) {
+    int64_t base = g * x.stride[1] + col * x.stride[2];
+    uint32_t raw[CU_FA_PER_THREAD]; /* every load in flight before the first conversion */
+#pragma unroll
+    for (int u = 0; u < CU_FA_PER_THREAD; u++) {
+        int j = t0 + row0 + rstep * u;
+        raw[u] = j < hi ? cu_load_raw(x.data, x.dtype, j * x.stride[0] + base) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < CU_FA_PER_THREAD; u++) r[u] = cu_raw_to_f32(x.dtype, raw[u]);
+}
+
+/* F32: k and v both f32 (their own kernel instance). */
+template <bool F32>
+__device__ __forceinline__ void cu_fa_fetch(CU_FA_FETCH_ARGS) {
+    if (F32) cu_fa_fetch_f32(x, g, t0, row0, rstep, col, hi, r);
+    else cu_fa_fetch_raw(x, g, t0, row0, rstep, col, hi, r);
+}
+
+/* F32: k and v are f32 (the vision tower, an f32 cache), loaded as they are; otherwise raw
+ * loads and conversions (cu_load_raw). One instance serving both spilled (clang, sm_61) and
+ * cost the f32 case a fifth of its speed. */
+template <int D, bool F32>
 __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_flash(cu_attn_job p) {
     constexpr int BQ = 4096 / D;           /* queries per block */
     constexpr int QS = BQ + CU_FA_PAD;     /* row length of q_t and p_t */
@@ -118,7 +141,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
     const int k_row = tid / CU_FA_DC, k_col = tid % CU_FA_DC;
     const int v_row = tid / D, v_col = tid % D, v_step = CU_FA_THREADS / D;
     float stage[CU_FA_PER_THREAD];
-    if (lo < hi) cu_fa_fetch(k, g, lo, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi, stage);
+    if (lo < hi) cu_fa_fetch<F32>(k, g, lo, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi, stage);
 
     for (int t0 = lo; t0 < hi; t0 += CU_FA_BK) {
         /* ---- S = Q K^T over D, 32 dimensions at a time ---- */
@@ -135,10 +158,10 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
                 buf[k_col * KS + k_row + (CU_FA_THREADS / CU_FA_DC) * u] = stage[u];
             __syncthreads();
             if (c + 1 < NC)
-                cu_fa_fetch(k, g, t0, k_row, CU_FA_THREADS / CU_FA_DC, dc + CU_FA_DC + k_col, hi,
+                cu_fa_fetch<F32>(k, g, t0, k_row, CU_FA_THREADS / CU_FA_DC, dc + CU_FA_DC + k_col, hi,
                             stage);
             else
-                cu_fa_fetch(v, g, t0, v_row, v_step, v_col, hi, stage);
+                cu_fa_fetch<F32>(v, g, t0, v_row, v_step, v_col, hi, stage);
 #pragma unroll 8
             for (int d = 0; d < CU_FA_DC; d++) {
                 float4 qa = *(const float4 *)&q_t[(dc + d) * QS + 4 * sq];
@@ -218,9 +241,9 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
                 buf[(v_row + v_step * u) * D + v_col] = stage[u];
             __syncthreads();
             if (c + 1 < NC)
-                cu_fa_fetch(v, g, t0 + vc + VC, v_row, v_step, v_col, hi, stage);
+                cu_fa_fetch<F32>(v, g, t0 + vc + VC, v_row, v_step, v_col, hi, stage);
             else if (t0 + CU_FA_BK < hi)
-                cu_fa_fetch(k, g, t0 + CU_FA_BK, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi,
+                cu_fa_fetch<F32>(k, g, t0 + CU_FA_BK, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi,
                             stage);
 #pragma unroll 4
             for (int jj = 0; jj < VC; jj++) {
@@ -257,7 +280,10 @@ int cu_launch_attention_flash(cu_stream s, const cu_attn_job &p) {
         return -1;
     int64_t bq = 4096 / D;
     dim3 grid((unsigned)((N + bq - 1) / bq), (unsigned)Hq);
-    if (D == 64) k_attention_flash<64><<<grid, CU_FA_THREADS, 0, s>>>(p);
-    else k_attention_flash<128><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    bool f32 = p.k.dtype == QVL_F32 && p.v.dtype == QVL_F32;
+    if (D == 64 && f32) k_attention_flash<64, true><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else if (D == 64) k_attention_flash<64, false><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else if (f32) k_attention_flash<128, true><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else k_attention_flash<128, false><<<grid, CU_FA_THREADS, 0, s>>>(p);
     return (int)cudaGetLastError();
 }

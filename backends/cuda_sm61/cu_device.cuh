@@ -75,23 +75,42 @@ __device__ __forceinline__ uint16_t cu_f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
-/* Element at element offset off of storage of dtype dt, as f32. q8_0 blocks are 34 bytes and
- * so not 2-byte aligned in general: the scale is read byte by byte. */
-__device__ __forceinline__ float cu_load(const void *data, int32_t dt, int64_t off) {
+/* Element at element offset off of storage of dtype dt, as f32, in two steps: cu_load_raw
+ * loads its bits, cu_raw_to_f32 converts them. Loops that load several elements issue every
+ * raw load before converting any: a conversion right after its load waits for the data, and
+ * inside a dtype branch the compiler then cannot put the next load in flight first, so such a
+ * loop makes one memory round trip per element (decode attention over an f16 cache ran slower
+ * than over an f32 one, with half the bytes). q8_0 blocks are 34 bytes and so not 2-byte
+ * aligned in general: the scale is read byte by byte. Raw q8_0: the scale's f16 bits, the
+ * quant in bits 16-23. */
+__device__ __forceinline__ uint32_t cu_load_raw(const void *data, int32_t dt, int64_t off) {
     switch (dt) {
-    case QVL_F32: return ((const float *)data)[off];
-    case QVL_F16: return cu_f16_to_f32(((const uint16_t *)data)[off]);
-    case QVL_BF16: return cu_bf16_to_f32(((const uint16_t *)data)[off]);
+    case QVL_F32:
+    case QVL_I32: return ((const uint32_t *)data)[off];
+    case QVL_F16:
+    case QVL_BF16: return ((const uint16_t *)data)[off];
     case QVL_Q8_0: {
         const unsigned char *b =
             (const unsigned char *)data + (off / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0);
-        uint16_t d = (uint16_t)(b[0] | (b[1] << 8)); /* little-endian f16 scale */
-        int8_t q = (int8_t)b[2 + off % QVL_Q8_0_BLOCK];
-        return cu_f16_to_f32(d) * (float)q;
+        return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2 + off % QVL_Q8_0_BLOCK] << 16);
     }
-    case QVL_I32: return (float)((const int32_t *)data)[off];
-    default: return 0.0f; /* the host checks reject other dtypes */
+    default: return 0u; /* the host checks reject other dtypes */
     }
+}
+
+__device__ __forceinline__ float cu_raw_to_f32(int32_t dt, uint32_t r) {
+    switch (dt) {
+    case QVL_F32: return __uint_as_float(r);
+    case QVL_F16: return cu_f16_to_f32((uint16_t)r);
+    case QVL_BF16: return cu_bf16_to_f32((uint16_t)r);
+    case QVL_Q8_0: return cu_f16_to_f32((uint16_t)(r & 0xffffu)) * (float)(int8_t)(r >> 16);
+    case QVL_I32: return (float)(int32_t)r;
+    default: return 0.0f;
+    }
+}
+
+__device__ __forceinline__ float cu_load(const void *data, int32_t dt, int64_t off) {
+    return cu_raw_to_f32(dt, cu_load_raw(data, dt, off));
 }
 
 /* Byte i of unaligned storage (q4_k / q6_k blocks sit at any 2-byte boundary in a view). */
@@ -233,26 +252,40 @@ __device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, 
 
 /* float4 i (elements 4i .. 4i + 3) of a unit-stride f32, f16 or bf16 vector, in one 16- or
  * 8-byte load (the address aligned for it: the callers check on the host); of a q8_0 vector
- * (rows of whole blocks), in three 2-byte loads. */
-__device__ __forceinline__ float4 cu_vec4_load(const cu_view &v, int64_t i) {
-    if (v.dtype == QVL_F32) return ((const float4 *)v.data)[i];
-    if (v.dtype == QVL_Q8_0) { /* 4 quants of one block (groups never straddle blocks) and its
-                                  scale, as 2-byte loads: a 34-byte block is 2-byte aligned */
+ * (rows of whole blocks), in three 2-byte loads. As for cu_load, the load (cu_vec4_raw) and the
+ * conversion (cu_vec4_cvt) are apart, so that loops issue all their loads first. Raw: f32 the
+ * 4 words; f16/bf16 2 words of 2 halves; q8_0 x = the scale's bits, y = the 4 quants. */
+__device__ __forceinline__ uint4 cu_vec4_raw(const cu_view &v, int64_t i) {
+    if (v.dtype == QVL_F32) return ((const uint4 *)v.data)[i];
+    if (v.dtype == QVL_Q8_0) { /* groups never straddle blocks; a block is 2-byte aligned */
         const uint16_t *b = (const uint16_t *)((const unsigned char *)v.data +
                                                (4 * i / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0));
         int pos = (int)(4 * i % QVL_Q8_0_BLOCK);
-        float d = cu_f16_to_f32(b[0]);
-        uint16_t q01 = b[1 + pos / 2], q23 = b[2 + pos / 2];
-        return make_float4(d * (float)(int8_t)(q01 & 0xffu), d * (float)(int8_t)(q01 >> 8),
-                           d * (float)(int8_t)(q23 & 0xffu), d * (float)(int8_t)(q23 >> 8));
+        return make_uint4(b[0], (uint32_t)b[1 + pos / 2] | ((uint32_t)b[2 + pos / 2] << 16), 0u, 0u);
     }
     uint2 h = ((const uint2 *)v.data)[i];
-    uint16_t e[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
-                     (uint16_t)(h.y >> 16)};
+    return make_uint4(h.x, h.y, 0u, 0u);
+}
+
+__device__ __forceinline__ float4 cu_vec4_cvt(int32_t dt, uint4 r) {
+    if (dt == QVL_F32)
+        return make_float4(__uint_as_float(r.x), __uint_as_float(r.y), __uint_as_float(r.z),
+                           __uint_as_float(r.w));
+    if (dt == QVL_Q8_0) {
+        float d = cu_f16_to_f32((uint16_t)r.x);
+        return make_float4(d * (float)(int8_t)(r.y & 0xffu), d * (float)(int8_t)((r.y >> 8) & 0xffu),
+                           d * (float)(int8_t)((r.y >> 16) & 0xffu), d * (float)(int8_t)(r.y >> 24));
+    }
+    uint16_t e[4] = {(uint16_t)(r.x & 0xffffu), (uint16_t)(r.x >> 16), (uint16_t)(r.y & 0xffffu),
+                     (uint16_t)(r.y >> 16)};
     float f[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) f[j] = v.dtype == QVL_F16 ? cu_f16_to_f32(e[j]) : cu_bf16_to_f32(e[j]);
+    for (int j = 0; j < 4; j++) f[j] = dt == QVL_F16 ? cu_f16_to_f32(e[j]) : cu_bf16_to_f32(e[j]);
     return make_float4(f[0], f[1], f[2], f[3]);
+}
+
+__device__ __forceinline__ float4 cu_vec4_load(const cu_view &v, int64_t i) {
+    return cu_vec4_cvt(v.dtype, cu_vec4_raw(v, i));
 }
 
 __device__ __forceinline__ float cu_warp_sum(float x) {

@@ -16,280 +16,12 @@
  * the current one (the last batch of a row prefetches the next row's first). The grid is one
  * wave of resident blocks (occupancy asked of the runtime), so no block waits to start and
  * redo the prologue. With q8_0 weights the rows are quantised to int8 blocks in shared memory
- * and the dot products run on __dp4a (k_gemv_fused_q8). */
+ * and the dot products run on __dp4a (k_gemv_fused_q8); q4_k and q6_k weights take
+ * k_gemv_fused_k (cu_gemv_fused_k.cu), which does the same with their blocks. */
+#include <stdlib.h>
 #include <string.h>
 
-#include "cu_device.cuh"
-
-/* Warps per block. With CU_FG_MIN_BLOCKS an SM holds 24 warps of these kernels where the
- * registers allow. Larger blocks need more shared memory (a stage per warp), so q8_0 rows of
- * K = 6144 would no longer fit the fused kernel; smaller ones repeat the prologue in more
- * blocks. Build-time knob for A/B runs; docs/BENCHMARKS.md lists the shapes tried. */
-#ifndef CU_FG_WARPS
-#define CU_FG_WARPS 8
-#endif
-#define CU_FG_UNROLL 4 /* 16-byte weight loads per lane per batch (two batches in flight) */
-/* The same for one row (decode): 4 keeps the registers low enough for CU_FG_MIN_BLOCKS
- * resident blocks; more bytes in flight per warp do not pay for the occupancy they cost
- * (docs/BENCHMARKS.md, "Tried and did not pay"). */
-#ifndef CU_FG_UNROLL_M1
-#define CU_FG_UNROLL_M1 4
-#endif
-#ifndef CU_FG_MIN_BLOCKS /* resident blocks per SM the register budget must allow */
-#define CU_FG_MIN_BLOCKS 3
-#endif
-#define CU_SQRT_2_OVER_PI_F 0.79788456080286535588f
-#define CU_SQRT_HALF_F 0.70710678118654752440f
-
-struct cu_fused_args {
-    int prologue; /* CU_FUSED_NORM, CU_FUSED_ACT or CU_FUSED_COPY */
-    int layer, act;
-    int vec; /* float4 loads: x and up f32 with aligned unit-stride rows, gamma/beta aligned, K % 4 == 0 */
-    float eps;
-    cu_view x;           /* the rows: norm input, activation input a, or the matmul's input */
-    cu_view aux, beta;   /* norm: gamma, beta; act: up (data NULL when absent) */
-    cu_view res;         /* data NULL when there is no residual */
-    int64_t x_row[CU_FUSED_MAX_ROWS], aux_row[CU_FUSED_MAX_ROWS], res_row[CU_FUSED_MAX_ROWS];
-    int64_t M, K; /* K <= 12032 (M rows of K floats fit in 47 KiB): in-row indices are ints */
-    int n_proj;
-    const void *w[3];
-    int64_t w_row_stride[3];
-    cu_view bias[3];
-    int64_t n_off[4]; /* projection p owns output columns [n_off[p], n_off[p + 1]) */
-    float *out;
-    int64_t ldo;
-};
-
-__device__ __forceinline__ float cu_fused_act(int act, bool gated, float x, float u) {
-    if (gated) return x / (1.0f + expf(-x)) * u;
-    if (act == QVL_ACT_GELU_TANH)
-        return 0.5f * x * (1.0f + tanhf(CU_SQRT_2_OVER_PI_F * (x + 0.044715f * x * x * x)));
-    return 0.5f * x * (1.0f + erff(x * CU_SQRT_HALF_F));
-}
-
-/* The prologue's float4 loops issue CU_PRO_BATCH loads per thread before using any: these
- * loads are latency, not bandwidth, and the kernel's weights wait for them. Thread t owns
- * float4s t, t + blockDim.x, ... in every loop, so the passes need no barrier between them. */
-#ifndef CU_PRO_BATCH /* 4 and 8 are slower (docs/BENCHMARKS.md, "Tried and did not pay") */
-#define CU_PRO_BATCH 2
-#endif
-#define CU_PRO_FOR(i0, n4) \
-    for (int i0 = threadIdx.x; i0 < (n4); i0 += CU_PRO_BATCH * (int)blockDim.x)
-#define CU_PRO_AT(i0, u) ((i0) + (u) * (int)blockDim.x)
-
-__device__ __forceinline__ float4 cu_act4(int act, bool gated, float4 a, float4 u) {
-    return make_float4(cu_fused_act(act, gated, a.x, u.x), cu_fused_act(act, gated, a.y, u.y),
-                       cu_fused_act(act, gated, a.z, u.z), cu_fused_act(act, gated, a.w, u.w));
-}
-
-/* Row m of the MLP activation into xr. */
-__device__ __forceinline__ void cu_prologue_act(const cu_fused_args &p, int m, float *xr) {
-    bool gated = p.aux.data != NULL;
-    int64_t x_row = cu_pick(p.x_row, m), aux_row = cu_pick(p.aux_row, m);
-    if (p.vec) {
-        const float4 *a4 = (const float4 *)((const float *)p.x.data + x_row);
-        const float4 *u4 = (const float4 *)((const float *)p.aux.data + aux_row);
-        int n4 = (int)p.K / 4;
-        CU_PRO_FOR(i0, n4) {
-            float4 a[CU_PRO_BATCH], u[CU_PRO_BATCH];
-#pragma unroll
-            for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int i = CU_PRO_AT(i0, j);
-                a[j] = i < n4 ? a4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                u[j] = gated && i < n4 ? u4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-#pragma unroll
-            for (int j = 0; j < CU_PRO_BATCH; j++)
-                if (CU_PRO_AT(i0, j) < n4)
-                    ((float4 *)xr)[CU_PRO_AT(i0, j)] = cu_act4(p.act, gated, a[j], u[j]);
-        }
-        return;
-    }
-    int64_t sa = cu_inner_stride(p.x), su = gated ? cu_inner_stride(p.aux) : 0;
-    for (int i = threadIdx.x; i < (int)p.K; i += blockDim.x) {
-        float u = gated ? cu_view_load(p.aux, aux_row + i * su) : 0.0f;
-        xr[i] = cu_fused_act(p.act, gated, cu_view_load(p.x, x_row + i * sa), u);
-    }
-}
-
-/* Row m of x into xr as it is; returns this thread's sum of its elements (sq: of squares). */
-__device__ __forceinline__ float cu_prologue_load(const cu_fused_args &p, int m, float *xr,
-                                                  bool sq) {
-    float sum = 0.0f;
-    int64_t x_row = cu_pick(p.x_row, m);
-    if (p.vec) {
-        const float4 *x4 = (const float4 *)((const float *)p.x.data + x_row);
-        int n4 = (int)p.K / 4;
-        CU_PRO_FOR(i0, n4) {
-            float4 v[CU_PRO_BATCH];
-#pragma unroll
-            for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int i = CU_PRO_AT(i0, j);
-                v[j] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-#pragma unroll
-            for (int j = 0; j < CU_PRO_BATCH; j++) {
-                if (CU_PRO_AT(i0, j) < n4) ((float4 *)xr)[CU_PRO_AT(i0, j)] = v[j];
-                float4 w = v[j]; /* zero past the end */
-                sum += sq ? w.x * w.x + w.y * w.y + w.z * w.z + w.w * w.w : w.x + w.y + w.z + w.w;
-            }
-        }
-        return sum;
-    }
-    int64_t step = cu_inner_stride(p.x);
-    for (int i = threadIdx.x; i < (int)p.K; i += blockDim.x) {
-        float v = cu_view_load(p.x, x_row + i * step);
-        xr[i] = v;
-        sum += sq ? v * v : v;
-    }
-    return sum;
-}
-
-__device__ __forceinline__ float cu_norm_one(const cu_fused_args &p, float v, float mean,
-                                             float inv, float g, float b) {
-    return p.layer ? (v - mean) * inv * g + b : (v * inv) * g;
-}
-
-/* Row m of x normalised into xr (RMS: x * inv * g; layer: (x - mean) * inv * g + b). Each
- * thread only ever touches the elements it loaded, so only the reductions synchronise. */
-__device__ __forceinline__ void cu_prologue_norm(const cu_fused_args &p, int m, float *xr,
-                                                 float *red) {
-    int K = (int)p.K;
-    float mean = 0.0f, inv;
-    if (p.layer) {
-        mean = cu_block_reduce(cu_prologue_load(p, m, xr, false), false, red) / (float)K;
-        float ss = 0.0f;
-        int per = p.vec ? 4 : 1; /* the elements cu_prologue_load gave this thread */
-        for (int i = threadIdx.x; i < K / per; i += blockDim.x)
-            for (int j = 0; j < per; j++) {
-                float d = xr[i * per + j] - mean;
-                ss += d * d;
-            }
-        inv = 1.0f / sqrtf(cu_block_reduce(ss, false, red) / (float)K + p.eps);
-    } else {
-        inv = 1.0f / sqrtf(cu_block_reduce(cu_prologue_load(p, m, xr, true), false, red) /
-                               (float)K +
-                           p.eps);
-    }
-    if (p.vec) { /* gamma and beta are unit-stride f32, f16 or bf16 vectors here */
-        bool has_b = p.beta.data != NULL;
-        int n4 = K / 4;
-        CU_PRO_FOR(i0, n4) {
-            float4 g[CU_PRO_BATCH], b[CU_PRO_BATCH];
-#pragma unroll
-            for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int i = CU_PRO_AT(i0, j);
-                g[j] = i < n4 ? cu_vec4_load(p.aux, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                b[j] = has_b && i < n4 ? cu_vec4_load(p.beta, i)
-                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-#pragma unroll
-            for (int j = 0; j < CU_PRO_BATCH; j++) {
-                int i = CU_PRO_AT(i0, j);
-                if (i >= n4) break;
-                float4 v = ((float4 *)xr)[i];
-                ((float4 *)xr)[i] = make_float4(cu_norm_one(p, v.x, mean, inv, g[j].x, b[j].x),
-                                                cu_norm_one(p, v.y, mean, inv, g[j].y, b[j].y),
-                                                cu_norm_one(p, v.z, mean, inv, g[j].z, b[j].z),
-                                                cu_norm_one(p, v.w, mean, inv, g[j].w, b[j].w));
-            }
-        }
-        return;
-    }
-    int64_t sg = p.aux.stride[0], sb = p.beta.data ? p.beta.stride[0] : 0;
-    for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        float b = p.beta.data ? cu_view_load(p.beta, k * sb) : 0.0f;
-        xr[k] = cu_norm_one(p, xr[k], mean, inv, cu_view_load(p.aux, k * sg), b);
-    }
-}
-
-/* RMS norm with the scale left for the epilogue: W (x * inv * g) = inv * W (x * g), so row m
- * of xs gets x * g at once (x and gamma loaded together) and no block-wide reduction waits
- * between the loads and the dot products; each warp leaves its part of the sum of squares in
- * ss[m * CU_FG_WARPS + warp] for cu_rms_scale after the prologue's barrier. Unit-stride f32
- * rows only (p.vec). */
-__device__ __forceinline__ void cu_prologue_rms_deferred(const cu_fused_args &p, int m, float *xr,
-                                                         float *ss) {
-    const float4 *x4 = (const float4 *)((const float *)p.x.data + cu_pick(p.x_row, m));
-    int n4 = (int)p.K / 4;
-    float sum = 0.0f;
-    CU_PRO_FOR(i0, n4) {
-        float4 v[CU_PRO_BATCH], g[CU_PRO_BATCH];
-#pragma unroll
-        for (int j = 0; j < CU_PRO_BATCH; j++) {
-            int i = CU_PRO_AT(i0, j);
-            v[j] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            g[j] = i < n4 ? cu_vec4_load(p.aux, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int j = 0; j < CU_PRO_BATCH; j++) {
-            float4 w = v[j]; /* zero past the end */
-            sum += w.x * w.x + w.y * w.y + w.z * w.z + w.w * w.w;
-            if (CU_PRO_AT(i0, j) < n4)
-                ((float4 *)xr)[CU_PRO_AT(i0, j)] =
-                    make_float4(w.x * g[j].x, w.y * g[j].y, w.z * g[j].z, w.w * g[j].w);
-        }
-    }
-    sum = cu_warp_sum(sum);
-    if (threadIdx.x % CU_WARP == 0) ss[m * CU_FG_WARPS + threadIdx.x / CU_WARP] = sum;
-}
-
-/* Row m's 1 / rms from the warps' sums of squares (after the barrier). */
-__device__ __forceinline__ float cu_rms_scale(const cu_fused_args &p, int m, const float *ss) {
-    float sum = 0.0f;
-    for (int w = 0; w < CU_FG_WARPS; w++) sum += ss[m * CU_FG_WARPS + w];
-    return 1.0f / sqrtf(sum / (float)p.K + p.eps);
-}
-
-/* The prologue: rows [M, K] of activations into xs. */
-__device__ __forceinline__ void cu_fused_prologue(const cu_fused_args &p, float *xs, float *red) {
-    for (int m = 0; m < p.M; m++) {
-        float *xr = xs + m * p.K;
-        if (p.prologue == CU_FUSED_ACT) cu_prologue_act(p, m, xr);
-        else if (p.prologue == CU_FUSED_COPY) cu_prologue_load(p, m, xr, false);
-        else cu_prologue_norm(p, m, xr, red);
-    }
-    __syncthreads();
-}
-
-/* The epilogue: warp sums, plus the projection's bias and the residual; output column o
- * (projection pj's row n) of every row. */
-template <int MR>
-__device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, int64_t n,
-                                               int64_t o, const float *acc, int lane,
-                                               bool scaled = false, const float *scale = NULL) {
-    const void *bd = p.bias[0].data; /* p.bias[pj], with constant indices (cu_pick) */
-    int32_t bdt = p.bias[0].dtype;
-    int64_t bs = p.bias[0].stride[0];
-#pragma unroll
-    for (int j = 1; j < 3; j++)
-        if (pj == j) {
-            bd = p.bias[j].data;
-            bdt = p.bias[j].dtype;
-            bs = p.bias[j].stride[0];
-        }
-    float b = bd ? cu_load(bd, bdt, n * bs) : 0.0f;
-    int64_t rs = p.res.data ? cu_inner_stride(p.res) : 0;
-#pragma unroll
-    for (int m = 0; m < MR; m++) {
-        if (m >= p.M) break;
-        float y = cu_warp_sum(acc[m]);
-        if (scaled) y *= scale[m]; /* a deferred RMS norm */
-        if (lane == 0) {
-            y += b;
-            if (p.res.data)
-                y = cu_view_load(p.res, p.res_row[m] + n * rs) + y;
-            p.out[m * p.ldo + o] = y;
-        }
-    }
-}
-
-/* Which projection output column o belongs to, and its row n there. */
-__device__ __forceinline__ int cu_fused_proj(const cu_fused_args &p, int64_t o, int64_t *n) {
-    int pj = (p.n_proj > 1 && o >= p.n_off[1]) + (p.n_proj > 2 && o >= p.n_off[2]);
-    *n = o - cu_pick(p.n_off, pj);
-    return pj;
-}
+#include "cu_gemv_fused.cuh"
 
 /* Batch b of output column o's weight row: U 16-byte chunks per lane, zero past the row's end
  * or past the last column. */
@@ -582,29 +314,44 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     }
 }
 
+static bool cu_is_kquant(int32_t dt) { return dt == QVL_Q4_K || dt == QVL_Q6_K; }
+
 /* Shared memory of the fused kernels for M rows of K (0 when w's dtype has no fused kernel). */
 static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
     if (dt == QVL_Q8_0) { /* floats, then int8 quants and f32 scales padded to whole batches */
         int64_t nbp = cu_q8_padded_blocks(K / QVL_Q8_0_BLOCK);
         return M * K * (int64_t)sizeof(float) + M * nbp * (QVL_Q8_0_BLOCK + 4);
     }
+    if (cu_is_kquant(dt)) return cu_fused_kquant_smem(M, K);
     if (dt == QVL_F32 || dt == QVL_F16 || dt == QVL_BF16) return M * K * (int64_t)sizeof(float);
     return 0;
 }
 
+static bool cu_fused_env_kquant_off(void) {
+    const char *v = getenv("QVL_CUDA_FUSED_KQUANT"); /* A/B runs: 0 = norm/activation, then GEMVs */
+    return v && strcmp(v, "0") == 0;
+}
+
+/* Projections whose dtypes the fused kernels take together: all the same, or q4_k and q6_k
+ * mixed (Q4_K_M's q6_k attention-V beside q4_k q and k). Weight rows: whole blocks (super-blocks
+ * for q4_k / q6_k, so K is one too), unit stride, at the alignment of the kernel's loads. */
 extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M) {
     if (n_proj < 1 || n_proj > 3 || M < 1 || M > CU_FUSED_MAX_ROWS) return 0;
     int32_t dt = w[0].dtype;
-    int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : 8, K = w[0].cols;
+    bool kq = cu_is_kquant(dt);
+    if (kq && cu_fused_env_kquant_off()) return 0;
+    int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : kq ? QVL_QK_K : 8, K = w[0].cols;
     int64_t smem = cu_fused_smem(dt, M, K);
     int64_t room = CU_FUSED_MAX_SMEM - (dt == QVL_Q8_0 ? CU_Q8_STAGE_BYTES : 0);
     if (smem <= 0 || smem > room) return 0;
-    unsigned align = dt == QVL_Q8_0 ? 2u : 16u;
-    for (int i = 0; i < n_proj; i++)
-        if (w[i].dtype != dt || w[i].cols != K || w[i].col_stride != 1 || w[i].cols % per != 0 ||
-            w[i].row_stride % per != 0 || w[i].batch_stride != 0 ||
+    for (int i = 0; i < n_proj; i++) {
+        int32_t di = w[i].dtype;
+        unsigned align = di == QVL_Q4_K ? 16u : di == QVL_Q8_0 || di == QVL_Q6_K ? 2u : 16u;
+        if ((kq ? !cu_is_kquant(di) : di != dt) || w[i].cols != K || w[i].col_stride != 1 ||
+            w[i].cols % per != 0 || w[i].row_stride % per != 0 || w[i].batch_stride != 0 ||
             ((uintptr_t)w[i].data % align) != 0)
             return 0;
+    }
     return 1;
 }
 
@@ -633,26 +380,6 @@ static bool cu_fused_vec4_ok(const cu_view &v) {
     if (!v.data) return true;
     int64_t esize = v.dtype == QVL_F32 ? 4 : v.dtype == QVL_F16 || v.dtype == QVL_BF16 ? 2 : 0;
     return esize && v.stride[0] == 1 && ((uintptr_t)v.data % (4 * esize)) == 0;
-}
-
-template <typename Kernel>
-static unsigned cu_fused_grid(Kernel k, size_t smem, int64_t total, int sm_count) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CU_FG_WARPS * CU_WARP, smem) !=
-            cudaSuccess ||
-        per_sm < 1)
-        per_sm = 1;
-    int64_t blocks = (total + CU_FG_WARPS - 1) / CU_FG_WARPS;
-    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * per_sm;
-    if (blocks > cap) blocks = cap;
-    return (unsigned)(blocks < 1 ? 1 : blocks);
-}
-
-template <typename Kernel>
-static void cu_fused_run(Kernel k, const cu_fused_args &p, size_t smem, int sm_count,
-                         cu_stream s) {
-    unsigned threads = CU_FG_WARPS * CU_WARP;
-    k<<<cu_fused_grid(k, smem, p.n_off[p.n_proj], sm_count), threads, smem, s>>>(p);
 }
 
 /* Do every projection's q8_0 rows start on 16-byte boundaries, whole 16-byte pieces long? */
@@ -707,6 +434,7 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     p.n_off[0] = 0;
     for (int i = 0; i < n_proj; i++) {
         p.w[i] = w[i].data;
+        p.w_dtype[i] = w[i].dtype;
         p.w_row_stride[i] = w[i].row_stride;
         p.bias[i] = bias[i];
         p.n_off[i + 1] = p.n_off[i] + w[i].rows;
@@ -715,6 +443,10 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     p.out = out;
     p.ldo = ldo;
     size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
+    if (cu_is_kquant(w[0].dtype)) {
+        cu_fused_run_kquant(p, smem, sm_count, s);
+        return (int)cudaGetLastError();
+    }
     bool staged = w[0].dtype == QVL_Q8_0 && cu_q8_rows_staged(w, n_proj);
     if (M == 1) cu_fused_dispatch<1, CU_FG_UNROLL_M1>(p, w[0].dtype, staged, smem, sm_count, s);
     else if (M <= 4) cu_fused_dispatch<4, CU_FG_UNROLL>(p, w[0].dtype, staged, smem, sm_count, s);

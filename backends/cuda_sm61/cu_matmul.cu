@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP)
 /* Can k_gemv_q8 run this matmul: q8_0 2-D weights read row by row, few rows (more go to the
  * int8 GEMM of cu_matmul_int8.cu, one row tile: the weights are still read once)? */
 static bool cu_gemv_q8_ok(const cu_mat &w, int64_t batches, int64_t M) {
-    return w.dtype == QVL_Q8_0 && batches == 1 && M <= CU_GEMV_Q8_MAX_ROWS && w.col_stride == 1 &&
+    return w.dtype == QVL_Q8_0 && batches == 1 && M <= CU_GEMV_I8_MAX_ROWS && w.col_stride == 1 &&
            w.cols % QVL_Q8_0_BLOCK == 0 && w.row_stride % QVL_Q8_0_BLOCK == 0 &&
            ((uintptr_t)w.data % 2) == 0;
 }
@@ -335,7 +335,7 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
             int64_t nblocks = (p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
             if (nblocks > 65535) nblocks = 65535;
             k_quantize_rows<<<(unsigned)qblocks, threads, 0, s>>>(a, M, p.K, qa, da);
-            k_gemv_q8<CU_GEMV_Q8_MAX_ROWS><<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
+            k_gemv_q8<CU_GEMV_I8_MAX_ROWS><<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
         } else if (cu_gemv_vec_ok(w) && cu_rows_f32_aligned(a)) {
             int64_t rblocks = (batches * p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
             if (rblocks > 65535) rblocks = 65535;

@@ -26,9 +26,9 @@ __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int6
     p.out[row * p.ldo + p.col0 + n] = y;
 }
 
-/* k_gemv_q8's rows: 16 accumulators spill on sm_61 (clang), so q8_0 matmuls of 9 to 16 rows
- * run on the int8 GEMM instead (cu_matmul_int8.cu). */
-#define CU_GEMV_Q8_MAX_ROWS 8
+/* Rows of the int8 GEMVs (k_gemv_q8, k_gemv_k): 16 accumulators spill on sm_61 (clang), so
+ * block-quantised matmuls of 9 to 16 rows run on the int8 GEMM instead (cu_matmul_int8.cu). */
+#define CU_GEMV_I8_MAX_ROWS 8
 
 /* Calls f with a tag whose ::value is the row count the GEMV kernels
  * are instantiated for that covers M rows (1, 4, 8 or CU_GEMV_MAX_ROWS; M <= the last). */

@@ -18,193 +18,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cu_kquant.cuh"
 #include "cu_matmul.cuh"
 
 #define CU_I8_WARPS 8
 
-/* x (int8 quants in a word, each 0..63) minus 32 per byte, as signed int8: setting each byte's
- * top bit first keeps the subtraction from borrowing across bytes. */
-__device__ __forceinline__ int cu_minus32(uint32_t x) {
-    return (int)(((x | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
-}
-
-/* (float)i for |i| < 2^22, exactly, with an integer add and a float subtract: both full-rate
- * instructions, where the int-to-float conversion runs at a quarter of the FMA rate (Pascal and
- * later). Every int sum here is within 32 * 127 * 127 < 2^22 in magnitude. */
-__device__ __forceinline__ float cu_i2f_small(int i) {
-    return __int_as_float(i + 0x4B400000) - 12582912.0f; /* 0x4B400000 is 1.5 * 2^23 */
-}
-
-__device__ __forceinline__ uint32_t cu_ld16(const unsigned char *p) {
-    return *(const uint16_t *)p;
-}
-
-/* Two 16-bit loads as one word (q8_0 and q6_k blocks are only 2-byte aligned). */
-__device__ __forceinline__ uint32_t cu_ld32_2(const unsigned char *p) {
-    return cu_ld16(p) | (cu_ld16(p + 2) << 16);
-}
-
-/* q4_k sub-block j's 6-bit scale and min from the 12 scale bytes held in words y (bytes 4-7 of
- * the block), z (8-11), w (12-15), without indexing an array at run time. */
-__device__ __forceinline__ void cu_q4k_sc_m(uint32_t y, uint32_t z, uint32_t w, int j, int &sc,
-                                            int &m) {
-    int t = 8 * (j % 4);
-    uint32_t by = (y >> t) & 0xffu, bz = (z >> t) & 0xffu, bw = (w >> t) & 0xffu;
-    if (j < 4) {
-        sc = (int)(by & 63u);
-        m = (int)(bz & 63u);
-    } else {
-        sc = (int)((bw & 0xFu) | ((by >> 6) << 4));
-        m = (int)((bw >> 4) | ((bz >> 6) << 4));
-    }
-}
-
 /* ---- decode GEMVs: q4_k, q6_k ------------------------------------------------------------- */
 
 /* A warp per output column n, all M rows at once (each weight byte is read once); 8 lanes per
- * super-block, so a warp covers 4 neighbouring super-blocks per step, CU_K_UNROLL steps
- * loaded before any is used.
- * q4_k: lane part p (0..7) reads the block's 16-byte header and 16 bytes of quants, bytes
- *   32c + 16h .. + 15 (c = p / 2, h = p % 2): the low nibbles are sub-block 2c, the high ones
- *   sub-block 2c + 1, 16 values each; the lanes with h = 0 add the mins' term of both.
- * q6_k: lane part p takes half hf = p / 4 and positions l0 = 8 (p % 4) .. l0 + 7 of all four
- *   quarters: 32 values, 8 in each 32-value activation block, one scale each. */
+ * super-block (cu_kquant.cuh), so a warp covers 4 neighbouring super-blocks per step,
+ * CU_K_UNROLL steps loaded before any is used. */
 #define CU_K_UNROLL 2
 
-struct cu_q4k_raw {
-    uint4 hdr, qs;
-};
-struct cu_q6k_raw {
-    uint32_t ql0[2], ql1[2], qh[2], sc, d;
-};
-
-__device__ __forceinline__ void cu_k_load(const unsigned char *blk, int part, cu_q4k_raw &r) {
-    r.hdr = __ldg((const uint4 *)blk);
-    r.qs = __ldg((const uint4 *)(blk + 16 + 16 * part));
-}
-
-__device__ __forceinline__ void cu_k_load(const unsigned char *blk, int part, cu_q6k_raw &r) {
-    int hf = part / 4, l0 = (part % 4) * 8;
-    const unsigned char *ql = blk + 64 * hf + l0, *qh = blk + 128 + 32 * hf + l0;
-    r.ql0[0] = cu_ld32_2(ql);
-    r.ql0[1] = cu_ld32_2(ql + 4);
-    r.ql1[0] = cu_ld32_2(ql + 32);
-    r.ql1[1] = cu_ld32_2(ql + 36);
-    r.qh[0] = cu_ld32_2(qh);
-    r.qh[1] = cu_ld32_2(qh + 4);
-    /* scales[8 hf + 2 r + (p % 4) / 2] for quarters r = 0..3: bytes of 4 16-bit words */
-    const unsigned char *s = blk + 192 + 8 * hf;
-    int shift = 8 * ((part % 4) / 2);
-    r.sc = ((cu_ld16(s) >> shift) & 0xffu) | (((cu_ld16(s + 2) >> shift) & 0xffu) << 8) |
-           (((cu_ld16(s + 4) >> shift) & 0xffu) << 16) | (((cu_ld16(s + 6) >> shift) & 0xffu) << 24);
-    r.d = cu_ld16(blk + 208);
-}
-
-__device__ __forceinline__ void cu_k_zero(cu_q4k_raw &r) {
-    r.hdr = make_uint4(0, 0, 0, 0);
-    r.qs = make_uint4(0, 0, 0, 0);
-}
-__device__ __forceinline__ void cu_k_zero(cu_q6k_raw &r) {
-    r.ql0[0] = r.ql0[1] = r.ql1[0] = r.ql1[1] = r.qh[0] = r.qh[1] = r.sc = r.d = 0;
-}
-
-/* Super-block sb of the row against the M (<= MR) activation rows, into acc. */
-template <int MR>
-__device__ __forceinline__ void cu_k_dot(const cu_q4k_raw &r, int part, int64_t sb, int M,
-                                         int64_t K, const int8_t *qa, const float *da,
-                                         const float *sa, float (&acc)[MR]) {
-    int c = part / 2, h = part % 2;
-    int sc0, m0, sc1, m1;
-    cu_q4k_sc_m(r.hdr.y, r.hdr.z, r.hdr.w, 2 * c, sc0, m0);
-    cu_q4k_sc_m(r.hdr.y, r.hdr.z, r.hdr.w, 2 * c + 1, sc1, m1);
-    float d = cu_f16_to_f32((uint16_t)(r.hdr.x & 0xffffu));
-    float dmin = h == 0 ? cu_f16_to_f32((uint16_t)(r.hdr.x >> 16)) : 0.0f;
-    float dsc0 = d * (float)sc0, dsc1 = d * (float)sc1;
-    float dm0 = dmin * (float)m0, dm1 = dmin * (float)m1;
-    uint32_t qw[4] = {r.qs.x, r.qs.y, r.qs.z, r.qs.w};
-    int lo[4], hi[4];
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        lo[t] = (int)(qw[t] & 0x0F0F0F0Fu);
-        hi[t] = (int)((qw[t] >> 4) & 0x0F0F0F0Fu);
-    }
-    int64_t e = sb * QVL_QK_K + 64 * c + 16 * h, b0 = sb * 8 + 2 * c, nb = K / CU_I8_BLOCK;
-#pragma unroll
-    for (int m = 0; m < MR; m++) {
-        if (m >= M) continue; /* (not break: clang then cannot unroll the callers' loops) */
-        const int8_t *row = qa + m * K;
-        int4 x0 = *(const int4 *)(row + e), x1 = *(const int4 *)(row + e + 32);
-        int s0 = __dp4a(lo[0], x0.x, __dp4a(lo[1], x0.y, __dp4a(lo[2], x0.z, __dp4a(lo[3], x0.w, 0))));
-        int s1 = __dp4a(hi[0], x1.x, __dp4a(hi[1], x1.y, __dp4a(hi[2], x1.z, __dp4a(hi[3], x1.w, 0))));
-        const float *dr = da + m * nb, *sr = sa + m * nb;
-        acc[m] += dr[b0] * (dsc0 * cu_i2f_small(s0)) + dr[b0 + 1] * (dsc1 * cu_i2f_small(s1)) -
-                  (dm0 * sr[b0] + dm1 * sr[b0 + 1]);
-    }
-}
-
-template <int MR>
-__device__ __forceinline__ void cu_k_dot(const cu_q6k_raw &r, int part, int64_t sb, int M,
-                                         int64_t K, const int8_t *qa, const float *da,
-                                         const float *sa, float (&acc)[MR]) {
-    (void)sa;
-    int hf = part / 4, l0 = (part % 4) * 8;
-    float d = cu_f16_to_f32((uint16_t)r.d);
-    int q[4][2];
-    float ds[4];
-#pragma unroll
-    for (int qr = 0; qr < 4; qr++) {
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            uint32_t l = qr % 2 == 0 ? r.ql0[t] : r.ql1[t];
-            l = qr < 2 ? l & 0x0F0F0F0Fu : (l >> 4) & 0x0F0F0F0Fu;
-            uint32_t hb = ((r.qh[t] >> (2 * qr)) & 0x03030303u) << 4;
-            q[qr][t] = cu_minus32(l | hb);
-        }
-        ds[qr] = d * (float)(int8_t)((r.sc >> (8 * qr)) & 0xffu);
-    }
-    int64_t e = sb * QVL_QK_K + 128 * hf + l0, b0 = sb * 8 + 4 * hf, nb = K / CU_I8_BLOCK;
-#pragma unroll
-    for (int m = 0; m < MR; m++) {
-        if (m >= M) continue;
-        const int8_t *row = qa + m * K;
-        const float *dr = da + m * nb;
-        float y = 0.0f;
-#pragma unroll
-        for (int qr = 0; qr < 4; qr++) {
-            int2 x = *(const int2 *)(row + e + 32 * qr);
-            int s = __dp4a(q[qr][0], x.x, __dp4a(q[qr][1], x.y, 0));
-            y += dr[b0 + qr] * (ds[qr] * cu_i2f_small(s));
-        }
-        acc[m] += y;
-    }
-}
-
-template <typename RAW, int BBYTES, int MR>
+template <int DT, int MR>
 __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     k_gemv_k(cu_mm_args p, const int8_t *qa, const float *da, const float *sa) {
     int lane = threadIdx.x % CU_WARP, g = lane / 8, part = lane % 8;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CU_WARP;
     int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CU_WARP;
-    int64_t nsb = p.K / QVL_QK_K;
+    int nsb = (int)(p.K / QVL_QK_K), K = (int)p.K, nb = K / CU_I8_BLOCK;
     int M = (int)p.M;
     const unsigned char *wbase = (const unsigned char *)p.w.data;
     for (int64_t n = warp; n < p.N; n += n_warps) { /* warp-uniform loop */
-        const unsigned char *wrow = wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)BBYTES;
+        const unsigned char *wrow = wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)cu_kq<DT>::BB;
         float acc[MR];
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[m] = 0.0f;
-        for (int64_t s0 = g; s0 < nsb; s0 += 4 * CU_K_UNROLL) {
-            RAW raw[CU_K_UNROLL];
+        for (int s0 = g; s0 < nsb; s0 += 4 * CU_K_UNROLL) {
+            cu_kraw raw[CU_K_UNROLL];
 #pragma unroll
             for (int u = 0; u < CU_K_UNROLL; u++) {
-                int64_t sb = s0 + 4 * u;
-                if (sb < nsb) cu_k_load(wrow + sb * BBYTES, part, raw[u]);
-                else cu_k_zero(raw[u]);
+                int sb = s0 + 4 * u;
+                if (sb < nsb) cu_kq<DT>::load(wrow + sb * (int64_t)cu_kq<DT>::BB, part, raw[u]);
+                else raw[u].a = raw[u].b = make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
             for (int u = 0; u < CU_K_UNROLL; u++) {
-                int64_t sb = s0 + 4 * u;
-                if (sb < nsb) cu_k_dot<MR>(raw[u], part, sb, M, p.K, qa, da, sa, acc);
+                int sb = s0 + 4 * u;
+                if (sb < nsb) cu_kq<DT>::template dot<MR>(raw[u], part, sb, M, qa, K, da, sa, nb, acc);
             }
         }
 #pragma unroll
@@ -476,9 +327,12 @@ static int cu_int8_path(const cu_mat &w, int64_t batches, int64_t M) {
         w.batch_stride % be != 0 || (uintptr_t)w.data % align != 0 || w.cols > INT_MAX / 2 ||
         M < 1)
         return 0;
-    bool q8_gemv = w.dtype == QVL_Q8_0 && M <= CU_GEMV_Q8_MAX_ROWS; /* k_gemv_q8 (cu_matmul.cu) */
-    if (M <= CU_GEMV_MAX_ROWS && !q8_gemv && w.dtype != QVL_Q8_0) return batches == 1 ? 1 : 0;
-    if (q8_gemv) return 0;
+    if (M <= CU_GEMV_I8_MAX_ROWS) { /* q8_0: k_gemv_q8 (cu_matmul.cu) */
+        /* k_gemv_k's offsets into the int8 rows (m K + k) are ints */
+        bool k_gemv = w.dtype != QVL_Q8_0 && batches == 1 &&
+                      w.cols <= INT_MAX / CU_GEMV_I8_MAX_ROWS;
+        return k_gemv ? 1 : 0;
+    }
     if (cu_int8_env_off() || batches > 65535 || (M + 63) / 64 > 65535 || w.cols / CU_I8_BLOCK > INT_MAX)
         return 0;
     return 2;
@@ -506,6 +360,13 @@ static void cu_gemm_i8_pick(cu_stream s, const cu_mm_args &p, const int8_t *qa,
     else cu_gemm_i8_launch<DT, 64, 64, 2>(s, p, qa, da, sa);
 }
 
+template <int MR>
+static void cu_gemv_k_launch(cu_stream s, unsigned grid, unsigned threads, const cu_mm_args &p,
+                             const int8_t *qa, const float *da, const float *sa) {
+    if (p.w.dtype == QVL_Q4_K) k_gemv_k<QVL_Q4_K, MR><<<grid, threads, 0, s>>>(p, qa, da, sa);
+    else k_gemv_k<QVL_Q6_K, MR><<<grid, threads, 0, s>>>(p, qa, da, sa);
+}
+
 extern "C" int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M) {
     return cu_int8_path(w, batches, M) != 0;
 }
@@ -523,13 +384,11 @@ bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready)
         int64_t blocks = (p.N + CU_I8_WARPS - 1) / CU_I8_WARPS;
         if (blocks > 65535) blocks = 65535;
         unsigned g = (unsigned)blocks, t = CU_I8_WARPS * CU_WARP;
-        /* instantiated per row count (cu_by_rows): more accumulators than rows would cost
-         * the occupancy that keeps enough loads in flight (one row above all) */
-        cu_by_rows(p.M, [&](auto mr) {
-            const int MR = decltype(mr)::value;
-            if (p.w.dtype == QVL_Q4_K) k_gemv_k<cu_q4k_raw, 144, MR><<<g, t, 0, s>>>(p, qa, da, sa);
-            else k_gemv_k<cu_q6k_raw, 210, MR><<<g, t, 0, s>>>(p, qa, da, sa);
-        });
+        /* instantiated per row count: more accumulators than rows would cost the occupancy
+         * that keeps enough loads in flight (one row above all) */
+        if (p.M == 1) cu_gemv_k_launch<1>(s, g, t, p, qa, da, sa);
+        else if (p.M <= 4) cu_gemv_k_launch<4>(s, g, t, p, qa, da, sa);
+        else cu_gemv_k_launch<CU_GEMV_I8_MAX_ROWS>(s, g, t, p, qa, da, sa);
         return true;
     }
     int dev = 0, sms = 1;
