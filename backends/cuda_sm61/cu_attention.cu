@@ -19,10 +19,14 @@
 
 #define CU_ATTN_WARPS 4
 /* Keys per warp per round trip with 4-element loads (D = 128): a lane's k and v loads for 4
- * keys go out together (one 8- or 16-byte load each); 8 and 16 keys are no faster
- * (docs/BENCHMARKS.md). */
+ * keys go out together (one 16-byte load each for f32; 8 and 16 keys are no faster,
+ * docs/BENCHMARKS.md). 16-bit and q8_0 caches take 8 keys, the same bytes in flight per
+ * round trip as f32's 4. */
 #ifndef CU_ATTN_KU_VEC
 #define CU_ATTN_KU_VEC 4
+#endif
+#ifndef CU_ATTN_KU_VEC16
+#define CU_ATTN_KU_VEC16 8
 #endif
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
 #define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
@@ -435,8 +439,11 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     }
     dim3 grid((unsigned)rows, (unsigned)splits);
     unsigned threads = CU_ATTN_WARPS * CU_WARP;
-    if (D == 4 * CU_WARP && cu_attn_vec_ok(k) && cu_attn_vec_ok(v))
+    bool vec = D == 4 * CU_WARP && cu_attn_vec_ok(k) && cu_attn_vec_ok(v);
+    if (vec && (k.dtype == QVL_F32 || v.dtype == QVL_F32))
         k_attention<4, CU_ATTN_KU_VEC, true, false, false><<<grid, threads, 0, s>>>(p);
+    else if (vec)
+        k_attention<4, CU_ATTN_KU_VEC16, true, false, false><<<grid, threads, 0, s>>>(p);
     else if (D <= 4 * CU_WARP) cu_attention_rows_launch<4, 4>(grid, threads, s, p);
     else cu_attention_rows_launch<CU_ATTN_REGS, 1>(grid, threads, s, p);
     return (int)cudaGetLastError();

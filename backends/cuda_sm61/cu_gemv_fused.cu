@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, U > 4 ? 2 : CU_FG_MIN_BL
     cu_fused_load<DT, U>(p, o, total, 0, chunks, lane, next); /* in flight during the prologue */
     __shared__ float ss[CU_FUSED_MAX_ROWS * CU_FG_WARPS];
     /* one row (decode) only: with MR rows the scales cost registers that spill */
-    const bool deferred = MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
+    const bool deferred = cu_fused_deferred<MR>(p);
     float scale[MR];
     if (deferred) {
         for (int m = 0; m < p.M; m++) cu_prologue_rms_deferred(p, m, xs + m * p.K, ss);
@@ -222,18 +222,9 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
     cu_q8_raw next_raw;
     if (STAGED) cu_fused_load_q8_raw(wrow, 0, row_pieces, lane, &next_raw);
     else cu_fused_load_q8(wrow, 0, nb, lane, &next);
-    /* one row: the RMS scale waits for the epilogue (see k_gemv_fused); the quantisation
-     * below then rounds x * g, which the scale does not change block by block */
     __shared__ float ss[CU_FG_WARPS];
-    const bool deferred = MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
-    float scale[1] = {1.0f};
-    if (deferred) {
-        cu_prologue_rms_deferred(p, 0, xs, ss);
-        __syncthreads();
-        scale[0] = cu_rms_scale(p, 0, ss);
-    } else {
-        cu_fused_prologue(p, xs, red);
-    }
+    const bool deferred = cu_fused_deferred<MR>(p); /* cu_fused_prologue_i8 */
+    float scale[1] = {cu_fused_prologue_i8<MR>(p, xs, red, ss)};
 
     /* Quantise the rows, 8 lanes to a block of 32 (4 values each); the same rounding as
      * k_quantize_rows. The padding blocks get zero quants and scales. Warp-uniform trip
@@ -245,18 +236,9 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
         bool in = blk < p.M * nbp, real = in && c < nb;
         float4 v = real ? xs4[(m * K + c * QVL_Q8_0_BLOCK) / 4 + part]
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-        for (int off = 1; off < 8; off *= 2)
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        float d = amax / 127.0f, e[4] = {v.x, v.y, v.z, v.w};
-        uint32_t packed = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int q = d > 0.0f ? __float2int_rn(e[i] / d) : 0;
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-            packed |= (uint32_t)(q & 0xff) << (8 * i);
-        }
+        uint32_t packed;
+        int unused;
+        float d = cu_quantize_block8<false>(v, packed, unused);
         if (in) {
             ((uint32_t *)qs)[blk * 8 + part] = packed;
             if (part == 0) ds[blk] = d;

@@ -239,6 +239,51 @@ __device__ __forceinline__ void cu_fused_prologue(const cu_fused_args &p, float 
     __syncthreads();
 }
 
+/* The int8 kernels' prologue. One row with an RMS norm (deferred) leaves the norm's scale
+ * for the epilogue: the quantisation then rounds x * g, which that scale does not change
+ * block by block. Returns the scale the epilogue applies (1 when not deferred). */
+template <int MR>
+__device__ __forceinline__ bool cu_fused_deferred(const cu_fused_args &p) {
+    return MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
+}
+template <int MR>
+__device__ __forceinline__ float cu_fused_prologue_i8(const cu_fused_args &p, float *xs,
+                                                      float *red, float *ss) {
+    if (cu_fused_deferred<MR>(p)) {
+        cu_prologue_rms_deferred(p, 0, xs, ss);
+        __syncthreads();
+        return cu_rms_scale(p, 0, ss);
+    }
+    cu_fused_prologue(p, xs, red);
+    return 1.0f;
+}
+
+/* 8 neighbouring lanes quantise one block of 32 values, 4 each (v): d = max|x| / 127 over the
+ * block, q = round(x / d) clamped to +-127 (the rounding of cu_quantize.cu), the lane's 4
+ * quants packed into a word; with SUM, sum = the block's sum of q in every lane. Every lane of
+ * the warp must take part (shuffles). */
+template <bool SUM>
+__device__ __forceinline__ float cu_quantize_block8(float4 v, uint32_t &packed, int &sum) {
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int off = 1; off < 8; off *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    float d = amax / 127.0f, e[4] = {v.x, v.y, v.z, v.w};
+    packed = 0;
+    sum = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int q = d > 0.0f ? __float2int_rn(e[i] / d) : 0;
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
+        sum += q;
+        packed |= (uint32_t)(q & 0xff) << (8 * i);
+    }
+    if (SUM) {
+#pragma unroll
+        for (int off = 1; off < 8; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    }
+    return d;
+}
+
 /* The epilogue: warp sums, plus the projection's bias and the residual; output column o
  * (projection pj's row n) of every row. */
 template <int MR>

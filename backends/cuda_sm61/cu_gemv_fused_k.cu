@@ -77,15 +77,8 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_KF_MIN_BLOCKS) k_gemv
     const unsigned char *wrow = cu_kf_row(p, o, total, &dt);
     cu_kraw next[CU_KF_UNROLL];
     cu_kf_fetch(wrow, dt, 0, nsb, g, part, next); /* in flight during the prologue */
-    const bool deferred = MR == 1 && p.prologue == CU_FUSED_NORM && !p.layer && p.vec;
-    float scale[1] = {1.0f};
-    if (deferred) {
-        cu_prologue_rms_deferred(p, 0, xs, ss);
-        __syncthreads();
-        scale[0] = cu_rms_scale(p, 0, ss);
-    } else {
-        cu_fused_prologue(p, xs, red);
-    }
+    const bool deferred = cu_fused_deferred<MR>(p);
+    float scale[1] = {cu_fused_prologue_i8<MR>(p, xs, red, ss)};
 
     /* Quantise: 8 lanes to a block of 32 (4 values each), 4 blocks per warp at a time.
      * Warp-uniform trip count: every lane takes part in the shuffles. */
@@ -93,22 +86,9 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_KF_MIN_BLOCKS) k_gemv
         int blk = b0 + g;
         bool in = blk < M * nb;
         float4 v = in ? xs4[blk * (CU_KQ_BLOCK / 4) + part] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-        for (int off = 1; off < 8; off *= 2)
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        float d = amax / 127.0f, e[4] = {v.x, v.y, v.z, v.w};
-        uint32_t packed = 0;
-        int sum = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int q = d > 0.0f ? __float2int_rn(e[i] / d) : 0;
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-            sum += q;
-            packed |= (uint32_t)(q & 0xff) << (8 * i);
-        }
-#pragma unroll
-        for (int off = 1; off < 8; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        uint32_t packed;
+        int sum;
+        float d = cu_quantize_block8<true>(v, packed, sum);
         if (in) {
             ((uint32_t *)qs)[blk * (CU_KQ_BLOCK / 4) + part] = packed;
             if (part == 0) {
