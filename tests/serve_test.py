@@ -70,6 +70,7 @@ def is_error(body, status_type=None, code=None):
 
 user = serve_util.user
 content_of = serve_util.content_of
+run_concurrently = serve_util.run_concurrently
 sanitizer_clean = serve_util.sanitizer_clean
 
 
@@ -379,11 +380,7 @@ def test_concurrent(s):
         p = prompts[i % len(prompts)]
         results[i] = (p, content_of(s.chat({"messages": user(p), "max_tokens": 10, "temperature": 0})[2]))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_concurrently(worker, 6)
     check("6 concurrent clients get the one-at-a-time answers",
           len(results) == 6 and all(alone[p] is not None and got == alone[p] for p, got in results.values()),
           (alone, results))
@@ -405,11 +402,7 @@ def test_sixteen_clients(tmp, model):
         status, _, body = s.chat(payload(i))
         results[i] = (status, content_of(body))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_concurrently(worker, 16)
     check("16 concurrent clients get the one-at-a-time answers",
           len(results) == 16 and all(a is not None for a in alone) and
           all(results[i] == (200, alone[i % 8]) for i in range(16)), (alone, results))

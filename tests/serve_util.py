@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 # Real token ids for the ChatML and vision tokens, tiny layers: fast on any backend, and the
@@ -153,6 +154,15 @@ def content_of(body):
 
 def user(text):
     return [{"role": "user", "content": text}]
+
+
+def run_concurrently(worker, n):
+    """Calls worker(0) .. worker(n - 1) on n threads at once and waits for all of them."""
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 _OWN_KEY = object()  # Server methods' default: the server's own API key

@@ -206,6 +206,16 @@ AVX_INLINE const unsigned char *kq_row(const avx_wmat *w, int64_t j, int64_t blo
     return w->base + (j * w->row_stride / QVL_QK_K) * block_bytes;
 }
 
+/* The one-row tiles' start: weight rows j0, j0 + js, ... (NR of them) and zeroed accumulators. */
+AVX_INLINE void kq_rows_begin(const kq_tile *t, int NR, int64_t block_bytes,
+                              const unsigned char **wr, __m256 *acc) {
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+        wr[r] = kq_row(t->w, t->j0 + r * t->js, block_bytes);
+        acc[r] = _mm256_setzero_ps();
+    }
+}
+
 AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
     const avx_qrows *a = t->a;
     const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
@@ -299,11 +309,7 @@ AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const unsigned char *wr[4];
     __m256 acc[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-        wr[r] = kq_row(t->w, t->j0 + r * t->js, Q4K_BYTES);
-        acc[r] = _mm256_setzero_ps();
-    }
+    kq_rows_begin(t, NR, Q4K_BYTES, wr, acc);
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
         __m256i g[4][2];
 #pragma GCC unroll 4
@@ -453,11 +459,7 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
     const int16_t *as = a->s16 + t->m0 * n16;
     const unsigned char *wr[4];
     __m256 acc[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-        wr[r] = kq_row(t->w, t->j0 + r * t->js, Q6K_BYTES);
-        acc[r] = _mm256_setzero_ps();
-    }
+    kq_rows_begin(t, NR, Q6K_BYTES, wr, acc);
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
         const __m256 adv = _mm256_loadu_ps(ad + b * 8);
         const __m256i sums = _mm256_loadu_si256((const __m256i *)(as + b * 16));
