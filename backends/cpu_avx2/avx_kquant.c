@@ -189,17 +189,20 @@ typedef struct kq_tile {
     int64_t m0, j0, js;
 } kq_tile;
 
+/* Output (row, column j) = the dot v, plus the bias and the added rows where given. */
+AVX_INLINE void kq_store(const kq_tile *t, int64_t row, int64_t j, float v) {
+    if (t->o->bias) v += t->o->bias[j];
+    if (t->o->add) v += t->o->add[row * t->o->ldo + j];
+    t->o->out[row * t->o->ldo + j] = v;
+}
+
 AVX_INLINE void tile_finish(const kq_tile *t, int MR, int NR, __m256 acc[3][4][2]) {
 #pragma GCC unroll 3
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) {
-            int64_t j = t->j0 + r * t->js, row = t->m0 + m;
-            float v = avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1]));
-            if (t->o->bias) v += t->o->bias[j];
-            if (t->o->add) v += t->o->add[row * t->o->ldo + j];
-            t->o->out[row * t->o->ldo + j] = v;
-        }
+        for (int r = 0; r < NR; r++)
+            kq_store(t, t->m0 + m, t->j0 + r * t->js,
+                     avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1])));
 }
 
 AVX_INLINE const unsigned char *kq_row(const avx_wmat *w, int64_t j, int64_t block_bytes) {
@@ -358,13 +361,7 @@ AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-        const int64_t j = t->j0 + r * t->js;
-        float v = avx_hsum(acc[r]);
-        if (t->o->bias) v += t->o->bias[j];
-        if (t->o->add) v += t->o->add[t->m0 * t->o->ldo + j];
-        t->o->out[t->m0 * t->o->ldo + j] = v;
-    }
+    for (int r = 0; r < NR; r++) kq_store(t, t->m0, t->j0 + r * t->js, avx_hsum(acc[r]));
 }
 
 AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
@@ -522,13 +519,7 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-        const int64_t j = t->j0 + r * t->js;
-        float v = avx_hsum(acc[r]);
-        if (t->o->bias) v += t->o->bias[j];
-        if (t->o->add) v += t->o->add[t->m0 * t->o->ldo + j];
-        t->o->out[t->m0 * t->o->ldo + j] = v;
-    }
+    for (int r = 0; r < NR; r++) kq_store(t, t->m0, t->j0 + r * t->js, avx_hsum(acc[r]));
 }
 
 static void kq_tile_run(qvl_dtype dt, const kq_tile *t, int MR, int NR) {
