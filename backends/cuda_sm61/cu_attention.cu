@@ -7,7 +7,9 @@
  * registers) and a shuffle reduction gives the score; each warp keeps its own running max
  * m, sum l and accumulator. The warps' results are merged in shared memory with the usual
  * rescaling. With one split the block writes the output row; with several it writes its
- * unnormalised partial (acc, m, l) and k_attention_combine merges the splits of each row.
+ * unnormalised partial (acc, m, l) and the row's last split to finish merges them
+ * (cu_attn_split_done). Heads of 128 over unit-stride aligned k/v rows (decode) take the
+ * kernel of cu_attention_decode.cu, which serves the query heads of a kv head together.
  *
  * The visible keys of a query form one range: [0, L) without a mask, [0, n_past + i] causal
  * (n_past read from device memory for CAUSAL_AT, so the launch does not depend on it and one
@@ -18,78 +20,17 @@
 #include "cu_attention.cuh"
 
 #define CU_ATTN_WARPS 4
-/* Keys per warp per round trip with 4-element loads (D = 128): a lane's k and v loads for 4
- * keys go out together (one 16-byte load each for f32; 8 and 16 keys are no faster,
- * docs/BENCHMARKS.md). 16-bit and q8_0 caches take 8 keys, the same bytes in flight per
- * round trip as f32's 4. */
-#ifndef CU_ATTN_KU_VEC
-#define CU_ATTN_KU_VEC 4
-#endif
-#ifndef CU_ATTN_KU_VEC16
-#define CU_ATTN_KU_VEC16 8
-#endif
 #define CU_ATTN_REGS (CU_ATTN_MAX_D / CU_WARP) /* per-lane share of a head */
-#define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
-/* Blocks split-KV aims at: a row's keys are shared among target / rows splits (at least
- * CU_ATTN_MIN_CHUNK keys each, at most CU_ATTN_MAX_SPLITS), so a decode step's few rows still
- * occupy every SM (512: about 4 blocks per SM of a 132-SM GPU). The split count comes from the
- * key count L, never from `at` (a captured launch serves every step), so splits whose share
- * holds no visible key leave at once. Other targets: docs/BENCHMARKS.md. */
+/* Blocks split-KV aims at: a row group's keys are shared among target / groups splits (at
+ * least CU_ATTN_MIN_CHUNK keys each, at most CU_ATTN_MAX_SPLITS). A group is the query heads
+ * one block serves (cu_attn_heads_per_block). 128 blocks of the decode kernel's 8 warps about
+ * fill a 132-SM GPU once (one wave: a second wave of blocks doubles the serial chain of round
+ * trips); 256 and 512 were slower at depth 4000 (docs/BENCHMARKS.md). The split count comes
+ * from the key count L, never from `at` (a captured launch serves every step), so splits
+ * whose share holds no visible key leave at once. */
 #ifndef CU_ATTN_TARGET_BLOCKS
-#define CU_ATTN_TARGET_BLOCKS 512
+#define CU_ATTN_TARGET_BLOCKS 128
 #endif
-
-struct cu_attn_args : cu_attn_job {
-    float *part;     /* splits > 1: [rows, splits, D + 2] partials */
-    unsigned *count; /* splits > 1: per row, splits finished so far (0 between launches) */
-    int splits;
-};
-
-/* A load that skips L1, where another block's writes may not show (ld.global.cg, as __ldcg;
- * spelled out because older clang CUDA headers lack __ldcg). */
-__device__ __forceinline__ float cu_load_cg(const float *p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
-
-/* Merges the first n splits of one row (partials laid out for `splits`), the same rescaling
- * as the warps' merge in k_attention. The partials come from other blocks of the same launch:
- * read past L1 (cu_load_cg). The splits' maxima and sums are read once into shared memory,
- * so the loads of the values depend on nothing and all go out at once (a load per split
- * that waited on the split's maximum made the merge a chain of 2n memory round trips).
- * Called by a whole block. */
-__device__ void cu_attention_combine_row(const float *part, int splits, int n, int64_t D,
-                                         int64_t row, float *out) {
-    __shared__ float m_s[CU_ATTN_MAX_SPLITS], w_s[CU_ATTN_MAX_SPLITS], l_s[CU_ATTN_MAX_SPLITS];
-    const float *pr = part + row * splits * (D + 2);
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        m_s[s] = cu_load_cg(&pr[s * (D + 2) + D]);
-        l_s[s] = cu_load_cg(&pr[s * (D + 2) + D + 1]);
-    }
-    __syncthreads();
-    float M = -INFINITY;
-    for (int s = 0; s < n; s++) M = fmaxf(M, m_s[s]);
-    for (int s = threadIdx.x; s < n; s += blockDim.x)
-        w_s[s] = m_s[s] == -INFINITY ? 0.0f : expf(m_s[s] - M);
-    __syncthreads();
-    float total = 0.0f;
-    for (int s = 0; s < n; s++) total += l_s[s] * w_s[s];
-    float *o = out + row * D;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        float y = 0.0f;
-        for (int s = 0; s < n; s++) /* a split whose keys all scored -inf: weight 0, zeros */
-            y += cu_load_cg(&pr[s * (D + 2) + d]) * w_s[s];
-        o[d] = total > 0.0f ? y / total : 0.0f;
-    }
-}
-
-/* Element t of a lane's share of a head: d = lane + 32 t, or with VEC the 4 neighbours
- * d = 4 lane + t, which k and v rows give in one 8- or 16-byte load. */
-template <bool VEC>
-__device__ __forceinline__ int64_t cu_attn_d(int lane, int t) {
-    return VEC ? 4 * lane + t : lane + CU_WARP * t;
-}
 
 /* The lane's elements d = lane + 32 t < D of keys jg .. jg + KU - 1 (zeros past j1 and D) of
  * k or v [L, Hkv, D], head g, as f32. DT is x's dtype, or -1: x.dtype, looked at per load. */
@@ -143,11 +84,11 @@ __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64
     }
 }
 
-/* REGS: per-lane share of a head (D <= 32 * REGS); KU: keys a warp loads together (their k
- * and v rows are all requested before any is used, so one memory round trip serves KU keys
- * instead of one: decode attention is latency-bound otherwise); VEC (REGS 4, D 128, k and v
- * rows unit-stride and aligned): each lane loads its 4 neighbouring elements at once. */
-template <int REGS, int KU, bool VEC, bool KQ8, bool VQ8>
+/* REGS: per-lane share of a head (D <= 32 * REGS), lane owning d = lane + 32 t; KU: keys a
+ * warp loads together (their k and v rows are all requested before any is used, so one memory
+ * round trip serves KU keys instead of one: decode attention is latency-bound otherwise).
+ * Heads of 128 over unit-stride aligned rows take cu_attention_decode.cu instead. */
+template <int REGS, int KU, bool KQ8, bool VQ8>
 __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_args p) {
     __shared__ float acc_s[CU_ATTN_WARPS][CU_ATTN_MAX_D];
     __shared__ float m_s[CU_ATTN_WARPS], l_s[CU_ATTN_WARPS];
@@ -162,50 +103,21 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     int64_t q_base = i * q.stride[0] + h * q.stride[1];
 #pragma unroll
     for (int t = 0; t < REGS; t++) {
-        int64_t d = cu_attn_d<VEC>(lane, t);
+        int64_t d = lane + CU_WARP * t;
         qr[t] = d < D ? cu_view_load(q, q_base + d * q.stride[2]) : 0.0f;
         acc[t] = 0.0f;
     }
 
     int64_t j0, j1;
+    int busy;
     cu_attn_range(p, i, q.shape[0], L, &j0, &j1);
-    int busy = 1; /* splits of this row that have keys (at least one reports, for the zeros) */
-    if (p.splits > 1) { /* this block's share of the visible keys */
-        int64_t vis = j1 - j0, chunk = (vis + p.splits - 1) / p.splits;
-        if (chunk < CU_ATTN_MIN_CHUNK) chunk = CU_ATTN_MIN_CHUNK;
-        busy = vis > 0 ? (int)((vis + chunk - 1) / chunk) : 1;
-        if ((int)blockIdx.y >= busy) return; /* no keys: nothing to write or merge */
-        int64_t a = j0 + (int64_t)blockIdx.y * chunk;
-        j0 = a < j1 ? a : j1;
-        j1 = a + chunk < j1 ? a + chunk : j1;
-    }
+    if (!cu_attn_split_share(p.splits, &j0, &j1, &busy)) return;
 
     float m = -INFINITY, l = 0.0f;
     for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
         float kr[KU][REGS], vr[KU][REGS];
-        if (VEC) {
-            uint4 kw[KU], vw[KU]; /* every load in flight before the first conversion */
-#pragma unroll
-            for (int u = 0; u < KU; u++) {
-                int64_t j = jg + u;
-                int64_t k_base = j * k.stride[0] + g * k.stride[1];
-                int64_t v_base = j * v.stride[0] + g * v.stride[1];
-                kw[u] = vw[u] = make_uint4(0u, 0u, 0u, 0u); /* 0.0f in every dtype */
-                if (j < j1) { /* k_base and v_base are multiples of 4 here */
-                    kw[u] = cu_vec4_raw(k, k_base / 4 + lane);
-                    vw[u] = cu_vec4_raw(v, v_base / 4 + lane);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < KU; u++) {
-                float4 kf = cu_vec4_cvt(k.dtype, kw[u]), vf = cu_vec4_cvt(v.dtype, vw[u]);
-                kr[u][0] = kf.x, kr[u][1] = kf.y, kr[u][2] = kf.z, kr[u][3] = kf.w;
-                vr[u][0] = vf.x, vr[u][1] = vf.y, vr[u][2] = vf.z, vr[u][3] = vf.w;
-            }
-        } else {
-            cu_attn_rows<REGS, KU, KQ8>(k, jg, j1, g, lane, D, kr);
-            cu_attn_rows<REGS, KU, VQ8>(v, jg, j1, g, lane, D, vr);
-        }
+        cu_attn_rows<REGS, KU, KQ8>(k, jg, j1, g, lane, D, kr);
+        cu_attn_rows<REGS, KU, VQ8>(v, jg, j1, g, lane, D, vr);
         float sc[KU];
 #pragma unroll
         for (int u = 0; u < KU; u++) {
@@ -233,7 +145,7 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     }
 #pragma unroll
     for (int t = 0; t < REGS; t++) {
-        int64_t d = cu_attn_d<VEC>(lane, t);
+        int64_t d = lane + CU_WARP * t;
         if (d < D) acc_s[warp][d] = acc[t];
     }
     if (lane == 0) {
@@ -241,44 +153,8 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
         l_s[warp] = l;
     }
     __syncthreads();
-
-    float M = -INFINITY;
-    for (int w = 0; w < CU_ATTN_WARPS; w++) M = fmaxf(M, m_s[w]);
-    float total = 0.0f, weight[CU_ATTN_WARPS];
-    for (int w = 0; w < CU_ATTN_WARPS; w++) {
-        weight[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - M);
-        total += l_s[w] * weight[w];
-    }
-    if (p.splits > 1) {
-        float *part = p.part + (row * p.splits + blockIdx.y) * (D + 2);
-        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-            float y = 0.0f;
-            for (int w = 0; w < CU_ATTN_WARPS; w++) y += acc_s[w][d] * weight[w];
-            part[d] = y;
-        }
-        if (threadIdx.x == 0) {
-            part[D] = M;
-            part[D + 1] = total;
-        }
-        /* The last split of the row to finish merges them all (one launch instead of two);
-         * it resets the count, so a replayed graph finds it at 0 again. */
-        __shared__ bool last;
-        __threadfence(); /* this block's partial is visible before it is counted */
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(&p.count[row], 1u) == (unsigned)busy - 1;
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        cu_attention_combine_row(p.part, p.splits, busy, D, row, p.out);
-        if (threadIdx.x == 0) p.count[row] = 0;
-        return;
-    }
-    float *o = p.out + row * D;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        float y = 0.0f;
-        for (int w = 0; w < CU_ATTN_WARPS; w++) y += acc_s[w][d] * weight[w];
-        o[d] = total > 0.0f ? y / total : 0.0f;
-    }
+    cu_attn_write_row<CU_ATTN_WARPS>(p, &acc_s[0][0], CU_ATTN_MAX_D, m_s, l_s, 1, D, row);
+    if (p.splits > 1) cu_attn_split_done(p, row, 1, busy, D);
 }
 
 /* Many queries, head size <= 64 (the vision tower, long prompts of small-head models): a
@@ -380,36 +256,25 @@ __global__ void __launch_bounds__(CU_AT_Q) k_attention_tiled(cu_attn_args p) {
 /* Few (query, head) rows and many keys (decode over a long cache): split the keys so that
  * the GPU gets enough blocks. Depends on the shapes only (L is the cache size, not the number
  * of keys written), so a captured launch stays valid at every step. */
-extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t L) {
-    int64_t rows = N * Hq;
+extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t Hkv, int64_t L) {
+    int64_t rows = N * Hq, groups = rows / cu_attn_heads_per_block(Hq, Hkv);
     if (rows >= CU_ATTN_COUNTERS || L < 2 * CU_ATTN_MIN_CHUNK) return 1;
     int64_t by_keys = (L + CU_ATTN_MIN_CHUNK - 1) / CU_ATTN_MIN_CHUNK;
-    int64_t by_rows = (CU_ATTN_TARGET_BLOCKS + rows - 1) / rows;
+    int64_t by_rows = (CU_ATTN_TARGET_BLOCKS + groups - 1) / groups;
     int64_t s = by_keys < by_rows ? by_keys : by_rows;
     if (s > CU_ATTN_MAX_SPLITS) s = CU_ATTN_MAX_SPLITS;
     return s < 1 ? 1 : (int)s;
 }
 
-/* Can k_attention read v's rows 4 elements at a time (f32, f16, bf16; unit stride; every
- * row and head start, hence every 4-element group, aligned to the group's bytes)? A q8_0
- * cache always can once its base is 2-byte aligned: the layout rule (tensor.h) makes every
- * row and head start a whole block, and a block's 4-element groups never straddle it. */
-static bool cu_attn_vec_ok(const cu_view &v) {
-    if (v.dtype == QVL_Q8_0) return v.ndim == 3 && v.stride[2] == 1 && (uintptr_t)v.data % 2 == 0;
-    int64_t esize = v.dtype == QVL_F32 ? 4 : v.dtype == QVL_F16 || v.dtype == QVL_BF16 ? 2 : 0;
-    return esize && v.ndim == 3 && v.stride[2] == 1 && v.stride[0] % 4 == 0 &&
-           v.stride[1] % 4 == 0 && (uintptr_t)v.data % (4 * esize) == 0;
-}
-
-/* k_attention without vector loads, instantiated for whether k and v are q8_0. */
+/* k_attention, instantiated for whether k and v are q8_0. */
 template <int REGS, int KU>
 static void cu_attention_rows_launch(dim3 grid, unsigned threads, cu_stream s,
                                      const cu_attn_args &p) {
     bool kq = p.k.dtype == QVL_Q8_0, vq = p.v.dtype == QVL_Q8_0;
-    if (kq && vq) k_attention<REGS, KU, false, true, true><<<grid, threads, 0, s>>>(p);
-    else if (kq) k_attention<REGS, KU, false, true, false><<<grid, threads, 0, s>>>(p);
-    else if (vq) k_attention<REGS, KU, false, false, true><<<grid, threads, 0, s>>>(p);
-    else k_attention<REGS, KU, false, false, false><<<grid, threads, 0, s>>>(p);
+    if (kq && vq) k_attention<REGS, KU, true, true><<<grid, threads, 0, s>>>(p);
+    else if (kq) k_attention<REGS, KU, true, false><<<grid, threads, 0, s>>>(p);
+    else if (vq) k_attention<REGS, KU, false, true><<<grid, threads, 0, s>>>(p);
+    else k_attention<REGS, KU, false, false><<<grid, threads, 0, s>>>(p);
 }
 
 extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
@@ -437,14 +302,10 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
         k_attention_tiled<<<tgrid, CU_AT_Q, 0, s>>>(p);
         return (int)cudaGetLastError();
     }
+    if (cu_launch_attention_decode(s, p) != -1) return (int)cudaGetLastError();
     dim3 grid((unsigned)rows, (unsigned)splits);
     unsigned threads = CU_ATTN_WARPS * CU_WARP;
-    bool vec = D == 4 * CU_WARP && cu_attn_vec_ok(k) && cu_attn_vec_ok(v);
-    if (vec && (k.dtype == QVL_F32 || v.dtype == QVL_F32))
-        k_attention<4, CU_ATTN_KU_VEC, true, false, false><<<grid, threads, 0, s>>>(p);
-    else if (vec)
-        k_attention<4, CU_ATTN_KU_VEC16, true, false, false><<<grid, threads, 0, s>>>(p);
-    else if (D <= 4 * CU_WARP) cu_attention_rows_launch<4, 4>(grid, threads, s, p);
+    if (D <= 4 * CU_WARP) cu_attention_rows_launch<4, 4>(grid, threads, s, p);
     else cu_attention_rows_launch<CU_ATTN_REGS, 1>(grid, threads, s, p);
     return (int)cudaGetLastError();
 }

@@ -51,6 +51,139 @@ __device__ __forceinline__ void cu_attn_range(const cu_attn_job &p, int64_t i, i
     *j1 = b;
 }
 
+struct cu_attn_args : cu_attn_job {
+    float *part;     /* splits > 1: [rows, splits, D + 2] partials */
+    unsigned *count; /* splits > 1: per row, splits finished so far (0 between launches) */
+    int splits;
+};
+
+/* A load that skips L1, where another block's writes may not show (ld.global.cg, as __ldcg;
+ * spelled out because older clang CUDA headers lack __ldcg). */
+__device__ __forceinline__ float cu_load_cg(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+/* Most rows one block merges at once (cu_attn_heads_per_block's largest group). */
+#define CU_ATTN_MERGE_ROWS 4
+
+/* Merges the first n splits of rows r0 .. r0 + nrows - 1 (partials laid out for `splits`;
+ * nrows <= CU_ATTN_MERGE_ROWS), the same rescaling as the warps' merge (cu_attn_write_row). The
+ * partials come from other blocks of the same launch: read past L1 (cu_load_cg). Every split's
+ * maximum and sum is read into shared memory first, so the loads of the values depend on
+ * nothing and all go out at once, for all rows together (a load per split that waited on the
+ * split's maximum, or a row at a time, made the merge a chain of memory round trips). Called by
+ * a whole block. */
+__device__ __forceinline__ void cu_attention_combine_rows(const float *part, int splits, int n,
+                                                          int64_t D, int64_t r0, int nrows,
+                                                          float *out) {
+    __shared__ float m_s[CU_ATTN_MERGE_ROWS * CU_ATTN_MAX_SPLITS];
+    __shared__ float w_s[CU_ATTN_MERGE_ROWS * CU_ATTN_MAX_SPLITS];
+    __shared__ float l_s[CU_ATTN_MERGE_ROWS * CU_ATTN_MAX_SPLITS];
+    const float *pr = part + r0 * splits * (D + 2); /* row r0 + c at pr + c * splits * (D + 2) */
+    for (int e = threadIdx.x; e < nrows * n; e += blockDim.x) {
+        const float *ps = pr + ((e / n) * splits + e % n) * (D + 2);
+        m_s[e] = cu_load_cg(&ps[D]);
+        l_s[e] = cu_load_cg(&ps[D + 1]);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < nrows * n; e += blockDim.x) {
+        const float *mr = m_s + (e / n) * n;
+        float M = -INFINITY;
+        for (int s = 0; s < n; s++) M = fmaxf(M, mr[s]);
+        w_s[e] = m_s[e] == -INFINITY ? 0.0f : expf(m_s[e] - M);
+    }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < nrows * D; e += blockDim.x) {
+        int64_t c = e / D, d = e % D;
+        const float *ps = pr + c * splits * (D + 2) + d, *w = w_s + c * n, *l = l_s + c * n;
+        float y = 0.0f, total = 0.0f;
+        for (int s = 0; s < n; s++) { /* a split whose keys all scored -inf: weight 0, zeros */
+            y += cu_load_cg(&ps[s * (D + 2)]) * w[s];
+            total += l[s] * w[s];
+        }
+        out[(r0 + c) * D + d] = total > 0.0f ? y / total : 0.0f;
+    }
+}
+
+/* The block's result for row `row` from its warps' running (acc, m, l), in shared memory:
+ * warp w's accumulator at acc_s + w * acc_stride (D floats), its maximum and sum at
+ * m_s[w * ml_stride], l_s[w * ml_stride]. One split: the normalised output row; several: the
+ * split's unnormalised partial (acc, M, total) for cu_attention_combine_rows. Called by a whole
+ * block after a barrier. */
+template <int WARPS>
+__device__ __forceinline__ void cu_attn_write_row(const cu_attn_args &p, const float *acc_s,
+                                                  int acc_stride, const float *m_s,
+                                                  const float *l_s, int ml_stride, int64_t D,
+                                                  int64_t row) {
+    float M = -INFINITY;
+    for (int w = 0; w < WARPS; w++) M = fmaxf(M, m_s[w * ml_stride]);
+    float total = 0.0f, weight[WARPS];
+    for (int w = 0; w < WARPS; w++) {
+        float mw = m_s[w * ml_stride];
+        weight[w] = mw == -INFINITY ? 0.0f : expf(mw - M);
+        total += l_s[w * ml_stride] * weight[w];
+    }
+    float *o = p.splits > 1 ? p.part + (row * p.splits + blockIdx.y) * (D + 2) : p.out + row * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float y = 0.0f;
+        for (int w = 0; w < WARPS; w++) y += acc_s[w * acc_stride + d] * weight[w];
+        o[d] = p.splits > 1 ? y : total > 0.0f ? y / total : 0.0f;
+    }
+    if (p.splits > 1 && threadIdx.x == 0) {
+        o[D] = M;
+        o[D + 1] = total;
+    }
+}
+
+/* Split-KV, after the block wrote its partials of rows r0 .. r0 + nrows - 1: counts the split
+ * in count[r0]; the last of the row group's `busy` splits to finish merges the partials of
+ * every row (one launch instead of two) and resets the count, so a replayed graph finds it at
+ * 0 again. Called by a whole block. */
+__device__ __forceinline__ void cu_attn_split_done(const cu_attn_args &p, int64_t r0, int nrows,
+                                                   int busy, int64_t D) {
+    __shared__ bool last;
+    __threadfence(); /* this block's partials are visible before it is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&p.count[r0], 1u) == (unsigned)busy - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    cu_attention_combine_rows(p.part, p.splits, busy, D, r0, nrows, p.out);
+    if (threadIdx.x == 0) p.count[r0] = 0;
+}
+
+/* This block's share [*j0, *j1) of the visible keys [j0, j1) under split-KV (splits of at
+ * least CU_ATTN_MIN_CHUNK keys; the count comes from L, so late splits may get none); *busy =
+ * how many splits have keys (at least 1, so one reports the zeros of an empty range). Returns
+ * false when this block's split has none: it writes and merges nothing. */
+#define CU_ATTN_MIN_CHUNK 32 /* fewest keys worth a split of their own */
+__device__ __forceinline__ bool cu_attn_split_share(int splits, int64_t *j0, int64_t *j1,
+                                                    int *busy) {
+    *busy = 1;
+    if (splits <= 1) return true;
+    int64_t vis = *j1 - *j0, chunk = (vis + splits - 1) / splits;
+    if (chunk < CU_ATTN_MIN_CHUNK) chunk = CU_ATTN_MIN_CHUNK;
+    *busy = vis > 0 ? (int)((vis + chunk - 1) / chunk) : 1;
+    if ((int)blockIdx.y >= *busy) return false;
+    int64_t a = *j0 + (int64_t)blockIdx.y * chunk;
+    *j0 = a < *j1 ? a : *j1;
+    *j1 = a + chunk < *j1 ? a + chunk : *j1;
+    return true;
+}
+
+/* Query heads a decode block serves together (cu_attention_decode.cu): the most of 4, 2, 1
+ * that divides the G = Hq / Hkv heads sharing a kv head. */
+static inline __host__ __device__ int cu_attn_heads_per_block(int64_t Hq, int64_t Hkv) {
+    int64_t G = Hkv > 0 && Hq % Hkv == 0 ? Hq / Hkv : 1;
+    return G % 4 == 0 ? 4 : G % 2 == 0 ? 2 : 1;
+}
+
+/* The decode kernel (cu_attention_decode.cu) for heads of 128 over unit-stride aligned k and
+ * v of one dtype; returns -1 without launching when the shapes do not suit it. */
+int cu_launch_attention_decode(cu_stream s, const cu_attn_args &p);
+
 /* The flash kernel (cu_attention_flash.cu) for many queries of head size 64 or 128, one
  * split; returns -1 without launching when the shapes do not suit it. */
 int cu_launch_attention_flash(cu_stream s, const cu_attn_job &j);

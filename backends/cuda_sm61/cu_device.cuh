@@ -255,16 +255,23 @@ __device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, 
  * (rows of whole blocks), in three 2-byte loads. As for cu_load, the load (cu_vec4_raw) and the
  * conversion (cu_vec4_cvt) are apart, so that loops issue all their loads first. Raw: f32 the
  * 4 words; f16/bf16 2 words of 2 halves; q8_0 x = the scale's bits, y = the 4 quants. */
-__device__ __forceinline__ uint4 cu_vec4_raw(const cu_view &v, int64_t i) {
-    if (v.dtype == QVL_F32) return ((const uint4 *)v.data)[i];
-    if (v.dtype == QVL_Q8_0) { /* groups never straddle blocks; a block is 2-byte aligned */
-        const uint16_t *b = (const uint16_t *)((const unsigned char *)v.data +
+template <int DT> /* the same for storage of a dtype known at compile time */
+__device__ __forceinline__ uint4 cu_vec4_raw_as(const void *data, int64_t i) {
+    if (DT == QVL_F32) return ((const uint4 *)data)[i];
+    if (DT == QVL_Q8_0) { /* groups never straddle blocks; a block is 2-byte aligned */
+        const uint16_t *b = (const uint16_t *)((const unsigned char *)data +
                                                (4 * i / QVL_Q8_0_BLOCK) * (int64_t)sizeof(qvl_block_q8_0));
         int pos = (int)(4 * i % QVL_Q8_0_BLOCK);
         return make_uint4(b[0], (uint32_t)b[1 + pos / 2] | ((uint32_t)b[2 + pos / 2] << 16), 0u, 0u);
     }
-    uint2 h = ((const uint2 *)v.data)[i];
+    uint2 h = ((const uint2 *)data)[i];
     return make_uint4(h.x, h.y, 0u, 0u);
+}
+
+__device__ __forceinline__ uint4 cu_vec4_raw(const cu_view &v, int64_t i) {
+    if (v.dtype == QVL_F32) return cu_vec4_raw_as<QVL_F32>(v.data, i);
+    if (v.dtype == QVL_Q8_0) return cu_vec4_raw_as<QVL_Q8_0>(v.data, i);
+    return cu_vec4_raw_as<QVL_F16>(v.data, i);
 }
 
 __device__ __forceinline__ float4 cu_vec4_cvt(int32_t dt, uint4 r) {

@@ -100,7 +100,7 @@ int cu_launch_mask(cu_stream s, cu_view x, int64_t n_past, const int32_t *at, co
 #define CU_ATTN_MAX_D 512
 #define CU_ATTN_MAX_SPLITS 64
 #define CU_ATTN_COUNTERS 128
-int cu_attention_splits(int64_t N, int64_t Hq, int64_t L);
+int cu_attention_splits(int64_t N, int64_t Hq, int64_t Hkv, int64_t L);
 static inline int64_t cu_attention_part_floats(int64_t N, int64_t Hq, int64_t D, int splits) {
     return splits > 1 ? CU_ATTN_COUNTERS + N * Hq * splits * (D + 2) : 0;
 }

@@ -245,7 +245,7 @@ qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         return s;
     const qvl_tensor_desc *q = &n->src[0]->desc;
     int64_t N = q->shape[0], Hq = q->shape[1], D = q->shape[2], L = n->src[1]->desc.shape[0];
-    int splits = cu_attention_splits(N, Hq, L);
+    int splits = cu_attention_splits(N, Hq, n->src[1]->desc.shape[1], L);
     float *part = NULL;
     if (splits > 1 &&
         (s = scratch_f32(be, n, CU_SCRATCH_C, cu_attention_part_floats(N, Hq, D, splits), &part,

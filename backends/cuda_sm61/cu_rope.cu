@@ -1,6 +1,6 @@
 /* ROPE, all three modes (see qvl_rope_params): one thread per (token, head, pair), rotating
- * the rotate-half pair (k, k + D/2). NORM_ROPE: a warp per (token, head) normalises the head
- * in shared memory (RMS, as cu_norm.cu), then rotates it as ROPE does. Frequencies and
+ * the rotate-half pair (k, k + D/2). NORM_ROPE: a block per (token, head) normalises the head
+ * (RMS, as cu_norm.cu), then rotates it as ROPE does. Frequencies and
  * angles are computed in f32 as the reference does: freq = 1 / theta^e,
  * angle = (float)pos * freq, then cosf/sinf. */
 #include <string.h>
@@ -67,7 +67,12 @@ __global__ void k_rope(int mode, float theta, cu_sections sec, cu_view x, cu_vie
     }
 }
 
-#define CU_NR_WARPS 4
+/* NORM_ROPE: a block per (token, head), thread k owning the pairs k, k + CU_NR_THREADS, ...
+ * (both elements of a pair, so a rotation needs nothing from another thread). A warp per head
+ * walking its pairs and elements in turn made a decode step's launch (24 heads) a few warps
+ * each running a long serial chain of loads and sincos: several times this kernel's time. */
+#define CU_NR_THREADS 64
+#define CU_NR_PAIRS (CU_NORM_ROPE_MAX_D / 2 / CU_NR_THREADS) /* most pairs a thread owns */
 
 /* Up to two NORM_ROPE nodes in one launch (q and k of a decode step: one launch less): the
  * first blocks0 blocks serve job 0, the rest job 1. Each pair's frequency and position row
@@ -79,16 +84,12 @@ struct cu_nr_args {
     float freq[2][CU_NR_MAX_PAIRS];
     unsigned char prow[2][CU_NR_MAX_PAIRS];
     int n_jobs, has_extra;
-    int64_t blocks0, blocks_nr, blocks_extra, d_max;
+    int64_t blocks0, blocks_nr, blocks_extra;
     cu_store_at_job extra; /* run by the blocks after the first blocks_nr */
 };
 static_assert(sizeof(cu_nr_args) <= 4096, "Pascal's kernel parameter limit");
 
-/* Shared memory per warp: the head, gamma, then cos and sin of its pairs (3 D floats). The
- * angles come first: they depend on the positions only, so the heavy math of the angles is
- * done while the head and gamma loads that follow are still on their way. */
-__global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP) k_norm_rope(cu_nr_args a) {
-    extern __shared__ float heads[]; /* [CU_NR_WARPS, 3 * D_max] */
+__global__ void __launch_bounds__(CU_NR_THREADS) k_norm_rope(cu_nr_args a) {
     if (a.has_extra && blockIdx.x >= a.blocks_nr) {
         cu_store_rows_at_part(a.extra, (int64_t)blockIdx.x - a.blocks_nr, a.blocks_extra);
         return;
@@ -97,39 +98,54 @@ __global__ void __launch_bounds__(CU_NR_WARPS *CU_WARP) k_norm_rope(cu_nr_args a
     const cu_norm_rope_job &p = a.job[j];
     const cu_view &x = p.x;
     int64_t H = x.shape[1], D = x.shape[2], half = D / 2;
-    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    int64_t blk = (int64_t)blockIdx.x - (j ? a.blocks0 : 0);
-    int64_t r = blk * CU_NR_WARPS + warp; /* head h of token t: r = t*H + h */
-    if (r >= x.shape[0] * H) return; /* warp-uniform, and no block-wide barrier follows */
-    int64_t t = r / H, h = r % H;
-    float *row = heads + warp * 3 * a.d_max, *g = row + D, *cs = g + D, *sn = cs + half;
+    int64_t r = (int64_t)blockIdx.x - (j ? a.blocks0 : 0); /* head h of token t: r = t*H + h */
+    int64_t t = r / H, h = r % H, base = t * x.stride[0] + h * x.stride[1];
     const int32_t *pos = (const int32_t *)p.pos.data;
-    for (int64_t k = lane; k < half; k += CU_WARP) {
-        int32_t at = pos[a.prow[j][k] * p.pos.stride[0] + t * p.pos.stride[1]];
-        float angle = (float)at * a.freq[j][k];
-        cs[k] = cosf(angle);
-        sn[k] = sinf(angle);
+    /* the loads of every owned pair first, then the angles' math while they are on their way */
+    float xa[CU_NR_PAIRS], xb[CU_NR_PAIRS], ga[CU_NR_PAIRS], gb[CU_NR_PAIRS];
+    int32_t at[CU_NR_PAIRS];
+#pragma unroll
+    for (int u = 0; u < CU_NR_PAIRS; u++) {
+        int64_t k = threadIdx.x + u * CU_NR_THREADS;
+        xa[u] = xb[u] = ga[u] = gb[u] = 0.0f;
+        at[u] = 0;
+        if (k < half) {
+            xa[u] = cu_view_load(x, base + k * x.stride[2]);
+            xb[u] = cu_view_load(x, base + (k + half) * x.stride[2]);
+            ga[u] = cu_view_load(p.gamma, k * p.gamma.stride[0]);
+            gb[u] = cu_view_load(p.gamma, (k + half) * p.gamma.stride[0]);
+            at[u] = pos[a.prow[j][k] * p.pos.stride[0] + t * p.pos.stride[1]];
+        }
     }
-    int64_t base = t * x.stride[0] + h * x.stride[1];
-    float ss = 0.0f;
-    for (int64_t k = lane; k < D; k += CU_WARP) {
-        float v = cu_view_load(x, base + k * x.stride[2]);
-        g[k] = cu_view_load(p.gamma, k * p.gamma.stride[0]);
-        row[k] = v;
-        ss += v * v;
+    float cs[CU_NR_PAIRS], sn[CU_NR_PAIRS], ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < CU_NR_PAIRS; u++) {
+        int64_t k = threadIdx.x + u * CU_NR_THREADS;
+        float angle = k < half ? (float)at[u] * a.freq[j][k] : 0.0f;
+        cs[u] = cosf(angle);
+        sn[u] = sinf(angle);
+        ss += xa[u] * xa[u] + xb[u] * xb[u];
     }
-    float inv = 1.0f / sqrtf(cu_warp_sum(ss) / (float)D + p.eps);
-    for (int64_t k = lane; k < D; k += CU_WARP) row[k] = (row[k] * inv) * g[k];
-    __syncwarp();
+    __shared__ float warp_ss[CU_NR_THREADS / CU_WARP];
+    ss = cu_warp_sum(ss);
+    if (threadIdx.x % CU_WARP == 0) warp_ss[threadIdx.x / CU_WARP] = ss;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < CU_NR_THREADS / CU_WARP; w++) total += warp_ss[w];
+    float inv = 1.0f / sqrtf(total / (float)D + p.eps);
     /* With a store, the rotated head also goes to the cache as STORE_ROWS_AT from out would
      * write it: element r * D + k of out to row at + t (nothing when at is out of range). */
     int64_t first = p.store.dst ? p.store.at[0] : -1, rows = x.shape[0];
     bool store = p.store.dst && first >= 0 && first <= p.store.dst_rows - rows;
     float *o = p.out + r * D;
     int64_t so = first * H * D + r * D;
-    for (int64_t k = lane; k < half; k += CU_WARP) {
+#pragma unroll
+    for (int u = 0; u < CU_NR_PAIRS; u++) {
+        int64_t k = threadIdx.x + u * CU_NR_THREADS;
+        if (k >= half) break;
         float rot[2];
-        cu_rotate(row[k], row[k + half], cs[k], sn[k], 2, 0, rot);
+        cu_rotate((xa[u] * inv) * ga[u], (xb[u] * inv) * gb[u], cs[u], sn[u], 2, 0, rot);
         o[k] = rot[0];
         o[k + half] = rot[1];
         if (store) {
@@ -145,10 +161,10 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
     cu_nr_args a;
     memset(&a, 0, sizeof a);
     a.n_jobs = n_jobs;
-    int64_t blocks = 0, D_max = 1;
+    int64_t blocks = 0;
     for (int j = 0; j < n_jobs; j++) {
         const cu_view &x = jobs[j].x;
-        int64_t D = x.shape[2], nb = (x.shape[0] * x.shape[1] + CU_NR_WARPS - 1) / CU_NR_WARPS;
+        int64_t D = x.shape[2], nb = x.shape[0] * x.shape[1];
         if (D > CU_NORM_ROPE_MAX_D) return (int)cudaErrorInvalidConfiguration;
         a.job[j] = jobs[j];
         const cu_norm_rope_job &jb = jobs[j];
@@ -170,22 +186,19 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
         }
         if (j == 0) a.blocks0 = nb;
         blocks += nb;
-        if (D > D_max) D_max = D;
     }
     if (blocks < 1) blocks = 1;
     a.blocks_nr = blocks;
     if (extra) {
         a.has_extra = 1;
         a.extra = *extra;
-        a.blocks_extra = (cu_nelem(extra->src) + CU_NR_WARPS * CU_WARP - 1) / (CU_NR_WARPS * CU_WARP);
+        a.blocks_extra = (cu_nelem(extra->src) + CU_NR_THREADS - 1) / CU_NR_THREADS;
         if (a.blocks_extra < 1) a.blocks_extra = 1;
         if (a.blocks_extra > 4096) a.blocks_extra = 4096; /* the loop strides over the rest */
         blocks += a.blocks_extra;
     }
     if (blocks > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
-    a.d_max = D_max;
-    size_t smem = (size_t)(CU_NR_WARPS * 3 * D_max) * sizeof(float);
-    k_norm_rope<<<(unsigned)blocks, CU_NR_WARPS * CU_WARP, smem, s>>>(a);
+    k_norm_rope<<<(unsigned)blocks, CU_NR_THREADS, 0, s>>>(a);
     return (int)cudaGetLastError();
 }
 

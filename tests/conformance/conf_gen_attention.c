@@ -70,6 +70,13 @@ static const att_shape att_edges[] = {
     {13, 700, 2, 2, 24, QVL_MASK_NONE, 0, QVL_BF16, 1},
     {20, 700, 2, 2, 64, QVL_MASK_NONE, 0, QVL_F32, 20},
     {40, 600, 2, 1, 128, QVL_MASK_CAUSAL, 560, QVL_F32, 20},
+    /* cuda_sm61's decode kernel serves 4, 2 or 1 query heads of a kv head per block: 8 per kv
+     * head (two blocks of 4), 3 (blocks of 1), 1, and a few queries under segments */
+    {1, 1000, 16, 2, 128, QVL_MASK_CAUSAL_AT, 900, QVL_F16, 2},
+    {1, 300, 4, 1, 128, QVL_MASK_CAUSAL, 299, QVL_BF16, 20},
+    {2, 500, 6, 2, 128, QVL_MASK_CAUSAL, 400, QVL_F32, 2},
+    {1, 700, 3, 3, 128, QVL_MASK_NONE, 0, QVL_F16, 2},
+    {4, 4, 4, 2, 128, QVL_MASK_SEGMENTS, 0, QVL_BF16, 2},
     /* q8_0 caches: decode (split and unsplit), prefill through the flash (64, 128), tiled
      * (<= 64) and general kernels, grouped heads, segments */
     {1, 300, 4, 2, 128, QVL_MASK_CAUSAL_AT, 200, QVL_Q8_0, 2},
@@ -81,6 +88,7 @@ static const att_shape att_edges[] = {
     {3, 100, 6, 2, 96, QVL_MASK_CAUSAL_AT, 50, QVL_Q8_0, 2},
     {11, 11, 2, 2, 64, QVL_MASK_SEGMENTS, 0, QVL_Q8_0, 2},
     {80, 400, 4, 2, 128, QVL_MASK_CAUSAL_AT, 250, QVL_Q8_0, 20},
+    {1, 2000, 8, 1, 128, QVL_MASK_CAUSAL_AT, 1800, QVL_Q8_0, 2},
 };
 #define N_ATT_EDGES ((int)(sizeof att_edges / sizeof att_edges[0]))
 
