@@ -442,12 +442,59 @@ AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
     tile_finish(t, MR, NR, acc);
 }
 
-/* One activation row: as q4k_tile1, the per-group f32 work becomes a reduction. Each group's
- * madd with its two sub-blocks' scales leaves 8 int32 (at most 2 * 16002 * 128 in magnitude);
- * two rounds of 32-bit hadd and one exchange of halves give lane g = group g's scaled dot
- * (|sum| < 32 * 63 * 127 * 128 < 2^25), and the -32 offsets (also lane g) are subtracted in
- * int32 before the one conversion per super-block. Rows go in pairs within each super-block,
- * which keeps a pair's partial sums in registers. */
+/* One activation row: as q4k_tile1, the f32 work is one conversion and one FMA per super-block
+ * and weight row, the sub-blocks' integer dots gathered by horizontal adds. Per half h of a
+ * block (groups 4h..4h + 3, sub-blocks 8h..8h + 7) the dots come out as one int32 vector
+ * whose 128-bit lane L holds sub-blocks 8h + 2k + L, k = 0..3 ("even | odd" order): the -32
+ * offsets (q6k_offsets, shared by all rows) and the scales (q6k_scales32) are laid out alike,
+ * so both apply lane by lane in int32, and one exchange of halves then sums each group's two
+ * sub-blocks. Bounds (|a_q| <= 128, q <= 63):
+ *  - maddubs pairs <= 2 * 63 * 128 = 16128 and one 16-bit hadd of them <= 32256: inside
+ *    int16 (a second would not be, hence madd with ones to reach int32);
+ *  - a sub-block's sum(q a_q) - 32 sum(a_q) = sum((q - 32) a_q): at most 16 * 32 * 128 =
+ *    65536 in magnitude, times |sc| <= 128 is 2^23, and a group's two sub-blocks 2^24: exact
+ *    in int32 and in the f32 conversion (the same value as scaling group by group).
+ * Rows go in pairs within each super-block so that each activation vector is loaded once for
+ * both. */
+
+/* 32 * (sum of 16 activation quants) for the 16 sub-blocks of a super-block, s16 = its 16
+ * sums: off[h] = half h's sub-blocks in the even | odd order above. */
+AVX_INLINE void q6k_offsets(const int16_t *s16, __m256i off[2]) {
+    /* each 128-bit lane of the sums is one half: int16 [0 2 4 6 1 3 5 7] in place */
+    const __m256i ix = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)s16), ix);
+    off[0] = _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(v)), 5);
+    off[1] = _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1)), 5);
+}
+
+/* A q6_k block's 16 int8 scales as int32, sc[h] = half h's in the even | odd order above. */
+AVX_INLINE void q6k_scales32(const unsigned char *blk, __m256i sc[2]) {
+    const __m128i ix = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blk + Q6K_SCALES)), ix);
+    sc[0] = _mm256_cvtepi8_epi32(v);
+    sc[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
+}
+
+/* sum(q a_q) of half h's 8 sub-blocks of one q6_k block (even | odd order), av = the
+ * activation vectors of its 4 groups. */
+AVX_INLINE __m256i q6k_half_dots(const unsigned char *blk, int half, const __m256i av[4]) {
+    const unsigned char *ql = blk + 64 * half;
+    const __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
+    const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + Q6K_QH + 32 * half));
+    const __m256i ones = _mm256_set1_epi16(1);
+    /* the half's groups 2i, 2i + 1: per 128-bit lane [2 partial sums of 2i, 2 of 2i + 1] */
+    __m256i quad[2];
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+        const __m256i p0 = _mm256_maddubs_epi16(q6k_group(ql0, ql1, qh, 2 * i), av[2 * i]);
+        const __m256i p1 = _mm256_maddubs_epi16(q6k_group(ql0, ql1, qh, 2 * i + 1), av[2 * i + 1]);
+        quad[i] = _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones);
+    }
+    return _mm256_hadd_epi32(quad[0], quad[1]);
+}
+
 AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
     const avx_qrows *a = t->a;
     const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK, n16 = K / 16;
@@ -459,13 +506,13 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
     kq_rows_begin(t, NR, Q6K_BYTES, wr, acc);
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
         const __m256 adv = _mm256_loadu_ps(ad + b * 8);
-        const __m256i sums = _mm256_loadu_si256((const __m256i *)(as + b * 16));
+        __m256i off[2];
+        q6k_offsets(as + b * 16, off);
 #pragma GCC unroll 2
         for (int r0 = 0; r0 < NR; r0 += 2) {
             const int nr = NR - r0 >= 2 ? 2 : 1;
             const unsigned char *blk[2];
-            __m128i sc8[2];
-            __m256i part[2][2]; /* per row and half: lanes [g0 g1 g2 g3] of that half, twice */
+            __m256i dots[2][2]; /* per row and half: sum(q a_q) - 32 sum(a_q), even | odd */
 #pragma GCC unroll 2
             for (int i = 0; i < nr; i++) {
                 blk[i] = wr[r0 + i] + b * Q6K_BYTES;
@@ -474,47 +521,31 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
                 prefetch_ahead(blk[i] + 64, KQ_PF_AHEAD);
                 prefetch_ahead(blk[i] + 128, KQ_PF_AHEAD);
                 prefetch_ahead(blk[i] + 192, KQ_PF_AHEAD);
-                sc8[i] = _mm_loadu_si128((const __m128i *)(blk[i] + Q6K_SCALES));
             }
 #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) {
-                __m256i sc[2], pair[2];
+                __m256i av[4];
+#pragma GCC unroll 4
+                for (int r4 = 0; r4 < 4; r4++)
+                    av[r4] = _mm256_loadu_si256(
+                        (const __m256i *)(aq + b * QVL_QK_K + 32 * (4 * half + r4)));
 #pragma GCC unroll 2
                 for (int i = 0; i < nr; i++)
-                    sc[i] = _mm256_broadcastsi128_si256(
-                        _mm_cvtepi8_epi16(half ? _mm_srli_si128(sc8[i], 8) : sc8[i]));
-#pragma GCC unroll 4
-                for (int r4 = 0; r4 < 4; r4++) {
-                    const int g = 4 * half + r4;
-                    const __m256i av = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 32 * g));
-#pragma GCC unroll 2
-                    for (int i = 0; i < nr; i++) {
-                        const unsigned char *ql = blk[i] + 64 * half, *qh = blk[i] + Q6K_QH + 32 * half;
-                        const __m256i q = q6k_group(_mm256_loadu_si256((const __m256i *)ql),
-                                                    _mm256_loadu_si256((const __m256i *)(ql + 32)),
-                                                    _mm256_loadu_si256((const __m256i *)qh), r4);
-                        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, av),
-                                                            q6k_group_scales(sc[i], g));
-                        if (r4 % 2 == 0) pair[i] = p;
-                        else if (r4 == 1) part[i][half] = _mm256_hadd_epi32(pair[i], p);
-                        else part[i][half] = _mm256_hadd_epi32(part[i][half],
-                                                               _mm256_hadd_epi32(pair[i], p));
-                    }
-                }
+                    dots[i][half] = _mm256_sub_epi32(q6k_half_dots(blk[i], half, av), off[half]);
             }
 #pragma GCC unroll 2
             for (int i = 0; i < nr; i++) {
-                /* lanes g0..g3 of the low halves, g4..g7 of the low halves; then the high */
-                const __m256i dots = _mm256_add_epi32(
-                    _mm256_permute2x128_si256(part[i][0], part[i][1], 0x20),
-                    _mm256_permute2x128_si256(part[i][0], part[i][1], 0x31));
-                const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[i]);
-                const __m256i off = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), sums);
+                __m256i sc[2];
+                q6k_scales32(blk[i], sc);
+                const __m256i s0 = _mm256_mullo_epi32(dots[i][0], sc[0]);
+                const __m256i s1 = _mm256_mullo_epi32(dots[i][1], sc[1]);
+                /* lane g: sub-block 2g (low 128-bit lanes) + sub-block 2g + 1 (high ones) */
+                const __m256i grp = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20),
+                                                     _mm256_permute2x128_si256(s0, s1, 0x31));
                 uint16_t h;
                 memcpy(&h, blk[i] + Q6K_D, 2);
                 const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h)), adv);
-                acc[r0 + i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(dots, off)), dd,
-                                              acc[r0 + i]);
+                acc[r0 + i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(grp), dd, acc[r0 + i]);
             }
         }
     }
