@@ -1,5 +1,6 @@
-/* What the attention kernels share (cu_attention.cu, cu_attention_flash.cu): the job, and the
- * range of keys a query sees under each mask. */
+/* What the attention kernels share (cu_attention.cu, cu_attention_flash.cu,
+ * cu_attention_decode.cu): the job, the range of keys a query sees under each mask, and
+ * split-KV's pieces (a block's share of the keys, its partials, the merge). */
 #ifndef QVL_CU_ATTENTION_CUH
 #define QVL_CU_ATTENTION_CUH
 

@@ -121,7 +121,9 @@ __global__ void __launch_bounds__(CU_NR_THREADS) k_norm_rope(cu_nr_args a) {
 #pragma unroll
     for (int u = 0; u < CU_NR_PAIRS; u++) {
         int64_t k = threadIdx.x + u * CU_NR_THREADS;
-        float angle = k < half ? (float)at[u] * a.freq[j][k] : 0.0f;
+        cs[u] = sn[u] = 0.0f;
+        if (k >= half) break; /* no sincos for pairs nobody owns (3 of 4 at D = 128) */
+        float angle = (float)at[u] * a.freq[j][k];
         cs[u] = cosf(angle);
         sn[u] = sinf(angle);
         ss += xa[u] * xa[u] + xb[u] * xb[u];
