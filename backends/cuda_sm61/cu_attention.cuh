@@ -1,6 +1,6 @@
 /* What the attention kernels share (cu_attention.cu, cu_attention_flash.cu,
- * cu_attention_decode.cu): the job, the range of keys a query sees under each mask, and
- * split-KV's pieces (a block's share of the keys, its partials, the merge). */
+ * cu_attention_flash64.cu, cu_attention_decode.cu): the job, the range of keys a query sees
+ * under each mask, and split-KV's pieces (a block's share of the keys, its partials, the merge). */
 #ifndef QVL_CU_ATTENTION_CUH
 #define QVL_CU_ATTENTION_CUH
 
@@ -186,7 +186,10 @@ static inline __host__ __device__ int cu_attn_heads_per_block(int64_t Hq, int64_
 int cu_launch_attention_decode(cu_stream s, const cu_attn_args &p);
 
 /* The flash kernel (cu_attention_flash.cu) for many queries of head size 64 or 128, one
- * split; returns -1 without launching when the shapes do not suit it. */
+ * split; returns -1 without launching when the shapes do not suit it. Heads of 64 over
+ * f32 q, k and v in aligned unit-stride rows take cu_attention_flash64.cu's kernel, which
+ * the one below calls first (returning -1 in the same way). */
 int cu_launch_attention_flash(cu_stream s, const cu_attn_job &j);
+int cu_launch_attention_flash64(cu_stream s, const cu_attn_job &j);
 
 #endif

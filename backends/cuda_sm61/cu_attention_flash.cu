@@ -15,6 +15,9 @@
  * [j0, j1); hidden scores are -inf, so exp gives 0; a query that sees nothing gets 0. Keys past
  * the block's union of ranges are neither read nor visited, so rows of a cache not yet written
  * (NaN in the tests) never reach the sums. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cu_attention.cuh"
 
 #define CU_FA_THREADS 128
@@ -274,6 +277,15 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
 /* Takes the launch when the shapes suit the kernel (head size 64 or 128, enough queries to
  * fill its blocks); returns -1 otherwise, so the caller uses its general kernels. */
 int cu_launch_attention_flash(cu_stream s, const cu_attn_job &p) {
+    static int use64 = -1; /* QVL_CUDA_FLASH64=0 (A/B runs): f32 heads of 64 take this kernel too */
+    if (use64 < 0) {
+        const char *e = getenv("QVL_CUDA_FLASH64");
+        use64 = !(e && strcmp(e, "0") == 0);
+    }
+    if (use64) {
+        int r = cu_launch_attention_flash64(s, p);
+        if (r != -1) return r;
+    }
     int64_t N = p.q.shape[0], Hq = p.q.shape[1], D = p.q.shape[2], L = p.k.shape[0];
     if ((D != 64 && D != 128) || N < 4096 / D / 2 || L > 0x7fffffff - CU_FA_BK || Hq > 65535 ||
         (N + 4096 / D - 1) / (4096 / D) > 0x7fffffff)

@@ -17,7 +17,8 @@ static qvl_status accepts_matmul(const qvl_node *n, qvl_error *err) {
     return QVL_OK;
 }
 
-/* ATTENTION and NORM_ROPE keep a head in registers / shared memory: a largest head size. */
+/* ATTENTION and NORM_ROPE keep a head in registers / shared memory, ROPE a table of the frequencies
+ * of its pairs in the kernel's parameters: a largest head size. */
 static qvl_status accepts_head(const qvl_node *n, int64_t max_d, qvl_error *err) {
     int64_t D = n->src[0]->desc.shape[2];
     if (D > max_d)
@@ -26,12 +27,23 @@ static qvl_status accepts_head(const qvl_node *n, int64_t max_d, qvl_error *err)
     return QVL_OK;
 }
 
+/* ROPE: the head size as NORM_ROPE's, and an index of x [N, H, D] that fits 31 bits. */
+static qvl_status accepts_rope(const qvl_node *n, qvl_error *err) {
+    qvl_status s = accepts_head(n, CU_NORM_ROPE_MAX_D, err);
+    const qvl_tensor_desc *x = &n->src[0]->desc;
+    if (s == QVL_OK && x->shape[0] * x->shape[1] * x->shape[2] > 0x7fffffff)
+        return cu_fail(n, err, QVL_E_UNSUPPORTED, "%lld elements are above this kernel's 2^31",
+                       (long long)(x->shape[0] * x->shape[1] * x->shape[2]));
+    return s;
+}
+
 qvl_status cu_accepts(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     (void)be;
     switch (n->op) {
     case QVL_OP_MATMUL: return accepts_matmul(n, err);
     case QVL_OP_ATTENTION: return accepts_head(n, CU_ATTN_MAX_D, err);
     case QVL_OP_NORM_ROPE: return accepts_head(n, CU_NORM_ROPE_MAX_D, err);
+    case QVL_OP_ROPE: return accepts_rope(n, err);
     default: return QVL_OK;
     }
 }

@@ -25,9 +25,10 @@ extern "C" int cu_launch_get_rows(cu_stream s, cu_view table, cu_view ids, float
 template <typename T>
 __global__ void k_cont(cu_view x, int64_t n, T *out) {
     const T *in = (const T *)x.data;
+    const int kind = cu_flat_kind(x, n);
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x)
-        out[e] = in[cu_flat_offset(x, e)];
+        out[e] = in[cu_flat_at(x, e, kind)];
 }
 
 /* q8_0: every row is whole blocks (checked on the host); copied byte by byte. */
@@ -36,7 +37,7 @@ __global__ void k_cont_q8_0(cu_view x, int64_t row_bytes, int64_t n, unsigned ch
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = e / row_bytes, byte = e % row_bytes;
-        int64_t first_block = cu_row_offset(x, r) / QVL_Q8_0_BLOCK;
+        int64_t first_block = cu_row_offset_unrolled(x, r) / QVL_Q8_0_BLOCK;
         out[e] = in[first_block * (int64_t)sizeof(qvl_block_q8_0) + byte];
     }
 }
@@ -62,9 +63,10 @@ extern "C" int cu_launch_cont(cu_stream s, cu_view x, void *out) {
  * block's 32 elements and go round the loop together. */
 __global__ void k_store_rows(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
                              int64_t first) {
+    const int kind = cu_flat_kind(src, n);
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
-        float v = cu_view_load(src, cu_flat_offset(src, e));
+        float v = cu_view_load(src, cu_flat_at(src, e, kind));
         if (dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(dst, first + e, v);
         else cu_store(dst, dst_dtype, first + e, v);
     }

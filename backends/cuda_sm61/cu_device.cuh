@@ -202,10 +202,46 @@ __host__ __device__ __forceinline__ int64_t cu_nelem(const cu_view &v) {
     return n;
 }
 
-/* Element offset of flat (row-major) index i of view v. */
-__device__ __forceinline__ int64_t cu_flat_offset(const cu_view &v, int64_t i) {
+/* How a grid-stride loop over the n elements of v turns flat indices into offsets, decided
+ * once per thread: a 64-bit division is a long subroutine on the GPU, so a dense row-major
+ * view takes none and a view of fewer than 2^31 elements takes 32-bit ones. The loops over
+ * dimensions are unrolled so that shape and stride are read at constant indices: a run-time
+ * index makes nvcc copy the whole view to local memory in every thread (160 bytes a thread
+ * for two views, which made plain element-wise kernels ten times slower than their memory
+ * traffic). */
+enum { CU_FLAT_DENSE = 0, CU_FLAT_32, CU_FLAT_64 };
+__device__ __forceinline__ int cu_flat_kind(const cu_view &v, int64_t n) {
+    int64_t expect = 1;
+    bool dense = true;
+#pragma unroll
+    for (int d = QVL_MAX_DIMS - 1; d >= 0; d--) {
+        if (d >= v.ndim) continue;
+        if (v.shape[d] != 1 && v.stride[d] != expect) dense = false;
+        expect *= v.shape[d];
+    }
+    if (dense) return CU_FLAT_DENSE;
+    return n <= 0x7fffffff ? CU_FLAT_32 : CU_FLAT_64;
+}
+
+/* Element offset of flat (row-major) index i of v, by the kind cu_flat_kind gave for v (i < n
+ * there, so under CU_FLAT_32 every dimension and index fits 31 bits). */
+__device__ __forceinline__ int64_t cu_flat_at(const cu_view &v, int64_t i, int kind) {
+    if (kind == CU_FLAT_DENSE) return i;
     int64_t off = 0;
-    for (int d = v.ndim - 1; d >= 0; d--) {
+    if (kind == CU_FLAT_32) {
+        uint32_t r = (uint32_t)i;
+#pragma unroll
+        for (int d = QVL_MAX_DIMS - 1; d >= 0; d--) {
+            if (d >= v.ndim) continue;
+            uint32_t len = (uint32_t)v.shape[d];
+            off += (int64_t)(r % len) * v.stride[d];
+            r /= len;
+        }
+        return off;
+    }
+#pragma unroll
+    for (int d = QVL_MAX_DIMS - 1; d >= 0; d--) {
+        if (d >= v.ndim) continue;
         off += (i % v.shape[d]) * v.stride[d];
         i /= v.shape[d];
     }
@@ -222,10 +258,11 @@ __device__ __forceinline__ int64_t cu_row_offset(const cu_view &v, int64_t r) {
     return off;
 }
 
-/* cu_row_offset, indexing v's shape and strides with constants only (see cu_pick) in clang's
- * code, where the run-time indices cost spills; nvcc's code does better with the loop. */
+/* cu_row_offset, indexing v's shape and strides with constants only (see cu_pick and
+ * cu_flat_kind): with run-time indices clang's code spills and nvcc's copies the view to local
+ * memory in every thread. (The decode GEMV of cu_matmul.cu keeps nvcc on the loop, where its
+ * code does better.) */
 __device__ __forceinline__ int64_t cu_row_offset_unrolled(const cu_view &v, int64_t r) {
-    if (!CU_CLANG_DEVICE) return cu_row_offset(v, r);
     int64_t off = 0;
 #pragma unroll
     for (int d = QVL_MAX_DIMS - 2; d >= 0; d--) {
@@ -242,7 +279,8 @@ __device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, 
                                                       int64_t nblk) {
     int64_t n = cu_nelem(p.src), rows = p.src.shape[0], row_size = rows > 0 ? n / rows : 0;
     for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += nblk * blockDim.x) {
-        float v = cu_view_load(p.src, cu_flat_offset(p.src, e));
+        /* a decode step's row or a few: deciding the kind per thread costs more than it saves */
+        float v = cu_view_load(p.src, cu_flat_at(p.src, e, CU_FLAT_64));
         int64_t first = p.at[0];
         if (first < 0 || first > p.dst_rows - rows) return; /* the same for a whole warp */
         if (p.dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(p.dst, first * row_size + e, v);

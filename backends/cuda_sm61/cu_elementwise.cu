@@ -10,9 +10,10 @@ static int64_t view_nelem(const cu_view &v) {
 }
 
 __global__ void k_unary(int op, float scale, cu_view x, int64_t n, float *out) {
+    const int kind = cu_flat_kind(x, n);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float v = cu_view_load(x, cu_flat_offset(x, i));
+        float v = cu_view_load(x, cu_flat_at(x, i, kind));
         switch (op) {
         case CU_SCALE: v = v * scale; break;
         case CU_SILU: v = cu_silu(v); break;
@@ -31,10 +32,11 @@ extern "C" int cu_launch_unary(cu_stream s, cu_unary op, float scale, cu_view x,
 
 /* a and b4 are both 4-D here (b4 with stride 0 on broadcast dims); a is walked as 4-D too. */
 __global__ void k_binary(int is_mul, cu_view a, cu_view b4, int64_t n, float *out) {
+    const int ka = cu_flat_kind(a, n), kb = cu_flat_kind(b4, n);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float x = cu_view_load(a, cu_flat_offset(a, i));
-        float y = cu_view_load(b4, cu_flat_offset(b4, i));
+        float x = cu_view_load(a, cu_flat_at(a, i, ka));
+        float y = cu_view_load(b4, cu_flat_at(b4, i, kb));
         out[i] = is_mul ? x * y : x + y;
     }
 }
@@ -47,11 +49,12 @@ extern "C" int cu_launch_binary(cu_stream s, int is_mul, cu_view a, cu_view b4, 
 
 /* h is contiguous [rows, F]; a and up are read through their own views (same shape). */
 __global__ void k_mlp_act(int act, cu_view a, cu_view up, int64_t n, float *h) {
+    const int ka = cu_flat_kind(a, n), ku = up.data ? cu_flat_kind(up, n) : CU_FLAT_DENSE;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float x = cu_view_load(a, cu_flat_offset(a, i));
+        float x = cu_view_load(a, cu_flat_at(a, i, ka));
         float v;
-        if (up.data) v = cu_silu(x) * cu_view_load(up, cu_flat_offset(up, i));
+        if (up.data) v = cu_silu(x) * cu_view_load(up, cu_flat_at(up, i, ku));
         else if (act == QVL_ACT_GELU_TANH) v = cu_gelu_tanh(x);
         else v = cu_gelu_erf(x);
         h[i] = v;

@@ -88,7 +88,9 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
 #pragma unroll
         for (int m = 0; m < MR; m++) {
             acc[m] = 0.0f;
-            arow[m] = a + (m < p.M ? cu_row_offset_unrolled(p.a, b * p.M + m) : 0);
+            int64_t r = b * p.M + m;
+            arow[m] = a + (m >= p.M ? 0
+                           : CU_CLANG_DEVICE ? cu_row_offset_unrolled(p.a, r) : cu_row_offset(p.a, r));
         }
         for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_GEMV_UNROLL) {
             uint4 q[CU_GEMV_UNROLL];
@@ -132,7 +134,7 @@ __global__ void k_quantize_rows(cu_view a, int64_t rows, int64_t K, int8_t *qa, 
     int64_t nb = K / QVL_Q8_0_BLOCK, total = rows * nb;
     for (int64_t e = warp; e < total; e += n_warps) { /* warp-uniform loop */
         int64_t r = e / nb, c = e % nb, k = c * QVL_Q8_0_BLOCK + lane;
-        float v = cu_view_load(a, cu_row_offset(a, r) + k * a.stride[a.ndim - 1]);
+        float v = cu_view_load(a, cu_row_offset_unrolled(a, r) + k * cu_inner_stride(a));
         float amax = cu_warp_max(fabsf(v));
         float d = amax / 127.0f;
         int q = d > 0.0f ? __float2int_rn(v / d) : 0;

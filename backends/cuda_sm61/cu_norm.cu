@@ -7,7 +7,7 @@ __global__ void k_norm(int layer, float eps, cu_view x, cu_view gamma, cu_view b
                        float *out) {
     __shared__ float scratch[32];
     int64_t r = blockIdx.x;
-    int64_t base = cu_row_offset(x, r), step = x.stride[x.ndim - 1];
+    int64_t base = cu_row_offset_unrolled(x, r), step = cu_inner_stride(x);
     float *o = out + r * D;
     float mean, inv;
     cu_norm_row_stats(layer, eps, x, base, step, D, scratch, &mean, &inv);

@@ -35,9 +35,9 @@ __global__ void k_quantize_i8(int act, cu_view a, cu_view up, int64_t rows, int6
     int64_t nb = K / CU_I8_BLOCK, total = rows * nb;
     for (int64_t e = warp; e < total; e += n_warps) { /* warp-uniform loop */
         int64_t r = e / nb, c = e % nb, k = c * CU_I8_BLOCK + lane;
-        float v = cu_view_load(a, cu_row_offset(a, r) + k * a.stride[a.ndim - 1]);
+        float v = cu_view_load(a, cu_row_offset_unrolled(a, r) + k * cu_inner_stride(a));
         if (act >= 0) {
-            if (up.data) v = cu_silu(v) * cu_view_load(up, cu_row_offset(up, r) + k * up.stride[up.ndim - 1]);
+            if (up.data) v = cu_silu(v) * cu_view_load(up, cu_row_offset_unrolled(up, r) + k * cu_inner_stride(up));
             else if (act == QVL_ACT_GELU_TANH) v = cu_gelu_tanh(v);
             else v = cu_gelu_erf(v);
         }
@@ -51,7 +51,7 @@ __global__ void k_norm_quantize_i8(int layer, float eps, cu_view x, cu_view gamm
                                    int64_t K, cu_i8_rows q) {
     __shared__ float scratch[32];
     int64_t r = blockIdx.x;
-    int64_t base = cu_row_offset(x, r), step = x.stride[x.ndim - 1];
+    int64_t base = cu_row_offset_unrolled(x, r), step = cu_inner_stride(x);
     float mean, inv;
     cu_norm_row_stats(layer, eps, x, base, step, K, scratch, &mean, &inv);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;

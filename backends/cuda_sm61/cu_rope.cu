@@ -1,50 +1,11 @@
 /* ROPE, all three modes (see qvl_rope_params): one thread per (token, head, pair), rotating
  * the rotate-half pair (k, k + D/2). NORM_ROPE: a block per (token, head) normalises the head
- * (RMS, as cu_norm.cu), then rotates it as ROPE does. Frequencies and
- * angles are computed in f32 as the reference does: freq = 1 / theta^e,
- * angle = (float)pos * freq, then cosf/sinf. */
+ * (RMS, as cu_norm.cu), then rotates it as ROPE does. Frequencies come from the host as the
+ * reference computes them (freq = 1 / theta^e in f32); angles are computed in f32 as the
+ * reference does: angle = (float)pos * freq, then cosf/sinf. */
 #include <string.h>
 
 #include "cu_device.cuh"
-
-struct cu_sections {
-    int32_t s[4];
-};
-
-/* theta^e rounded once to f32. The device powf may be off by an ulp or two, and at positions in
- * the thousands that ulp moves angles by 1e-4 rad; the double power rounded to f32 lands on the
- * same value as the host's powf, which the reference uses. */
-__device__ __forceinline__ float cu_powf_rounded(float theta, float e) {
-    return (float)pow((double)theta, (double)e);
-}
-
-__device__ __forceinline__ void cu_pair_frequency(int mode, float theta, const cu_sections &sec,
-                                                  int64_t D, int64_t k, float *freq, int *row) {
-    if (mode == QVL_ROPE_VISION_2D) {
-        int64_t Q = D / 4;
-        *freq = 1.0f / cu_powf_rounded(theta, (float)(k % Q) / (float)Q);
-        *row = k < Q ? 0 : 1;
-    } else {
-        *freq = 1.0f / cu_powf_rounded(theta, (float)(2 * k) / (float)D);
-        int owner = 0;
-        if (mode == QVL_ROPE_MROPE_INTERLEAVED) {
-            if (k % 3 == 1 && k < 3 * (int64_t)sec.s[1]) owner = 1;
-            else if (k % 3 == 2 && k < 3 * (int64_t)sec.s[2]) owner = 2;
-        }
-        *row = owner;
-    }
-}
-
-/* The angle of pair k of a head of token t. */
-__device__ __forceinline__ float cu_pair_angle(int mode, float theta, const cu_sections &sec,
-                                               int64_t D, int64_t k, const cu_view &pos,
-                                               int64_t t) {
-    float freq;
-    int prow;
-    cu_pair_frequency(mode, theta, sec, D, k, &freq, &prow);
-    int32_t p = ((const int32_t *)pos.data)[prow * pos.stride[0] + t * pos.stride[1]];
-    return (float)p * freq;
-}
 
 /* Pair k (values a, b) rotated by (c, sn) into o[k] and o[k + D/2]. */
 __device__ __forceinline__ void cu_rotate(float a, float b, float c, float sn, int64_t D,
@@ -53,17 +14,49 @@ __device__ __forceinline__ void cu_rotate(float a, float b, float c, float sn, i
     o[k + D / 2] = b * c + a * sn;
 }
 
-__global__ void k_rope(int mode, float theta, cu_sections sec, cu_view x, cu_view pos,
-                       int64_t N, int64_t H, int64_t D, float *out) {
-    int64_t half = D / 2, n = N * H * half;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t k = i % half, h = (i / half) % H, t = i / (half * H);
+/* Each pair's frequency and the row of pos that holds its position, for up to
+ * CU_ROPE_MAX_PAIRS pairs: filled on the host (powf there is the reference's own, so the
+ * values are the reference's, and no thread spends its time on a power: the device's double
+ * pow, which matched the host's, runs at 1/32 of the f32 rate on a GeForce Pascal). */
+#define CU_ROPE_MAX_PAIRS (CU_NORM_ROPE_MAX_D / 2)
+struct cu_rope_table {
+    float freq[CU_ROPE_MAX_PAIRS];
+    unsigned char prow[CU_ROPE_MAX_PAIRS];
+};
+
+/* As the reference rope kernel pairs frequencies and position rows. */
+static void cu_fill_rope_table(int mode, float theta, const int32_t *sections, int64_t D,
+                               cu_rope_table *t) {
+    for (int64_t k = 0; k < D / 2; k++) {
+        int row = 0;
+        if (mode == QVL_ROPE_VISION_2D) {
+            int64_t Q = D / 4;
+            t->freq[k] = 1.0f / powf(theta, (float)(k % Q) / (float)Q);
+            row = k < Q ? 0 : 1;
+        } else {
+            t->freq[k] = 1.0f / powf(theta, (float)(2 * k) / (float)D);
+            if (mode == QVL_ROPE_MROPE_INTERLEAVED && k % 3 == 1 && k < 3 * (int64_t)sections[1])
+                row = 1;
+            else if (mode == QVL_ROPE_MROPE_INTERLEAVED && k % 3 == 2 &&
+                     k < 3 * (int64_t)sections[2])
+                row = 2;
+        }
+        t->prow[k] = (unsigned char)row;
+    }
+}
+
+/* ROPE: a thread per (token t, head h, pair k); x [N, H, D] with N * H * D / 2 < 2^31 (the
+ * launcher checks), so the index splits with 32-bit divisions. */
+__global__ void k_rope(cu_rope_table tab, cu_view x, cu_view pos, int n, int H, int half,
+                       float *out) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int k = i % half, h = (i / half) % H, t = i / (half * H);
         int64_t base = t * x.stride[0] + h * x.stride[1];
         float a = cu_view_load(x, base + k * x.stride[2]);
         float b = cu_view_load(x, base + (k + half) * x.stride[2]);
-        float angle = cu_pair_angle(mode, theta, sec, D, k, pos, t);
-        cu_rotate(a, b, cosf(angle), sinf(angle), D, k, out + (t * H + h) * D);
+        int32_t p = ((const int32_t *)pos.data)[tab.prow[k] * pos.stride[0] + t * pos.stride[1]];
+        float angle = (float)p * tab.freq[k];
+        cu_rotate(a, b, cosf(angle), sinf(angle), 2 * half, k, out + ((int64_t)t * H + h) * 2 * half);
     }
 }
 
@@ -78,11 +71,9 @@ __global__ void k_rope(int mode, float theta, cu_sections sec, cu_view x, cu_vie
  * first blocks0 blocks serve job 0, the rest job 1. Each pair's frequency and position row
  * come from the host (powf there is the reference's own, so the values are the reference's;
  * and no kernel spends its time on the power). */
-#define CU_NR_MAX_PAIRS (CU_NORM_ROPE_MAX_D / 2)
 struct cu_nr_args {
     cu_norm_rope_job job[2];
-    float freq[2][CU_NR_MAX_PAIRS];
-    unsigned char prow[2][CU_NR_MAX_PAIRS];
+    cu_rope_table tab[2];
     int n_jobs, has_extra;
     int64_t blocks0, blocks_nr, blocks_extra;
     cu_store_at_job extra; /* run by the blocks after the first blocks_nr */
@@ -114,7 +105,7 @@ __global__ void __launch_bounds__(CU_NR_THREADS) k_norm_rope(cu_nr_args a) {
             xb[u] = cu_view_load(x, base + (k + half) * x.stride[2]);
             ga[u] = cu_view_load(p.gamma, k * p.gamma.stride[0]);
             gb[u] = cu_view_load(p.gamma, (k + half) * p.gamma.stride[0]);
-            at[u] = pos[a.prow[j][k] * p.pos.stride[0] + t * p.pos.stride[1]];
+            at[u] = pos[a.tab[j].prow[k] * p.pos.stride[0] + t * p.pos.stride[1]];
         }
     }
     float cs[CU_NR_PAIRS], sn[CU_NR_PAIRS], ss = 0.0f;
@@ -123,7 +114,7 @@ __global__ void __launch_bounds__(CU_NR_THREADS) k_norm_rope(cu_nr_args a) {
         int64_t k = threadIdx.x + u * CU_NR_THREADS;
         cs[u] = sn[u] = 0.0f;
         if (k >= half) break; /* no sincos for pairs nobody owns (3 of 4 at D = 128) */
-        float angle = (float)at[u] * a.freq[j][k];
+        float angle = (float)at[u] * a.tab[j].freq[k];
         cs[u] = cosf(angle);
         sn[u] = sinf(angle);
         ss += xa[u] * xa[u] + xb[u] * xb[u];
@@ -170,22 +161,7 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
         if (D > CU_NORM_ROPE_MAX_D) return (int)cudaErrorInvalidConfiguration;
         a.job[j] = jobs[j];
         const cu_norm_rope_job &jb = jobs[j];
-        for (int64_t k = 0; k < D / 2; k++) { /* as the reference rope kernel pairs frequencies */
-            int row = 0;
-            if (jb.mode == QVL_ROPE_VISION_2D) {
-                int64_t Q = D / 4;
-                a.freq[j][k] = 1.0f / powf(jb.theta, (float)(k % Q) / (float)Q);
-                row = k < Q ? 0 : 1;
-            } else {
-                a.freq[j][k] = 1.0f / powf(jb.theta, (float)(2 * k) / (float)D);
-                if (jb.mode == QVL_ROPE_MROPE_INTERLEAVED && k % 3 == 1 && k < 3 * (int64_t)jb.sections[1])
-                    row = 1;
-                else if (jb.mode == QVL_ROPE_MROPE_INTERLEAVED && k % 3 == 2 &&
-                         k < 3 * (int64_t)jb.sections[2])
-                    row = 2;
-            }
-            a.prow[j][k] = (unsigned char)row;
-        }
+        cu_fill_rope_table(jb.mode, jb.theta, jb.sections, D, &a.tab[j]);
         if (j == 0) a.blocks0 = nb;
         blocks += nb;
     }
@@ -206,10 +182,12 @@ extern "C" int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, in
 
 extern "C" int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4],
                               cu_view x, cu_view pos, float *out) {
-    cu_sections sec;
-    for (int i = 0; i < 4; i++) sec.s[i] = sections[i];
-    int64_t N = x.shape[0], H = x.shape[1], D = x.shape[2];
-    k_rope<<<cu_blocks_for(N * H * (D / 2)), CU_THREADS, 0, s>>>(mode, theta, sec, x, pos, N, H,
-                                                                 D, out);
+    int64_t N = x.shape[0], H = x.shape[1], D = x.shape[2], n = N * H * (D / 2);
+    if (D / 2 > CU_ROPE_MAX_PAIRS || N * H * D > 0x7fffffff) /* cu_accepts declines these */
+        return (int)cudaErrorInvalidConfiguration;
+    cu_rope_table tab;
+    memset(&tab, 0, sizeof tab);
+    cu_fill_rope_table(mode, theta, sections, D, &tab);
+    k_rope<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(tab, x, pos, (int)n, (int)H, (int)(D / 2), out);
     return (int)cudaGetLastError();
 }

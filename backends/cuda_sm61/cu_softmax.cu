@@ -7,7 +7,7 @@
 __global__ void k_softmax(cu_view x, int64_t L, float *out) {
     __shared__ float scratch[32];
     int64_t r = blockIdx.x;
-    int64_t base = cu_row_offset(x, r), step = x.stride[x.ndim - 1];
+    int64_t base = cu_row_offset_unrolled(x, r), step = cu_inner_stride(x);
     float *o = out + r * L;
     float mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
@@ -55,13 +55,14 @@ __global__ void k_mask(cu_view x, int64_t n_past, const int32_t *at, const int32
                        int64_t seg_stride, int64_t n_bounds, int64_t n, float *out) {
     int64_t L = x.shape[x.ndim - 1], N = x.shape[x.ndim - 2];
     if (at) n_past = at[0]; /* MASK_CAUSAL_AT: n_past from device memory */
+    const int kind = cu_flat_kind(x, n);
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = e % L, i = (e / L) % N;
         bool hidden = seg ? cu_segment_of(seg, seg_stride, n_bounds, i) !=
                                 cu_segment_of(seg, seg_stride, n_bounds, j)
                           : j > n_past + i;
-        out[e] = hidden ? -INFINITY : cu_view_load(x, cu_flat_offset(x, e));
+        out[e] = hidden ? -INFINITY : cu_view_load(x, cu_flat_at(x, e, kind));
     }
 }
 

@@ -77,6 +77,14 @@ static const att_shape att_edges[] = {
     {2, 500, 6, 2, 128, QVL_MASK_CAUSAL, 400, QVL_F32, 2},
     {1, 700, 3, 3, 128, QVL_MASK_NONE, 0, QVL_F16, 2},
     {4, 4, 4, 2, 128, QVL_MASK_SEGMENTS, 0, QVL_BF16, 2},
+    /* cuda_sm61's flash kernel for f32 heads of 64 (warps owning 16 queries, tiles of 64
+     * keys): a block with one valid query, segments inside blocks, causal and causal_at
+     * tiles half hidden, scores in the hundreds, many tiles */
+    {33, 33, 2, 2, 64, QVL_MASK_NONE, 0, QVL_F32, 2},
+    {200, 200, 4, 2, 64, QVL_MASK_SEGMENTS, 0, QVL_F32, 2},
+    {100, 300, 4, 2, 64, QVL_MASK_CAUSAL, 200, QVL_F32, 20},
+    {70, 500, 2, 1, 64, QVL_MASK_CAUSAL_AT, 400, QVL_F32, 2},
+    {65, 1000, 2, 2, 64, QVL_MASK_NONE, 0, QVL_F32, 20},
     /* q8_0 caches: decode (split and unsplit), prefill through the flash (64, 128), tiled
      * (<= 64) and general kernels, grouped heads, segments */
     {1, 300, 4, 2, 128, QVL_MASK_CAUSAL_AT, 200, QVL_Q8_0, 2},
