@@ -365,6 +365,33 @@ static void whole_graph_entry(void **state) {
     qvl_graph_free(g);
 }
 
+/* A released arena comes back at the next set: the inputs it held must be set again, the
+ * plan and results stay. */
+static void released_arena_comes_back(void **state) {
+    NEED_BACKEND(state);
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(4));
+    qvl_tid y = qvl_g_add(g, qvl_g_scale(g, x, 2.0f), x);
+    qvl_g_output(g, y, "y");
+    const float v[4] = {1, 2, 3, 4};
+    qvl_exec *ex = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_exec_create(g, tb->iface, tb->be, &ex, &err), QVL_OK);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(qvl_exec_set(ex, x, v, sizeof v, &err), QVL_OK);
+        assert_int_equal(qvl_exec_run(ex, &err), QVL_OK);
+        float out[4];
+        assert_int_equal(qvl_exec_get(ex, y, out, sizeof out, &err), QVL_OK);
+        for (int i = 0; i < 4; i++) assert_true(out[i] == 3 * v[i]);
+        qvl_exec_release_arena(ex);
+        assert_int_equal(qvl_exec_run(ex, &err), QVL_E_INVALID);
+        assert_non_null(strstr(err.msg, "not set"));
+    }
+    qvl_exec_release_arena(ex); /* twice is harmless */
+    qvl_exec_free(ex);
+    qvl_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(small_graph_results),
@@ -374,6 +401,7 @@ int main(void) {
         cmocka_unit_test(kv_cache_written_through_store_rows),
         cmocka_unit_test(bound_inputs_take_no_arena),
         cmocka_unit_test(whole_graph_entry),
+        cmocka_unit_test(released_arena_comes_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

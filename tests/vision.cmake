@@ -10,6 +10,10 @@ pkg_check_modules(CJSON_VISION_TEST REQUIRED IMPORTED_TARGET libcjson)
 qvl_add_test(test_vision_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_vision_parity.c
   LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
 add_dependencies(test_vision_parity qvl-reference)
+# The vision graph a model keeps between encodes: bit for bit what a fresh graph gives.
+qvl_add_test(test_vision_reuse SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_vision_reuse.c
+  LIBS qvl-qwen3vl qvl-test-support)
+add_dependencies(test_vision_reuse qvl-reference)
 add_test(NAME cli_qvl_image COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl_image.sh $<TARGET_FILE:qvl>
   ${CMAKE_SOURCE_DIR} ${QVL_SHARED_DATA_DIR})
 set_tests_properties(cli_qvl_image PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

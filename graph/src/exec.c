@@ -312,6 +312,17 @@ qvl_status qvl_exec_run_node(qvl_exec *ex, qvl_tid t, qvl_error *err) {
     return QVL_OK; /* a view: nothing runs */
 }
 
+void qvl_exec_release_arena(qvl_exec *ex) {
+    if (!ex || !ex->has_arena) return;
+    if (ex->arena.data && ex->iface->buffer_free) ex->iface->buffer_free(ex->be, &ex->arena);
+    memset(&ex->arena, 0, sizeof ex->arena);
+    ex->has_arena = false;
+    /* inputs that were in the arena are gone: a run before they are set again is refused */
+    for (size_t t = 0; t < ex->n; t++)
+        if (ex->g->t[t].kind == QVL_TENSOR_INPUT && !ex->bound[t]) ex->ready[t] = false;
+    compute_addresses(ex); /* arena tensors have no address until the next allocation */
+}
+
 size_t qvl_exec_arena_bytes(const qvl_exec *ex) {
     if (!ex) return 0;
     return ex->has_arena ? ex->arena.size : ex->g->stats.peak_bytes;

@@ -363,6 +363,10 @@ qvl_status qvl_split_get(qvl_split *s, const char *name, void *host, size_t byte
     return qvl_fail(err, QVL_E_NOT_FOUND, "split: the graph has no output %s", name);
 }
 
+void qvl_split_release_arenas(qvl_split *s) {
+    for (size_t i = 0; s && i < s->n_part; i++) qvl_exec_release_arena(s->part[i].ex);
+}
+
 void qvl_split_set_profiling(qvl_split *s, bool on) {
     for (size_t i = 0; s && i < s->n_part; i++) qvl_exec_set_profiling(s->part[i].ex, on);
 }

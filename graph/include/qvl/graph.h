@@ -165,6 +165,10 @@ qvl_status qvl_exec_set(qvl_exec *ex, qvl_tid t, const void *host, size_t bytes,
 qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err);
 /* Copy a tensor (typically an output) to host; contiguous tensors only, bytes must match. */
 qvl_status qvl_exec_get(qvl_exec *ex, qvl_tid t, void *host, size_t bytes, qvl_error *err);
+/* Free the arena (activations, and the inputs it holds: set them again before the next run),
+ * keeping the plan and the bindings; the next set/get/run/addr allocates it again. For an
+ * executor kept between runs whose memory another graph needs in the meantime. */
+void qvl_exec_release_arena(qvl_exec *ex);
 /* Bytes of the executor's arena on its backend (the planned peak until it is allocated). */
 size_t qvl_exec_arena_bytes(const qvl_exec *ex);
 /* Backend address of a tensor (after create). */

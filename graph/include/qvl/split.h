@@ -82,6 +82,9 @@ qvl_status qvl_split_run(qvl_split *s, qvl_error *err);
 qvl_status qvl_split_get(qvl_split *s, const char *name, void *host, size_t bytes,
                          qvl_error *err);
 
+/* qvl_exec_release_arena on every part (inputs are set again before the next run). */
+void qvl_split_release_arenas(qvl_split *s);
+
 /* Profiling over every part's executor (qvl_exec_set_profiling and friends). */
 void qvl_split_set_profiling(qvl_split *s, bool on);
 void qvl_split_profile(const qvl_split *s, qvl_op_profile *out);

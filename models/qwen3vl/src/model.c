@@ -118,6 +118,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
 void qvl_model_close(qvl_model *m) {
     if (!m) return;
     model_batch_forget(m);
+    model_vision_forget(m);
     qvl_seq_free(m->own);
     model_free_bindings(m);
     for (size_t i = 0; i < m->n_tg; i++) qvl_backend_unload(m->tg[i].lb);
@@ -308,6 +309,9 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
         .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m,
         .n_image_tokens = img ? img->n_tokens : 0, .n_deepstack = img ? img->n_deepstack : 0,
     };
+    /* The prompt's arena takes the memory the kept vision graph's arena held (two large
+     * arenas never coexist; --gpu-layers auto leaves room for one). */
+    model_vision_release(m);
     qvl_graph *g = NULL;
     qvl_split *sp = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
@@ -376,41 +380,6 @@ qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n
                                NULL, err);
 }
 
-/* Host-side inputs of the vision graph: the pixels and what depends on the grids only. */
-static qvl_status set_vision_inputs(qvl_model *m, qvl_split *sp, const float *pixels,
-                                    size_t n_images, const qvl_image_grid *grids, int64_t S,
-                                    int64_t width, qvl_error *err) {
-    int64_t G = 0;
-    for (size_t i = 0; i < n_images; i++) G += grids[i].t;
-    int32_t *idx = malloc((size_t)(4 * S) * sizeof *idx);
-    float *w = malloc((size_t)(4 * S) * sizeof *w);
-    int32_t *rope = malloc((size_t)(2 * S) * sizeof *rope);
-    int32_t *seg = malloc((size_t)(G + 1) * sizeof *seg);
-    qvl_status st = idx && w && rope && seg ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (st == QVL_OK)
-        st = qvl_qwen3vl_vision_aux(&m->cfg, n_images, grids, idx, w, rope, seg, err);
-    if (st == QVL_OK)
-        st = qvl_split_set(sp, "patches", pixels,
-                          (size_t)(S * width) * sizeof *pixels, err);
-    if (st == QVL_OK)
-        st = qvl_split_set(sp, "pos_interp.idx", idx,
-                          (size_t)(4 * S) * sizeof *idx, err);
-    if (st == QVL_OK)
-        st = qvl_split_set(sp, "pos_interp.w", w, (size_t)(4 * S) * sizeof *w,
-                          err);
-    if (st == QVL_OK)
-        st = qvl_split_set(sp, "rope_pos", rope, (size_t)(2 * S) * sizeof *rope,
-                          err);
-    if (st == QVL_OK)
-        st = qvl_split_set(sp, "segments", seg, (size_t)(G + 1) * sizeof *seg,
-                          err);
-    free(idx);
-    free(w);
-    free(rope);
-    free(seg);
-    return st;
-}
-
 qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_images,
                                    const qvl_image_grid *grids, qvl_image_features *out,
                                    qvl_error *err) {
@@ -424,41 +393,7 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
         return qvl_fail(err, QVL_E_INVALID, "vision out_hidden_size %lld / %d deepstack taps do not "
                         "fit the text model", (long long)v->out_hidden_size, (int)v->n_deepstack);
     const double t0 = now_seconds();
-    qvl_vision_graph_opts vo = {.n_images = n_images, .grids = grids,
-                                .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
-                                .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m};
-    qvl_graph *g = NULL;
-    qvl_split *sp = NULL;
-    qvl_status st = qvl_qwen3vl_build_vision(&m->cfg, &vo, &g, err);
-    int64_t S = 0;
-    for (size_t i = 0; st == QVL_OK && i < n_images; i++) S += qvl_image_grid_patches(&grids[i]);
-    const int64_t m2 = v->spatial_merge_size * v->spatial_merge_size, K = S / m2;
-    const int64_t D = v->out_hidden_size;
-    const int64_t width = v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
-    if (st == QVL_OK) st = model_split(m, g, false, &sp, err);
-    qvl_graph_free(g);
-    if (st == QVL_OK) qvl_split_set_profiling(sp, m->inst.profiling);
-    if (st == QVL_OK) st = set_vision_inputs(m, sp, pixels, n_images, grids, S, width, err);
-    if (st == QVL_OK) st = qvl_split_run(sp, err);
-    if (st == QVL_OK) model_collect_profile(m, sp);
-    if (st == QVL_OK) {
-        out->n_tokens = K;
-        out->hidden = D;
-        out->n_deepstack = v->n_deepstack;
-        out->embeds = malloc((size_t)(K * D) * sizeof(float));
-        out->deepstack = malloc((size_t)(K * D) * (size_t)(v->n_deepstack ? v->n_deepstack : 1) *
-                                sizeof(float));
-        if (!out->embeds || !out->deepstack) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    }
-    const size_t bytes = (size_t)(K * D) * sizeof(float);
-    if (st == QVL_OK) st = qvl_split_get(sp, "merger", out->embeds, bytes, err);
-    for (int32_t k = 0; st == QVL_OK && k < v->n_deepstack; k++) {
-        char name[32];
-        snprintf(name, sizeof name, "deepstack.%d", (int)k);
-        st = qvl_split_get(sp, name, out->deepstack + (size_t)(k * K * D), bytes,
-                          err);
-    }
-    qvl_split_free(sp);
+    qvl_status st = model_vision_encode(m, pixels, n_images, grids, out, err);
     if (st != QVL_OK) {
         qvl_image_features_free(out);
         return qvl_error_prefix(err, "vision encoder");

@@ -61,6 +61,19 @@ typedef struct batch_step {
     bool unavailable; /* attention is not fused somewhere: batches run sequence by sequence */
 } batch_step;
 
+/* The vision graph of the grids encoded last, kept for the next encode of the same grids
+ * (model_vision.c), with its host-side inputs that depend on the grids only. */
+typedef struct vision_step {
+    qvl_split *sp;
+    qvl_image_grid *grids;
+    size_t n_images;
+    int64_t S, G;       /* patches, and (image, temporal group) segments */
+    int32_t *pos_idx;   /* [4*S] */
+    float *pos_w;       /* [4*S] */
+    int32_t *rope_pos;  /* [2*S] */
+    int32_t *segments;  /* [G+1] */
+} vision_step;
+
 /* What qvl-bench reads: load timings and per-op profile totals. */
 typedef struct model_instruments {
     qvl_model_load_stats load;
@@ -93,6 +106,7 @@ struct qvl_model {
     qvl_seq *const *batch_seqs;
     size_t n_batch_seqs;
     batch_step batch;      /* the last batched decode graph (model_batch.c) */
+    vision_step vision;    /* the last vision graph (model_vision.c) */
     model_instruments inst;
 };
 
@@ -129,6 +143,16 @@ qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **
 void model_free_bindings(qvl_model *m);
 /* Drops the kept batched decode graph (a sequence it is bound to is going away). */
 void model_batch_forget(qvl_model *m);
+
+/* ---- model_vision.c ---- */
+/* Runs the vision graph of these grids (the kept one when the grids are those of the last
+ * encode) and fills out's counts and feature arrays. */
+qvl_status model_vision_encode(qvl_model *m, const float *pixels, size_t n_images,
+                               const qvl_image_grid *grids, qvl_image_features *out,
+                               qvl_error *err);
+void model_vision_forget(qvl_model *m);
+/* Frees the kept vision graph's arena, keeping the graph (the next encode allocates it). */
+void model_vision_release(qvl_model *m);
 
 /* After a run: keeps each target's largest arena (the activations of the memory report). */
 void model_note_arenas(qvl_model *m, const qvl_split *sp);

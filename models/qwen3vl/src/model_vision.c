@@ -1,0 +1,138 @@
+/* The vision encoder's graph, kept for the next encode (qvl_model_encode_images).
+ *
+ * The vision graph depends on the image grids only, so images of the grids encoded last (the
+ * same picture size again: a benchmark's repetitions, a server's requests, several screenshots)
+ * reuse it: nothing is built, split, fused, planned or bound again, and the host-side inputs
+ * that depend on the grids alone (position taps, rope positions, segments) are computed once.
+ * Only the pixels are new per encode. Other grids build a new graph in its place.
+ *
+ * Its arena stays allocated from one encode to the next, until a prompt runs
+ * (model_vision_release): a large image's activations must not stay on the device beside the
+ * prompt's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "qvl/image_preprocess.h"
+
+void model_vision_forget(qvl_model *m) {
+    vision_step *v = &m->vision;
+    qvl_split_free(v->sp);
+    free(v->grids);
+    free(v->pos_idx);
+    free(v->pos_w);
+    free(v->rope_pos);
+    free(v->segments);
+    memset(v, 0, sizeof *v);
+}
+
+void model_vision_release(qvl_model *m) { qvl_split_release_arenas(m->vision.sp); }
+
+static bool same_grids(const vision_step *v, size_t n_images, const qvl_image_grid *grids) {
+    return v->sp && v->n_images == n_images &&
+           memcmp(v->grids, grids, n_images * sizeof *grids) == 0;
+}
+
+/* The kept graph for these grids, building (and keeping) it when the last grids differ. */
+static qvl_status vision_ready(qvl_model *m, size_t n_images, const qvl_image_grid *grids,
+                               qvl_error *err) {
+    vision_step *v = &m->vision;
+    if (same_grids(v, n_images, grids)) return QVL_OK;
+    model_vision_forget(m);
+    qvl_vision_graph_opts vo = {.n_images = n_images, .grids = grids,
+                                .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
+                                .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m};
+    qvl_graph *g = NULL;
+    qvl_status st = qvl_qwen3vl_build_vision(&m->cfg, &vo, &g, err);
+    if (st == QVL_OK) st = model_split(m, g, false, &v->sp, err);
+    qvl_graph_free(g);
+    /* The graph checked the grids, so these sizes do not overflow. */
+    int64_t S = 0, G = 0;
+    for (size_t i = 0; st == QVL_OK && i < n_images; i++) {
+        S += qvl_image_grid_patches(&grids[i]);
+        G += grids[i].t;
+    }
+    if (st == QVL_OK) {
+        v->S = S;
+        v->G = G;
+        v->grids = malloc(n_images * sizeof *grids);
+        v->pos_idx = malloc((size_t)(4 * S) * sizeof *v->pos_idx);
+        v->pos_w = malloc((size_t)(4 * S) * sizeof *v->pos_w);
+        v->rope_pos = malloc((size_t)(2 * S) * sizeof *v->rope_pos);
+        v->segments = malloc((size_t)(G + 1) * sizeof *v->segments);
+        if (!v->grids || !v->pos_idx || !v->pos_w || !v->rope_pos || !v->segments)
+            st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    }
+    if (st == QVL_OK)
+        st = qvl_qwen3vl_vision_aux(&m->cfg, n_images, grids, v->pos_idx, v->pos_w, v->rope_pos,
+                                    v->segments, err);
+    if (st != QVL_OK) {
+        model_vision_forget(m);
+        return st;
+    }
+    memcpy(v->grids, grids, n_images * sizeof *grids);
+    v->n_images = n_images;
+    return QVL_OK;
+}
+
+/* Every input, set again before each run: the planner may reuse an input's bytes after its
+ * last reader (graph.h). */
+static qvl_status set_vision_inputs(qvl_model *m, const float *pixels, qvl_error *err) {
+    const vision_step *v = &m->vision;
+    const qvl_vision_config *c = &m->cfg.vision;
+    const int64_t S = v->S;
+    const int64_t width = c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
+    qvl_status st = qvl_split_set(v->sp, "patches", pixels, (size_t)(S * width) * sizeof *pixels,
+                                  err);
+    if (st == QVL_OK)
+        st = qvl_split_set(v->sp, "pos_interp.idx", v->pos_idx,
+                           (size_t)(4 * S) * sizeof *v->pos_idx, err);
+    if (st == QVL_OK)
+        st = qvl_split_set(v->sp, "pos_interp.w", v->pos_w, (size_t)(4 * S) * sizeof *v->pos_w,
+                           err);
+    if (st == QVL_OK)
+        st = qvl_split_set(v->sp, "rope_pos", v->rope_pos, (size_t)(2 * S) * sizeof *v->rope_pos,
+                           err);
+    if (st == QVL_OK)
+        st = qvl_split_set(v->sp, "segments", v->segments,
+                           (size_t)(v->G + 1) * sizeof *v->segments, err);
+    return st;
+}
+
+static qvl_status get_vision_outputs(qvl_model *m, qvl_image_features *out, qvl_error *err) {
+    const qvl_vision_config *c = &m->cfg.vision;
+    const int64_t K = m->vision.S / (c->spatial_merge_size * c->spatial_merge_size);
+    const int64_t D = c->out_hidden_size;
+    out->n_tokens = K;
+    out->hidden = D;
+    out->n_deepstack = c->n_deepstack;
+    out->embeds = malloc((size_t)(K * D) * sizeof(float));
+    out->deepstack = malloc((size_t)(K * D) * (size_t)(c->n_deepstack ? c->n_deepstack : 1) *
+                            sizeof(float));
+    if (!out->embeds || !out->deepstack) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    const size_t bytes = (size_t)(K * D) * sizeof(float);
+    qvl_status st = qvl_split_get(m->vision.sp, "merger", out->embeds, bytes, err);
+    for (int32_t k = 0; st == QVL_OK && k < c->n_deepstack; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "deepstack.%d", (int)k);
+        st = qvl_split_get(m->vision.sp, name, out->deepstack + (size_t)(k * K * D), bytes, err);
+    }
+    return st;
+}
+
+qvl_status model_vision_encode(qvl_model *m, const float *pixels, size_t n_images,
+                               const qvl_image_grid *grids, qvl_image_features *out,
+                               qvl_error *err) {
+    qvl_status st = vision_ready(m, n_images, grids, err);
+    if (st == QVL_OK) {
+        qvl_split_set_profiling(m->vision.sp, m->inst.profiling);
+        st = set_vision_inputs(m, pixels, err);
+    }
+    if (st == QVL_OK) st = qvl_split_run(m->vision.sp, err);
+    if (st == QVL_OK) model_collect_profile(m, m->vision.sp);
+    if (st == QVL_OK) st = get_vision_outputs(m, out, err);
+    /* A failed run may leave the backend's buffers in any state: the next encode starts over. */
+    if (st != QVL_OK) model_vision_forget(m);
+    return st;
+}
