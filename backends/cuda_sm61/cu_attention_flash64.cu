@@ -35,10 +35,12 @@
 /* Resident blocks per SM the registers must allow: shared memory allows 2 on Pascal (96 KiB
  * per SM), where more registers then cost nothing (and 128 make clang's code spill); 4 on
  * the sm_90 build (228 KiB), where nvcc's code fits 128 registers without spills. */
+#ifndef CU_F64_MIN_BLOCKS
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
 #define CU_F64_MIN_BLOCKS 2
 #else
 #define CU_F64_MIN_BLOCKS 4
+#endif
 #endif
 
 /* Index in P^T of the 4-float group holding queries 4g .. 4g + 3 at key k. */

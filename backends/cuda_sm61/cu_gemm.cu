@@ -211,13 +211,23 @@ __global__ void __launch_bounds__(CU_GTHREADS, MINB)
 /* Split K: the partial sums part[split][row][n] of the blocks, added in split order (the
  * same result every run), then the epilogue. */
 __global__ void k_gemm_split_sum(cu_mm_args p, int splits, const float *part) {
+    /* A block per output row (grid-stride), threads along it: the row's residual offset is
+     * found once per row; 64-bit divisions per element made this pass compute-bound. The
+     * epilogue is cu_mm_store's, written out here so that the GEMMs' own code (which inlines
+     * cu_mm_store) stays as it is. */
     int64_t rows = p.batches * p.M, total = rows * p.N;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < splits; s++) acc += part[s * total + e];
-        int64_t row = e / p.N, n = e % p.N;
-        cu_mm_store(p, row / p.M, row % p.M, n, acc);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float *src = part + row * p.N;
+        float *dst = p.out + row * p.ldo + p.col0;
+        int64_t res_row = p.res.data ? cu_row_offset_unrolled(p.res, row) : 0;
+        int64_t res_step = p.res.data ? cu_inner_stride(p.res) : 0;
+        for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) {
+            float y = 0.0f;
+            for (int s = 0; s < splits; s++) y += src[s * total + n];
+            if (p.bias.data) y += cu_view_load(p.bias, n * p.bias.stride[0]);
+            if (p.res.data) y = cu_view_load(p.res, res_row + n * res_step) + y;
+            dst[n] = y;
+        }
     }
 }
 
@@ -364,9 +374,9 @@ bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch) {
     default: cu_gemm_launch_tile<QVL_Q8_0>(s, p, plan, part); break;
     }
     if (plan.splits > 1) {
-        int64_t blocks = (p.batches * p.M * p.N + 255) / 256;
-        k_gemm_split_sum<<<(unsigned)(blocks > 65535 ? 65535 : blocks), 256, 0, s>>>(p, plan.splits,
-                                                                                   part);
+        int64_t rows = p.batches * p.M;
+        unsigned blocks = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
+        k_gemm_split_sum<<<blocks, 256, 0, s>>>(p, plan.splits, part);
     }
     return true;
 }
