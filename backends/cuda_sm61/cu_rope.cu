@@ -46,16 +46,25 @@ static void cu_fill_rope_table(int mode, float theta, const int32_t *sections, i
 }
 
 /* ROPE: a thread per (token t, head h, pair k); x [N, H, D] with N * H * D / 2 < 2^31 (the
- * launcher checks), so the index splits with 32-bit divisions. */
+ * launcher checks), so the index splits with 32-bit divisions. The table goes to shared
+ * memory first: the lanes of a warp read different pairs, and parameter space serves a warp
+ * one address at a time. */
 __global__ void k_rope(cu_rope_table tab, cu_view x, cu_view pos, int n, int H, int half,
                        float *out) {
+    __shared__ float freq[CU_ROPE_MAX_PAIRS];
+    __shared__ unsigned char prow[CU_ROPE_MAX_PAIRS];
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        freq[k] = tab.freq[k];
+        prow[k] = tab.prow[k];
+    }
+    __syncthreads();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         int k = i % half, h = (i / half) % H, t = i / (half * H);
         int64_t base = t * x.stride[0] + h * x.stride[1];
         float a = cu_view_load(x, base + k * x.stride[2]);
         float b = cu_view_load(x, base + (k + half) * x.stride[2]);
-        int32_t p = ((const int32_t *)pos.data)[tab.prow[k] * pos.stride[0] + t * pos.stride[1]];
-        float angle = (float)p * tab.freq[k];
+        int32_t p = ((const int32_t *)pos.data)[prow[k] * pos.stride[0] + t * pos.stride[1]];
+        float angle = (float)p * freq[k];
         cu_rotate(a, b, cosf(angle), sinf(angle), 2 * half, k, out + ((int64_t)t * H + h) * 2 * half);
     }
 }
