@@ -48,6 +48,20 @@ __device__ __forceinline__ int cu_f64_p_at(int k, int g) {
     return k * CU_F64_BQ + 4 * (g ^ ((k >> 2) & 7));
 }
 
+/* acc[a][b] += x[a] * y[b]: x the 4 floats at xs, y the 4 at ys and the 4 at ys + 32 (the
+ * lane's 4 queries against its 8 keys in S, or against its 8 dimensions in O). */
+__device__ __forceinline__ void cu_f64_outer(float acc[4][8], const float *xs, const float *ys) {
+    float4 xa = *(const float4 *)xs;
+    float4 y0 = *(const float4 *)ys;
+    float4 y1 = *(const float4 *)(ys + 32);
+    float x[4] = {xa.x, xa.y, xa.z, xa.w};
+    float y[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 8; b++) acc[a][b] += x[a] * y[b];
+}
+
 /* Row `row` of view x at head `head` as float4 c (unit-stride, 16-byte aligned rows). */
 __device__ __forceinline__ float4 cu_f64_row4(const cu_view &x, int64_t row, int64_t head, int c) {
     const float *base = (const float *)x.data + row * x.stride[0] + head * x.stride[1];
@@ -145,17 +159,8 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
 #pragma unroll
             for (int b = 0; b < 8; b++) s[a][b] = 0.0f;
 #pragma unroll 8
-        for (int d = 0; d < CU_F64_D; d++) {
-            float4 qa = *(const float4 *)&q_t[d * CU_F64_BQ + qrow];
-            float4 k0 = *(const float4 *)&kp[d * CU_F64_BK + 4 * kg];
-            float4 k1 = *(const float4 *)&kp[d * CU_F64_BK + 32 + 4 * kg];
-            float qv[4] = {qa.x, qa.y, qa.z, qa.w};
-            float kv[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int b = 0; b < 8; b++) s[a][b] += qv[a] * kv[b];
-        }
+        for (int d = 0; d < CU_F64_D; d++)
+            cu_f64_outer(s, &q_t[d * CU_F64_BQ + qrow], &kp[d * CU_F64_BK + 4 * kg]);
         /* hidden scores -> -inf, only in tiles that reach outside some query's range */
         if (!(t0 >= all0 && t0 + CU_F64_BK <= all1)) {
 #pragma unroll
@@ -206,17 +211,8 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
 
         /* ---- O += P V: 4 queries x 8 dimensions per lane ---- */
 #pragma unroll 8
-        for (int j = 0; j < CU_F64_BK; j++) {
-            float4 pa = *(const float4 *)&kp[cu_f64_p_at(j, qrow / 4)];
-            float4 v0 = *(const float4 *)&v_s[j * CU_F64_D + 4 * kg];
-            float4 v1 = *(const float4 *)&v_s[j * CU_F64_D + 32 + 4 * kg];
-            float pv[4] = {pa.x, pa.y, pa.z, pa.w};
-            float vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 8; c++) o[a][c] += pv[a] * vv[c];
-        }
+        for (int j = 0; j < CU_F64_BK; j++)
+            cu_f64_outer(o, &kp[cu_f64_p_at(j, qrow / 4)], &v_s[j * CU_F64_D + 4 * kg]);
         __syncthreads(); /* kp and v_s are free for the next tile */
     }
 
