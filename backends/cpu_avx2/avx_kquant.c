@@ -296,14 +296,26 @@ AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
     tile_finish(t, MR, NR, acc);
 }
 
-/* One activation row (decode proper): the sub-blocks' integer dots are reduced with 16-bit
- * horizontal adds (a shuffle port's work) instead of widened with madd and applied one by one
- * in f32 (cvt + FMA per sub-block, all on the two multiply ports that maddubs needs too).
- * Three rounds of hadd on a row's 8 maddubs results give, per 128-bit half, lane j = the sum
- * of 16 products of sub-block j: at most 16 * 15 * 128 = 30720 in magnitude, inside int16
- * (the pairs of maddubs are at most 2 * 15 * 128, far from its saturation). The two halves are widened and
- * added (32 products: the sub-block's exact dot), converted once, and scaled by d * sc_j * d_b
- * with one FMA per super-block. */
+/* One activation row (decode proper): the sub-blocks' integer dots are gathered into one vector
+ * (lane j = sub-block j) and only then converted and scaled by d * sc_j * d_b, with one FMA per
+ * super-block and weight row, instead of widened with madd and applied one by one in f32 (cvt +
+ * FMA per sub-block, on the multiply ports that maddubs needs too).
+ * Chunk c (quant bytes 32c..) holds sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), so
+ * each maddubs result is one sub-block: pair sums of its elements 0-15 in the low 128-bit lane,
+ * of 16-31 in the high one. Chunks c and c + 2 (c = 0, 1) are merged lane-wise: one lane
+ * exchange, a blend and an add give [2c | 2c + 4] from the low-nibble results and [2c + 1 |
+ * 2c + 5] from the high ones, each lane's two halves added; one 16-bit horizontal add of the
+ * two gives [4 sums of each of 2c, 2c + 1 | 4 of 2c + 4, 2c + 5], and a last one, of c = 0 and
+ * c = 1, 2 sums of each of sub-blocks 0-3 | 4-7 per lane, which madd with ones adds in int32:
+ * lane j in order, with no widening or cross-lane step after it. A row thus takes three
+ * horizontal adds per block, each several uops (two shuffle uops on Intel, a two-cycle
+ * throughput on AMD Zen 4), while the lane merges are single cheap ones; merging with madd
+ * and 32-bit blends instead (no horizontal adds at all) takes more instructions and was
+ * slower.
+ * Bounds (|a_q| <= 128, q <= 15): a maddubs pair is at most 2 * 15 * 128 = 3840 and each
+ * 16-bit sum holds at most 16 products, 30720 in magnitude, inside int16; the madd gives the
+ * sub-block's exact dot of 32 products. Rows go in pairs so that a pair's partial sums stay in
+ * registers (activation vectors are loaded once per pair; the pair's scales unpack together). */
 AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
     const avx_qrows *a = t->a;
     const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
@@ -314,7 +326,6 @@ AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
     __m256 acc[4];
     kq_rows_begin(t, NR, Q4K_BYTES, wr, acc);
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
-        __m256i g[4][2];
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * Q4K_BYTES;
@@ -323,41 +334,60 @@ AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
             prefetch_ahead(blk + 64, KQ_PF_AHEAD);
             prefetch_ahead(blk + 128, KQ_PF_AHEAD);
         }
+#pragma GCC unroll 2
+        for (int r0 = 0; r0 < NR; r0 += 2) {
+            const int nr = NR - r0 >= 2 ? 2 : 1; /* a single row is its own pair */
+            __m256i p[2][2][2]; /* row, chunk 0/1, low / high nibbles: maddubs results */
+            __m256i g[2][2];    /* row, chunks 0 + 2 / 1 + 3 merged */
+            /* chunks in the order 0, 2, 1, 3: chunk c >= 2 merges with c - 2 at once, so a
+             * row holds at most one chunk's results besides its merged ones */
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 64 * c));
-            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 64 * c + 32));
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) {
-                /* bytes 32c.. hold sub-block 2c (low nibbles) and 2c + 1 (high nibbles) */
-                const __m256i q = _mm256_loadu_si256(
-                    (const __m256i *)(wr[r] + b * Q4K_BYTES + Q4K_QS + 32 * c));
-                const __m256i lo = _mm256_and_si256(q, lo4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-                /* per half: [4 sums of sub-block 2c, 4 of 2c + 1] */
-                const __m256i h = _mm256_hadd_epi16(_mm256_maddubs_epi16(lo, a0),
-                                                    _mm256_maddubs_epi16(hi, a1));
-                /* after c = 1 and c = 3: per half, 2 sums of each of 4 sub-blocks */
-                g[r][c / 2] = c % 2 ? _mm256_hadd_epi16(g[r][c / 2], h) : h;
+            for (int ci = 0; ci < 4; ci++) {
+                const int c = (ci & 1) << 1 | ci >> 1;
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 64 * c));
+                const __m256i a1 =
+                    _mm256_loadu_si256((const __m256i *)(aq + b * QVL_QK_K + 64 * c + 32));
+#pragma GCC unroll 2
+                for (int i = 0; i < nr; i++) {
+                    const __m256i q = _mm256_loadu_si256(
+                        (const __m256i *)(wr[r0 + i] + b * Q4K_BYTES + Q4K_QS + 32 * c));
+                    const __m256i lo = _mm256_and_si256(q, lo4);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+                    const __m256i pl = _mm256_maddubs_epi16(lo, a0), ph = _mm256_maddubs_epi16(hi, a1);
+                    if (c < 2) {
+                        p[i][c][0] = pl;
+                        p[i][c][1] = ph;
+                        continue;
+                    }
+                    /* [x lanes added | y lanes added] */
+                    const __m256i xl = p[i][c - 2][0], xh = p[i][c - 2][1];
+                    const __m256i ml = _mm256_add_epi16(_mm256_permute2x128_si256(xl, pl, 0x21),
+                                                        _mm256_blend_epi32(xl, pl, 0xF0));
+                    const __m256i mh = _mm256_add_epi16(_mm256_permute2x128_si256(xh, ph, 0x21),
+                                                        _mm256_blend_epi32(xh, ph, 0xF0));
+                    g[i][c - 2] = _mm256_hadd_epi16(ml, mh);
+                }
             }
-        }
-        __m256i scm = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) {
-            const unsigned char *blk = wr[r] + b * Q4K_BYTES;
-            const __m256i f = _mm256_hadd_epi16(g[r][0], g[r][1]); /* per half: lane j */
-            const __m256i dots = _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(f)),
-                                                  _mm256_cvtepi16_epi32(_mm256_extracti128_si256(f, 1)));
-            __m256 d, dmin;
-            q4k_d(blk, &d, &dmin);
-            if (r % 2 == 0) /* one pair of rows at a time (a single row: itself twice) */
-                scm = q4k_scales2(blk, r + 1 < NR ? wr[r + 1] + b * Q4K_BYTES : blk);
-            const __m128i sm = r % 2 ? _mm256_extracti128_si256(scm, 1) : _mm256_castsi256_si128(scm);
-            const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
-            const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
-            const __m256 s = _mm256_mul_ps(scd, _mm256_loadu_ps(ad + b * 8));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), s, acc[r]);
-            acc[r] = _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(as + b * 8), acc[r]);
+            const unsigned char *blk0 = wr[r0] + b * Q4K_BYTES;
+            const __m256i scm = q4k_scales2(blk0, nr == 2 ? wr[r0 + 1] + b * Q4K_BYTES : blk0);
+#pragma GCC unroll 2
+            for (int i = 0; i < nr; i++) {
+                const int r = r0 + i;
+                const unsigned char *blk = wr[r] + b * Q4K_BYTES;
+                const __m256i dots =
+                    _mm256_madd_epi16(_mm256_hadd_epi16(g[i][0], g[i][1]), _mm256_set1_epi16(1));
+                /* d, dmin: the f16 pair in every 32-bit word, as f32 [d, dmin, d, dmin, ...],
+                 * spread with in-lane shuffles */
+                const __m256 dm =
+                    _mm256_cvtph_ps(_mm_castps_si128(_mm_broadcast_ss((const float *)blk)));
+                const __m256 d = _mm256_shuffle_ps(dm, dm, 0x00), dmin = _mm256_shuffle_ps(dm, dm, 0x55);
+                const __m128i sm = i ? _mm256_extracti128_si256(scm, 1) : _mm256_castsi256_si128(scm);
+                const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
+                const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
+                const __m256 s = _mm256_mul_ps(scd, _mm256_loadu_ps(ad + b * 8));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), s, acc[r]);
+                acc[r] = _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(as + b * 8), acc[r]);
+            }
         }
     }
 #pragma GCC unroll 4
