@@ -17,8 +17,8 @@ static qvl_status accepts_matmul(const qvl_node *n, qvl_error *err) {
     return QVL_OK;
 }
 
-/* ATTENTION and NORM_ROPE keep a head in registers / shared memory, ROPE a table of the frequencies
- * of its pairs in the kernel's parameters: a largest head size. */
+/* ATTENTION and NORM_ROPE keep a head in registers / shared memory, ROPE a table of its
+ * pairs' frequencies in the kernel's parameters: a largest head size. */
 static qvl_status accepts_head(const qvl_node *n, int64_t max_d, qvl_error *err) {
     int64_t D = n->src[0]->desc.shape[2];
     if (D > max_d)
@@ -31,9 +31,10 @@ static qvl_status accepts_head(const qvl_node *n, int64_t max_d, qvl_error *err)
 static qvl_status accepts_rope(const qvl_node *n, qvl_error *err) {
     qvl_status s = accepts_head(n, CU_NORM_ROPE_MAX_D, err);
     const qvl_tensor_desc *x = &n->src[0]->desc;
-    if (s == QVL_OK && x->shape[0] * x->shape[1] * x->shape[2] > 0x7fffffff)
+    int64_t elems = x->shape[0] * x->shape[1] * x->shape[2];
+    if (s == QVL_OK && elems > 0x7fffffff)
         return cu_fail(n, err, QVL_E_UNSUPPORTED, "%lld elements are above this kernel's 2^31",
-                       (long long)(x->shape[0] * x->shape[1] * x->shape[2]));
+                       (long long)elems);
     return s;
 }
 

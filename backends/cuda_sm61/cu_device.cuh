@@ -268,6 +268,7 @@ __device__ __forceinline__ void cu_ew_rounds(int64_t n, Load load, Store store) 
             if (i0 + u * stride < n) store(i0 + u * stride, in[u]);
     }
 }
+
 static inline unsigned cu_ew_blocks(int64_t n) {
     return cu_blocks_for((n + CU_EW_UNROLL - 1) / CU_EW_UNROLL);
 }

@@ -3,13 +3,6 @@
  * thread (cu_ew_rounds). The output is contiguous, so its offset is the flat index. */
 #include "cu_device.cuh"
 
-
-static int64_t view_nelem(const cu_view &v) {
-    int64_t n = 1;
-    for (int d = 0; d < v.ndim; d++) n *= v.shape[d];
-    return n;
-}
-
 __global__ void k_unary(int op, float scale, cu_view x, int64_t n, float *out) {
     const int kind = cu_flat_kind(x, n);
     cu_ew_rounds<1>(
@@ -27,7 +20,7 @@ __global__ void k_unary(int op, float scale, cu_view x, int64_t n, float *out) {
 }
 
 extern "C" int cu_launch_unary(cu_stream s, cu_unary op, float scale, cu_view x, float *out) {
-    int64_t n = view_nelem(x);
+    int64_t n = cu_nelem(x);
     k_unary<<<cu_ew_blocks(n), CU_THREADS, 0, s>>>((int)op, scale, x, n, out);
     return (int)cudaGetLastError();
 }
@@ -45,7 +38,7 @@ __global__ void k_binary(int is_mul, cu_view a, cu_view b4, int64_t n, float *ou
 }
 
 extern "C" int cu_launch_binary(cu_stream s, int is_mul, cu_view a, cu_view b4, float *out) {
-    int64_t n = view_nelem(a);
+    int64_t n = cu_nelem(a);
     k_binary<<<cu_ew_blocks(n), CU_THREADS, 0, s>>>(is_mul, a, b4, n, out);
     return (int)cudaGetLastError();
 }
@@ -68,7 +61,7 @@ __global__ void k_mlp_act(int act, cu_view a, cu_view up, int64_t n, float *h) {
 }
 
 extern "C" int cu_launch_mlp_act(cu_stream s, int act, cu_view a, cu_view up, float *h) {
-    int64_t n = view_nelem(a);
+    int64_t n = cu_nelem(a);
     k_mlp_act<<<cu_ew_blocks(n), CU_THREADS, 0, s>>>(act, a, up, n, h);
     return (int)cudaGetLastError();
 }

@@ -77,9 +77,7 @@ __global__ void k_rope(cu_rope_table tab, cu_view x, cu_view pos, int n, int H, 
 #define CU_NR_PAIRS (CU_NORM_ROPE_MAX_D / 2 / CU_NR_THREADS) /* most pairs a thread owns */
 
 /* Up to two NORM_ROPE nodes in one launch (q and k of a decode step: one launch less): the
- * first blocks0 blocks serve job 0, the rest job 1. Each pair's frequency and position row
- * come from the host (powf there is the reference's own, so the values are the reference's;
- * and no kernel spends its time on the power). */
+ * first blocks0 blocks serve job 0, the rest job 1, each with its table of pairs (as ROPE's). */
 struct cu_nr_args {
     cu_norm_rope_job job[2];
     cu_rope_table tab[2];
