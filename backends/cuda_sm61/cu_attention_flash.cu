@@ -46,29 +46,36 @@ __device__ __forceinline__ void cu_fa_fetch_f32(CU_FA_FETCH_ARGS) { /* nothing t
     }
 }
 
-__device__ __forceinline__ void cu_fa_fetch_raw(CU_FA_FETCH_ARGS) {
+/* KV: the dtype of k and v (F16 or BF16) known at compile time, or CU_FA_ANY: x.dtype, read
+ * per load. With the dtype read per load the conversions' branches keep more values live than
+ * the registers hold (nvcc spills over 500 bytes a thread), so the 16-bit caches of the text
+ * model have instances of their own. */
+#define CU_FA_ANY (-1)
+template <int KV> __device__ __forceinline__ void cu_fa_fetch_raw(CU_FA_FETCH_ARGS) {
+    const int32_t dt = KV == CU_FA_ANY ? x.dtype : KV;
     int64_t base = g * x.stride[1] + col * x.stride[2];
     uint32_t raw[CU_FA_PER_THREAD]; /* every load in flight before the first conversion */
 #pragma unroll
     for (int u = 0; u < CU_FA_PER_THREAD; u++) {
         int j = t0 + row0 + rstep * u;
-        raw[u] = j < hi ? cu_load_raw(x.data, x.dtype, j * x.stride[0] + base) : 0u;
+        raw[u] = j < hi ? cu_load_raw(x.data, dt, j * x.stride[0] + base) : 0u;
     }
 #pragma unroll
-    for (int u = 0; u < CU_FA_PER_THREAD; u++) r[u] = cu_raw_to_f32(x.dtype, raw[u]);
+    for (int u = 0; u < CU_FA_PER_THREAD; u++) r[u] = cu_raw_to_f32(dt, raw[u]);
 }
 
-/* F32: k and v both f32 (their own kernel instance). */
-template <bool F32>
+/* KV: the dtype of k and v (QVL_F32, QVL_F16, QVL_BF16) or CU_FA_ANY. */
+template <int KV>
 __device__ __forceinline__ void cu_fa_fetch(CU_FA_FETCH_ARGS) {
-    if (F32) cu_fa_fetch_f32(x, g, t0, row0, rstep, col, hi, r);
-    else cu_fa_fetch_raw(x, g, t0, row0, rstep, col, hi, r);
+    if (KV == QVL_F32) cu_fa_fetch_f32(x, g, t0, row0, rstep, col, hi, r);
+    else cu_fa_fetch_raw<KV>(x, g, t0, row0, rstep, col, hi, r);
 }
 
-/* F32: k and v are f32 (the vision tower, an f32 cache), loaded as they are; otherwise raw
- * loads and conversions (cu_load_raw). One instance serving both spilled (clang, sm_61) and
- * cost the f32 case a fifth of its speed. */
-template <int D, bool F32>
+/* KV: the dtype of k and v, or CU_FA_ANY. F32 (the vision tower, an f32 cache) is loaded as
+ * it is; the others as raw bits, converted after every load of a chunk is in flight
+ * (cu_load_raw). One instance serving f32 and the others spilled (clang, sm_61) and cost the
+ * f32 case a fifth of its speed. */
+template <int D, int KV>
 __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_flash(cu_attn_job p) {
     constexpr int BQ = 4096 / D;           /* queries per block */
     constexpr int QS = BQ + CU_FA_PAD;     /* row length of q_t and p_t */
@@ -144,7 +151,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
     const int k_row = tid / CU_FA_DC, k_col = tid % CU_FA_DC;
     const int v_row = tid / D, v_col = tid % D, v_step = CU_FA_THREADS / D;
     float stage[CU_FA_PER_THREAD];
-    if (lo < hi) cu_fa_fetch<F32>(k, g, lo, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi, stage);
+    if (lo < hi) cu_fa_fetch<KV>(k, g, lo, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi, stage);
 
     for (int t0 = lo; t0 < hi; t0 += CU_FA_BK) {
         /* ---- S = Q K^T over D, 32 dimensions at a time ---- */
@@ -161,10 +168,10 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
                 buf[k_col * KS + k_row + (CU_FA_THREADS / CU_FA_DC) * u] = stage[u];
             __syncthreads();
             if (c + 1 < NC)
-                cu_fa_fetch<F32>(k, g, t0, k_row, CU_FA_THREADS / CU_FA_DC, dc + CU_FA_DC + k_col, hi,
+                cu_fa_fetch<KV>(k, g, t0, k_row, CU_FA_THREADS / CU_FA_DC, dc + CU_FA_DC + k_col, hi,
                             stage);
             else
-                cu_fa_fetch<F32>(v, g, t0, v_row, v_step, v_col, hi, stage);
+                cu_fa_fetch<KV>(v, g, t0, v_row, v_step, v_col, hi, stage);
 #pragma unroll 8
             for (int d = 0; d < CU_FA_DC; d++) {
                 float4 qa = *(const float4 *)&q_t[(dc + d) * QS + 4 * sq];
@@ -244,9 +251,9 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
                 buf[(v_row + v_step * u) * D + v_col] = stage[u];
             __syncthreads();
             if (c + 1 < NC)
-                cu_fa_fetch<F32>(v, g, t0 + vc + VC, v_row, v_step, v_col, hi, stage);
+                cu_fa_fetch<KV>(v, g, t0 + vc + VC, v_row, v_step, v_col, hi, stage);
             else if (t0 + CU_FA_BK < hi)
-                cu_fa_fetch<F32>(k, g, t0 + CU_FA_BK, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi,
+                cu_fa_fetch<KV>(k, g, t0 + CU_FA_BK, k_row, CU_FA_THREADS / CU_FA_DC, k_col, hi,
                             stage);
 #pragma unroll 4
             for (int jj = 0; jj < VC; jj++) {
@@ -274,6 +281,18 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
     }
 }
 
+/* Instances: heads of 128 for f32, f16 and bf16 k and v and any other dtypes (q8_0, mixed);
+ * heads of 64 (the vision tower where flash64 declines) for f32 and any other. */
+static void cu_fa_launch(dim3 grid, cu_stream s, const cu_attn_job &p, int64_t D) {
+    int kv = p.k.dtype == p.v.dtype ? (int)p.k.dtype : CU_FA_ANY;
+    if (D == 64 && kv == QVL_F32) k_attention_flash<64, QVL_F32><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else if (D == 64) k_attention_flash<64, CU_FA_ANY><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else if (kv == QVL_F32) k_attention_flash<128, QVL_F32><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else if (kv == QVL_F16) k_attention_flash<128, QVL_F16><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else if (kv == QVL_BF16) k_attention_flash<128, QVL_BF16><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    else k_attention_flash<128, CU_FA_ANY><<<grid, CU_FA_THREADS, 0, s>>>(p);
+}
+
 /* Takes the launch when the shapes suit the kernel (head size 64 or 128, enough queries to
  * fill its blocks); returns -1 otherwise, so the caller uses its general kernels. */
 int cu_launch_attention_flash(cu_stream s, const cu_attn_job &p) {
@@ -292,10 +311,6 @@ int cu_launch_attention_flash(cu_stream s, const cu_attn_job &p) {
         return -1;
     int64_t bq = 4096 / D;
     dim3 grid((unsigned)((N + bq - 1) / bq), (unsigned)Hq);
-    bool f32 = p.k.dtype == QVL_F32 && p.v.dtype == QVL_F32;
-    if (D == 64 && f32) k_attention_flash<64, true><<<grid, CU_FA_THREADS, 0, s>>>(p);
-    else if (D == 64) k_attention_flash<64, false><<<grid, CU_FA_THREADS, 0, s>>>(p);
-    else if (f32) k_attention_flash<128, true><<<grid, CU_FA_THREADS, 0, s>>>(p);
-    else k_attention_flash<128, false><<<grid, CU_FA_THREADS, 0, s>>>(p);
+    cu_fa_launch(grid, s, p, D);
     return (int)cudaGetLastError();
 }
