@@ -6,7 +6,7 @@
  * A block of 4 warps takes 64 queries of one head (warp w: queries 16w .. 16w + 15) and
  * walks the keys its queries can see in tiles of 64. Per tile:
  *   - all threads stage K^T (kp[d][key]) and V (v_s[key][d]) into shared memory; barrier;
- *   - each warp computes S = (scale * Q) K^T for its 16 queries: lane (qg, kg) = (lane / 8,
+ *   - each warp computes S = (c * Q) K^T for its 16 queries: lane (qg, kg) = (lane / 8,
  *     lane % 8) holds 4 queries (4qg ..) x 8 keys (4kg .. and 32 + 4kg ..), read per
  *     dimension as one float4 of Q^T and two of K^T;
  *   - barrier (the warps have read K^T); the row maximum and sum over the 8 lanes of a
@@ -69,7 +69,7 @@ __device__ __forceinline__ float4 cu_f64_row4(const cu_view &x, int64_t row, int
 }
 
 __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention_flash64(cu_attn_job p) {
-    __shared__ __align__(16) float q_t[CU_F64_D * CU_F64_BQ]; /* scale * Q, transposed */
+    __shared__ __align__(16) float q_t[CU_F64_D * CU_F64_BQ]; /* c * Q, transposed */
     __shared__ __align__(16) float kp[CU_F64_D * CU_F64_BK];  /* K^T, then P^T */
     __shared__ __align__(16) float v_s[CU_F64_BK * CU_F64_D];
     static_assert(sizeof(q_t) + sizeof(kp) + sizeof(v_s) <= 48 * 1024, "Pascal's 48 KiB");
@@ -103,7 +103,10 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
         atomicMin(&rng[3], (int)b);
     }
     /* Q^T: thread tid stages query tid % 64 at dimensions tid / 64 + 2u (q may be any f32
-     * view: it is read once per block) */
+     * view: it is read once per block), times c = scale * log2(e): scores in base 2, so the
+     * softmax takes exp2f (one MUFU.EX2; expf's range reduction costs about ten instructions
+     * per score) and gives the same weights, up to rounding in the last bits. */
+    const float qscale = p.scale * 1.4426950408889634f;
     const int sq = tid % CU_F64_BQ, sc = 2 * (tid / CU_F64_BQ);
     {
         const bool in = q0 + sq < N;
@@ -111,7 +114,7 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
 #pragma unroll 8
         for (int u = 0; u < CU_F64_D / 2; u++) {
             int d = tid / CU_F64_BQ + 2 * u;
-            q_t[d * CU_F64_BQ + sq] = in ? qd[d * q.stride[2]] * p.scale : 0.0f;
+            q_t[d * CU_F64_BQ + sq] = in ? qd[d * q.stride[2]] * qscale : 0.0f;
         }
     }
     __syncthreads();
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
         }
         __syncthreads();
 
-        /* ---- S = (scale Q) K^T: 4 queries x 8 keys per lane ---- */
+        /* ---- S = (c Q) K^T: 4 queries x 8 keys per lane ---- */
         float s[4][8];
 #pragma unroll
         for (int a = 0; a < 4; a++)
@@ -189,13 +192,13 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
             float sum = 0.0f;
 #pragma unroll
             for (int b = 0; b < 8; b++) {
-                s[a][b] = m_new == -INFINITY ? 0.0f : expf(s[a][b] - m_new); /* exp(-inf) = 0 */
+                s[a][b] = m_new == -INFINITY ? 0.0f : exp2f(s[a][b] - m_new); /* 2^-inf = 0 */
                 sum += s[a][b];
             }
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-            corr[a] = m[a] == -INFINITY ? 0.0f : expf(m[a] - m_new);
+            corr[a] = m[a] == -INFINITY ? 0.0f : exp2f(m[a] - m_new);
             l[a] = l[a] * corr[a] + sum;
             m[a] = m_new;
 #pragma unroll
