@@ -473,40 +473,65 @@ AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
 }
 
 /* One activation row: as q4k_tile1, the f32 work is one conversion and one FMA per super-block
- * and weight row, the sub-blocks' integer dots gathered by horizontal adds. Per half h of a
- * block (groups 4h..4h + 3, sub-blocks 8h..8h + 7) the dots come out as one int32 vector
- * whose 128-bit lane L holds sub-blocks 8h + 2k + L, k = 0..3 ("even | odd" order): the -32
- * offsets (q6k_offsets, shared by all rows) and the scales (q6k_scales32) are laid out alike,
- * so both apply lane by lane in int32, and one exchange of halves then sums each group's two
- * sub-blocks. Bounds (|a_q| <= 128, q <= 63):
+ * and weight row, the sub-blocks' integer dots gathered by horizontal adds. Group g (elements
+ * 32g..32g + 31) of a half gives one maddubs result whose 128-bit lane L holds pair sums of
+ * its sub-block 2g + L, so each lane of what follows holds one parity of sub-block, and the
+ * reduction never crosses lanes until the scales have been applied. Per half h of a block
+ * (groups 4h + r, r = 0..3, sub-blocks 8h..8h + 7):
+ *  - one 16-bit horizontal add of groups r and r + 2 (r = 0, 1: the two take their low bits
+ *    from the same 32 bytes, ql0 or ql1, so each add waits on two of the half's three loads
+ *    rather than all three) gives per lane [4 sums of r, 4 of r + 2], and madd with ones 2
+ *    int32 sums of each;
+ *  - the 32-bit pair sums of those two vectors (q6k_pairs32) give per lane L the dots of
+ *    sub-blocks 2(4h + r) + L in the order r = 0, 2, 1, 3 ("0 2 1 3" order).
+ * The -32 offsets (q6k_offsets, shared by all rows) and the scales (q6k_scales32) are laid out
+ * alike, so both apply lane by lane in int32; a lane exchange and a blend then sum each group's
+ * two sub-blocks (groups 0 2 1 3 | 4 6 5 7) and one in-lane shuffle puts them in group order,
+ * lane g = group g, as the f32 multipliers d * d_b are. Per row and block that is four 16-bit
+ * horizontal adds; the 32-bit step uses two single-uop shuffles and an add instead of
+ * vphaddd, which on Intel cores is those same uops but on AMD Zen 4 a slower instruction (a
+ * two-cycle throughput, on a resource the 16-bit adds already keep busy).
+ * Bounds (|a_q| <= 128, q <= 63):
  *  - maddubs pairs <= 2 * 63 * 128 = 16128 and one 16-bit hadd of them <= 32256: inside
  *    int16 (a second would not be, hence madd with ones to reach int32);
+ *  - the int32 sums hold 8, then 16 products: a sub-block's sum(q a_q) is at most
+ *    16 * 63 * 128 = 129024 in magnitude;
  *  - a sub-block's sum(q a_q) - 32 sum(a_q) = sum((q - 32) a_q): at most 16 * 32 * 128 =
  *    65536 in magnitude, times |sc| <= 128 is 2^23, and a group's two sub-blocks 2^24: exact
  *    in int32 and in the f32 conversion (the same value as scaling group by group).
+ * Integer sums are exact in any order within these bounds, so the converted values, and all the
+ * f32 work after them, do not depend on how the reduction is grouped.
  * Rows go in pairs within each super-block so that each activation vector is loaded once for
  * both. */
 
 /* 32 * (sum of 16 activation quants) for the 16 sub-blocks of a super-block, s16 = its 16
- * sums: off[h] = half h's sub-blocks in the even | odd order above. */
+ * sums: off[h] = half h's sub-blocks in the 0 2 1 3 order above. */
 AVX_INLINE void q6k_offsets(const int16_t *s16, __m256i off[2]) {
-    /* each 128-bit lane of the sums is one half: int16 [0 2 4 6 1 3 5 7] in place */
-    const __m256i ix = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    /* each 128-bit lane of the sums is one half: int16 [0 4 2 6 1 5 3 7] in place */
+    const __m256i ix = _mm256_setr_epi8(0, 1, 8, 9, 4, 5, 12, 13, 2, 3, 10, 11, 6, 7, 14, 15,
+                                        0, 1, 8, 9, 4, 5, 12, 13, 2, 3, 10, 11, 6, 7, 14, 15);
     const __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)s16), ix);
     off[0] = _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(v)), 5);
     off[1] = _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1)), 5);
 }
 
-/* A q6_k block's 16 int8 scales as int32, sc[h] = half h's in the even | odd order above. */
+/* A q6_k block's 16 int8 scales as int32, sc[h] = half h's in the 0 2 1 3 order above. */
 AVX_INLINE void q6k_scales32(const unsigned char *blk, __m256i sc[2]) {
-    const __m128i ix = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m128i ix = _mm_setr_epi8(0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15);
     const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blk + Q6K_SCALES)), ix);
     sc[0] = _mm256_cvtepi8_epi32(v);
     sc[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
 }
 
-/* sum(q a_q) of half h's 8 sub-blocks of one q6_k block (even | odd order), av = the
+/* Per 128-bit lane [x0 + x1, x2 + x3, y0 + y1, y2 + y3] (int32): the sums vphaddd forms, as
+ * two in-lane shuffles and an add. */
+AVX_INLINE __m256i q6k_pairs32(__m256i x, __m256i y) {
+    const __m256 a = _mm256_castsi256_ps(x), b = _mm256_castsi256_ps(y);
+    return _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)),
+                            _mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xDD)));
+}
+
+/* sum(q a_q) of half h's 8 sub-blocks of one q6_k block (0 2 1 3 order), av = the
  * activation vectors of its 4 groups. */
 AVX_INLINE __m256i q6k_half_dots(const unsigned char *blk, int half, const __m256i av[4]) {
     const unsigned char *ql = blk + 64 * half;
@@ -514,15 +539,15 @@ AVX_INLINE __m256i q6k_half_dots(const unsigned char *blk, int half, const __m25
     const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + Q6K_QH + 32 * half));
     const __m256i ones = _mm256_set1_epi16(1);
-    /* the half's groups 2i, 2i + 1: per 128-bit lane [2 partial sums of 2i, 2 of 2i + 1] */
+    /* the half's groups r, r + 2: per 128-bit lane [2 partial sums of r, 2 of r + 2] */
     __m256i quad[2];
 #pragma GCC unroll 2
-    for (int i = 0; i < 2; i++) {
-        const __m256i p0 = _mm256_maddubs_epi16(q6k_group(ql0, ql1, qh, 2 * i), av[2 * i]);
-        const __m256i p1 = _mm256_maddubs_epi16(q6k_group(ql0, ql1, qh, 2 * i + 1), av[2 * i + 1]);
-        quad[i] = _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones);
+    for (int r = 0; r < 2; r++) {
+        const __m256i p0 = _mm256_maddubs_epi16(q6k_group(ql0, ql1, qh, r), av[r]);
+        const __m256i p1 = _mm256_maddubs_epi16(q6k_group(ql0, ql1, qh, r + 2), av[r + 2]);
+        quad[r] = _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones);
     }
-    return _mm256_hadd_epi32(quad[0], quad[1]);
+    return q6k_pairs32(quad[0], quad[1]); /* groups 0, 2 from quad[0], then 1, 3 */
 }
 
 AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
@@ -542,7 +567,7 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
         for (int r0 = 0; r0 < NR; r0 += 2) {
             const int nr = NR - r0 >= 2 ? 2 : 1;
             const unsigned char *blk[2];
-            __m256i dots[2][2]; /* per row and half: sum(q a_q) - 32 sum(a_q), even | odd */
+            __m256i dots[2][2]; /* per row and half: sum(q a_q) - 32 sum(a_q), 0 2 1 3 order */
 #pragma GCC unroll 2
             for (int i = 0; i < nr; i++) {
                 blk[i] = wr[r0 + i] + b * Q6K_BYTES;
@@ -569,9 +594,11 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
                 q6k_scales32(blk[i], sc);
                 const __m256i s0 = _mm256_mullo_epi32(dots[i][0], sc[0]);
                 const __m256i s1 = _mm256_mullo_epi32(dots[i][1], sc[1]);
-                /* lane g: sub-block 2g (low 128-bit lanes) + sub-block 2g + 1 (high ones) */
-                const __m256i grp = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20),
-                                                     _mm256_permute2x128_si256(s0, s1, 0x31));
+                /* [s0's two lanes added | s1's]: groups 0 2 1 3 | 4 6 5 7, each sub-block 2g
+                 * (low lanes) + 2g + 1 (high lanes); then lanes 1 and 2 of each half swapped */
+                const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x21),
+                                                     _mm256_blend_epi32(s0, s1, 0xF0));
+                const __m256i grp = _mm256_shuffle_epi32(sum, 0xD8);
                 uint16_t h;
                 memcpy(&h, blk[i] + Q6K_D, 2);
                 const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h)), adv);
