@@ -52,6 +52,13 @@ __device__ __forceinline__ void cu_attn_range(const cu_attn_job &p, int64_t i, i
     *j1 = b;
 }
 
+/* The factor the flash kernels stage Q with: scale * log2(e), so that scores come out in base
+ * 2 and the softmax takes exp2f (one MUFU.EX2 per score, where expf's range reduction costs
+ * about ten instructions). The weights are the same up to rounding in the last bits. */
+__device__ __forceinline__ float cu_attn_base2_scale(float scale) {
+    return scale * 1.4426950408889634f;
+}
+
 struct cu_attn_args : cu_attn_job {
     float *part;     /* splits > 1: [rows, splits, D + 2] partials */
     unsigned *count; /* splits > 1: per row, splits finished so far (0 between launches) */

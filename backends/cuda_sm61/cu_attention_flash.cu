@@ -117,9 +117,7 @@ __global__ void __launch_bounds__(CU_FA_THREADS, CU_FA_MIN_BLOCKS) k_attention_f
             atomicMax(&range_s[1], (int)b);
         }
     }
-    /* c = scale * log2(e): scores in base 2, so the softmax takes exp2f (expf's range
-     * reduction costs about ten instructions per score) with the same weights up to rounding */
-    const float qscale = p.scale * 1.4426950408889634f;
+    const float qscale = cu_attn_base2_scale(p.scale); /* c: scores in base 2 */
     for (int e = tid; e < BQ * D; e += CU_FA_THREADS) {
         int qi = e / D, d = e % D;
         int64_t i = q0 + qi;

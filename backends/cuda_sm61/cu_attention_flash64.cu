@@ -103,10 +103,8 @@ __global__ void __launch_bounds__(CU_F64_THREADS, CU_F64_MIN_BLOCKS) k_attention
         atomicMin(&rng[3], (int)b);
     }
     /* Q^T: thread tid stages query tid % 64 at dimensions tid / 64 + 2u (q may be any f32
-     * view: it is read once per block), times c = scale * log2(e): scores in base 2, so the
-     * softmax takes exp2f (one MUFU.EX2; expf's range reduction costs about ten instructions
-     * per score) and gives the same weights, up to rounding in the last bits. */
-    const float qscale = p.scale * 1.4426950408889634f;
+     * view: it is read once per block), times c = cu_attn_base2_scale(scale) */
+    const float qscale = cu_attn_base2_scale(p.scale);
     const int sq = tid % CU_F64_BQ, sc = 2 * (tid / CU_F64_BQ);
     {
         const bool in = q0 + sq < N;

@@ -337,9 +337,6 @@ static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int6
  * says. 128 x 128 tiles have 64 accumulators per thread in the 128 registers that two blocks
  * per SM allow: with f32 or q8_0 weights (two chunks per thread per step, or a block scale
  * beside the quants) BK 16 spills, so they take BK 8. */
-template <int DT> struct cu_bk128 {
-    static const int value = DT == QVL_F16 || DT == QVL_BF16 ? 16 : 8;
-};
 template <int DT, int BM, int BN, int BK, int MINB>
 static void cu_gemm_launch(cu_stream s, const cu_mm_args &p, const cu_gemm_plan &plan,
                            float *part) {
@@ -351,7 +348,7 @@ static void cu_gemm_launch(cu_stream s, const cu_mm_args &p, const cu_gemm_plan 
 template <int DT>
 static void cu_gemm_launch_tile(cu_stream s, const cu_mm_args &p, const cu_gemm_plan &plan,
                                 float *part) {
-    const int bk = cu_bk128<DT>::value;
+    const int bk = DT == QVL_F16 || DT == QVL_BF16 ? 16 : 8; /* 128 x 128: above */
     if (plan.tile == CU_T128x128) cu_gemm_launch<DT, 128, 128, bk, 2>(s, p, plan, part);
     else if (plan.tile == CU_T128x64) cu_gemm_launch<DT, 128, 64, 16, 2>(s, p, plan, part);
     else cu_gemm_launch<DT, 64, 64, 16, 4>(s, p, plan, part);
