@@ -273,26 +273,39 @@ static const double cu_tile_fill[CU_N_TILES][CU_MAX_RESIDENT] = {
 
 /* Split K: when the tiles alone leave SMs idle (prefill's M = 512), each tile's K range is cut
  * into `splits` parts of ks (a multiple of 16, at least CU_MIN_KS) computed by separate
- * blocks into scratch, then added up by k_gemm_split_sum. That costs the partial sums'
- * round trip through memory (counted at 16 bytes per SM per cycle) and a launch. */
+ * blocks into scratch, then added up by k_gemm_split_sum. That costs the partial sums' round
+ * trip through memory (counted at 16 bytes per SM per cycle) and a launch. Either every tile
+ * is split, or only the tile rows past the full rounds (the first `main` rows of tiles fill the
+ * SMs' resident blocks a whole number of times at most and run unsplit; the rest would leave
+ * most SMs idle in a last, partly filled round: vision's 576 tiles of 128 x 128 on 132 SMs
+ * holding 2 each). The latter for one batch only: the rows past `main` then run as a matmul
+ * of their own (cu_gemm_rows_from), so the kernels stay as they are. */
 #define CU_MIN_KS 256
 #define CU_MAX_SPLIT_BYTES ((int64_t)64 << 20)
 static const int cu_split_choices[] = {1, 2, 3, 4, 6, 8};
 
 struct cu_gemm_plan {
-    int tile, splits, ks;
+    int tile;
+    int64_t rows, cols, main; /* tile rows and columns; the first `main` rows run unsplit */
+    int splits, ks;           /* the others: K cut into splits parts of ks */
 };
 
-/* Estimated cycles of tile t with K cut into ks-long parts (splits of them). */
-static double cu_gemm_cost(int t, int64_t batches, int64_t M, int64_t N, int splits, int ks,
-                           int sms) {
-    int64_t blocks = batches * ((M + cu_tile_m[t] - 1) / cu_tile_m[t]) *
-                     ((N + cu_tile_n[t] - 1) / cu_tile_n[t]) * splits;
+/* Cycles of one SM's share when `blocks` blocks of tile t, each ks deep, are dealt out. */
+static double cu_gemm_rounds_cost(int t, int64_t blocks, int64_t ks, int sms) {
     int64_t left = (blocks + sms - 1) / sms, r = cu_tile_resident[t];
     int64_t full = left / r * r, rest = left - full; /* full rounds, then the rest */
     double rounds = (double)full + (rest ? (double)rest / cu_tile_fill[t][rest - 1] : 0.0);
-    double cycles = rounds * cu_tile_m[t] * cu_tile_n[t] * ks / (128.0 * cu_tile_speed[t]);
-    if (splits > 1) cycles += (2.0 * splits + 1.0) * batches * M * N * 4.0 / (16.0 * sms) + 1e4;
+    return rounds * cu_tile_m[t] * cu_tile_n[t] * (double)ks / (128.0 * cu_tile_speed[t]);
+}
+
+/* Estimated cycles of a plan for K deep tiles. */
+static double cu_gemm_cost(const cu_gemm_plan &pl, int64_t K, int sms) {
+    int64_t split_tiles = (pl.rows - pl.main) * pl.cols;
+    double cycles = cu_gemm_rounds_cost(pl.tile, pl.main * pl.cols, K, sms) +
+                    cu_gemm_rounds_cost(pl.tile, split_tiles * pl.splits, pl.ks, sms);
+    if (pl.splits > 1)
+        cycles += (2.0 * pl.splits + 1.0) * split_tiles * cu_tile_m[pl.tile] * cu_tile_n[pl.tile] *
+                      4.0 / (16.0 * sms) + 1e4;
     return cycles;
 }
 
@@ -311,22 +324,32 @@ static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int6
         snprintf(name, sizeof name, "%dx%d", cu_tile_m[t], cu_tile_n[t]);
         if (strcmp(force, name) == 0) only = t;
     }
-    cu_gemm_plan best = {CU_T128x128, 1, (int)K};
+    cu_gemm_plan best = {};
     double best_cost = -1.0;
     for (int t = 0; t < CU_N_TILES; t++) {
         if (only >= 0 && t != only) continue;
+        int64_t rows = batches * ((M + cu_tile_m[t] - 1) / cu_tile_m[t]),
+                cols = (N + cu_tile_n[t] - 1) / cu_tile_n[t];
+        int64_t full = rows * cols / ((int64_t)sms * cu_tile_resident[t]) *
+                       ((int64_t)sms * cu_tile_resident[t]); /* tiles in full rounds */
         for (size_t i = 0; i < sizeof cu_split_choices / sizeof *cu_split_choices; i++) {
             int want = cu_split_choices[i];
             int64_t ks = want == 1 ? K : ((K + want - 1) / want + 15) / 16 * 16;
             int splits = want == 1 ? 1 : (int)((K + ks - 1) / ks); /* no empty part */
-            if (splits > 1 && (!can_split || ks < CU_MIN_KS || splits * batches > 65535 ||
-                               splits * batches * M * N * 4 > CU_MAX_SPLIT_BYTES))
-                continue;
-            if (splits != want) continue;
-            double cost = cu_gemm_cost(t, batches, M, N, splits, (int)ks, sms);
-            if (best_cost < 0.0 || cost < best_cost) {
-                best = {t, splits, (int)ks};
-                best_cost = cost;
+            if (splits != want || (splits > 1 && (!can_split || ks < CU_MIN_KS))) continue;
+            /* every tile split, or only those past the full rounds */
+            int64_t mains[2] = {splits == 1 ? rows : 0, batches == 1 ? full / cols : 0};
+            for (int v = 0; v < (splits > 1 && mains[1] > 0 ? 2 : 1); v++) {
+                cu_gemm_plan pl = {t, rows, cols, mains[v], splits, (int)ks};
+                int64_t split_rows = batches * M - pl.main * cu_tile_m[t]; /* output rows */
+                if (splits > 1 && (splits * batches > 65535 ||
+                                   splits * split_rows * N * 4 > CU_MAX_SPLIT_BYTES))
+                    continue;
+                double cost = cu_gemm_cost(pl, K, sms);
+                if (best_cost < 0.0 || cost < best_cost) {
+                    best = pl;
+                    best_cost = cost;
+                }
             }
         }
     }
@@ -338,20 +361,34 @@ static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int6
  * per SM allow: with f32 or q8_0 weights (two chunks per thread per step, or a block scale
  * beside the quants) BK 16 spills, so they take BK 8. */
 template <int DT, int BM, int BN, int BK, int MINB>
-static void cu_gemm_launch(cu_stream s, const cu_mm_args &p, const cu_gemm_plan &plan,
-                           float *part) {
+static void cu_gemm_launch(cu_stream s, const cu_mm_args &p, int splits, int ks, float *part) {
     dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM),
-              (unsigned)(p.batches * plan.splits));
-    k_gemm_reg<DT, BM, BN, BK, MINB><<<grid, CU_GTHREADS, 0, s>>>(p, plan.splits, plan.ks, part);
+              (unsigned)(p.batches * splits));
+    k_gemm_reg<DT, BM, BN, BK, MINB><<<grid, CU_GTHREADS, 0, s>>>(p, splits, ks, part);
+    if (splits > 1) {
+        int64_t rows = p.batches * p.M;
+        unsigned blocks = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
+        k_gemm_split_sum<<<blocks, 256, 0, s>>>(p, splits, part);
+    }
 }
 
 template <int DT>
-static void cu_gemm_launch_tile(cu_stream s, const cu_mm_args &p, const cu_gemm_plan &plan,
+static void cu_gemm_launch_tile(cu_stream s, const cu_mm_args &p, int tile, int splits, int ks,
                                 float *part) {
     const int bk = DT == QVL_F16 || DT == QVL_BF16 ? 16 : 8; /* 128 x 128: above */
-    if (plan.tile == CU_T128x128) cu_gemm_launch<DT, 128, 128, bk, 2>(s, p, plan, part);
-    else if (plan.tile == CU_T128x64) cu_gemm_launch<DT, 128, 64, 16, 2>(s, p, plan, part);
-    else cu_gemm_launch<DT, 64, 64, 16, 4>(s, p, plan, part);
+    if (tile == CU_T128x128) cu_gemm_launch<DT, 128, 128, bk, 2>(s, p, splits, ks, part);
+    else if (tile == CU_T128x64) cu_gemm_launch<DT, 128, 64, 16, 2>(s, p, splits, ks, part);
+    else cu_gemm_launch<DT, 64, 64, 16, 4>(s, p, splits, ks, part);
+}
+
+static void cu_gemm_launch_dtype(cu_stream s, const cu_mm_args &p, int tile, int splits, int ks,
+                                 float *part) {
+    switch (p.w.dtype) {
+    case QVL_F32: cu_gemm_launch_tile<QVL_F32>(s, p, tile, splits, ks, part); break;
+    case QVL_F16: cu_gemm_launch_tile<QVL_F16>(s, p, tile, splits, ks, part); break;
+    case QVL_BF16: cu_gemm_launch_tile<QVL_BF16>(s, p, tile, splits, ks, part); break;
+    default: cu_gemm_launch_tile<QVL_Q8_0>(s, p, tile, splits, ks, part); break;
+    }
 }
 
 static bool cu_gemm_env_generic(void) {
@@ -359,10 +396,32 @@ static bool cu_gemm_env_generic(void) {
     return force && strcmp(force, "generic") == 0;
 }
 
+/* The rows from `first` on of p, as a matmul of their own: the same kernels then compute the
+ * split tiles past the full rounds. Only where the row offsets are plain (one batch, 2-D
+ * activation and residual views); otherwise the plan splits every tile or none. */
+static bool cu_gemm_rows_from(const cu_mm_args &p, int64_t first, cu_mm_args *out) {
+    const int64_t res_size = p.res.dtype == QVL_F32 ? 4 : p.res.dtype == QVL_F16 ? 2
+                             : p.res.dtype == QVL_BF16 ? 2 : 0; /* bytes per element */
+    if (p.batches != 1 || p.a.ndim != 2 || (p.res.data && (p.res.ndim != 2 || !res_size)))
+        return false;
+    *out = p;
+    out->a.data = (const float *)p.a.data + first * p.a.stride[0];
+    out->a.shape[0] -= first;
+    if (p.res.data) {
+        out->res.data = (const char *)p.res.data + first * p.res.stride[0] * res_size;
+        out->res.shape[0] -= first;
+    }
+    out->out = p.out + first * p.ldo;
+    out->M = p.M - first;
+    return true;
+}
+
 int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w) {
     if (!cu_gemm_w_ok(w, w.cols) || cu_gemm_env_generic()) return 0;
     cu_gemm_plan plan = cu_gemm_plan_for(batches, M, w.rows, w.cols, true);
-    return plan.splits > 1 ? plan.splits * batches * M * w.rows * (int64_t)sizeof(float) : 0;
+    if (plan.splits == 1) return 0;
+    return plan.splits * (batches * M - plan.main * cu_tile_m[plan.tile]) * w.rows *
+           (int64_t)sizeof(float);
 }
 
 bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch) {
@@ -370,16 +429,18 @@ bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch) {
     if ((p.N + 63) / 64 > 0x7fffffff || (p.M + 63) / 64 > 65535 || p.batches > 65535) return false;
     cu_gemm_plan plan = cu_gemm_plan_for(p.batches, p.M, p.N, p.K, scratch != NULL);
     float *part = (float *)scratch;
-    switch (p.w.dtype) {
-    case QVL_F32: cu_gemm_launch_tile<QVL_F32>(s, p, plan, part); break;
-    case QVL_F16: cu_gemm_launch_tile<QVL_F16>(s, p, plan, part); break;
-    case QVL_BF16: cu_gemm_launch_tile<QVL_BF16>(s, p, plan, part); break;
-    default: cu_gemm_launch_tile<QVL_Q8_0>(s, p, plan, part); break;
-    }
-    if (plan.splits > 1) {
-        int64_t rows = p.batches * p.M;
-        unsigned blocks = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
-        k_gemm_split_sum<<<blocks, 256, 0, s>>>(p, plan.splits, part);
+    cu_mm_args rest;
+    if (plan.main > 0 && plan.main < plan.rows &&
+        cu_gemm_rows_from(p, plan.main * cu_tile_m[plan.tile], &rest)) {
+        cu_mm_args first = p; /* the full rounds unsplit, then the rest split */
+        first.M = plan.main * cu_tile_m[plan.tile];
+        first.a.shape[0] = first.M;
+        cu_gemm_launch_dtype(s, first, plan.tile, 1, (int)p.K, NULL);
+        cu_gemm_launch_dtype(s, rest, plan.tile, plan.splits, plan.ks, part);
+    } else if (plan.main > 0 && plan.main < plan.rows) { /* rows not offset plainly */
+        cu_gemm_launch_dtype(s, p, plan.tile, 1, (int)p.K, NULL);
+    } else {
+        cu_gemm_launch_dtype(s, p, plan.tile, plan.splits, plan.ks, part);
     }
     return true;
 }
