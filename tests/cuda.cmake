@@ -21,3 +21,9 @@ if(TARGET qvl-cuda_sm61)
   add_dependencies(test_cuda_memory_limit qvl-cuda_sm61)
   set_tests_properties(test_cuda_memory_limit PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# Its host-side copy of large transfers (threads over parts): plain C, so it runs everywhere.
+qvl_add_test(test_cuda_host_copy
+  SOURCES test_cuda_host_copy.c ${CMAKE_SOURCE_DIR}/backends/cuda_sm61/cu_host_copy.c
+  LIBS Threads::Threads)
+target_include_directories(test_cuda_host_copy PRIVATE ${CMAKE_SOURCE_DIR}/backends/cuda_sm61)

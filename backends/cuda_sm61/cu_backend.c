@@ -7,9 +7,10 @@
  * One instance drives one device (option `device`, default 0) through one stream; every
  * kernel and every replayed graph is queued on it and synchronize() waits for it. Transfers
  * go through the same stream, and the host memory handed to upload/download may be reused on
- * return: downloads and big uploads wait for their copy (small ones through a pinned staging
- * buffer: a pageable copy costs the driver an extra staging step and a slower path); uploads of
- * at most 4 KiB are copied into a pinned ring and queued without waiting (ring_upload).
+ * return: downloads and big uploads wait for their copy (up to CU_STAGING_MAX through a pinned
+ * staging buffer, the host side of the copy spread over a few threads by cu_host_copy: a
+ * pageable copy costs the driver an extra staging step and a slower path); uploads of at most
+ * 4 KiB are copied into a pinned ring and queued without waiting (ring_upload).
  *
  * Options: `device` (index, default 0); `graphs` (1 = capture and replay node sequences as
  * CUDA graphs, the default; 0 = plain launches). QVL_CUDA_GRAPHS=0|1 in the environment
@@ -27,6 +28,7 @@
 #include "cu_check.h"
 #include "cu_device.h"
 #include "cu_graph.h"
+#include "cu_host_copy.h"
 #include "cu_ops.h"
 
 /* cu_probe.cu: runs one tiny kernel and waits for it. */
@@ -191,7 +193,9 @@ static void cu_buffer_free(qvl_backend *be, qvl_buffer *buf) {
     memset(buf, 0, sizeof *buf);
 }
 
-#define CU_STAGING_MAX ((size_t)8 << 20) /* bigger transfers go direct (weights at load) */
+/* Bigger transfers go direct (weights at load). A 1024x768 picture's pixels (about 19 MB)
+ * still go through staging. */
+#define CU_STAGING_MAX ((size_t)32 << 20)
 
 /* Pinned staging of at least bytes (<= CU_STAGING_MAX), or NULL (then the copy goes direct).
  * Every transfer waits for its copy, so the buffer is free again when this is called. */
@@ -258,13 +262,13 @@ static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t by
         return e == cudaSuccess ? QVL_OK : cu_cuda_fail(err, e, what);
     void *pin = staging(be, bytes);
     if (pin && kind == cudaMemcpyHostToDevice) {
-        memcpy(pin, src, bytes);
+        cu_host_copy(pin, src, bytes);
         e = cudaMemcpyAsync(dst, pin, bytes, kind, be->stream);
         if (e == cudaSuccess) e = wait_stream(be);
     } else if (pin) {
         e = cudaMemcpyAsync(pin, src, bytes, kind, be->stream);
         if (e == cudaSuccess) e = wait_stream(be);
-        if (e == cudaSuccess) memcpy(dst, pin, bytes);
+        if (e == cudaSuccess) cu_host_copy(dst, pin, bytes);
     } else {
         e = cudaMemcpyAsync(dst, src, bytes, kind, be->stream);
         if (e == cudaSuccess) e = wait_stream(be);
