@@ -10,6 +10,8 @@
  *  - the vector exp behind SILU and GELU_TANH against the double-precision formula on a dense
  *    sweep (a bound tighter than the suite's, derived below);
  *  - one, two or three threads give bit-identical results; the threads option is checked;
+ *  - NORM_LINEAR's output activation gives the bits of the projection followed by the GELU op
+ *    (so fusing the vision MLP's activation into fc1 changes nothing);
  *  - QVL_CPU_AVX2_DISABLE=1 makes init fail so that the registry falls back to the reference;
  *  - its own run-time error messages (bad ids, segment bounds, row indices) say what was bad;
  *  - buffers are host memory; VIEW has no kernel. */
@@ -378,6 +380,38 @@ static void test_threads_same_results(void **state) {
     qvl_test_backend_close(&three);
 }
 
+/* NORM_LINEAR with act = NORM_LINEAR without, then GELU_TANH / GELU_ERF: identical bytes, at
+ * decode rows (the GEMV), a few rows and many (the GEMM, several column chunks), with one and
+ * two projections. */
+static void test_norm_linear_act_bit_identical(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int64_t Ms[] = {1, 3, 40};
+    static const int acts[] = {QVL_ACT_GELU_TANH, QVL_ACT_GELU_ERF};
+    qvl_tensor *g = rnd(QVL_F32, 1, SHAPE(64), 0.5f, 1.5f), *be = rnd(QVL_F32, 1, SHAPE(64), -1, 1);
+    qvl_tensor *w1 = rnd(QVL_BF16, 2, SHAPE(333, 64), -1, 1);
+    qvl_tensor *b1 = rnd(QVL_F32, 1, SHAPE(333), -1, 1);
+    qvl_tensor *w2 = rnd(QVL_Q8_0, 2, SHAPE(40, 64), -1, 1);
+    for (int mi = 0; mi < 3; mi++)
+        for (int ai = 0; ai < 2; ai++)
+            for (int np = 1; np <= 2; np++) {
+                int64_t M = Ms[mi], N = np == 1 ? 333 : 373;
+                qvl_tensor *x = rnd(QVL_F32, 2, SHAPE(M, 64), -2, 2);
+                qvl_tensor *plain = tt_mk(QVL_F32, 2, SHAPE(M, N));
+                qvl_tensor *sep = tt_mk(QVL_F32, 2, SHAPE(M, N));
+                qvl_tensor *fused = tt_mk(QVL_F32, 2, SHAPE(M, N));
+                qvl_params p = {.norm_linear = {.norm = QVL_NORM_LAYER, .eps = 1e-6f}};
+                p.norm_linear.n_proj = np;
+                const qvl_tensor *const *src = SRC(x, g, be, w1, b1, np == 2 ? w2 : NULL);
+                run_on(&avx, QVL_OP_NORM_LINEAR, &p, plain, src);
+                run_on(&avx, acts[ai] == QVL_ACT_GELU_TANH ? QVL_OP_GELU_TANH : QVL_OP_GELU_ERF,
+                       NULL, sep, SRC(plain));
+                p.norm_linear.act = acts[ai];
+                run_on(&avx, QVL_OP_NORM_LINEAR, &p, fused, src);
+                compare_exact("norm_linear act vs norm_linear + gelu", sep, fused);
+            }
+}
+
 static void test_threads_option_errors(void **state) {
     (void)state;
     skip_without_avx2();
@@ -458,6 +492,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_error_messages, tt_free_all),
         cmocka_unit_test_teardown(test_host_memory_and_view, tt_free_all),
         cmocka_unit_test_teardown(test_threads_same_results, tt_free_all),
+        cmocka_unit_test_teardown(test_norm_linear_act_bit_identical, tt_free_all),
         cmocka_unit_test_teardown(test_threads_option_errors, tt_free_all),
         cmocka_unit_test_teardown(test_disable_falls_back, tt_free_all),
     };

@@ -103,11 +103,12 @@ static void text_stack(void **state) {
     size_t before = qvl_graph_n_nodes(g);
 
     qvl_fusion_report r = fuse(g);
-    assert_int_equal(r.n_rules, 4);
+    assert_int_equal(r.n_rules, 5);
     assert_int_equal(fired(&r, "norm+linear"), 2 * L + 1);
     assert_int_equal(fired(&r, "attention+softmax"), L);
     assert_int_equal(fired(&r, "mlp+residual"), 2 * L); /* the MLP, and o_proj + its residual */
     assert_int_equal(fired(&r, "norm+rope"), 2 * L);
+    assert_int_equal(fired(&r, "linear+act"), 0); /* the gated MLP keeps its silu */
     assert_int_equal(r.nodes_before, before);
     assert_int_equal(r.nodes_after, qvl_graph_n_nodes(g));
     assert_true(r.nodes_after < r.nodes_before);
@@ -186,6 +187,7 @@ static void vision_block(void **state) {
     assert_int_equal(fired(&r, "norm+linear"), 2);
     assert_int_equal(fired(&r, "attention+softmax"), 1);
     assert_int_equal(fired(&r, "mlp+residual"), 2); /* the MLP, and proj + its residual */
+    assert_int_equal(fired(&r, "linear+act"), 1);   /* the gelu into fc1's epilogue */
     assert_int_equal(tg_count(g, QVL_OP_LAYER_NORM), 0);
     assert_int_equal(count_n_proj(g, 1), 2);
     assert_int_equal(tg_count(g, QVL_OP_MATMUL), 0);
@@ -196,12 +198,18 @@ static void vision_block(void **state) {
     assert_int_equal(qvl_graph_srcs(g, att)[3], qvl_graph_find(g, "segments"));
     qvl_tid mlp = qvl_graph_find(g, "out");
     assert_int_equal(qvl_graph_op(g, mlp), QVL_OP_MLP_RESIDUAL);
-    assert_int_equal(qvl_graph_params(g, mlp)->mlp.act, QVL_ACT_GELU_TANH);
+    assert_int_equal(qvl_graph_params(g, mlp)->mlp.act, QVL_ACT_NONE);
     assert_int_equal(qvl_graph_srcs(g, mlp)[3], -1);                             /* no up */
     assert_int_equal(qvl_graph_srcs(g, mlp)[4], qvl_graph_find(g, "v.fc2.b")); /* b_down */
+    qvl_tid fc1 = qvl_graph_srcs(g, mlp)[1];
+    assert_int_equal(qvl_graph_op(g, fc1), QVL_OP_NORM_LINEAR);
+    assert_int_equal(qvl_graph_params(g, fc1)->norm_linear.act, QVL_ACT_GELU_TANH);
     for (qvl_tid t = 0; t < (qvl_tid)qvl_graph_n_tensors(g); t++)
-        if (qvl_graph_is_live(g, t) && qvl_graph_op(g, t) == QVL_OP_NORM_LINEAR)
+        if (qvl_graph_is_live(g, t) && qvl_graph_op(g, t) == QVL_OP_NORM_LINEAR) {
             assert_int_equal(qvl_graph_params(g, t)->norm_linear.norm, QVL_NORM_LAYER);
+            if (t != fc1) /* the qkv projection feeds views: no activation */
+                assert_int_equal(qvl_graph_params(g, t)->norm_linear.act, QVL_ACT_NONE);
+        }
     qvl_graph *plain = tg_build_vision(&d);
     int64_t patches = d.n_patches;
     expect_same_results(plain, g, &patches);
@@ -436,9 +444,13 @@ static qvl_status never_run(qvl_backend *be, const qvl_node *n, qvl_error *err) 
 }
 static qvl_op_impl every_op[QVL_OP_COUNT];
 static qvl_op refused = QVL_OP_COUNT;
+static bool refuse_nl_act; /* also refuse NORM_LINEAR with an output activation */
 static qvl_status refuse_one(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     (void)be;
     if (n->op == refused) return qvl_fail(err, QVL_E_UNSUPPORTED, "not this one");
+    if (refuse_nl_act && n->op == QVL_OP_NORM_LINEAR &&
+        n->params.norm_linear.act != QVL_ACT_NONE)
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "no output activation");
     return QVL_OK;
 }
 static qvl_backend_iface asking_iface(void) {
@@ -515,6 +527,94 @@ static void primitive_backend_gets_primitive_graph(void **state) {
     qvl_graph_free(g);
 }
 
+/* A plain MLP with its residual: out = x + act(NORM(x) . fc1^T + b1) . fc2^T. With
+ * second_reader the fc1 output is also read by a SCALE (another output). */
+static qvl_graph *build_plain_mlp(qvl_op act, bool layer, bool second_reader) {
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(5, 16));
+    qvl_tid gamma = qvl_g_weight(g, "g", QVL_F32, SHAPE(16));
+    qvl_tid h = layer ? qvl_g_layer_norm(g, x, gamma, qvl_g_weight(g, "b", QVL_F32, SHAPE(16)),
+                                         1e-6f)
+                      : qvl_g_rms_norm(g, x, gamma, 1e-6f);
+    qvl_tid f = qvl_g_matmul(g, h, qvl_g_weight(g, "fc1.w", QVL_F32, SHAPE(40, 16)),
+                             qvl_g_weight(g, "fc1.b", QVL_F32, SHAPE(40)));
+    qvl_tid y = qvl_g_matmul(g, qvl_g_unary(g, act, f),
+                             qvl_g_weight(g, "fc2.w", QVL_F32, SHAPE(16, 40)), -1);
+    qvl_g_output(g, qvl_g_add(g, x, y), "out");
+    if (second_reader) qvl_g_output(g, qvl_g_scale(g, f, 0.5f), "side");
+    assert_int_equal(qvl_graph_error(g, NULL), QVL_OK);
+    return g;
+}
+
+/* linear+act: the MLP's gelu moves into fc1's NORM_LINEAR where the backend takes that node,
+ * and only when the MLP is fc1's one reader; the result computes what the unfused graph
+ * does. */
+static void linear_act_rule(void **state) {
+    (void)state;
+    qvl_backend_iface f = asking_iface();
+    /* the vision block (gelu_tanh, layer norm) and an rms-norm gelu_erf MLP: fused */
+    tg_vision_dims d = tg_vision_default();
+    qvl_graph *g = tg_build_vision(&d);
+    qvl_fusion_report r = fuse_for(g, &f);
+    assert_int_equal(fired(&r, "linear+act"), 1);
+    assert_int_equal(declined(&r, "linear+act"), 0);
+    qvl_tid mlp = qvl_graph_find(g, "out");
+    assert_int_equal(qvl_graph_params(g, mlp)->mlp.act, QVL_ACT_NONE);
+    qvl_tid fc1 = qvl_graph_srcs(g, mlp)[1];
+    assert_int_equal(qvl_graph_op(g, fc1), QVL_OP_NORM_LINEAR);
+    assert_int_equal(qvl_graph_params(g, fc1)->norm_linear.act, QVL_ACT_GELU_TANH);
+    assert_int_equal(qvl_graph_params(g, fc1)->norm_linear.n_proj, 1);
+    qvl_graph *plain = tg_build_vision(&d);
+    int64_t patches = d.n_patches;
+    expect_same_results(plain, g, &patches);
+    qvl_graph_free(plain);
+    qvl_graph_free(g);
+
+    g = build_plain_mlp(QVL_OP_GELU_ERF, false, false);
+    r = fuse_for(g, &f);
+    assert_int_equal(fired(&r, "linear+act"), 1);
+    mlp = qvl_graph_find(g, "out");
+    fc1 = qvl_graph_srcs(g, mlp)[1];
+    assert_int_equal(qvl_graph_params(g, fc1)->norm_linear.act, QVL_ACT_GELU_ERF);
+    assert_int_equal(qvl_graph_params(g, fc1)->norm_linear.norm, QVL_NORM_RMS);
+    assert_int_equal(qvl_graph_params(g, mlp)->mlp.act, QVL_ACT_NONE);
+    assert_int_equal(qvl_graph_n_nodes(g), 2);
+    plain = build_plain_mlp(QVL_OP_GELU_ERF, false, false);
+    expect_same_results(plain, g, NULL);
+    qvl_graph_free(plain);
+    qvl_graph_free(g);
+
+    /* fc1 also read by another node: it must stay the plain projection */
+    g = build_plain_mlp(QVL_OP_GELU_TANH, true, true);
+    r = fuse_for(g, &f);
+    assert_int_equal(fired(&r, "norm+linear"), 1);
+    assert_int_equal(fired(&r, "mlp+residual"), 1);
+    assert_int_equal(fired(&r, "linear+act"), 0);
+    mlp = qvl_graph_find(g, "out");
+    assert_int_equal(qvl_graph_params(g, mlp)->mlp.act, QVL_ACT_GELU_TANH);
+    assert_int_equal(qvl_graph_params(g, qvl_graph_srcs(g, mlp)[1])->norm_linear.act,
+                     QVL_ACT_NONE);
+    plain = build_plain_mlp(QVL_OP_GELU_TANH, true, true);
+    expect_same_results(plain, g, NULL);
+    qvl_graph_free(plain);
+    qvl_graph_free(g);
+
+    /* a backend without the activation epilogue (cuda_sm61 today): declined, MLP as before */
+    refuse_nl_act = true;
+    g = tg_build_vision(&d);
+    r = fuse_for(g, &f);
+    assert_int_equal(fired(&r, "linear+act"), 0);
+    assert_int_equal(declined(&r, "linear+act"), 1);
+    assert_int_equal(fired(&r, "norm+linear"), 2);
+    assert_int_equal(fired(&r, "mlp+residual"), 2);
+    mlp = qvl_graph_find(g, "out");
+    assert_int_equal(qvl_graph_params(g, mlp)->mlp.act, QVL_ACT_GELU_TANH);
+    assert_int_equal(qvl_graph_params(g, qvl_graph_srcs(g, mlp)[1])->norm_linear.act,
+                     QVL_ACT_NONE);
+    qvl_graph_free(g);
+    refuse_nl_act = false;
+}
+
 static void fuse_reports_builder_error(void **state) {
     (void)state;
     qvl_graph *g = qvl_graph_new();
@@ -538,6 +638,7 @@ int main(void) {
         cmocka_unit_test(norm_rope_rule),
         cmocka_unit_test(fuse_reports_builder_error),
         cmocka_unit_test(fusion_asks_the_backend),
+        cmocka_unit_test(linear_act_rule),
         cmocka_unit_test(primitive_backend_gets_primitive_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -556,6 +556,19 @@ static void test_norm_linear(void **state) {
     p.norm_linear.norm = 5;
     expect_fail(QVL_OP_NORM_LINEAR, &p, 9, one, QVL_E_INVALID, "norm");
     p.norm_linear.norm = QVL_NORM_LAYER;
+    /* the output activation: none (zeroed params), gelu_tanh or gelu_erf, on any n_proj */
+    p.norm_linear.act = QVL_ACT_GELU_TANH;
+    expect_ok(QVL_OP_NORM_LINEAR, &p, 9, one, &out);
+    EXPECT_OUT(&out, QVL_F32, 2, 7, 32);
+    p.norm_linear.act = QVL_ACT_GELU_ERF;
+    expect_ok(QVL_OP_NORM_LINEAR, &p, 9, one, &out);
+    p.norm_linear.act = QVL_ACT_SILU; /* no ungated silu */
+    expect_fail(QVL_OP_NORM_LINEAR, &p, 9, one, QVL_E_INVALID, "act 1 must be none (0)");
+    p.norm_linear.act = 4;
+    expect_fail(QVL_OP_NORM_LINEAR, &p, 9, one, QVL_E_INVALID, "act 4");
+    p.norm_linear.act = -1;
+    expect_fail(QVL_OP_NORM_LINEAR, &p, 9, one, QVL_E_INVALID, "act -1");
+    p.norm_linear.act = QVL_ACT_NONE;
     /* shapes */
     b1 = D(QVL_F32, 31);
     expect_fail(QVL_OP_NORM_LINEAR, &p, 9, one, QVL_E_SHAPE, "input 4 (b1)");

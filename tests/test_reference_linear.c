@@ -125,7 +125,7 @@ static void test_matmul_strided_a(void **state) {
 /* ---- fused ops against the primitive kernels --------------------------------------------- */
 
 static void check_norm_linear(int norm, bool with_beta, int n_proj, const qvl_dtype *w_dt,
-                              bool with_bias) {
+                              bool with_bias, int act) {
     const int64_t D = 64, widths[3] = {5, 3, 7};
     qvl_tensor *x = tt_rnd(QVL_F32, 3, SHAPE(2, 3, D), -2, 2);
     qvl_tensor *gamma = tt_rnd(QVL_BF16, 1, SHAPE(D), 0.5f, 1.5f);
@@ -137,11 +137,12 @@ static void check_norm_linear(int norm, bool with_beta, int n_proj, const qvl_dt
         b[i] = with_bias ? tt_rnd(QVL_BF16, 1, SHAPE(widths[i]), -1, 1) : NULL;
         total += widths[i];
     }
-    qvl_params p = {.norm_linear = {.norm = norm, .eps = 1e-6f, .n_proj = n_proj}};
+    qvl_params p = {.norm_linear = {.norm = norm, .eps = 1e-6f, .n_proj = n_proj, .act = act}};
     qvl_tensor *fused = tt_mk(QVL_F32, 3, SHAPE(2, 3, total));
     run_ok(QVL_OP_NORM_LINEAR, &p, fused, SRC(x, gamma, beta, w[0], b[0], w[1], b[1], w[2], b[2]));
 
-    /* The same with primitives: norm, then each matmul into its own tensor. */
+    /* The same with primitives: norm, then each matmul into its own tensor, then the
+     * activation op, if any. */
     qvl_params pn = {.norm = {.eps = 1e-6f}};
     qvl_tensor *normed = tt_mk(QVL_F32, 3, SHAPE(2, 3, D));
     if (norm == QVL_NORM_RMS) run_ok(QVL_OP_RMS_NORM, &pn, normed, SRC(x, gamma));
@@ -150,6 +151,11 @@ static void check_norm_linear(int norm, bool with_beta, int n_proj, const qvl_dt
     for (int i = 0; i < n_proj; i++) {
         qvl_tensor *y = tt_mk(QVL_F32, 3, SHAPE(2, 3, widths[i]));
         run_ok(QVL_OP_MATMUL, NULL, y, SRC(normed, w[i], b[i]));
+        if (act != QVL_ACT_NONE) {
+            qvl_tensor *ya = tt_mk(QVL_F32, 3, SHAPE(2, 3, widths[i]));
+            run_ok(act == QVL_ACT_GELU_TANH ? QVL_OP_GELU_TANH : QVL_OP_GELU_ERF, NULL, ya, SRC(y));
+            y = ya;
+        }
         qvl_tensor *slice = tt_mk(QVL_F32, 3, SHAPE(2, 3, widths[i]));
         for (int64_t r = 0; r < 6; r++)
             memcpy((float *)slice->data + r * widths[i], (float *)fused->data + r * total + col,
@@ -163,12 +169,17 @@ static void test_norm_linear(void **state) {
     (void)state;
     const qvl_dtype f32s[3] = {QVL_F32, QVL_F32, QVL_F32};
     const qvl_dtype mixed[3] = {QVL_BF16, QVL_Q8_0, QVL_F16};
-    check_norm_linear(QVL_NORM_RMS, false, 1, f32s, false);
-    check_norm_linear(QVL_NORM_RMS, false, 3, mixed, true);  /* q, k, v with biases */
-    check_norm_linear(QVL_NORM_RMS, false, 2, mixed, false); /* gate, up */
-    check_norm_linear(QVL_NORM_LAYER, true, 1, mixed, true); /* vision qkv-like */
-    check_norm_linear(QVL_NORM_LAYER, false, 3, f32s, true);
-    check_norm_linear(QVL_NORM_LAYER, true, 2, mixed, false);
+    const int none = QVL_ACT_NONE;
+    check_norm_linear(QVL_NORM_RMS, false, 1, f32s, false, none);
+    check_norm_linear(QVL_NORM_RMS, false, 3, mixed, true, none);  /* q, k, v with biases */
+    check_norm_linear(QVL_NORM_RMS, false, 2, mixed, false, none); /* gate, up */
+    check_norm_linear(QVL_NORM_LAYER, true, 1, mixed, true, none); /* vision qkv-like */
+    check_norm_linear(QVL_NORM_LAYER, false, 3, f32s, true, none);
+    check_norm_linear(QVL_NORM_LAYER, true, 2, mixed, false, none);
+    /* an output activation: the GELU op's bits (vision fc1 with its gelu) */
+    check_norm_linear(QVL_NORM_LAYER, true, 1, f32s, true, QVL_ACT_GELU_TANH);
+    check_norm_linear(QVL_NORM_RMS, false, 1, mixed, false, QVL_ACT_GELU_ERF);
+    check_norm_linear(QVL_NORM_LAYER, false, 3, mixed, true, QVL_ACT_GELU_ERF);
 
     /* n_proj says 2 but a third weight is present: refused. */
     qvl_tensor *x = tt_rnd(QVL_F32, 2, SHAPE(2, 4), -1, 1), *g = tt_rnd(QVL_F32, 1, SHAPE(4), 0, 1);

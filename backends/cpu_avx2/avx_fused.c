@@ -1,6 +1,7 @@
 /* MATMUL and the two fused ops built on avx_linear:
  *   NORM_LINEAR  = the norm once per row (threaded), then each projection into its column
- *                  range of the output;
+ *                  range of the output, its activation (if any) applied as each thread
+ *                  finishes a range of columns;
  *   MLP_RESIDUAL = act(a) [* up] per row (threaded), then the down projection with the
  *                  residual (and bias) added as each output element is written. */
 #include <immintrin.h>
@@ -101,7 +102,7 @@ qvl_status avx_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         bias[np] = vector_f32(qvl_node_src(n, 4 + 2 * (uint32_t)np), &ok);
         if (!ok) s = QVL_E_NOMEM;
         else s = avx_wmat_of(n->src[3 + 2 * np], 0, &wm[np], &w_owned[np]);
-        parts[np] = (avx_linear_part){&wm[np], bias[np], col};
+        parts[np] = (avx_linear_part){&wm[np], bias[np], col, p->act};
         col += n->src[3 + 2 * np]->desc.shape[0];
     }
     if (s == QVL_OK) s = avx_linear_parts(be, xn, M, parts, np, NULL, (float *)n->dst->data, total);

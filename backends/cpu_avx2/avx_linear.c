@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "avx_gemm.h"
+#include "avx_kernels.h"
 #include "avx_kquant.h"
 #include "avx_math.h"
 #include "qvl/dtype.h"
@@ -84,6 +85,7 @@ typedef struct lin_part {
     const float *add;  /* add + col or NULL */
     float *out;        /* out + col */
     int64_t start;     /* first row of this part in the job's row space */
+    int32_t act;       /* qvl_act on the finished outputs */
 } lin_part;
 
 typedef struct linear_job {
@@ -107,6 +109,17 @@ static void finish(const linear_job *jb, const lin_part *pt, int64_t m, int64_t 
     if (pt->bias) v += pt->bias[j];
     if (pt->add) v += pt->add[m * jb->ldo + j];
     pt->out[m * jb->ldo + j] = v;
+}
+
+/* The part's activation on output columns [lo, hi) of every row, right after the thread
+ * computed them (still in its cache). The row functions work lane by lane, so a range gives
+ * the bits a whole row would. */
+static void act_cols(const linear_job *jb, const lin_part *pt, int64_t lo, int64_t hi) {
+    for (int64_t m = 0; m < jb->M; m++) {
+        float *row = pt->out + m * jb->ldo + lo;
+        if (pt->act == QVL_ACT_GELU_TANH) avx_gelu_tanh_row(row, hi - lo);
+        else if (pt->act == QVL_ACT_GELU_ERF) avx_gelu_erf_row(row, hi - lo);
+    }
 }
 
 /* ---- GEMV: MR activation rows x NR weight rows, weights in their stored dtype ---- */
@@ -440,7 +453,9 @@ static void linear_worker(void *ctx, int tid, int nth) {
             const lin_part *pt = &jb->parts[p];
             int64_t b = lo > pt->start ? lo : pt->start;
             int64_t e = hi < pt->start + pt->w->rows ? hi : pt->start + pt->w->rows;
-            if (b < e) run_rows(jb, pt, gemm, b - pt->start, e - pt->start, bpack);
+            if (b >= e) continue;
+            run_rows(jb, pt, gemm, b - pt->start, e - pt->start, bpack);
+            if (pt->act != QVL_ACT_NONE) act_cols(jb, pt, b - pt->start, e - pt->start);
         }
     }
     free(bpack);
@@ -480,7 +495,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
         const avx_wmat *w = parts[p].w;
         if (w->cols != K) return QVL_E_INVALID;
         jb.parts[p] = (lin_part){w, parts[p].bias, add ? add + parts[p].col : NULL,
-                                 out + parts[p].col, jb.rows};
+                                 out + parts[p].col, jb.rows, parts[p].act};
         jb.rows += w->rows;
         any_q8 |= w->dt == QVL_Q8_0;
         any_kq |= w->dt == QVL_Q4_K || w->dt == QVL_Q6_K;
@@ -534,6 +549,6 @@ done:
 
 qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat *w,
                       const float *bias, const float *add, float *out, int64_t ldo) {
-    const avx_linear_part part = {w, bias, 0};
+    const avx_linear_part part = {w, bias, 0, QVL_ACT_NONE};
     return avx_linear_parts(be, a, M, &part, 1, add, out, ldo);
 }

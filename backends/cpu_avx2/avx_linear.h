@@ -63,6 +63,10 @@ typedef struct avx_linear_part {
     const avx_wmat *w;
     const float *bias; /* [w->rows] or NULL */
     int64_t col;
+    /* qvl_act applied to each finished element (after bias and add): QVL_ACT_NONE (0),
+     * GELU_TANH or GELU_ERF, with the GELU kernels' row functions, so a fused activation
+     * gives the bits the separate op gives */
+    int32_t act;
 } avx_linear_part;
 qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
                             const avx_linear_part *parts, int n_parts, const float *add,

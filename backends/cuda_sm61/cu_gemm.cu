@@ -68,6 +68,44 @@ __device__ __forceinline__ float cu_gemm_w_elem(const uint4 &c, int t) {
     return DT == QVL_F16 ? cu_f16_to_f32(h) : cu_bf16_to_f32(h);
 }
 
+/* The output activation over the tm x tn outputs a thread of k_gemm_reg has just stored (no
+ * res: cu_gemm_fast), read back from L2 rather than applied in the unrolled epilogue: there
+ * nvcc's register choices for the main loop changed and spilled. Not inlined, for the same
+ * reason; the accumulators are dead when it is called. The thread's outputs are rows of 4
+ * consecutive columns (chunk c: row (c / cpr / 4) * 64 + ty * 4 + c / cpr % 4, columns
+ * (c % cpr) * 64 + tx * 4 + 0..3, cpr chunks a row); CU_ACT_BATCH chunks are loaded before
+ * any is used, as float4s where out's rows are 16-byte aligned (vec), so that the pass waits
+ * for L2 a few times rather than once per output. */
+#define CU_ACT_BATCH 4
+__device__ __attribute__((noinline)) void cu_gemm_act_pass(float *out, int64_t ldo, int64_t M,
+                                                           int64_t N, int act, bool vec,
+                                                           int64_t m0, int64_t n0, int tx,
+                                                           int ty, int tm, int tn) {
+    const int cpr = tn / 4, chunks = tm * cpr;
+    for (int c0 = 0; c0 < chunks; c0 += CU_ACT_BATCH) {
+        float4 v[CU_ACT_BATCH];
+        float *at[CU_ACT_BATCH];
+        int64_t left[CU_ACT_BATCH]; /* columns of the chunk inside N (0 if its row is not) */
+#pragma unroll
+        for (int u = 0; u < CU_ACT_BATCH; u++) {
+            const int c = c0 + u, i = c / cpr, h = c % cpr;
+            const int64_t m = m0 + (i / 4) * 64 + ty * 4 + i % 4, n = n0 + h * 64 + tx * 4;
+            at[u] = out + m * ldo + n;
+            left[u] = c < chunks && m < M && n < N ? (N - n < 4 ? N - n : 4) : 0;
+            if (vec && left[u] == 4) v[u] = *(const float4 *)at[u];
+        }
+#pragma unroll
+        for (int u = 0; u < CU_ACT_BATCH; u++) {
+            if (vec && left[u] == 4) {
+                *(float4 *)at[u] = make_float4(cu_mm_act(act, v[u].x), cu_mm_act(act, v[u].y),
+                                               cu_mm_act(act, v[u].z), cu_mm_act(act, v[u].w));
+            } else {
+                for (int k = 0; k < left[u]; k++) at[u][k] = cu_mm_act(act, at[u][k]);
+            }
+        }
+    }
+}
+
 template <int DT, int BM, int BN, int BK, int MINB>
 __global__ void __launch_bounds__(CU_GTHREADS, MINB)
     k_gemm_reg(cu_mm_args p, int splits, int ks, float *part) {
@@ -203,8 +241,13 @@ __global__ void __launch_bounds__(CU_GTHREADS, MINB)
 #pragma unroll
         for (int j = 0; j < TN; j++) {
             int64_t n = n0 + (j / 4) * 64 + tx * 4 + j % 4;
-            if (n < p.N) cu_mm_store(p, b, m, n, acc[i][j]);
+            if (n < p.N) cu_mm_store<false>(p, b, m, n, acc[i][j]);
         }
+    }
+    if (p.act != QVL_ACT_NONE) {
+        float *out = p.out + b * p.M * p.ldo + p.col0;
+        bool vec = (uintptr_t)out % 16 == 0 && p.ldo % 4 == 0;
+        cu_gemm_act_pass(out, p.ldo, p.M, p.N, p.act, vec, m0, n0, tx, ty, TM, TN);
     }
 }
 
@@ -225,6 +268,7 @@ __global__ void k_gemm_split_sum(cu_mm_args p, int splits, const float *part) {
             float y = 0.0f;
             for (int s = 0; s < splits; s++) y += src[s * total + n];
             if (p.bias.data) y += cu_view_load(p.bias, n * p.bias.stride[0]);
+            if (p.act != QVL_ACT_NONE) y = cu_mm_act(p.act, y);
             if (p.res.data) y = cu_view_load(p.res, res_row + n * res_step) + y;
             dst[n] = y;
         }
@@ -426,6 +470,7 @@ int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w) {
 
 bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch) {
     if (!cu_gemm_fast_ok(p) || cu_gemm_env_generic()) return false;
+    if (p.act != QVL_ACT_NONE && p.res.data) return false; /* k_gemm_reg's activation pass */
     if ((p.N + 63) / 64 > 0x7fffffff || (p.M + 63) / 64 > 65535 || p.batches > 65535) return false;
     cu_gemm_plan plan = cu_gemm_plan_for(p.batches, p.M, p.N, p.K, scratch != NULL);
     float *part = (float *)scratch;

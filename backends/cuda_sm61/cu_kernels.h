@@ -111,13 +111,13 @@ int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scal
 
 
 /* ---- cu_matmul.cu ---- */
-/* out[b][m][col0 + n] (row length ldo) = a_b[m] . w_{b / per_w}[n] + bias[n] (+ res[b*M+m][n])
- * for b < batches, m < M, n < w.rows. a rows come from view a (row b*M + m of its
- * [..., K] rows); bias / res have NULL data when absent; res is read through its view like a
- * (rows of N). */
+/* out[b][m][col0 + n] (row length ldo) = act(a_b[m] . w_{b / per_w}[n] + bias[n])
+ * (+ res[b*M+m][n]) for b < batches, m < M, n < w.rows. a rows come from view a (row b*M + m
+ * of its [..., K] rows); bias / res have NULL data when absent; res is read through its view
+ * like a (rows of N); act is a qvl_act (NONE, GELU_TANH or GELU_ERF). */
 int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                      int64_t per_w, cu_view bias, cu_view res, float *out, int64_t ldo,
-                     int64_t col0, void *q8_scratch, int q8_ready);
+                     int64_t col0, void *q8_scratch, int q8_ready, int act);
 /* Does cu_launch_matmul run these weights on the int8 kernels of cu_matmul_int8.cu (q4_k /
  * q6_k GEMVs, the q8_0 / q4_k / q6_k GEMM)? Two such matmuls of the same activation rows
  * (same rows, same K) quantise them the same way into the same scratch bytes, so the second

@@ -306,7 +306,8 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
 
 extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
                                 int64_t per_w, cu_view bias, cu_view res, float *out,
-                                int64_t ldo, int64_t col0, void *q8_scratch, int q8_ready) {
+                                int64_t ldo, int64_t col0, void *q8_scratch, int q8_ready,
+                                int act) {
     cu_mm_args p;
     p.a = a;
     p.batches = batches;
@@ -320,6 +321,7 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
     p.out = out;
     p.ldo = ldo;
     p.col0 = col0;
+    p.act = act;
     if (q8_scratch && cu_matmul_int8(s, p, q8_scratch, q8_ready != 0)) return (int)cudaGetLastError();
     if (M <= CU_GEMV_MAX_ROWS) {
         int64_t warps = batches * M * p.N;

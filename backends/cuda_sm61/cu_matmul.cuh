@@ -5,7 +5,7 @@
 
 #include "cu_device.cuh"
 
-/* out[b*M + m][col0 + n] (row length ldo) = a_b[m] . w_{b / per_w}[n] (+ bias, + res). */
+/* out[b*M + m][col0 + n] (row length ldo) = act(a_b[m] . w_{b / per_w}[n] (+ bias)) (+ res). */
 struct cu_mm_args {
     cu_view a;
     int64_t batches, M, K, N;
@@ -14,13 +14,26 @@ struct cu_mm_args {
     cu_view bias, res;
     float *out;
     int64_t ldo, col0;
+    int act; /* qvl_act (NORM_LINEAR's output activation); QVL_ACT_NONE: none */
 };
 
+/* The output activation of a matmul (NONE, GELU_TANH or GELU_ERF: what NORM_LINEAR takes). */
+__device__ __forceinline__ float cu_mm_act(int act, float y) {
+    if (act == QVL_ACT_GELU_TANH) return cu_gelu_tanh(y);
+    if (act == QVL_ACT_GELU_ERF) return cu_gelu_erf(y);
+    return y;
+}
+
+/* The epilogue of output (b, m, n). ACT false leaves out the activation, for a kernel that
+ * applies it in a pass of its own (k_gemm_reg: 64 activations inlined into its unrolled
+ * epilogue made nvcc spill in the main loop); p.res is then absent. */
+template <bool ACT = true>
 __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int64_t m, int64_t n,
                                             float acc) {
     int64_t row = b * p.M + m;
     float y = acc;
     if (p.bias.data) y += cu_view_load(p.bias, n * p.bias.stride[0]);
+    if (ACT && p.act != QVL_ACT_NONE) y = cu_mm_act(p.act, y);
     if (p.res.data)
         y = cu_view_load(p.res, cu_row_offset(p.res, row) + n * p.res.stride[p.res.ndim - 1]) + y;
     p.out[row * p.ldo + p.col0 + n] = y;

@@ -294,7 +294,7 @@ qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if ((s = q8_scratch(be, n, w, batches, rows / batches, &q8, err)) != QVL_OK) return s;
     return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), batches, rows / batches,
                                         mat_of(w), per_w, view_of(qvl_node_src(n, 2)), view_of(NULL),
-                                        n->dst->data, N, 0, q8, 0),
+                                        n->dst->data, N, 0, q8, 0, QVL_ACT_NONE),
                     err);
 }
 
@@ -310,7 +310,8 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
 
 /* A few rows with f32/f16/bf16 weights alike: one fused launch (cu_gemv_fused.cu). Where
  * every projection runs on the int8 kernels, the norm goes straight into their int8 rows;
- * else into scratch [M, D]. Then each projection into its column range of the output. */
+ * else into scratch [M, D]. Then each projection into its column range of the output, the
+ * output activation (params.act) in the matmul's epilogue. */
 qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
@@ -324,7 +325,8 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
         ws[i] = mat_of(n->src[CU_NL_W_SLOT(i)]);
         bs[i] = view_of(qvl_node_src(n, CU_NL_B_SLOT(i)));
     }
-    if (cu_gemv_fused_fits(ws, p->n_proj, M))
+    /* the fused GEMV has no output activation: with one, the rows take the general path */
+    if (p->act == QVL_ACT_NONE && cu_gemv_fused_fits(ws, p->n_proj, M))
         return cu_launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_NORM,
                                                 p->norm == QVL_NORM_LAYER, p->eps, view_of(x),
                                                 view_of(n->src[1]), view_of(qvl_node_src(n, 2)),
@@ -359,7 +361,7 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
         bool int8 = cu_matmul_int8_takes(mat_of(w), 1, M) != 0;
         s = cu_launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
                                          view_of(qvl_node_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
-                                         n->dst->data, total, col, q8, quantised && int8),
+                                         n->dst->data, total, col, q8, quantised && int8, p->act),
                      err);
         quantised = int8;
         col += w->desc.shape[0];
@@ -389,7 +391,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
     if ((s = q8_scratch(be, n, n->src[2], 1, M, &q8, err)) != QVL_OK) return s;
     if (act == QVL_ACT_NONE)
         return cu_launched(n, cu_launch_matmul(be->stream, view_of(a), 1, M, wd, 1, bd, view_of(res),
-                                            n->dst->data, D, 0, q8, 0),
+                                            n->dst->data, D, 0, q8, 0, QVL_ACT_NONE),
                         err);
     if (cu_matmul_int8_takes(wd, 1, M)) { /* the activation straight into int8 blocks */
         s = cu_launched(n, cu_launch_act_quantize(be->stream, act, view_of(a),
@@ -397,7 +399,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
                      err);
         if (s != QVL_OK) return s;
         return cu_launched(n, cu_launch_matmul(be->stream, view_rows(NULL, M, F), 1, M, wd, 1, bd,
-                                            view_of(res), n->dst->data, D, 0, q8, 1),
+                                            view_of(res), n->dst->data, D, 0, q8, 1, QVL_ACT_NONE),
                         err);
     }
     float *h = NULL;
@@ -408,7 +410,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
     if (s != QVL_OK) return s;
     return cu_launched(n, cu_launch_matmul(be->stream, view_rows(h, M, F), 1, M,
                                         mat_of(n->src[2]), 1, view_of(qvl_node_src(n, 4)),
-                                        view_of(res), n->dst->data, D, 0, q8, 0),
+                                        view_of(res), n->dst->data, D, 0, q8, 0, QVL_ACT_NONE),
                     err);
 }
 

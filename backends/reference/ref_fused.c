@@ -1,6 +1,7 @@
 /* Fused ops made of the primitive kernels' own pieces (ref_math.h), so that a fused node
  * computes exactly what its unfused subgraph computes:
- *   NORM_LINEAR  = rms_norm or layer_norm, then up to three matmuls side by side;
+ *   NORM_LINEAR  = rms_norm or layer_norm, then up to three matmuls side by side, then the
+ *                  output activation (gelu_tanh, gelu_erf) if any;
  *   MLP_RESIDUAL = activation (silu * up, gelu_tanh or gelu_erf), matmul (+ bias), add. */
 #include <stdlib.h>
 
@@ -50,6 +51,11 @@ qvl_status ref_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         ref_linear(xn, M, &w, b ? bias : NULL, w_row, out + col, total);
         col += w.rows;
     }
+    /* 3. the activation, as GELU_TANH / GELU_ERF would apply it to that output */
+    if (p->act == QVL_ACT_GELU_TANH)
+        for (int64_t i = 0; i < M * total; i++) out[i] = ref_act_gelu_tanh(out[i]);
+    else if (p->act == QVL_ACT_GELU_ERF)
+        for (int64_t i = 0; i < M * total; i++) out[i] = ref_act_gelu_erf(out[i]);
 done:
     free(xn);
     free(g32);

@@ -587,6 +587,9 @@ static qvl_status infer_norm_linear(const infer_ctx *c, qvl_tensor_desc *out) {
         return fail(c, QVL_E_INVALID, "unknown norm kind %d", (int)p->norm);
     if (p->n_proj < 1 || p->n_proj > 3)
         return fail(c, QVL_E_INVALID, "n_proj %d must be 1..3", (int)p->n_proj);
+    if (p->act != QVL_ACT_NONE && p->act != QVL_ACT_GELU_TANH && p->act != QVL_ACT_GELU_ERF)
+        return fail(c, QVL_E_INVALID, "act %d must be none (%d), gelu_tanh (%d) or gelu_erf (%d)",
+                    (int)p->act, (int)QVL_ACT_NONE, (int)QVL_ACT_GELU_TANH, (int)QVL_ACT_GELU_ERF);
     TRY(check_eps(c, p->eps));
     TRY(need(c, 0, &x));
     TRY(need(c, 1, &gamma));

@@ -1,16 +1,20 @@
 /* The fusion pass: one table of rules (matcher + rewriter each), applied until none fires.
- * Every rule consumes its anchor op (a norm, a softmax, an add) and creates none, so the loop
- * ends. Rewrites keep node indices of the tensors that survive, so the builder's tids stay
- * valid for the caller; new nodes are appended, and the planner orders nodes topologically. */
+ * Every rule consumes its anchor op (a norm, a softmax, an add; for linear+act a NORM_LINEAR
+ * without an activation, which it gives one) and creates none, so the loop ends. Rewrites
+ * keep node indices of the tensors that survive, so the builder's tids stay valid for the
+ * caller; new nodes are appended, and the planner orders nodes topologically. */
 #include <string.h>
 
 #include "graph_internal.h"
 
+/* linear+act rewrites what norm+linear and mlp+residual wrote, so it comes after them (a
+ * pass runs the rules in this order over the whole graph). */
 static const qvl_fuse_rule *const rules[] = {
     &qvl_fuse_norm_linear,
     &qvl_fuse_attention,
     &qvl_fuse_mlp,
     &qvl_fuse_norm_rope,
+    &qvl_fuse_linear_act,
 };
 #define N_RULES (sizeof rules / sizeof rules[0])
 _Static_assert(N_RULES <= QVL_FUSION_MAX_RULES, "too many fusion rules for the report");

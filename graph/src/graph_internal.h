@@ -182,6 +182,7 @@ extern const qvl_fuse_rule qvl_fuse_norm_linear;
 extern const qvl_fuse_rule qvl_fuse_attention;
 extern const qvl_fuse_rule qvl_fuse_mlp;
 extern const qvl_fuse_rule qvl_fuse_norm_rope;
+extern const qvl_fuse_rule qvl_fuse_linear_act;
 
 /* Helpers for rules: is v a VIEW that permutes its 3-D source x by perm (checked on shapes,
  * strides, dtype and offset, not just the op)? */

@@ -86,7 +86,7 @@ static void bad_matmul(conf_case *c, qvl_dtype w_dt, int64_t w_k) {
     conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 4));
 }
 
-/* Malformed node m (0..10). */
+/* Malformed node m (0..11). */
 static void malformed(conf_case *c, int m) {
     switch (m) {
     case 0:
@@ -166,6 +166,15 @@ static void malformed(conf_case *c, int m) {
         conf_out(c, QVL_F32, 3, CONF_SHAPE(1, 1, 16));
         break;
     }
+    case 11:
+        conf_describe(c, " output activation 7 (no such activation)");
+        c->params.norm_linear =
+            (qvl_norm_linear_params){.norm = QVL_NORM_RMS, .eps = 1e-6f, .n_proj = 1, .act = 7};
+        c->src[0] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(3, 16), -1, 1);
+        c->src[1] = conf_rand(c, QVL_F32, 1, CONF_SHAPE(16), 0.5f, 1.5f);
+        c->src[3] = conf_rand(c, QVL_F32, 2, CONF_SHAPE(8, 16), -1, 1);
+        conf_out(c, QVL_F32, 2, CONF_SHAPE(3, 8));
+        break;
     default: {
         conf_describe(c, " 2 rows at 3 into 4");
         int cache = conf_rand(c, QVL_F32, 2, CONF_SHAPE(4, 3), -1, 1);
@@ -204,17 +213,17 @@ static bool build(err_case *e, int k, conf_rng *r) {
         conf_case_init(&e->c, QVL_OP_ATTENTION, r);
         bad_attention_at(&e->c, bad_at_att[k - 12]);
         e->device_rule = MAY_RUN; /* it must still never read past L (compute-sanitizer) */
-    } else if (k < 27) {
-        static const qvl_op ops[11] = {QVL_OP_MATMUL, QVL_OP_MATMUL, QVL_OP_MUL, QVL_OP_RMS_NORM,
+    } else if (k < 28) {
+        static const qvl_op ops[12] = {QVL_OP_MATMUL, QVL_OP_MATMUL, QVL_OP_MUL, QVL_OP_RMS_NORM,
                                        QVL_OP_ROPE, QVL_OP_ATTENTION, QVL_OP_MLP_RESIDUAL,
                                        QVL_OP_MATMUL, QVL_OP_STORE_ROWS, QVL_OP_STORE_ROWS,
-                                       QVL_OP_ATTENTION};
+                                       QVL_OP_ATTENTION, QVL_OP_NORM_LINEAR};
         conf_case_init(&e->c, ops[k - 16], r);
         malformed(&e->c, k - 16);
         e->device_rule = MALFORMED;
-    } else if (k < 29) {
+    } else if (k < 30) {
         conf_case_init(&e->c, QVL_OP_STORE_ROWS_AT, r);
-        bad_store_at_q8_0(&e->c, k == 27 ? -1 : 9);
+        bad_store_at_q8_0(&e->c, k == 28 ? -1 : 9);
         e->device_rule = MAY_SKIP_WRITE;
     } else {
         return false;

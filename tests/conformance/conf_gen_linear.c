@@ -1,12 +1,13 @@
 /* Cases of the matmul-like ops: MATMUL (2-D weights with and without bias, 3-D weight
  * batches shared by groups of a's batches), NORM_LINEAR (1..3 projections, rms and layer
- * norm, biases) and MLP_RESIDUAL (silu gated, gelu tanh/erf, none). Every weight dtype the
- * contract allows (q8_0 with whole 32-element blocks per row, q4_k and q6_k with whole
- * 256-element super-blocks), activations and weights as strided views (for the block dtypes
- * only those tensor.h's layout rule allows: rows of a bigger matrix, windows of wider rows
- * that start at a block, heads-first 3-D views). Each op's fixed cases are its float/q8_0
- * edge shapes, then its q4_k/q6_k edge shapes, then batched-decode rows (M = 2 .. 16, every
- * dtype), then random ones of every dtype. */
+ * norm, biases, output activations) and MLP_RESIDUAL (silu gated, gelu tanh/erf, none).
+ * Every weight dtype the contract allows (q8_0 with whole 32-element blocks per row, q4_k and
+ * q6_k with whole 256-element super-blocks), activations and weights as strided views (for
+ * the block dtypes only those tensor.h's layout rule allows: rows of a bigger matrix, windows
+ * of wider rows that start at a block, heads-first 3-D views). Each op's fixed cases are its
+ * float/q8_0 edge shapes, then its q4_k/q6_k edge shapes, then batched-decode rows (M = 2 ..
+ * 16, every dtype), then (NORM_LINEAR) its output activations, then random ones of every
+ * dtype. */
 #include "conf.h"
 
 /* ---- MATMUL ---- */
@@ -203,8 +204,30 @@ static const struct { int64_t M, D, N[3]; int n_proj; qvl_dtype wd[3]; } nl_kq_e
 };
 #define N_NL_KQ_EDGES ((int)(sizeof nl_kq_edges / sizeof nl_kq_edges[0]))
 
+/* Output activations (params.act): a vision fc1 (many rows, the GEMM; 1040 columns end
+ * part-way through a thread's chunk), one too shallow to split K (a GPU GEMM applies the
+ * activation after its own stores; 300 rows end inside a tile), decode rows (the GEMV), and
+ * two and three projections (the activation covers every column). Each runs 8 times: gelu_tanh and gelu_erf, rms and
+ * layer norm, with a bias on every projection and with none; they come after the decode rows
+ * (N_NL_ACT_CASES, a multiple of 8 so that the random cases keep their i % 8). */
+static const struct { int64_t M, D, N[3]; int n_proj; } nl_act_edges[] = {
+    {100, 256, {1040, 0, 0}, 1}, {300, 128, {256, 0, 0}, 1}, {1, 96, {301, 0, 0}, 1},
+    {5, 64, {77, 130, 0}, 2},    {20, 37, {13, 29, 7}, 3},
+};
+#define N_NL_ACT_CASES ((int)(sizeof nl_act_edges / sizeof nl_act_edges[0]) * 8)
+
+/* NL_BIAS_RANDOM: each projection's bias present or not at random; else all or none. */
+enum { NL_BIAS_NONE = 0, NL_BIAS_ALL = 1, NL_BIAS_RANDOM = 2 };
+
+static const char *act_name(int act) {
+    return act == QVL_ACT_NONE        ? "none"
+           : act == QVL_ACT_SILU      ? "silu"
+           : act == QVL_ACT_GELU_TANH ? "gelu_tanh"
+                                      : "gelu_erf";
+}
+
 static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *N, int n_proj,
-                             int norm, const qvl_dtype *wd) {
+                             int norm, const qvl_dtype *wd, int act, int bias) {
     conf_rng *r = c->rng;
     bool any_q8 = false, any_kq = false;
     for (int j = 0; j < n_proj; j++) {
@@ -213,9 +236,11 @@ static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *
     }
     if (any_q8) D = (D + 31) / 32 * 32;
     if (any_kq) D = whole_blocks(QVL_Q4_K, D);
-    c->params.norm_linear = (qvl_norm_linear_params){.norm = norm, .eps = 1e-6f, .n_proj = n_proj};
+    c->params.norm_linear =
+        (qvl_norm_linear_params){.norm = norm, .eps = 1e-6f, .n_proj = n_proj, .act = act};
     conf_describe(c, " %s M=%lld D=%lld", norm == QVL_NORM_RMS ? "rms" : "layer", (long long)M,
                   (long long)D);
+    if (act != QVL_ACT_NONE) conf_describe(c, " act %s", act_name(act));
     c->src[0] = conf_input(c, 2, CONF_SHAPE(M, D), -2, 3);
     c->src[1] = conf_rand(c, conf_small_dtype(r), 1, &D, 0.5f, 1.5f);
     if (norm == QVL_NORM_LAYER && conf_irand(r, 0, 2) > 0)
@@ -230,7 +255,8 @@ static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *
         } else {
             c->src[3 + 2 * j] = conf_rand(c, wd[j], 2, CONF_SHAPE(N[j], D), -0.5f, 0.5f);
         }
-        if (conf_irand(r, 0, 1)) c->src[4 + 2 * j] = conf_rand(c, conf_small_dtype(r), 1, &N[j], -1, 1);
+        if (bias == NL_BIAS_RANDOM ? conf_irand(r, 0, 1) != 0 : bias == NL_BIAS_ALL)
+            c->src[4 + 2 * j] = conf_rand(c, conf_small_dtype(r), 1, &N[j], -1, 1);
         conf_describe(c, " w%d %s [%lld]%s", j + 1, qvl_dtype_name(wd[j]), (long long)N[j],
                       c->src[4 + 2 * j] >= 0 ? "+b" : "");
         total += N[j];
@@ -246,15 +272,28 @@ void conf_gen_norm_linear(conf_case *c, int i) {
         int k = i - rows0;
         const int64_t N[3] = {256, 64, 72};
         for (int j = 0; j < 3; j++) wd[j] = rows_dtypes[k % 6];
-        norm_linear_case(c, 2 + k / 6, 2048, N, 3, QVL_NORM_RMS, wd);
+        norm_linear_case(c, 2 + k / 6, 2048, N, 3, QVL_NORM_RMS, wd, QVL_ACT_NONE,
+                         NL_BIAS_RANDOM);
         return;
     }
-    if (i >= rows0) i -= N_ROWS_CASES;
+    const int act0 = rows0 + N_ROWS_CASES;
+    if (i >= act0 && i < act0 + N_NL_ACT_CASES) { /* output activations */
+        int k = i - act0, e = k / 8;
+        for (int j = 0; j < 3; j++) wd[j] = w_dtypes[(k + j + e) % 4];
+        norm_linear_case(c, nl_act_edges[e].M, nl_act_edges[e].D, nl_act_edges[e].N,
+                         nl_act_edges[e].n_proj, k % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd,
+                         (k / 2) % 2 ? QVL_ACT_GELU_ERF : QVL_ACT_GELU_TANH,
+                         (k / 4) % 2 ? NL_BIAS_NONE : NL_BIAS_ALL);
+        return;
+    }
+    if (i >= act0) i -= N_ROWS_CASES + N_NL_ACT_CASES;
+    else if (i >= rows0) i -= N_ROWS_CASES;
     if (i < N_NL_EDGES * 4) {
         int e = i / 4;
         for (int j = 0; j < 3; j++) wd[j] = w_dtypes[(i + j * (i / N_NL_EDGES)) % 4];
         norm_linear_case(c, nl_edges[e].M, nl_edges[e].D, nl_edges[e].N, nl_edges[e].n_proj,
-                         i % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd);
+                         i % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd, QVL_ACT_NONE,
+                         NL_BIAS_RANDOM);
         return;
     }
     if (i < N_NL_EDGES * 4 + N_NL_KQ_EDGES * 2) {
@@ -264,7 +303,8 @@ void conf_gen_norm_linear(conf_case *c, int i) {
             if (k % 2 && is_kquant(wd[j])) wd[j] = wd[j] == QVL_Q4_K ? QVL_Q6_K : QVL_Q4_K;
         }
         norm_linear_case(c, nl_kq_edges[e].M, nl_kq_edges[e].D, nl_kq_edges[e].N,
-                         nl_kq_edges[e].n_proj, k % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd);
+                         nl_kq_edges[e].n_proj, k % 2 ? QVL_NORM_LAYER : QVL_NORM_RMS, wd,
+                         QVL_ACT_NONE, NL_BIAS_RANDOM);
         return;
     }
     int n_proj = (int)conf_irand(r, 1, 3);
@@ -277,7 +317,9 @@ void conf_gen_norm_linear(conf_case *c, int i) {
     int norm = (int)conf_irand(r, 0, 1);
     if (i % 8 == 7) /* one in eight random cases has a q4_k or q6_k first projection */
         wd[0] = conf_kquant_dtype(r);
-    norm_linear_case(c, M, D, N, n_proj, norm, wd);
+    /* one in three random cases has an output activation */
+    int act = i % 6 == 1 ? QVL_ACT_GELU_TANH : i % 6 == 4 ? QVL_ACT_GELU_ERF : QVL_ACT_NONE;
+    norm_linear_case(c, M, D, N, n_proj, norm, wd, act, NL_BIAS_RANDOM);
 }
 
 /* ---- MLP_RESIDUAL ---- */
@@ -296,13 +338,15 @@ static const struct { int64_t M, D, F; } mlp_kq_edges[] = {
 };
 #define N_MLP_KQ_EDGES ((int)(sizeof mlp_kq_edges / sizeof mlp_kq_edges[0]))
 
+/* The activations in the order the cases below pick them by index. */
+static const int mlp_acts[4] = {QVL_ACT_SILU, QVL_ACT_GELU_TANH, QVL_ACT_GELU_ERF, QVL_ACT_NONE};
+
 static void mlp_case(conf_case *c, int64_t M, int64_t D, int64_t F, int act, qvl_dtype wd,
                      bool bias) {
     conf_rng *r = c->rng;
     F = whole_blocks(wd, F);
     c->params.mlp.act = act;
-    static const char *const names[] = {"silu", "gelu_tanh", "gelu_erf", "none"};
-    conf_describe(c, " %s w %s M=%lld D=%lld F=%lld%s", names[act], qvl_dtype_name(wd),
+    conf_describe(c, " %s w %s M=%lld D=%lld F=%lld%s", act_name(act), qvl_dtype_name(wd),
                   (long long)M, (long long)D, (long long)F, bias ? " +bias" : "");
     c->src[0] = conf_input(c, 2, CONF_SHAPE(M, D), -2, 2);
     if (conf_irand(r, 0, 1)) { /* a and up: the two halves of one fused gate|up row */
@@ -324,24 +368,25 @@ void conf_gen_mlp_residual(conf_case *c, int i) {
     const int rows0 = N_MLP_EDGES * 4 + N_MLP_KQ_EDGES * 2;
     if (i >= rows0 && i < rows0 + N_ROWS_CASES) { /* decode rows: the model's down projection */
         int k = i - rows0;
-        mlp_case(c, 2 + k / 6, 40, 6144, k % 4, rows_dtypes[k % 6], k % 3 != 0);
+        mlp_case(c, 2 + k / 6, 40, 6144, mlp_acts[k % 4], rows_dtypes[k % 6], k % 3 != 0);
         return;
     }
     if (i >= rows0) i -= N_ROWS_CASES;
     if (i < N_MLP_EDGES * 4) {
         const int e = i / 4;
-        mlp_case(c, mlp_edges[e].M, mlp_edges[e].D, mlp_edges[e].F, i % 4, w_dtypes[(i + e) % 4],
-                 i % 3 != 0);
+        mlp_case(c, mlp_edges[e].M, mlp_edges[e].D, mlp_edges[e].F, mlp_acts[i % 4],
+                 w_dtypes[(i + e) % 4], i % 3 != 0);
         return;
     }
     if (i < N_MLP_EDGES * 4 + N_MLP_KQ_EDGES * 2) {
         int k = i - N_MLP_EDGES * 4, e = k / 2;
-        mlp_case(c, mlp_kq_edges[e].M, mlp_kq_edges[e].D, mlp_kq_edges[e].F, (k + k / 2) % 4,
-                 kq_dtypes[k % 2], k % 3 != 0); /* every activation with each dtype */
+        mlp_case(c, mlp_kq_edges[e].M, mlp_kq_edges[e].D, mlp_kq_edges[e].F,
+                 mlp_acts[(k + k / 2) % 4], kq_dtypes[k % 2],
+                 k % 3 != 0); /* every activation with each dtype */
         return;
     }
     int64_t M = conf_size(r, 20), D = conf_size(r, 60), F = conf_size(r, 200);
-    int act = (int)conf_irand(r, 0, 3);
+    int act = mlp_acts[conf_irand(r, 0, 3)];
     qvl_dtype wd = conf_weight_dtype(r, true);
     bool bias = conf_irand(r, 0, 1);
     if (i % 8 == 7) wd = conf_kquant_dtype(r); /* one in eight random cases */

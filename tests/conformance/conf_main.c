@@ -40,7 +40,7 @@ static const conf_op_cases op_cases[] = {
     {QVL_OP_MASK_SEGMENTS, conf_gen_mask_segments, 80},
     {QVL_OP_CONT, conf_gen_cont, 100},
     {QVL_OP_STORE_ROWS, conf_gen_store_rows, 100},
-    {QVL_OP_NORM_LINEAR, conf_gen_norm_linear, 252},
+    {QVL_OP_NORM_LINEAR, conf_gen_norm_linear, 292},
     {QVL_OP_ATTENTION, conf_gen_attention, 300},
     {QVL_OP_MLP_RESIDUAL, conf_gen_mlp_residual, 212},
     {QVL_OP_SET_ROWS, conf_gen_set_rows, 80},

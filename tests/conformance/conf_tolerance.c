@@ -37,6 +37,12 @@
  *  norm_linear, mlp_residual (atol 1e-5, rtol 1e-6 sqrt(K) + 1e-6): the matmul bound, plus
  *     the norm's or the activation's own f32 rounding (1e-6 relative, see norms) carried
  *     through the projection.
+ *  norm_linear with an output activation (params.act gelu_tanh or gelu_erf): that bound for
+ *     the projection, relative to max |pre-activation output| (in double from the host
+ *     inputs: the activation shrinks the large negative outputs, not the rounding of the sums
+ *     behind them), times ACT_SLOPE (|gelu'| <= 1.129 for both forms, so an error in the
+ *     projection grows at most that much through the activation), plus the activation's own
+ *     rounding as for GELU_TANH / GELU_ERF (1e-6 of the output scale).
  *  norms (RMS_NORM, LAYER_NORM: atol 1e-7, rtol 1e-6): statistics in f32 instead of double.
  *  softmax (atol 1e-7, rtol 1e-5): a few roundings of exp (vector exp good to 1.2e-7) plus
  *     an f32 sum over up to 1000 keys, relative to the row scale.
@@ -117,15 +123,23 @@ static double gelu_erf_d(double x) { return 0.5 * x * (1.0 + erf(x * 0.707106781
 
 #define ACT_BLOCK 32 /* the activation block the bound assumes */
 
-/* sums[n * nb + b] = sum |w| over block b of row n of slice `slice` of a block-dtype weight
- * (rows of whole blocks, inner stride 1: tensor.h), decoded as the backends decode it. */
+/* Row n of slice `slice` of a weight whose rows have inner stride 1 (every matmul-like weight
+ * the generators build; for block dtypes tensor.h requires it), decoded as the backends
+ * decode it into row [K]. */
+static void weight_row(const conf_tensor *wt, const unsigned char *host, int64_t slice,
+                       int64_t n, int64_t K, float *row) {
+    const qvl_tensor_desc *d = &wt->desc;
+    int64_t off = n * d->stride[d->ndim - 2] + (d->ndim == 3 ? slice * d->stride[0] : 0);
+    qvl_to_f32(d->dtype, host + wt->byte_off + qvl_dtype_offset_bytes(d->dtype, off), row, K);
+}
+
+/* sums[n * nb + b] = sum |w| over block b of row n of slice `slice` of a block-dtype weight. */
 static void weight_block_sums(const conf_tensor *wt, const unsigned char *host, int64_t slice,
                               int64_t K, double *sums, float *row) {
     const qvl_tensor_desc *d = &wt->desc;
     int64_t N = d->shape[d->ndim - 2], nb = (K + ACT_BLOCK - 1) / ACT_BLOCK;
     for (int64_t n = 0; n < N; n++) {
-        int64_t off = n * d->stride[d->ndim - 2] + (d->ndim == 3 ? slice * d->stride[0] : 0);
-        qvl_to_f32(d->dtype, host + wt->byte_off + qvl_dtype_offset_bytes(d->dtype, off), row, K);
+        weight_row(wt, host, slice, n, K, row);
         double *s = sums + n * nb;
         for (int64_t b = 0; b < nb; b++) s[b] = 0;
         for (int64_t k = 0; k < K; k++) s[k / ACT_BLOCK] += fabs(row[k]);
@@ -250,6 +264,41 @@ static double *q8_bound(const conf_case *c, bool *nomem) {
     return extra;
 }
 
+/* ---- NORM_LINEAR's output activation ---- */
+
+/* The most an error in a projection output grows through gelu_tanh or gelu_erf: their
+ * slopes stay within [-0.13, 1.129]. */
+#define ACT_SLOPE 1.13
+
+/* max |pre-activation output| of a NORM_LINEAR: the normalised rows (activation_rows) times
+ * every projection's weights plus its bias, in double; -1 when out of memory. */
+static double pre_activation_scale(const conf_case *c) {
+    int64_t rows, K;
+    double *x = activation_rows(c, &rows, &K);
+    float *w = x ? malloc((size_t)K * sizeof *w) : NULL;
+    if (!w) {
+        free(x);
+        return -1;
+    }
+    double scale = 0;
+    for (int j = 0; j < 3 && c->src[3 + 2 * j] >= 0; j++) {
+        const conf_tensor *wt = &c->t[c->src[3 + 2 * j]];
+        const conf_tensor *bt = c->src[4 + 2 * j] >= 0 ? &c->t[c->src[4 + 2 * j]] : NULL;
+        for (int64_t n = 0; n < wt->desc.shape[0]; n++) {
+            weight_row(wt, c->st[wt->storage].host, 0, n, K, w);
+            double b = bt ? conf_get(bt, c->st[bt->storage].host, n) : 0;
+            for (int64_t r = 0; r < rows; r++) {
+                double y = b;
+                for (int64_t k = 0; k < K; k++) y += x[r * K + k] * w[k];
+                scale = fmax(scale, fabs(y));
+            }
+        }
+    }
+    free(x);
+    free(w);
+    return scale;
+}
+
 /* ---- the attention score bound ---- */
 
 /* 2 max|v| * 4 u * T, T the largest |scale| sum_d |q_d k_d| over every query, head and key
@@ -305,11 +354,19 @@ bool conf_compare(const conf_case *c, const unsigned char *want, const unsigned 
         double w = conf_get(t, want, i);
         if (isfinite(w)) scale = fmax(scale, fabs(w));
     }
-    double base = tol->atol + tol->rtol * scale;
-    if (tol->rtol_sqrtk > 0) base += tol->rtol_sqrtk * sqrt((double)dot_length(c)) * scale;
-    if (c->op == QVL_OP_ATTENTION) base += attention_score_bound(c);
+    /* the projection's bound is relative to its own outputs: before the activation, if any */
+    double pre = scale, slope = 1, act_round = 0;
     bool nomem = false;
-    double *extra = tol->q8 ? q8_bound(c, &nomem) : NULL;
+    if (c->op == QVL_OP_NORM_LINEAR && c->params.norm_linear.act != QVL_ACT_NONE) {
+        pre = pre_activation_scale(c);
+        nomem = pre < 0;
+        slope = ACT_SLOPE;
+        act_round = tols[QVL_OP_GELU_TANH].rtol * scale;
+    }
+    double base = tol->atol + tol->rtol * pre;
+    if (tol->rtol_sqrtk > 0) base += tol->rtol_sqrtk * sqrt((double)dot_length(c)) * pre;
+    if (c->op == QVL_OP_ATTENTION) base += attention_score_bound(c);
+    double *extra = tol->q8 && !nomem ? q8_bound(c, &nomem) : NULL;
     if (nomem) { /* fail loudly rather than compare without the allowance */
         snprintf(msg, msg_size, "out of memory for the int8 activation bound");
         *closeness = INFINITY;
@@ -320,7 +377,7 @@ bool conf_compare(const conf_case *c, const unsigned char *want, const unsigned 
     *closeness = 0;
     for (int64_t i = 0; i < n; i++) {
         double w = conf_get(t, want, i), g = conf_get(t, got, i);
-        double bound = base + (extra ? extra[i] : 0), d;
+        double bound = slope * (base + (extra ? extra[i] : 0)) + act_round, d;
         if (isnan(w) || isnan(g)) d = isnan(w) && isnan(g) ? 0 : INFINITY;
         else if (isinf(w) || isinf(g)) d = w == g ? 0 : INFINITY;
         else d = fabs(g - w);
@@ -332,7 +389,7 @@ bool conf_compare(const conf_case *c, const unsigned char *want, const unsigned 
     }
     if (worst >= 0) {
         double w = conf_get(t, want, worst), g = conf_get(t, got, worst);
-        double bound = base + (extra ? extra[worst] : 0);
+        double bound = slope * (base + (extra ? extra[worst] : 0)) + act_round;
         snprintf(msg, msg_size, "element %lld of %lld: got %.9g, oracle %.9g (|diff| %.3g > %.3g)",
                  (long long)worst, (long long)n, g, w, fabs(g - w), bound);
     }

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below changes layout or meaning. */
-#define QVL_BACKEND_ABI 3u /* 3: q8_0 KV caches in the op contract (a slot declared 0 now admits them) */
+#define QVL_BACKEND_ABI 4u /* 4: NORM_LINEAR gains params.act, and qvl_act is renumbered (NONE = 0) */
 #define QVL_BACKEND_ENTRY_SYMBOL "qvl_backend_entry"
 
 #if defined(__GNUC__)

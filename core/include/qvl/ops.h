@@ -43,8 +43,12 @@
  *     from zero, clamped to +-127), so every backend writes the same bytes. A q8_0 dst whose
  *     innermost dim is not a whole number of blocks is a shape error.
  *  NORM_LINEAR(x, gamma, beta?, w1, b1?, w2?, b2?, w3?, b3?) -> concat over the innermost dim of
- *     NORM(x) . wi^T + bi for each present wi, NORM = rms_norm or layer_norm (params.norm_linear).
- *     Output [...,N1+N2+N3]; consumers read slices through VIEW nodes.
+ *     act(NORM(x) . wi^T + bi) for each present wi, NORM = rms_norm or layer_norm
+ *     (params.norm_linear). act is params.norm_linear.act, applied to every output element after
+ *     its bias: QVL_ACT_NONE (0, the identity), QVL_ACT_GELU_TANH or QVL_ACT_GELU_ERF, with the
+ *     formulas of GELU_TANH / GELU_ERF below (a vision MLP's fc1 and its activation in one
+ *     node; silu has no ungated user, so it is not allowed). Output [...,N1+N2+N3]; consumers
+ *     read slices through VIEW nodes.
  *  ATTENTION(q [N,Hq,D], k [L,Hkv,D], v [L,Hkv,D], seg?) -> [N,Hq,D]:
  *     softmax(mask(scale * q_h . k_g^T)) . v_g per head h, g = h / (Hq/Hkv); the mask is
  *     params.attention.mask (none, causal with n_past, or segments given by seg as in
@@ -147,6 +151,7 @@ typedef struct qvl_norm_linear_params {
     int32_t norm;   /* qvl_norm_kind */
     float eps;
     int32_t n_proj; /* 1..3 weights present */
+    int32_t act;    /* qvl_act on every output element: NONE (0), GELU_TANH or GELU_ERF */
 } qvl_norm_linear_params;
 
 typedef enum qvl_mask_kind {
@@ -162,11 +167,13 @@ typedef struct qvl_attention_params {
     int64_t n_past; /* for QVL_MASK_CAUSAL */
 } qvl_attention_params;
 
+/* NONE is 0 so that zeroed parameters (a NORM_LINEAR built without an activation in mind)
+ * mean no activation. */
 typedef enum qvl_act {
-    QVL_ACT_SILU = 0,
-    QVL_ACT_GELU_TANH = 1,
-    QVL_ACT_GELU_ERF = 2,
-    QVL_ACT_NONE = 3 /* MLP_RESIDUAL without an activation: res + a . w^T + b */
+    QVL_ACT_NONE = 0, /* the identity: MLP_RESIDUAL as res + a . w^T + b, NORM_LINEAR as is */
+    QVL_ACT_SILU = 1,
+    QVL_ACT_GELU_TANH = 2,
+    QVL_ACT_GELU_ERF = 3
 } qvl_act;
 
 typedef struct qvl_mlp_params { int32_t act; } qvl_mlp_params;
