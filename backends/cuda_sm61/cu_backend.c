@@ -8,9 +8,10 @@
  * kernel and every replayed graph is queued on it and synchronize() waits for it. Transfers
  * go through the same stream, and the host memory handed to upload/download may be reused on
  * return: downloads and big uploads wait for their copy (up to CU_STAGING_MAX through a pinned
- * staging buffer, the host side of the copy spread over a few threads by cu_host_copy: a
- * pageable copy costs the driver an extra staging step and a slower path); uploads of at most
- * 4 KiB are copied into a pinned ring and queued without waiting (ring_upload).
+ * staging buffer, from 2 MiB on in pieces whose host copies, on a few threads, overlap the
+ * DMA of the others: a pageable copy costs the driver an extra staging step and a slower
+ * path); uploads of at most 4 KiB are copied into a pinned ring and queued without waiting
+ * (ring_upload).
  *
  * Options: `device` (index, default 0); `graphs` (1 = capture and replay node sequences as
  * CUDA graphs, the default; 0 = plain launches). QVL_CUDA_GRAPHS=0|1 in the environment
@@ -46,6 +47,8 @@ static void cu_release(qvl_backend *be) {
     cu_graph_cache_free(be);
     for (int i = 0; i < CU_N_SCRATCH; i++) cudaFree(be->scratch[i]);
     if (be->staging) cudaFreeHost(be->staging);
+    for (int i = 0; i < CU_STAGING_PIECES; i++)
+        if (be->piece_done[i]) cudaEventDestroy(be->piece_done[i]);
     if (be->ring) cudaFreeHost(be->ring);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be->host_i32);
@@ -195,7 +198,8 @@ static void cu_buffer_free(qvl_backend *be, qvl_buffer *buf) {
 
 /* Bigger transfers go direct (weights at load). A 1024x768 picture's pixels (about 19 MB)
  * still go through staging. */
-#define CU_STAGING_MAX ((size_t)32 << 20)
+#define CU_STAGING_MAX ((size_t)CU_STAGING_PIECES << 20)
+#define CU_PIECE ((size_t)1 << 20) /* a pipelined transfer's pieces */
 
 /* Pinned staging of at least bytes (<= CU_STAGING_MAX), or NULL (then the copy goes direct).
  * Every transfer waits for its copy, so the buffer is free again when this is called. */
@@ -252,6 +256,77 @@ static bool ring_upload(qvl_backend *be, void *dst, const void *src, size_t byte
     return true;
 }
 
+/* A staged transfer of 2 MiB or more, pipelined: its pieces are copied by a few threads
+ * (cu_host_copy_pieces), and each piece's DMA is queued as soon as the piece is in pinned
+ * memory (up) or its copy starts as soon as its DMA has arrived (down, one event per piece),
+ * so the DMA and the host copies overlap instead of following one another. */
+typedef struct staged_copy {
+    qvl_backend *be;
+    unsigned char *pin, *dev;
+} staged_copy;
+
+static void staged_thread_start(void *ctx) {
+    const staged_copy *c = ctx;
+    cudaSetDevice(c->be->device); /* helper threads start on device 0 */
+}
+
+static int staged_up_after(void *ctx, size_t off, size_t len) {
+    const staged_copy *c = ctx;
+    return (int)cudaMemcpyAsync(c->dev + off, c->pin + off, len, cudaMemcpyHostToDevice,
+                                c->be->stream);
+}
+
+static int staged_down_before(void *ctx, size_t off, size_t len) {
+    (void)len;
+    const staged_copy *c = ctx;
+    return (int)cudaEventSynchronize(c->be->piece_done[off / CU_PIECE]);
+}
+
+static bool pipelined(qvl_backend *be, size_t bytes) {
+    if (bytes < ((size_t)2 << 20) || bytes > CU_PIECE * CU_STAGING_PIECES) return false;
+    for (size_t i = 0; i < (bytes + CU_PIECE - 1) / CU_PIECE; i++) {
+        if (be->piece_done[i]) continue;
+        if (cudaEventCreateWithFlags(&be->piece_done[i], cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            be->piece_done[i] = NULL;
+            return false;
+        }
+    }
+    return true;
+}
+
+static cudaError_t staged_up(qvl_backend *be, void *dst, const void *src, size_t bytes,
+                             void *pin) {
+    if (!pipelined(be, bytes)) {
+        cu_host_copy(pin, src, bytes);
+        return cudaMemcpyAsync(dst, pin, bytes, cudaMemcpyHostToDevice, be->stream);
+    }
+    staged_copy c = {be, pin, dst};
+    cu_copy_hooks h = {&c, staged_thread_start, NULL, staged_up_after};
+    return (cudaError_t)cu_host_copy_pieces(pin, src, bytes, CU_PIECE, &h);
+}
+
+/* Queues the pieces' DMAs and events; then copies each piece once it has arrived. */
+static cudaError_t staged_down(qvl_backend *be, void *dst, const void *src, size_t bytes,
+                               void *pin) {
+    if (!pipelined(be, bytes)) {
+        cudaError_t e = cudaMemcpyAsync(pin, src, bytes, cudaMemcpyDeviceToHost, be->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
+        if (e == cudaSuccess) cu_host_copy(dst, pin, bytes);
+        return e;
+    }
+    for (size_t off = 0; off < bytes; off += CU_PIECE) {
+        size_t len = bytes - off < CU_PIECE ? bytes - off : CU_PIECE;
+        cudaError_t e = cudaMemcpyAsync((unsigned char *)pin + off, (const unsigned char *)src + off,
+                                        len, cudaMemcpyDeviceToHost, be->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(be->piece_done[off / CU_PIECE], be->stream);
+        if (e != cudaSuccess) return e;
+    }
+    staged_copy c = {be, pin, NULL};
+    cu_copy_hooks h = {&c, staged_thread_start, staged_down_before, NULL};
+    return (cudaError_t)cu_host_copy_pieces(dst, pin, bytes, CU_PIECE, &h);
+}
+
 static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t bytes,
                           enum cudaMemcpyKind kind, const char *what, qvl_error *err) {
     if (bytes == 0) return QVL_OK;
@@ -262,13 +337,13 @@ static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t by
         return e == cudaSuccess ? QVL_OK : cu_cuda_fail(err, e, what);
     void *pin = staging(be, bytes);
     if (pin && kind == cudaMemcpyHostToDevice) {
-        cu_host_copy(pin, src, bytes);
-        e = cudaMemcpyAsync(dst, pin, bytes, kind, be->stream);
-        if (e == cudaSuccess) e = wait_stream(be);
+        e = staged_up(be, dst, src, bytes, pin);
+        cudaError_t w = wait_stream(be); /* the pieces queued before an error, too */
+        if (e == cudaSuccess) e = w;
     } else if (pin) {
-        e = cudaMemcpyAsync(pin, src, bytes, kind, be->stream);
-        if (e == cudaSuccess) e = wait_stream(be);
-        if (e == cudaSuccess) cu_host_copy(dst, pin, bytes);
+        e = staged_down(be, dst, src, bytes, pin);
+        cudaError_t w = wait_stream(be);
+        if (e == cudaSuccess) e = w;
     } else {
         e = cudaMemcpyAsync(dst, src, bytes, kind, be->stream);
         if (e == cudaSuccess) e = wait_stream(be);

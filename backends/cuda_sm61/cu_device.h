@@ -22,6 +22,9 @@ enum { CU_SCRATCH_A = 0, CU_SCRATCH_B = 1, CU_SCRATCH_C = 2, CU_SCRATCH_Q8 = 3, 
 
 typedef struct cu_graph_cache cu_graph_cache; /* cu_graph.c */
 
+/* Pieces of a staged transfer that is pipelined (cu_backend.c): CU_STAGING_MAX / 1 MiB. */
+#define CU_STAGING_PIECES 32
+
 struct qvl_backend {
     const qvl_backend_iface *iface; /* this backend's table: kernels check nodes against it */
     int device;
@@ -34,6 +37,7 @@ struct qvl_backend {
     size_t host_i32_count;
     void *staging; /* pinned host memory for small transfers (NULL until first needed) */
     size_t staging_bytes;
+    cudaEvent_t piece_done[CU_STAGING_PIECES]; /* a staged download's pieces (NULL until used) */
     void *ring;        /* pinned slices of queued small uploads (cu_backend.c; NULL until used) */
     size_t ring_used;  /* bytes of it handed out since the stream was last waited for */
     size_t buffer_bytes, n_buffers; /* device memory handed out by buffer_alloc */
