@@ -15,7 +15,8 @@
  *
  * The tile shape and split follow from the shapes and the SM count (cu_gemm_plan_for); the
  * environment variable QVL_CUDA_GEMM_TILE=128x128|128x64|64x64 forces the tile shape,
- * =generic the generic k_gemm_tiled for every layout (A/B runs, tests).
+ * =generic the generic k_gemm_tiled for every layout, and QVL_CUDA_GEMM_SPLIT=1|2|3|4|6|8 the
+ * K split where the shapes allow it (A/B runs, tests).
  *
  * Only compute capability 6.1 features: f32 FMAs, 16-byte global loads, static shared
  * memory below 48 KiB, f16 -> f32 through cvt. */
@@ -368,8 +369,12 @@ static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int6
         snprintf(name, sizeof name, "%dx%d", cu_tile_m[t], cu_tile_n[t]);
         if (strcmp(force, name) == 0) only = t;
     }
+    const char *fs = getenv("QVL_CUDA_GEMM_SPLIT");
+    const int force_split = fs ? atoi(fs) : 0; /* A/B runs; where no shape allows it, ignored */
     cu_gemm_plan best = {};
     double best_cost = -1.0;
+    /* pass 0: only the forced split; pass 1 (or when no shape allowed it): all */
+    for (int pass = force_split > 0 ? 0 : 1; pass < 2 && best_cost < 0.0; pass++)
     for (int t = 0; t < CU_N_TILES; t++) {
         if (only >= 0 && t != only) continue;
         int64_t rows = batches * ((M + cu_tile_m[t] - 1) / cu_tile_m[t]),
@@ -378,6 +383,7 @@ static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int6
                        ((int64_t)sms * cu_tile_resident[t]); /* tiles in full rounds */
         for (size_t i = 0; i < sizeof cu_split_choices / sizeof *cu_split_choices; i++) {
             int want = cu_split_choices[i];
+            if (pass == 0 && want != force_split) continue;
             int64_t ks = want == 1 ? K : ((K + want - 1) / want + 15) / 16 * 16;
             int splits = want == 1 ? 1 : (int)((K + ks - 1) / ks); /* no empty part */
             if (splits != want || (splits > 1 && (!can_split || ks < CU_MIN_KS))) continue;
