@@ -450,15 +450,16 @@ static bool cu_gemm_env_generic(void) {
  * split tiles past the full rounds. Only where the row offsets are plain (one batch, 2-D
  * activation and residual views); otherwise the plan splits every tile or none. */
 static bool cu_gemm_rows_from(const cu_mm_args &p, int64_t first, cu_mm_args *out) {
-    const int64_t res_size = p.res.dtype == QVL_F32 ? 4 : p.res.dtype == QVL_F16 ? 2
-                             : p.res.dtype == QVL_BF16 ? 2 : 0; /* bytes per element */
-    if (p.batches != 1 || p.a.ndim != 2 || (p.res.data && (p.res.ndim != 2 || !res_size)))
+    size_t res_size = 0; /* bytes per element */
+    if (p.batches != 1 || p.a.ndim != 2 ||
+        (p.res.data && (p.res.ndim != 2 || qvl_dtype_is_quant((qvl_dtype)p.res.dtype) ||
+                        !qvl_dtype_row_bytes((qvl_dtype)p.res.dtype, 1, &res_size))))
         return false;
     *out = p;
     out->a.data = (const float *)p.a.data + first * p.a.stride[0];
     out->a.shape[0] -= first;
     if (p.res.data) {
-        out->res.data = (const char *)p.res.data + first * p.res.stride[0] * res_size;
+        out->res.data = (const char *)p.res.data + first * p.res.stride[0] * (int64_t)res_size;
         out->res.shape[0] -= first;
     }
     out->out = p.out + first * p.ldo;

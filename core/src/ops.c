@@ -42,6 +42,16 @@ const char *qvl_op_name(qvl_op op) {
     return op_valid(op) ? ops[op].name : "?";
 }
 
+const char *qvl_act_name(int32_t act) {
+    switch (act) {
+    case QVL_ACT_NONE: return "none";
+    case QVL_ACT_SILU: return "silu";
+    case QVL_ACT_GELU_TANH: return "gelu_tanh";
+    case QVL_ACT_GELU_ERF: return "gelu_erf";
+    default: return "?";
+    }
+}
+
 uint32_t qvl_op_max_inputs(qvl_op op) {
     return op_valid(op) ? ops[op].max_inputs : 0;
 }

@@ -14,16 +14,6 @@
 
 #include "graph_internal.h"
 
-static const char *act_name(int32_t a) {
-    switch (a) {
-    case QVL_ACT_NONE: return "none";
-    case QVL_ACT_SILU: return "silu";
-    case QVL_ACT_GELU_TANH: return "gelu_tanh";
-    case QVL_ACT_GELU_ERF: return "gelu_erf";
-    default: return "?";
-    }
-}
-
 static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
     const qvl_params *p = &r->params;
     buf[0] = '\0';
@@ -50,7 +40,7 @@ static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
                  p->norm_linear.norm == QVL_NORM_LAYER ? "layer" : "rms",
                  (double)p->norm_linear.eps, (int)p->norm_linear.n_proj,
                  p->norm_linear.act == QVL_ACT_NONE ? "" : " act=", /* shown when there is one */
-                 p->norm_linear.act == QVL_ACT_NONE ? "" : act_name(p->norm_linear.act));
+                 p->norm_linear.act == QVL_ACT_NONE ? "" : qvl_act_name(p->norm_linear.act));
         break;
     case QVL_OP_ATTENTION: {
         static const char *const masks[] = {"none", "causal", "segments", "causal_at"};
@@ -63,7 +53,7 @@ static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
                  m >= 0 && m < 4 ? masks[m] : "?", (long long)p->attention.n_past);
         break;
     }
-    case QVL_OP_MLP_RESIDUAL: snprintf(buf, size, " {act=%s}", act_name(p->mlp.act)); break;
+    case QVL_OP_MLP_RESIDUAL: snprintf(buf, size, " {act=%s}", qvl_act_name(p->mlp.act)); break;
     default: break;
     }
 }

@@ -219,13 +219,6 @@ static const struct { int64_t M, D, N[3]; int n_proj; } nl_act_edges[] = {
 /* NL_BIAS_RANDOM: each projection's bias present or not at random; else all or none. */
 enum { NL_BIAS_NONE = 0, NL_BIAS_ALL = 1, NL_BIAS_RANDOM = 2 };
 
-static const char *act_name(int act) {
-    return act == QVL_ACT_NONE        ? "none"
-           : act == QVL_ACT_SILU      ? "silu"
-           : act == QVL_ACT_GELU_TANH ? "gelu_tanh"
-                                      : "gelu_erf";
-}
-
 static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *N, int n_proj,
                              int norm, const qvl_dtype *wd, int act, int bias) {
     conf_rng *r = c->rng;
@@ -240,7 +233,7 @@ static void norm_linear_case(conf_case *c, int64_t M, int64_t D, const int64_t *
         (qvl_norm_linear_params){.norm = norm, .eps = 1e-6f, .n_proj = n_proj, .act = act};
     conf_describe(c, " %s M=%lld D=%lld", norm == QVL_NORM_RMS ? "rms" : "layer", (long long)M,
                   (long long)D);
-    if (act != QVL_ACT_NONE) conf_describe(c, " act %s", act_name(act));
+    if (act != QVL_ACT_NONE) conf_describe(c, " act %s", qvl_act_name(act));
     c->src[0] = conf_input(c, 2, CONF_SHAPE(M, D), -2, 3);
     c->src[1] = conf_rand(c, conf_small_dtype(r), 1, &D, 0.5f, 1.5f);
     if (norm == QVL_NORM_LAYER && conf_irand(r, 0, 2) > 0)
@@ -346,7 +339,7 @@ static void mlp_case(conf_case *c, int64_t M, int64_t D, int64_t F, int act, qvl
     conf_rng *r = c->rng;
     F = whole_blocks(wd, F);
     c->params.mlp.act = act;
-    conf_describe(c, " %s w %s M=%lld D=%lld F=%lld%s", act_name(act), qvl_dtype_name(wd),
+    conf_describe(c, " %s w %s M=%lld D=%lld F=%lld%s", qvl_act_name(act), qvl_dtype_name(wd),
                   (long long)M, (long long)D, (long long)F, bias ? " +bias" : "");
     c->src[0] = conf_input(c, 2, CONF_SHAPE(M, D), -2, 2);
     if (conf_irand(r, 0, 1)) { /* a and up: the two halves of one fused gate|up row */

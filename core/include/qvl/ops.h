@@ -227,6 +227,8 @@ typedef struct qvl_node {
 
 /* Name of an op ("matmul"); "?" when out of range. */
 const char *qvl_op_name(qvl_op op);
+/* Name of an activation ("gelu_tanh", "none"); "?" when out of range. */
+const char *qvl_act_name(int32_t act);
 /* Number of input slots of an op (from ops.def). */
 uint32_t qvl_op_max_inputs(qvl_op op);
 /* True for fused ops (kind FUSED in ops.def): the fusion pass writes them, model graphs never

@@ -111,20 +111,22 @@ typedef struct feature_memory {
     bool threaded;
 } feature_memory;
 
-/* Allocates the features' memory and writes one byte of every page: fresh pages cost a fault
- * each when first touched (about 10 ms for the 25 MB of a 1024x768 picture), which the copy
- * from the device would otherwise pay after the run. */
-static void *feature_memory_fault_in(void *arg) {
-    feature_memory *fm = arg;
-    size_t n_deep = fm->n_deepstack ? (size_t)fm->n_deepstack : 1;
-    fm->embeds = malloc(fm->bytes);
-    fm->deepstack = malloc(fm->bytes * n_deep);
+/* malloc(bytes) with one byte of every page written (NULL when out of memory). */
+static float *malloc_touched(size_t bytes) {
+    char *p = malloc(bytes);
     long page = sysconf(_SC_PAGESIZE);
     size_t step = page > 0 ? (size_t)page : 4096;
-    if (fm->embeds)
-        for (size_t i = 0; i < fm->bytes; i += step) ((volatile char *)fm->embeds)[i] = 0;
-    if (fm->deepstack)
-        for (size_t i = 0; i < fm->bytes * n_deep; i += step) ((volatile char *)fm->deepstack)[i] = 0;
+    for (size_t i = 0; p && i < bytes; i += step) ((volatile char *)p)[i] = 0;
+    return (float *)p;
+}
+
+/* Allocates the features' memory, its pages touched: fresh pages cost a fault each when first
+ * touched (about 10 ms for the 25 MB of a 1024x768 picture), which the copy from the device
+ * would otherwise pay after the run. */
+static void *feature_memory_fault_in(void *arg) {
+    feature_memory *fm = arg;
+    fm->embeds = malloc_touched(fm->bytes);
+    fm->deepstack = malloc_touched(fm->bytes * (fm->n_deepstack ? (size_t)fm->n_deepstack : 1));
     return NULL;
 }
 
