@@ -16,6 +16,14 @@
 
 enum { R_NL, R_MLP };
 
+/* MLP_RESIDUAL's parameters once its activation has moved out. */
+static qvl_params mlp_without_act(void) {
+    qvl_params p;
+    memset(&p, 0, sizeof p);
+    p.mlp.act = QVL_ACT_NONE;
+    return p;
+}
+
 static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_match *m) {
     const qvl_gtensor *nl = &g->t[t];
     if (nl->op != QVL_OP_NORM_LINEAR || nl->params.norm_linear.act != QVL_ACT_NONE ||
@@ -32,9 +40,7 @@ static bool match(const qvl_graph *g, const qvl_gi_uses *u, qvl_tid t, qvl_fuse_
     m->params.norm_linear.act = act;
     m->role[R_NL] = t;
     m->role[R_MLP] = mt;
-    qvl_params mp;
-    memset(&mp, 0, sizeof mp);
-    mp.mlp.act = QVL_ACT_NONE;
+    qvl_params mp = mlp_without_act();
     return qvl_gi_infers_as(g, QVL_OP_NORM_LINEAR, &m->params, nl->src, t) &&
            qvl_gi_infers_as(g, QVL_OP_MLP_RESIDUAL, &mp, mlp->src, mt);
 }
@@ -43,9 +49,7 @@ static qvl_status rewrite(qvl_graph *g, const qvl_gi_uses *u, const qvl_fuse_mat
                           qvl_error *err) {
     (void)u;
     const qvl_tid nl = m->role[R_NL], mlp = m->role[R_MLP];
-    qvl_params mp;
-    memset(&mp, 0, sizeof mp);
-    mp.mlp.act = QVL_ACT_NONE;
+    qvl_params mp = mlp_without_act();
     /* both inferred before either changes: half a rewrite would apply the activation twice */
     qvl_tid nl_src[QVL_MAX_SRC], mlp_src[QVL_MAX_SRC];
     memcpy(nl_src, g->t[nl].src, sizeof nl_src);

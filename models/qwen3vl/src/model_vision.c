@@ -104,6 +104,7 @@ static qvl_status set_vision_inputs(qvl_model *m, const float *pixels, qvl_error
 
 /* The features' host memory: merger output and deepstack blocks, [K, D] floats each. */
 typedef struct feature_memory {
+    int64_t K, D;
     size_t bytes;  /* of one [K, D] block */
     int32_t n_deepstack;
     float *embeds, *deepstack;
@@ -134,9 +135,10 @@ static void *feature_memory_fault_in(void *arg) {
  * runs it here when no thread can be made). */
 static void feature_memory_start(const qvl_model *m, feature_memory *fm) {
     const qvl_vision_config *c = &m->cfg.vision;
-    const int64_t K = m->vision.S / (c->spatial_merge_size * c->spatial_merge_size);
     memset(fm, 0, sizeof *fm);
-    fm->bytes = (size_t)(K * c->out_hidden_size) * sizeof(float);
+    fm->K = m->vision.S / (c->spatial_merge_size * c->spatial_merge_size);
+    fm->D = c->out_hidden_size;
+    fm->bytes = (size_t)(fm->K * fm->D) * sizeof(float);
     fm->n_deepstack = c->n_deepstack;
     fm->threaded = pthread_create(&fm->thread, NULL, feature_memory_fault_in, fm) == 0;
     if (!fm->threaded) feature_memory_fault_in(fm);
@@ -150,22 +152,20 @@ static void feature_memory_wait(feature_memory *fm) {
 /* Downloads the features into fm's memory, which out then owns. */
 static qvl_status get_vision_outputs(qvl_model *m, feature_memory *fm, qvl_image_features *out,
                                      qvl_error *err) {
-    const qvl_vision_config *c = &m->cfg.vision;
-    const int64_t K = m->vision.S / (c->spatial_merge_size * c->spatial_merge_size);
-    const int64_t D = c->out_hidden_size;
-    out->n_tokens = K;
-    out->hidden = D;
-    out->n_deepstack = c->n_deepstack;
+    out->n_tokens = fm->K;
+    out->hidden = fm->D;
+    out->n_deepstack = fm->n_deepstack;
     out->embeds = fm->embeds;
     out->deepstack = fm->deepstack;
     fm->embeds = fm->deepstack = NULL;
     if (!out->embeds || !out->deepstack) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     const size_t bytes = fm->bytes;
     qvl_status st = qvl_split_get(m->vision.sp, "merger", out->embeds, bytes, err);
-    for (int32_t k = 0; st == QVL_OK && k < c->n_deepstack; k++) {
+    for (int32_t k = 0; st == QVL_OK && k < fm->n_deepstack; k++) {
         char name[32];
         snprintf(name, sizeof name, "deepstack.%d", (int)k);
-        st = qvl_split_get(m->vision.sp, name, out->deepstack + (size_t)(k * K * D), bytes, err);
+        st = qvl_split_get(m->vision.sp, name, out->deepstack + (size_t)(k * fm->K * fm->D), bytes,
+                           err);
     }
     return st;
 }
