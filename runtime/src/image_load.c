@@ -176,14 +176,26 @@ static qvl_status sniff(const void *data, size_t size, const char *what, const i
                     "%s: not a PNG, JPEG, GIF, WebP or binary PGM/PPM (P5/P6) picture", what);
 }
 
-qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
-                            qvl_error *err) {
+static bool stop_now(const qvl_image_stop *stop) {
+    return stop && stop->should_stop && stop->should_stop(stop->arg);
+}
+
+static qvl_status stopped(const char *what, qvl_error *err) {
+    return qvl_fail(err, QVL_E_LIMIT, "%s: decoding stopped (deadline passed or client gone)",
+                    what);
+}
+
+qvl_status qvl_image_decode_stoppable(const void *data, size_t size, const char *what,
+                                      const qvl_image_stop *stop, qvl_image *out,
+                                      qvl_error *err) {
     memset(out, 0, sizeof *out);
     if (!what) what = "image";
     const image_format *f;
     qvl_status st = sniff(data, size, what, &f, err);
     if (st != QVL_OK) return st;
+    if (stop_now(stop)) return stopped(what, err);
     st = f->decode(data, size, what, false, out, err);
+    if (st == QVL_OK && stop_now(stop)) st = stopped(what, err);
     if (st != QVL_OK) {
         qvl_image_free(out);
         return st;
@@ -196,6 +208,11 @@ qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl
         }
     }
     return QVL_OK;
+}
+
+qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
+                            qvl_error *err) {
+    return qvl_image_decode_stoppable(data, size, what, NULL, out, err);
 }
 
 qvl_status qvl_image_probe(const void *data, size_t size, const char *what, int32_t *width,

@@ -6,6 +6,7 @@
 #ifndef QVL_IMAGE_H
 #define QVL_IMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,16 @@ qvl_status qvl_image_load(const char *path, qvl_image *out, qvl_error *err);
 /* The same from memory; `what` names the source in messages. */
 qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
                             qvl_error *err);
+/* Asked while a picture decodes whether to give up (the server's per-request deadline, a client
+ * that left). should_stop(arg) returning true stops the decode with QVL_E_LIMIT and a message
+ * saying it was stopped. Called from the decoding thread only. */
+typedef struct qvl_image_stop {
+    bool (*should_stop)(void *arg);
+    void *arg;
+} qvl_image_stop;
+/* qvl_image_decode that asks `stop` (may be NULL: never stop) whether to go on. */
+qvl_status qvl_image_decode_stoppable(const void *data, size_t size, const char *what,
+                                      const qvl_image_stop *stop, qvl_image *out, qvl_error *err);
 /* The size a decode would give (EXIF orientations 5-8 swap the sides) from the headers alone,
  * with the same size checks and errors as qvl_image_decode; pixels are not decoded, so a picture
  * whose data is corrupt past its header passes here and fails in qvl_image_decode. */
