@@ -17,6 +17,7 @@
 #include "qvl/file_write.h"
 #include "qvl/file.h"
 #include "qvl/log.h"
+#include "qvl/model_copy.h"
 #include "qvl/safetensors.h"
 
 /* ---- deterministic normals -------------------------------------------------------------- */
@@ -280,10 +281,13 @@ static qvl_status copy_or(const char *src_dir, const char *out_dir, const char *
                           const qvl_qwen3vl_config *cfg, qvl_error *err) {
     char *from = qvl_path_join(src_dir, name), *to = qvl_path_join(out_dir, name);
     qvl_status s = QVL_OK;
-    struct stat sb;
+    bool copied = false;
+    /* Files found beside the config, not named by the user: copied only under the link rule
+     * of qvl/model_copy.h (a planted link to a private file is refused, not copied). */
     if (!from || !to) s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", out_dir);
-    else if (stat(from, &sb) == 0 && S_ISREG(sb.st_mode)) s = copy_file(from, to, err);
-    else if (fallback) s = fallback(cfg, to, err);
+    else if (same_file(from, to)) copied = true; /* the output directory is the source's */
+    else s = qvl_model_file_copy(src_dir, name, to, SIZE_MAX, &copied, err);
+    if (s == QVL_OK && !copied && fallback) s = fallback(cfg, to, err);
     free(from);
     free(to);
     return s;
