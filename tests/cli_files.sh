@@ -170,5 +170,13 @@ expect_fail "mkmodel: a chat template linked out of the config's directory" 1 \
   "$qvl" mkmodel --config "$tmp/cfg/config.json" --out "$tmp/mk"
 [ ! -e "$tmp/mk/chat_template.jinja" ] && ok "mkmodel: the secret is not copied" || bad "mkmodel copied it"
 
+# a link at a name mkmodel writes is refused before anything is written (it could lead to the
+# user's own files); the file it points at is untouched
+mkdir "$tmp/mk2"; printf 'mine\n' >"$tmp/mine.json"; ln -s ../mine.json "$tmp/mk2/generation_config.json"
+expect_fail "mkmodel --out holding a link" 1 "holds a symbolic link (generation_config.json)" -- \
+  "$qvl" mkmodel --config "$fx/config.json" --out "$tmp/mk2"
+[ "$(cat "$tmp/mine.json")" = mine ] && [ ! -e "$tmp/mk2/model.safetensors" ] \
+  && ok "mkmodel: nothing written through the link" || bad "mkmodel wrote: $(ls "$tmp/mk2")"
+
 echo "$passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -161,6 +161,23 @@ static void test_refused_targets(void **state) {
     assert_no_temp_left();
 }
 
+/* A FIFO made at the name while the file is being written is not renamed over. */
+static void test_name_taken_while_writing(void **state) {
+    (void)state;
+    qvl_error err = {0};
+    qvl_new_file f;
+    char *p = path_of("taken");
+    assert_int_equal(qvl_new_file_open(p, &f, &err), QVL_OK);
+    assert_int_equal(qvl_new_file_write(&f, "x", 1, &err), QVL_OK);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(qvl_new_file_commit(&f, &err), QVL_E_IO);
+    assert_non_null(strstr(err.msg, "became a FIFO while being written"));
+    struct stat sb;
+    assert_int_equal(lstat(p, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    assert_no_temp_left();
+}
+
 static void test_new_file_mode_and_umask(void **state) {
     (void)state;
     qvl_error err = {0};
@@ -300,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_dev_null_stays_a_device),
         cmocka_unit_test(test_link_to_regular_file_written_through),
         cmocka_unit_test(test_refused_targets),
+        cmocka_unit_test(test_name_taken_while_writing),
         cmocka_unit_test(test_new_file_mode_and_umask),
         cmocka_unit_test(test_model_copy_link_rule),
         cmocka_unit_test(test_model_copy_hf_cache_layout),

@@ -253,9 +253,9 @@ int qvl_cmd_quantize(int argc, char **argv) {
         {"model", 'm', CLI_STRING, &model, "DIR", "the source model directory", 0, 0, false},
         {"weights", 0, CLI_STRING, &weights, "DTYPE",
          "q8_0, q4_k_m, q4_k, q6_k, f16, bf16 or f32: the matrices' dtype", 0, 0, false},
-        {"out", 0, CLI_STRING, &out, "DIR", "the model directory to write (replaced whole at the "
-         "end; nothing there on failure)", 0, 0, false},
-        {"force", 0, CLI_FLAG, &force, NULL, "replace the files of an existing --out directory",
+        {"out", 0, CLI_STRING, &out, "DIR", "the model directory to write (written beside it, "
+         "moved into place when complete)", 0, 0, false},
+        {"force", 0, CLI_FLAG, &force, NULL, "replace the model an existing --out directory holds",
          0, 0, false},
         {"threads", 't', CLI_INT, &threads, "N", "conversion threads (default: all cores)", 0,
          1024, false},

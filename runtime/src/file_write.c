@@ -133,8 +133,13 @@ qvl_status qvl_new_file_commit(qvl_new_file *f, qvl_error *err) {
     qvl_status s = QVL_OK;
     int fd = f->fd;
     f->fd = -1;
+    struct stat sb;
     if (close(fd) != 0)
         s = qvl_fail(err, QVL_E_IO, "%s: close failed: %s", f->path, strerror(errno));
+    else if (f->tmp && lstat(f->target, &sb) == 0 && !S_ISREG(sb.st_mode))
+        /* something else took the name while the file was written: never rename over it */
+        s = qvl_fail(err, QVL_E_IO, "%s: became %s while being written: not replacing it",
+                     f->path, qvl_file_kind(sb.st_mode));
     else if (f->tmp && rename(f->tmp, f->target) != 0)
         s = qvl_fail(err, QVL_E_IO, "%s: cannot rename into place: %s", f->path, strerror(errno));
     else {

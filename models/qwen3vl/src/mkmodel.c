@@ -176,6 +176,29 @@ static qvl_status check_replaceable(const char *weights_path, qvl_error *err) {
                     weights_path);
 }
 
+/* Names mkmodel may write in its output directory. */
+static const char *const written_names[] = {
+    "model.safetensors",   "config.json",        "generation_config.json", "preprocessor_config.json",
+    "chat_template.jinja", "chat_template.json", "tokenizer_config.json",  "tokenizer.json",
+};
+
+/* qvl_new_file follows a symlink at an output name and replaces what it points at; in a model
+ * directory a link there means someone else arranged it (it could lead to the user's own
+ * files), so mkmodel refuses before writing anything, as qvl quantize does. */
+static qvl_status refuse_links(const char *out_dir, qvl_error *err) {
+    for (size_t i = 0; i < sizeof written_names / sizeof written_names[0]; i++) {
+        char *p = qvl_path_join(out_dir, written_names[i]);
+        struct stat sb;
+        bool link = p && lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode);
+        free(p);
+        if (!p) return qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
+        if (link)
+            return qvl_fail(err, QVL_E_INVALID, "%s holds a symbolic link (%s): refusing to write "
+                            "there", out_dir, written_names[i]);
+    }
+    return QVL_OK;
+}
+
 /* The directory part of a path ("." when there is none). */
 static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -331,6 +354,7 @@ qvl_status qvl_qwen3vl_mkmodel(const char *config_path, const char *out_dir, uin
         goto done;
     }
     if ((s = check_replaceable(path, err)) != QVL_OK) goto done;
+    if ((s = refuse_links(out_dir, err)) != QVL_OK) goto done;
     free(path);
     if (!(path = qvl_path_join(out_dir, "config.json"))) {
         s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
