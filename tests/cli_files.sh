@@ -28,8 +28,8 @@ no_temp_left() {
 # and the reader got $tmp/want.
 through_fifo() {
   local name=$1 fifo=$2 check=$3; shift 4
-  timeout 60 cat "$fifo" >"$tmp/got" & local reader=$!
-  timeout 60 "$@" >/dev/null 2>"$tmp/err"; local rc=$?
+  timeout 120 cat "$fifo" >"$tmp/got" & local reader=$!
+  timeout 120 "$@" >/dev/null 2>"$tmp/err"; local rc=$?
   if [ "$rc" -eq 0 ] && eval "$check"; then
     wait "$reader"
     cmp -s "$tmp/want" "$tmp/got" && ok "$name" || bad "$name: the reader got other bytes"
@@ -60,10 +60,12 @@ if [ "$fifo_ok" = 1 ]; then
   "$qvl" decode "$pic" --out /dev/null >/dev/null 2>"$tmp/err"
   [ -c /dev/null ] && ok "decode --out /dev/null: still a character device" \
     || bad "decode --out /dev/null: /dev/null is now $(stat -c %F /dev/null)"
-  "$qvl" decode "$pic" --out /dev/stdout 2>"$tmp/err" | cat >"$tmp/stdout.bin"
-  { cat "$tmp/want.rgb"; echo "$wh"; } | cmp -s - "$tmp/stdout.bin" && [ -L /dev/stdout ] \
-    && ok "decode --out /dev/stdout: the bytes, then W H, on the pipe" \
-    || bad "decode --out /dev/stdout: $(cat "$tmp/err")"
+  if [ -L /dev/stdout ]; then # (where there is none, decode would create a file there)
+    "$qvl" decode "$pic" --out /dev/stdout 2>"$tmp/err" | cat >"$tmp/stdout.bin"
+    { cat "$tmp/want.rgb"; echo "$wh"; } | cmp -s - "$tmp/stdout.bin" && [ -L /dev/stdout ] \
+      && ok "decode --out /dev/stdout: the bytes, then W H, on the pipe" \
+      || bad "decode --out /dev/stdout: $(cat "$tmp/err")"
+  else echo "skip decode --out /dev/stdout: no /dev/stdout link here"; fi
 else bad "decode --out /dev/null and /dev/stdout: not tried, as the FIFO case failed"; fi
 # A link to a regular file: the file gets the bytes, the link stays, the mode never widens.
 printf old >"$tmp/real.rgb"; chmod 600 "$tmp/real.rgb"; ln -s real.rgb "$tmp/real-link"
