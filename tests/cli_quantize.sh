@@ -129,10 +129,11 @@ expect_fail "q4_k on rows of 64" 1 "rows of 64 elements cannot be stored as q4_k
 expect_fail "missing model directory" 1 "model directory not found: .*nowhere" -- \
   "$qvl" quantize -m "$tmp/nowhere" --weights q8_0 --out "$tmp/q8"
 expect_fail "--out missing" 2 "are required" -- "$qvl" quantize -m "$fx" --weights q8_0
-# an existing output directory of an earlier run is rewritten in place
-"$qvl" quantize -m "$fx" --weights f16 --out "$tmp/tiny-tied-q8_0" >/dev/null 2>&1 \
+# an existing output directory of an earlier run is replaced only with --force
+# (tests/cli_files.sh has the refusals and failures)
+"$qvl" quantize -m "$fx" --weights f16 --out "$tmp/tiny-tied-q8_0" --force >/dev/null 2>&1 \
   && "$qvl" run -m "$tmp/tiny-tied-q8_0" --ids 1,2 --print-ids -n 2 --temp 0 --backend reference >/dev/null 2>&1 \
-  && ok "re-quantising into an existing output directory" || bad "rewrite of an existing --out"
+  && ok "re-quantising into an existing output directory with --force" || bad "rewrite of an existing --out"
 
 echo "$passed passed, $failures failed"
 [ "$failures" -eq 0 ]

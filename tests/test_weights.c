@@ -679,8 +679,8 @@ static void test_mkmodel_errors(void **state) {
     assert_non_null(strstr(err.msg, "missing.json"));
 }
 
-/* A directory prepared by someone else: links at every name mkmodel writes must be replaced,
- * never followed (they pointed at a victim's files), and weights mkmodel did not make are
+/* A directory prepared by someone else: links at the names mkmodel writes (they point at a
+ * victim's files) make it refuse before writing anything, and weights mkmodel did not make are
  * never replaced. */
 static void test_mkmodel_links_and_real_weights(void **state) {
     (void)state;
@@ -699,16 +699,18 @@ static void test_mkmodel_links_and_real_weights(void **state) {
         assert_int_equal(symlink(victim, link), 0);
     }
     qvl_error err = {0};
-    if (qvl_qwen3vl_mkmodel(cfg_path, out, 3, QVL_BF16, 0.02f, NULL, &err) != QVL_OK)
-        fail_msg("%s", err.msg);
+    assert_int_equal(qvl_qwen3vl_mkmodel(cfg_path, out, 3, QVL_BF16, 0.02f, NULL, &err),
+                     QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "holds a symbolic link (config.json)"));
     char *v = slurp(victim, NULL);
     assert_string_equal(v, "precious\n");
     free(v);
     struct stat sb;
     join(path, sizeof path, out, "config.json");
     assert_int_equal(lstat(path, &sb), 0);
-    assert_true(S_ISREG(sb.st_mode));
-    assert_true(files_equal(path, cfg_path));
+    assert_true(S_ISLNK(sb.st_mode)); /* left as it was */
+    join(path, sizeof path, out, "model.safetensors");
+    assert_int_not_equal(lstat(path, &sb), 0); /* nothing written */
 
     /* model.safetensors as a link to the victim: refused, nothing written through it */
     join(out, sizeof out, src, "linked_weights");

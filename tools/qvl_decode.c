@@ -45,7 +45,7 @@ int qvl_cmd_decode(int argc, char **argv) {
     }
     qvl_image img;
     qvl_error err = {0};
-    qvl_new_file f = {0};
+    qvl_new_file f = {.fd = -1}; /* abandon closes nothing until opened */
     qvl_status st = qvl_image_load(in, &img, &err);
     if (st == QVL_OK) st = qvl_new_file_open(out, &f, &err);
     if (st == QVL_OK)

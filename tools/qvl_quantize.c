@@ -15,8 +15,10 @@
 
 #include "cli.h"
 #include "qvl/file.h"
+#include "qvl/dir_write.h"
 #include "qvl/file_write.h"
 #include "qvl/log.h"
+#include "qvl/model_copy.h"
 #include "qvl/safetensors.h"
 #include "qvl/weight_convert.h"
 #include "qvl/weight_mix.h"
@@ -89,19 +91,16 @@ static qvl_status fill_converted(void *user, size_t index, uint64_t byte_offset,
     return QVL_OK;
 }
 
-/* --out: created when missing; an existing one must be a real directory other than the source
- * with no symbolic link inside (files are replaced by rename, never written through a link,
- * but a link there means someone else arranged the directory). */
-static qvl_status prepare_out(const char *src, const char *out, qvl_error *err) {
+/* --out: a new directory, an empty one, or (with --force) one holding only regular files, as a
+ * model directory does; never the source, a symbolic link, or a directory holding links or
+ * subdirectories (someone else arranged it: it is not a model qvl would replace). The output
+ * is written beside it and moved into place at the end (qvl/dir_write.h). */
+static qvl_status check_out(const char *src, const char *out, bool force, qvl_error *err) {
     struct stat s_src, s_out;
     if (stat(src, &s_src) != 0)
         return qvl_fail(err, QVL_E_NOT_FOUND, "model directory not found: %s", src);
     if (lstat(out, &s_out) != 0) {
-        if (errno != ENOENT)
-            return qvl_fail(err, QVL_E_IO, "--out %s: %s", out, strerror(errno));
-        if (mkdir(out, 0755) != 0)
-            return qvl_fail(err, QVL_E_IO, "--out %s: cannot create the directory: %s", out,
-                            strerror(errno));
+        if (errno != ENOENT) return qvl_fail(err, QVL_E_IO, "--out %s: %s", out, strerror(errno));
         return QVL_OK;
     }
     if (S_ISLNK(s_out.st_mode))
@@ -115,35 +114,43 @@ static qvl_status prepare_out(const char *src, const char *out, qvl_error *err) 
     DIR *d = opendir(out);
     if (!d) return qvl_fail(err, QVL_E_IO, "--out %s: cannot list: %s", out, strerror(errno));
     qvl_status st = QVL_OK;
+    size_t files = 0;
     for (struct dirent *e; st == QVL_OK && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         char *p = qvl_path_join(out, e->d_name);
         struct stat sb;
         if (!p) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        else if (lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode))
+        else if (lstat(p, &sb) != 0)
+            st = qvl_fail(err, QVL_E_IO, "--out %s: %.200s: %s", out, e->d_name, strerror(errno));
+        else if (S_ISLNK(sb.st_mode))
             st = qvl_fail(err, QVL_E_INVALID, "--out %s holds a symbolic link (%.200s): refusing "
                           "to write there", out, e->d_name);
+        else if (!S_ISREG(sb.st_mode))
+            st = qvl_fail(err, QVL_E_INVALID, "--out %s holds %s (%.200s): not a model directory "
+                          "to replace", out, qvl_file_kind(sb.st_mode), e->d_name);
+        else files++;
         free(p);
     }
     closedir(d);
+    if (st == QVL_OK && files && !force)
+        st = qvl_fail(err, QVL_E_INVALID, "--out %s already holds %zu file(s), a model perhaps: "
+                      "refusing to replace them without --force", out, files);
     return st;
 }
 
+/* The companions the source holds, under the link rule of qvl/model_copy.h. */
 static qvl_status copy_companions(const char *src, const char *out, size_t *copied,
                                   qvl_error *err) {
     *copied = 0;
     for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++) {
-        char *from = qvl_path_join(src, companions[i]), *to = qvl_path_join(out, companions[i]);
-        qvl_status st = QVL_OK;
-        struct stat sb;
-        if (!from || !to) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        else if (stat(from, &sb) == 0) {
-            st = qvl_file_copy(from, to, COMPANION_MAX_BYTES, err);
-            *copied += st == QVL_OK;
-        }
-        free(from);
+        char *to = qvl_path_join(out, companions[i]);
+        bool done = false;
+        qvl_status st = to ? qvl_model_file_copy(src, companions[i], to, COMPANION_MAX_BYTES,
+                                                 &done, err)
+                           : qvl_fail(err, QVL_E_NOMEM, "out of memory");
         free(to);
         if (st != QVL_OK) return st;
+        *copied += done;
     }
     return QVL_OK;
 }
@@ -181,13 +188,14 @@ static qvl_status plan_tensors(const qvl_qwen3vl_config *cfg, const qvl_weights 
     return QVL_OK;
 }
 
-static qvl_status quantize(const char *model, const char *weights, const char *out, int threads,
-                           qvl_error *err) {
+static qvl_status quantize(const char *model, const char *weights, const char *out, bool force,
+                           int threads, qvl_error *err) {
     struct stat sb;
     if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return qvl_fail(err, QVL_E_NOT_FOUND, "model directory not found: %s", model);
     char *cfg_path = qvl_path_join(model, "config.json");
-    char *out_path = qvl_path_join(out, "model.safetensors");
+    char *out_path = qvl_path_join(out, "model.safetensors"), *tmp_path = NULL;
+    qvl_new_dir dir = {0};
     qvl_qwen3vl_config cfg;
     qvl_weights *w = NULL;
     out_tensor *plan = NULL;
@@ -202,7 +210,10 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
         if (!plan || !wt) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
     if (st == QVL_OK) st = plan_tensors(&cfg, w, weights, plan, err);
-    if (st == QVL_OK) st = prepare_out(model, out, err);
+    if (st == QVL_OK) st = check_out(model, out, force, err);
+    if (st == QVL_OK) st = qvl_new_dir_open(out, &dir, err);
+    if (st == QVL_OK && !(tmp_path = qvl_path_join(dir.tmp, "model.safetensors")))
+        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     quant_job job = {.t = plan, .threads = threads};
     size_t in_bytes = 0;
     for (size_t i = 0; st == QVL_OK && i < n; i++) {
@@ -214,9 +225,13 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
         in_bytes += t->nbytes;
     }
     const char *meta[] = {"format", "pt", "qvl.weights", weights};
-    if (st == QVL_OK) st = qvl_safetensors_write(out_path, wt, n, meta, 2, err);
     size_t copied = 0;
-    if (st == QVL_OK) st = copy_companions(model, out, &copied, err);
+    /* the companions first: a refused one stops the command before the long conversion */
+    if (st == QVL_OK) st = copy_companions(model, dir.tmp, &copied, err);
+    if (st == QVL_OK) st = qvl_safetensors_write(tmp_path, wt, n, meta, 2, err);
+    /* everything is written: the directory takes its name now, or a failure removes it */
+    if (st == QVL_OK) st = qvl_new_dir_commit(&dir, err);
+    else qvl_new_dir_abandon(&dir);
     if (st == QVL_OK && stat(out_path, &sb) == 0)
         fprintf(stderr, "qvl quantize: wrote %s (%zu tensors, %zu converted to %s; %.1f MiB, the "
                 "source's weights %.1f MiB) and %zu companion files\n", out_path, n,
@@ -226,18 +241,22 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
     qvl_weights_close(w);
     free(cfg_path);
     free(out_path);
+    free(tmp_path);
     return st;
 }
 
 int qvl_cmd_quantize(int argc, char **argv) {
     const char *model = NULL, *weights = NULL, *out = NULL;
     int64_t threads = 0;
-    bool verbose = false;
+    bool verbose = false, force = false;
     cli_opt opts[] = {
         {"model", 'm', CLI_STRING, &model, "DIR", "the source model directory", 0, 0, false},
         {"weights", 0, CLI_STRING, &weights, "DTYPE",
          "q8_0, q4_k_m, q4_k, q6_k, f16, bf16 or f32: the matrices' dtype", 0, 0, false},
-        {"out", 0, CLI_STRING, &out, "DIR", "the model directory to write", 0, 0, false},
+        {"out", 0, CLI_STRING, &out, "DIR", "the model directory to write (written beside it, "
+         "moved into place when complete)", 0, 0, false},
+        {"force", 0, CLI_FLAG, &force, NULL, "replace the model an existing --out directory holds",
+         0, 0, false},
         {"threads", 't', CLI_INT, &threads, "N", "conversion threads (default: all cores)", 0,
          1024, false},
         {"verbose", 'v', CLI_FLAG, &verbose, NULL, "log details", 0, 0, false},
@@ -261,7 +280,7 @@ int qvl_cmd_quantize(int argc, char **argv) {
         threads = cpus < 1 ? 1 : cpus;
     }
     qvl_error err = {0};
-    if (quantize(model, weights, out, (int)threads, &err) != QVL_OK) {
+    if (quantize(model, weights, out, force, (int)threads, &err) != QVL_OK) {
         fprintf(stderr, "qvl quantize: %s\n", err.msg);
         return 1;
     }

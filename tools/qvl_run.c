@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "qvl/file.h"
+#include "qvl/file_write.h"
 #include "qvl/generate.h"
 #include "qvl/log.h"
 #include "qvl_commands.h"
@@ -53,15 +54,18 @@ static int fail(const char *cmd, const qvl_error *err) {
     return 1;
 }
 
+/* Through qvl_new_file like every file qvl writes: a FIFO or device is written as it is, a
+ * regular file replaced whole (qvl/file_write.h). */
 static qvl_status write_logits(const char *path, const float *logits, size_t count,
                                qvl_error *err) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return qvl_fail(err, QVL_E_IO, "%s: cannot write: %s", path, strerror(errno));
-    size_t written = fwrite(logits, sizeof *logits, count, f); /* x86/ARM hosts: little-endian */
-    int closed = fclose(f);
-    if (written != count || closed != 0)
-        return qvl_fail(err, QVL_E_IO, "%s: short write", path);
-    return QVL_OK;
+    qvl_new_file f;
+    qvl_status s = qvl_new_file_open(path, &f, err);
+    if (s != QVL_OK) return s;
+    /* x86/ARM hosts: little-endian */
+    if ((s = qvl_new_file_write(&f, logits, count * sizeof *logits, err)) == QVL_OK)
+        return qvl_new_file_commit(&f, err);
+    qvl_new_file_abandon(&f);
+    return s;
 }
 
 qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_last,

@@ -277,8 +277,8 @@ qvl_status qvl_safetensors_write(const char *path, const qvl_st_write_tensor *te
         s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
         goto done;
     }
-    /* a fresh temporary file renamed into place: never through a symlink, and a reader of the
-     * old file keeps an intact mapping */
+    /* qvl/file_write.h: a regular file is replaced by rename, so a reader of the old file
+     * keeps an intact mapping and a failure leaves no partial file */
     if ((s = qvl_new_file_open(path, &f, err)) != QVL_OK) goto done;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));

@@ -17,6 +17,7 @@
 #include "qvl/file_write.h"
 #include "qvl/file.h"
 #include "qvl/log.h"
+#include "qvl/model_copy.h"
 #include "qvl/safetensors.h"
 
 /* ---- deterministic normals -------------------------------------------------------------- */
@@ -175,6 +176,29 @@ static qvl_status check_replaceable(const char *weights_path, qvl_error *err) {
                     weights_path);
 }
 
+/* Names mkmodel may write in its output directory. */
+static const char *const written_names[] = {
+    "model.safetensors",   "config.json",        "generation_config.json", "preprocessor_config.json",
+    "chat_template.jinja", "chat_template.json", "tokenizer_config.json",  "tokenizer.json",
+};
+
+/* qvl_new_file follows a symlink at an output name and replaces what it points at; in a model
+ * directory a link there means someone else arranged it (it could lead to the user's own
+ * files), so mkmodel refuses before writing anything, as qvl quantize does. */
+static qvl_status refuse_links(const char *out_dir, qvl_error *err) {
+    for (size_t i = 0; i < sizeof written_names / sizeof written_names[0]; i++) {
+        char *p = qvl_path_join(out_dir, written_names[i]);
+        struct stat sb;
+        bool link = p && lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode);
+        free(p);
+        if (!p) return qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");
+        if (link)
+            return qvl_fail(err, QVL_E_INVALID, "%s holds a symbolic link (%s): refusing to write "
+                            "there", out_dir, written_names[i]);
+    }
+    return QVL_OK;
+}
+
 /* The directory part of a path ("." when there is none). */
 static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -280,10 +304,13 @@ static qvl_status copy_or(const char *src_dir, const char *out_dir, const char *
                           const qvl_qwen3vl_config *cfg, qvl_error *err) {
     char *from = qvl_path_join(src_dir, name), *to = qvl_path_join(out_dir, name);
     qvl_status s = QVL_OK;
-    struct stat sb;
+    bool copied = false;
+    /* Files found beside the config, not named by the user: copied only under the link rule
+     * of qvl/model_copy.h (a planted link to a private file is refused, not copied). */
     if (!from || !to) s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", out_dir);
-    else if (stat(from, &sb) == 0 && S_ISREG(sb.st_mode)) s = copy_file(from, to, err);
-    else if (fallback) s = fallback(cfg, to, err);
+    else if (same_file(from, to)) copied = true; /* the output directory is the source's */
+    else s = qvl_model_file_copy(src_dir, name, to, SIZE_MAX, &copied, err);
+    if (s == QVL_OK && !copied && fallback) s = fallback(cfg, to, err);
     free(from);
     free(to);
     return s;
@@ -327,6 +354,7 @@ qvl_status qvl_qwen3vl_mkmodel(const char *config_path, const char *out_dir, uin
         goto done;
     }
     if ((s = check_replaceable(path, err)) != QVL_OK) goto done;
+    if ((s = refuse_links(out_dir, err)) != QVL_OK) goto done;
     free(path);
     if (!(path = qvl_path_join(out_dir, "config.json"))) {
         s = qvl_fail(err, QVL_E_NOMEM, "mkmodel: out of memory");

@@ -84,8 +84,9 @@ typedef struct qvl_st_write_tensor {
     void *fill_user;
 } qvl_st_write_tensor;
 
-/* Write PATH (through a fresh temporary file beside it, renamed at the end: a failed write
- * leaves no file, a symlink at PATH is replaced and never followed).
+/* Write PATH under the rule of qvl/file_write.h (a regular file is written under a fresh
+ * temporary name beside it and renamed at the end, so a failed write leaves no file; a FIFO or
+ * device is written as it is; a symlink is followed and stays a link).
  * Tensors are laid out back to back in the given order (the format allows no gaps); the header
  * is padded with spaces so the data starts at a multiple of 8 bytes, so every tensor is aligned
  * to its element size when all tensors share a dtype or come in decreasing element size
