@@ -74,7 +74,7 @@ def reservation(w, h):
     the part held until its prefill."""
     rw, rh = smart_size(w, h)
     held = (rw // PATCH) * (rh // PATCH) * 3 * TEMPORAL * PATCH * PATCH * 4
-    return w * h * 9 + rw * rh * 3 + h * rw * 3 + held, held
+    return w * h * 11 + rw * rh * 3 + h * rw * 3 + held, held
 
 
 def picture_request(url, max_tokens=1):

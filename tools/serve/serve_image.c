@@ -17,10 +17,11 @@
 /* Pictures decode on their connections' threads, several at once: what bounds their memory is
  * the budget (serve_budget.h), not a lock. */
 
-/* Bytes per pixel a decode may need at its peak: the RGB output (3) plus, for a progressive
- * JPEG, libjpeg's whole-picture coefficient buffer (a 16-bit coefficient per sample of 3
- * components: 6); an EXIF rotation's copy (3) comes after the coefficients are gone. */
-#define DECODE_BYTES_PER_PIXEL 9
+/* Bytes per pixel a decode may need at its peak: the RGB output (3) plus the largest working
+ * buffer a decoder keeps for the whole picture: libwebp's two RGBA canvases (8); a progressive
+ * JPEG's coefficients take 6 (a 16-bit coefficient per sample of 3 components), and an EXIF
+ * rotation's copy (3) comes after the decoder's buffers are gone. */
+#define DECODE_BYTES_PER_PIXEL 11
 /* The client is looked at (a non-blocking peek at its socket) at most this often. */
 #define CLIENT_CHECK_SECONDS 0.05
 /* A wait for budget asks whether to give up this often (ms). */
