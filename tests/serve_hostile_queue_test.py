@@ -251,6 +251,25 @@ def test_budget_queue(tmp, model):
     check("budget: all picture memory given back",
           wait_for(s, "qvl_image_memory_bytes", lambda v: v == 0) == 0 and
           s.metric("qvl_image_memory_waiting") == 0)
+
+    # The pixels go as soon as the prefill has used them, not when the answer ends: once a
+    # long streamed answer has started, nothing is reserved and the request is still running.
+    finished = s.metric("qvl_requests_total")
+    payload = picture_request(data_url(png(side, side, 4)), max_tokens=30000)
+    payload["stream"] = True
+    c = send_and_leave(s, payload)
+    got = b""
+    while b"data: " not in got:
+        part = c.recv(4096)
+        if not part:
+            break
+        got += part
+    check("budget: a long answer about a picture has started", b"data: " in got, got[:200])
+    check("budget: its pixels were freed after the prefill, while it still generates",
+          wait_for(s, "qvl_image_memory_bytes", lambda v: v == 0) == 0 and
+          s.metric("qvl_requests_total") == finished,
+          (s.metric("qvl_requests_total"), finished))
+    c.close()
     rc = s.stop()
     check("budget: exit 0, no sanitizer report", rc == 0 and u.sanitizer_clean(s.text()),
           (rc, s.text()[-3000:]))
