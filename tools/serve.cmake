@@ -34,6 +34,9 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_slot.c
   ${QVL_SERVE_DIR}/serve_job.c
   ${QVL_SERVE_DIR}/serve_stop.c
-  ${QVL_SERVE_DIR}/serve_metrics.c)
+  ${QVL_SERVE_DIR}/serve_metrics.c
+  ${QVL_SERVE_DIR}/serve_auth.c
+  ${QVL_SERVE_DIR}/serve_budget.c
+  ${QVL_SERVE_DIR}/serve_prefix.c)
 target_include_directories(qvl PRIVATE ${QVL_SERVE_DIR} ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(qvl PRIVATE ${QVL_MHD_TARGET} PkgConfig::QVL_SERVE_CJSON Threads::Threads)

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "serve_auth.h"
 #include "serve_http.h"
+#include "serve_prefix.h"
 
 #define WAIT_MS 100
 
@@ -66,23 +68,52 @@ static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s,
     return rc;
 }
 
+static bool client_gone(void *arg) { return serve_peer_gone(arg); }
+
+/* A request whose pictures were not decoded because the guard stopped them. */
+static enum MHD_Result stopped_reply(struct MHD_Connection *c, serve_server *s,
+                                     const serve_image_guard *g, const serve_bad *bad) {
+    switch (g->why) {
+    case SERVE_IMAGE_CLIENT_GONE:
+        return MHD_NO; /* nobody to answer */
+    case SERVE_IMAGE_DEADLINE:
+        /* As a request that waited past its deadline for a slot: retrying later is safe. */
+        return serve_reply_error(c, s, 503, bad->message, NULL, "timeout");
+    default:
+        return serve_reply_error(c, s, 503, "the server is shutting down", NULL, "model_loading");
+    }
+}
+
 enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len) {
     if (serve_engine_state(s->engine) != SERVE_READY)
         return serve_reply_error(c, s, 503, "the server is not serving (loading or stopping)",
                                  NULL, "model_loading");
+    /* The deadline counts from the whole body's arrival: waiting for picture memory, decoding,
+     * waiting for a slot and generating all count against it. */
+    const double deadline =
+        s->cfg->request_timeout > 0 ? serve_job_now() + s->cfg->request_timeout : 0;
+    serve_image_guard guard = {.budget = serve_engine_image_budget(s->engine),
+                               .deadline = deadline, .client_gone = client_gone,
+                               .client_arg = c};
     serve_parse_ctx ctx;
     serve_engine_parse_ctx(s->engine, &ctx);
+    ctx.guard = &guard;
     serve_request *req = NULL;
     serve_bad bad;
-    if (!serve_request_parse(body, len, &ctx, &req, &bad))
+    if (!serve_request_parse(body, len, &ctx, &req, &bad)) {
+        if (guard.why != SERVE_IMAGE_GO_ON) return stopped_reply(c, s, &guard, &bad);
         return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
+    }
     const bool stream = req->stream, include_usage = req->include_usage;
+    /* Prefix reuse stays within one API key and one cache_salt (serve_prefix.h). */
+    const int key = serve_auth_key_index(c, s->cfg);
+    serve_partition partition;
+    serve_partition_make(key >= 0 ? key : SERVE_PARTITION_NO_KEY, req->cache_salt, &partition);
     serve_job *j = NULL;
     if (!serve_engine_prepare(s->engine, req, &j, &bad))
         return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
-    /* The deadline counts from here: parsing and picture decoding are bounded by the request
-     * limits, waiting for a slot and generating are not. */
-    if (s->cfg->request_timeout > 0) j->deadline = serve_job_now() + s->cfg->request_timeout;
+    j->partition = partition;
+    j->deadline = deadline;
     int rc = serve_engine_submit(s->engine, j);
     if (rc != 0) {
         serve_job_release(j);

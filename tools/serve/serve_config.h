@@ -16,7 +16,11 @@ typedef struct serve_config {
     int parallel;          /* slots: sequences decoded at once, each with its own KV cache */
     int queue;             /* requests that may wait for a slot; one more is refused (429) */
     int64_t ctx;           /* KV cache capacity of each slot, in tokens */
-    const char *api_key;   /* NULL: no authentication */
+    const char *api_key;   /* --api-key; NULL: none */
+    const char *api_key_file; /* --api-key-file: more keys, one per line; NULL: none */
+    char **api_keys;       /* both together (serve_auth_load); none: no authentication */
+    size_t n_api_keys;
+    int64_t max_image_memory; /* bytes pictures may hold at once (serve_budget.h) */
     const char *image_dir; /* NULL: local image files are refused */
     int max_images;        /* pictures per request */
     size_t max_body;       /* request body bytes */

@@ -15,6 +15,7 @@
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/tokenizer.h"
+#include "serve_prefix.h"
 #include "serve_slot.h"
 
 struct serve_engine {
@@ -50,6 +51,9 @@ struct serve_engine {
     float *batch_logits;
     serve_slot_env env;
     uint64_t tick;
+
+    serve_budget budget; /* picture memory (--max-image-memory); closed when stopping */
+    bool budget_ready;
 };
 
 static double now_seconds(void) {
@@ -290,8 +294,18 @@ serve_engine *serve_engine_start(const serve_config *cfg, serve_metrics *metrics
     e->metrics = metrics;
     e->q_cap = (size_t)cfg->queue + (size_t)cfg->parallel;
     e->queue = calloc(e->q_cap, sizeof *e->queue);
+    e->budget_ready = serve_budget_init(&e->budget, cfg->max_image_memory);
+    if (!e->budget_ready) {
+        qvl_fail(err, QVL_E_NOMEM, "cannot make the picture memory budget");
+        free(e->queue);
+        free(e);
+        return NULL;
+    }
+    serve_metrics_set_image_budget(metrics, &e->budget);
     if (cfg->image_dir && !realpath(cfg->image_dir, e->image_dir)) {
         qvl_fail(err, QVL_E_IO, "--image-dir %s: no such directory", cfg->image_dir);
+        serve_metrics_set_image_budget(metrics, NULL);
+        serve_budget_destroy(&e->budget);
         free(e->queue);
         free(e);
         return NULL;
@@ -317,6 +331,8 @@ serve_state serve_engine_state(serve_engine *e) {
 
 const char *serve_engine_error(serve_engine *e) { return e->error; }
 
+serve_budget *serve_engine_image_budget(serve_engine *e) { return &e->budget; }
+
 void serve_engine_parse_ctx(serve_engine *e, serve_parse_ctx *out) {
     out->defaults = &e->defaults;
     out->pc = e->has_vision ? &e->pc : NULL;
@@ -324,6 +340,7 @@ void serve_engine_parse_ctx(serve_engine *e, serve_parse_ctx *out) {
     out->max_images = e->cfg->max_images;
     out->max_file_bytes = e->cfg->max_body;
     out->ctx = e->cfg->ctx;
+    out->guard = NULL; /* the connection sets its own */
 }
 
 static bool refuse(serve_bad *bad, int status, const char *code, const char *msg) {
@@ -334,23 +351,27 @@ static bool refuse(serve_bad *bad, int status, const char *code, const char *msg
     return false;
 }
 
-/* Per token, what its KV cache entry depends on: the id, or for the k-th pad of a picture the
- * picture's hash and k (top bit set, so never equal to an id). image_at gets each picture's
- * first pad. */
+/* Per token, what its KV cache entry depends on (serve_prefix.h): the id, or for the k-th pad
+ * of a picture the picture's digest and k. images gets each picture's pads and digest. */
 static void make_keys(const int32_t *ids, int64_t n, int32_t pad, const serve_request *r,
-                      uint64_t *keys, int64_t *image_at) {
+                      uint64_t *keys, serve_prefix_image *images) {
     size_t img = 0;
     int64_t k = 0;
     for (int64_t t = 0; t < n; t++) {
         if (ids[t] == pad && img < r->n_images) {
-            if (k == 0) image_at[img] = t;
-            keys[t] = (r->images[img].hash + (uint64_t)k * 0x9e3779b97f4a7c15ULL) | (1ULL << 63);
-            if (++k == r->images[img].n_tokens) {
+            const serve_image *im = &r->images[img];
+            if (k == 0) {
+                images[img].at = t;
+                images[img].n_tokens = im->n_tokens;
+                memcpy(images[img].digest, im->digest, sizeof images[img].digest);
+            }
+            keys[t] = serve_prefix_pad_key(im->digest, k);
+            if (++k == im->n_tokens) {
                 img++;
                 k = 0;
             }
         } else {
-            keys[t] = (uint64_t)(uint32_t)ids[t];
+            keys[t] = serve_prefix_text_key(ids[t]);
         }
     }
 }
@@ -392,16 +413,17 @@ bool serve_engine_prepare(serve_engine *e, serve_request *req, serve_job **out, 
         return refuse(bad, 400, "context_length_exceeded", msg);
     }
     uint64_t *keys = malloc((size_t)n * sizeof *keys);
-    int64_t *image_at = calloc(req->n_images + 1, sizeof *image_at);
-    serve_job *j = keys && image_at ? serve_job_create(req, ids, keys, image_at, n) : NULL;
+    serve_prefix_image *images = calloc(req->n_images + 1, sizeof *images);
+    serve_job *j = keys && images ? serve_job_create(req, ids, keys, images, n) : NULL;
     if (!j) {
         free(ids);
         free(keys);
-        free(image_at);
+        free(images);
         serve_request_free(req);
         return refuse(bad, 500, NULL, "out of memory");
     }
-    make_keys(ids, n, e->pad_id, req, keys, image_at);
+    make_keys(ids, n, e->pad_id, req, keys, images);
+    serve_partition_make(SERVE_PARTITION_NO_KEY, req->cache_salt, &j->partition);
     *out = j;
     return true;
 }
@@ -426,6 +448,8 @@ int serve_engine_submit(serve_engine *e, serve_job *j) {
 
 void serve_engine_stop(serve_engine *e) {
     if (!e) return;
+    /* Decodes and waits for picture memory end first: they make no connection thread wait. */
+    if (e->budget_ready) serve_budget_close(&e->budget);
     pthread_mutex_lock(&e->mu);
     e->state = SERVE_STOPPING;
     pthread_cond_broadcast(&e->cv);
@@ -457,6 +481,8 @@ void serve_engine_free(serve_engine *e) {
     qvl_model_close(e->model);
     qvl_tokenizer_free(e->tok);
     free(e->queue);
+    serve_metrics_set_image_budget(e->metrics, NULL);
+    if (e->budget_ready) serve_budget_destroy(&e->budget);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->tok_mu);
     pthread_mutex_destroy(&e->mu);

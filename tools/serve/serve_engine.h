@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "qvl/status.h"
+#include "serve_budget.h"
 #include "serve_config.h"
 #include "serve_job.h"
 #include "serve_metrics.h"
@@ -33,11 +34,15 @@ serve_engine *serve_engine_start(const serve_config *cfg, serve_metrics *metrics
 serve_state serve_engine_state(serve_engine *e);
 const char *serve_engine_error(serve_engine *e); /* valid once FAILED */
 
-/* Once READY: what request parsing needs (valid until serve_engine_free). */
+/* The picture memory budget every request's pictures count against (serve_budget.h). */
+serve_budget *serve_engine_image_budget(serve_engine *e);
+
+/* Once READY: what request parsing needs (valid until serve_engine_free); guard is NULL. */
 void serve_engine_parse_ctx(serve_engine *e, serve_parse_ctx *out);
 
 /* Tokenize a parsed request into a job (takes req, also on failure). false: bad says why
- * (400 when the prompt does not fit a slot's context). */
+ * (400 when the prompt does not fit a slot's context). The job's partition is that of no API
+ * key and the request's cache_salt; the caller makes it again when the request had a key. */
 bool serve_engine_prepare(serve_engine *e, serve_request *req, serve_job **out, serve_bad *bad);
 
 /* Queue a job (the engine takes its own reference). Returns 0, 429 when the queue is full or

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "serve_auth.h"
 #include "serve_oai.h"
 
 typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS } route;
@@ -78,21 +79,8 @@ static route route_of(const char *url) {
     return R_NOT_FOUND;
 }
 
-/* Constant-time comparison: the time taken says nothing about how much of the key matched. */
-static bool key_matches(const char *given, const char *key) {
-    size_t gl = strlen(given), kl = strlen(key);
-    unsigned char diff = (unsigned char)(gl != kl);
-    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(key[i] ^ (i < gl ? given[i] : 0));
-    return diff == 0;
-}
-
 static bool authorized(struct MHD_Connection *c, const serve_config *cfg) {
-    if (!cfg->api_key) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    h += 7;
-    while (*h == ' ') h++;
-    return key_matches(h, cfg->api_key);
+    return serve_auth_key_index(c, cfg) != SERVE_KEY_DENIED;
 }
 
 static bool json_content_type(struct MHD_Connection *c) {

@@ -5,24 +5,80 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "qvl/file.h"
 #include "qvl/image.h"
 
-/* One picture is decoded at a time: a decoded picture may take up to qvl_image_max_pixels()
- * x 3 bytes, so many connections decoding hostile pictures at once could claim many times
- * that. Decoding is short next to the vision encoder, so the lock costs little. */
-static pthread_mutex_t decode_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Pictures decode on their connections' threads, several at once: what bounds their memory is
+ * the budget (serve_budget.h), not a lock. */
+
+/* Bytes per pixel a decode may need at its peak: the RGB output (3) plus the largest working
+ * buffer a decoder keeps for the whole picture: libwebp's two RGBA canvases (8); a progressive
+ * JPEG's coefficients take 6 (a 16-bit coefficient per sample of 3 components), and an EXIF
+ * rotation's copy (3) comes after the decoder's buffers are gone. */
+#define DECODE_BYTES_PER_PIXEL 11
+/* The client is looked at (a non-blocking peek at its socket) at most this often. */
+#define CLIENT_CHECK_SECONDS 0.05
+/* A wait for budget asks whether to give up this often (ms). */
+#define BUDGET_POLL_MS 100
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void serve_image_free(serve_image *im) {
     if (!im) return;
     free(im->pixels);
     im->pixels = NULL;
+    if (im->budget) serve_budget_release(im->budget, im->reserved);
+    im->reserved = 0;
+    im->budget = NULL;
+}
+
+bool serve_image_should_stop(serve_image_guard *g) {
+    if (!g) return false;
+    if (g->why != SERVE_IMAGE_GO_ON) return true;
+    if (g->budget && serve_budget_closed(g->budget)) {
+        g->why = SERVE_IMAGE_STOPPING;
+        return true;
+    }
+    const double now = monotonic_seconds();
+    if (g->deadline > 0 && now >= g->deadline) {
+        g->why = SERVE_IMAGE_DEADLINE;
+        return true;
+    }
+    if (g->client_gone && now >= g->next_client_check) {
+        g->next_client_check = now + CLIENT_CHECK_SECONDS;
+        if (g->client_gone(g->client_arg)) {
+            g->why = SERVE_IMAGE_CLIENT_GONE;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool guard_stop(void *arg) { return serve_image_should_stop(arg); }
+
+int64_t serve_image_held_bytes(const qvl_image_grid *grid, const qvl_preprocess_config *pc) {
+    const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
+    return qvl_image_grid_patches(grid) * width * (int64_t)sizeof(float);
+}
+
+int64_t serve_image_decode_bytes(int64_t w, int64_t h, const qvl_image_grid *grid,
+                                 const qvl_preprocess_config *pc) {
+    /* The decode's peak, then preprocessing: the resized RGB picture and the horizontal
+     * resampling pass's intermediate (h rows of the new width), and the f32 pixels. Summed,
+     * though the decode's buffers are gone before the resize starts: a bound, not a guess. */
+    const int64_t rw = grid->w * pc->patch_size, rh = grid->h * pc->patch_size;
+    return w * h * DECODE_BYTES_PER_PIXEL + rw * rh * 3 + h * rw * 3 +
+           serve_image_held_bytes(grid, pc);
 }
 
 static int b64_value(unsigned char c) {
@@ -69,13 +125,25 @@ static int failf(char *msg, size_t msg_len, int status, const char *fmt, ...) {
     return status;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+/* The picture's identity for prefix reuse: what the encoder will see (pixels and grid) and
+ * the preprocessing that made them, each field at a fixed width. */
+static void digest_of(const serve_image *im, const qvl_preprocess_config *pc, size_t pixel_bytes,
+                      uint8_t out[QVL_SHA256_BYTES]) {
+    qvl_sha256_ctx h;
+    qvl_sha256_init(&h);
+    static const char domain[] = "qvl serve picture v1";
+    qvl_sha256_update(&h, domain, sizeof domain);
+    const int64_t sizes[6] = {pc->patch_size, pc->temporal_patch_size, pc->merge_size,
+                              pc->min_pixels, pc->max_pixels, im->grid.t};
+    qvl_sha256_update(&h, sizes, sizeof sizes);
+    const double norm[7] = {pc->rescale_factor, pc->image_mean[0], pc->image_mean[1],
+                            pc->image_mean[2], pc->image_std[0], pc->image_std[1],
+                            pc->image_std[2]};
+    qvl_sha256_update(&h, norm, sizeof norm);
+    const int64_t grid[2] = {im->grid.h, im->grid.w};
+    qvl_sha256_update(&h, grid, sizeof grid);
+    qvl_sha256_update(&h, im->pixels, pixel_bytes);
+    qvl_sha256_final(&h, out);
 }
 
 /* Decoded picture -> encoder input; frees img. */
@@ -90,10 +158,44 @@ static int preprocess(qvl_image *img, const qvl_preprocess_config *pc, const cha
     out->pixels = px;
     out->n_rows = qvl_image_grid_patches(&out->grid);
     out->n_tokens = qvl_image_grid_tokens(&out->grid, pc->merge_size);
-    const size_t width = (size_t)(3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size);
-    uint64_t h = fnv1a(0xcbf29ce484222325ULL, &out->grid, sizeof out->grid);
-    out->hash = fnv1a(h, px, (size_t)out->n_rows * width * sizeof *px);
+    digest_of(out, pc, (size_t)serve_image_held_bytes(&out->grid, pc), out->digest);
     return 0;
+}
+
+static int stopped_status(const serve_image_guard *g, const char *what, char *msg, size_t msg_len) {
+    switch (g ? g->why : SERVE_IMAGE_GO_ON) {
+    case SERVE_IMAGE_DEADLINE:
+        return failf(msg, msg_len, 503, "%s: the request's deadline passed (--request-timeout) "
+                     "before its pictures were decoded; retry later", what);
+    case SERVE_IMAGE_CLIENT_GONE:
+        return failf(msg, msg_len, 503, "%s: the client went away", what);
+    default:
+        return failf(msg, msg_len, 503, "%s: the server is shutting down", what);
+    }
+}
+
+/* Reserve the picture's decoding bytes, waiting for room (bounded by the guard). */
+static int reserve(const serve_image_limits *lim, int64_t bytes, const char *what,
+                   serve_image *out, char *msg, size_t msg_len) {
+    serve_image_guard *g = lim->guard;
+    if (!g || !g->budget) return 0;
+    switch (serve_budget_reserve(g->budget, bytes, guard_stop, g, BUDGET_POLL_MS)) {
+    case SERVE_BUDGET_OK:
+        out->budget = g->budget;
+        out->reserved = bytes;
+        return 0;
+    case SERVE_BUDGET_TOO_LARGE:
+        return failf(msg, msg_len, 400, "%s: decoding this picture takes %lld MiB, more than the "
+                     "server's whole picture memory (--max-image-memory %lld MiB)", what,
+                     (long long)((bytes + (1 << 20) - 1) >> 20),
+                     (long long)(g->budget->cap >> 20));
+    case SERVE_BUDGET_CLOSED:
+        g->why = SERVE_IMAGE_STOPPING;
+        break;
+    case SERVE_BUDGET_GAVE_UP:
+        break;
+    }
+    return stopped_status(g, what, msg, msg_len);
 }
 
 /* Encoded picture bytes -> *out. The size is read from the headers first, so a picture that
@@ -111,13 +213,27 @@ static int from_bytes(const unsigned char *bytes, size_t n, const char *what,
         return failf(msg, msg_len, 400, "%s: a %dx%d picture takes %lld tokens, more than the %lld "
                      "left in a slot's context (--ctx)", what, (int)w, (int)h, (long long)tokens,
                      (long long)lim->token_budget);
+    const int64_t need = serve_image_decode_bytes(w, h, &grid, lim->pc);
+    int rc = reserve(lim, need, what, out, msg, msg_len);
+    if (rc != 0) return rc;
+    serve_image_guard *g = lim->guard;
+    const qvl_image_stop stop = {.should_stop = guard_stop, .arg = g};
     qvl_image img;
-    pthread_mutex_lock(&decode_lock);
-    qvl_status st = qvl_image_decode(bytes, n, what, &img, &err);
-    int rc = st == QVL_OK ? preprocess(&img, lim->pc, what, out, msg, msg_len)
-                          : failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "%s", err.msg);
-    pthread_mutex_unlock(&decode_lock);
-    return rc;
+    qvl_status st = qvl_image_decode_stoppable(bytes, n, what, g ? &stop : NULL, &img, &err);
+    if (st == QVL_OK) rc = preprocess(&img, lim->pc, what, out, msg, msg_len);
+    else if (g && g->why != SERVE_IMAGE_GO_ON) rc = stopped_status(g, what, msg, msg_len);
+    else rc = failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "%s", err.msg);
+    if (rc != 0) {
+        serve_image_free(out); /* gives the reservation back */
+        return rc;
+    }
+    /* Decoded and preprocessed: only the f32 pixels stay until the prefill. */
+    const int64_t held = serve_image_held_bytes(&out->grid, lim->pc);
+    if (out->budget && out->reserved > held) {
+        serve_budget_release(out->budget, out->reserved - held);
+        out->reserved = held;
+    }
+    return 0;
 }
 
 static int from_data_url(const char *url, const serve_image_limits *lim, serve_image *out,

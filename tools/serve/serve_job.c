@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys, int64_t *image_at,
-                            int64_t n_ids) {
+serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys,
+                            serve_prefix_image *images, int64_t n_ids) {
     serve_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     pthread_condattr_t ca;
@@ -31,7 +31,7 @@ serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys, in
     j->req = req;
     j->ids = ids;
     j->keys = keys;
-    j->image_at = image_at;
+    j->images = images;
     j->n_ids = n_ids;
     atomic_init(&j->cancel, false);
     return j;
@@ -62,7 +62,7 @@ void serve_job_release(serve_job *j) {
     serve_request_free(j->req);
     free(j->ids);
     free(j->keys);
-    free(j->image_at);
+    free(j->images);
     free(j->text);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);

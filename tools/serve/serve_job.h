@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "serve_prefix.h"
 #include "serve_request.h"
 
 typedef enum serve_finish {
@@ -35,8 +36,9 @@ typedef struct serve_job {
     serve_request *req;
     int32_t *ids;        /* the prompt's tokens, each picture's pads expanded */
     int64_t n_ids;
-    uint64_t *keys;      /* per token: what the KV cache entry depends on (serve_slot.c) */
-    int64_t *image_at;   /* per picture: index in ids of its first pad token */
+    uint64_t *keys;      /* per token: what the KV cache entry depends on (serve_prefix.h) */
+    serve_prefix_image *images; /* per picture: where its pads are, and its digest */
+    serve_partition partition;  /* whose cached prefixes it may reuse (API key, cache_salt) */
     double deadline;     /* serve_job_now() seconds after which no token is generated; 0: none */
 
     /* Output (engine writes under mu). */
@@ -55,10 +57,10 @@ typedef struct serve_job {
     atomic_bool cancel;
 } serve_job;
 
-/* Takes ownership of req, ids and keys/image_at (all malloc'd). NULL when out of memory (then
+/* Takes ownership of req, ids, keys and images (all malloc'd). NULL when out of memory (then
  * nothing is taken). One reference. */
-serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys, int64_t *image_at,
-                            int64_t n_ids);
+serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys,
+                            serve_prefix_image *images, int64_t n_ids);
 void serve_job_retain(serve_job *j);
 /* Why a job ends SERVE_FINISH_TIMEOUT (its error text). */
 #define SERVE_TIMEOUT_MESSAGE "no slot was free before the request's deadline (--request-timeout); retry later"

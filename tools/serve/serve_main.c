@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "qvl/log.h"
 #include "qvl_commands.h"
+#include "serve_auth.h"
 #include "serve_engine.h"
 #include "serve_http.h"
 
@@ -55,6 +56,7 @@ int qvl_cmd_serve(int argc, char **argv) {
     int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
     int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
     int64_t request_timeout = cfg.request_timeout;
+    int64_t max_image_mib = 1024; /* docs/serving.md, "Picture memory": why this default */
     backend_args be = {.threads = -1}; /* -1: -t not given (the parser allows 0 and up) */
     cli_opt opts[] = {
         {"model", 'm', CLI_STRING, &cfg.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
@@ -64,6 +66,8 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"queue", 0, CLI_INT, &queue, "N", "requests that may wait for a slot; beyond that 429 (default 16)", 0, 1 << 20, false},
         {"ctx", 0, CLI_INT, &cfg.ctx, "N", "KV cache size of each slot in tokens: prompt + answer (default 4096)", 16, 1 << 24, false},
         {"api-key", 0, CLI_STRING, &cfg.api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, false},
+        {"api-key-file", 0, CLI_STRING, &cfg.api_key_file, "FILE", "accept each key in FILE (one per line; # comments) as --api-key does; prefix reuse never crosses keys", 0, 0, false},
+        {"max-image-memory", 0, CLI_INT, &max_image_mib, "MIB", "memory pictures may hold at once, decoding or waiting for their prefill; more waits (default 1024)", 1, 1 << 24, false},
         {"image-dir", 0, CLI_STRING, &cfg.image_dir, "DIR", "allow image_url to name files inside DIR (default: data: URLs only)", 0, 0, false},
         {"max-images", 0, CLI_INT, &max_images, "N", "pictures per request (default 8)", 0, 1024, false},
         {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body; larger is 413 (default 33554432)", 1024, 1LL << 32, false},
@@ -103,6 +107,7 @@ int qvl_cmd_serve(int argc, char **argv) {
     cfg.max_body = (size_t)max_body;
     cfg.timeout = (int)timeout;
     cfg.request_timeout = (int)request_timeout;
+    cfg.max_image_memory = max_image_mib << 20;
     be.threads_seen = be.threads >= 0;
     qvl_model_options overlay = {0};
     backend_args_apply(&be, &overlay);
@@ -123,9 +128,15 @@ int qvl_cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client that left is a failed write, not a dead server */
 
+    char msg[256];
+    if (!serve_auth_load(&cfg, msg, sizeof msg)) {
+        fprintf(stderr, "qvl serve: %s\n", msg);
+        return 2;
+    }
     serve_metrics *metrics = serve_metrics_create(cfg.parallel);
     if (!metrics) {
         fprintf(stderr, "qvl serve: out of memory\n");
+        serve_auth_free(&cfg);
         return 1;
     }
     qvl_error err = {0};
@@ -133,14 +144,15 @@ int qvl_cmd_serve(int argc, char **argv) {
     if (!engine) {
         fprintf(stderr, "qvl serve: %s\n", err.msg);
         serve_metrics_free(metrics);
+        serve_auth_free(&cfg);
         return 1;
     }
     serve_server srv = {.cfg = &cfg, .engine = engine, .metrics = metrics};
-    char msg[256];
     if (!serve_http_start(&srv, msg, sizeof msg)) {
         fprintf(stderr, "qvl serve: %s\n", msg);
         serve_engine_free(engine);
         serve_metrics_free(metrics);
+        serve_auth_free(&cfg);
         return 1;
     }
     const bool v6 = strchr(cfg.host, ':') != NULL;
@@ -151,5 +163,6 @@ int qvl_cmd_serve(int argc, char **argv) {
     serve_http_stop(&srv);
     serve_engine_free(engine);
     serve_metrics_free(metrics);
+    serve_auth_free(&cfg);
     return rc;
 }

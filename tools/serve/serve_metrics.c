@@ -26,6 +26,7 @@ typedef struct counts {
 struct serve_metrics {
     pthread_mutex_t mu;
     counts c;
+    serve_budget *image_budget; /* read when rendering; NULL: none */
 };
 
 serve_metrics *serve_metrics_create(int n_slots) {
@@ -81,6 +82,12 @@ void serve_metrics_decode(serve_metrics *m, int64_t n, double seconds) {
     pthread_mutex_lock(&m->mu);
     m->c.decode_tokens += n;
     m->c.decode_seconds += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void serve_metrics_set_image_budget(serve_metrics *m, serve_budget *b) {
+    pthread_mutex_lock(&m->mu);
+    m->image_budget = b;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -170,6 +177,17 @@ char *serve_metrics_render(serve_metrics *m) {
     counter(&b, "qvl_queue_length", "Requests waiting for a slot.", "gauge", (double)s.waiting);
     counter(&b, "qvl_slots_busy", "Slots generating.", "gauge", (double)s.busy);
     counter(&b, "qvl_slots_total", "Slots (--parallel).", "gauge", (double)s.n_slots);
+    int64_t image_bytes = 0;
+    int image_waiting = 0;
+    pthread_mutex_lock(&m->mu);
+    if (m->image_budget) serve_budget_usage(m->image_budget, &image_bytes, &image_waiting);
+    pthread_mutex_unlock(&m->mu);
+    counter(&b, "qvl_image_memory_bytes",
+            "Picture memory reserved (decoding, or pixels waiting for their prefill).", "gauge",
+            (double)image_bytes);
+    counter(&b, "qvl_image_memory_waiting",
+            "Pictures waiting for room in --max-image-memory before decoding.", "gauge",
+            (double)image_waiting);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "serve_budget.h"
+
 typedef struct serve_metrics serve_metrics;
 
 serve_metrics *serve_metrics_create(int n_slots);
@@ -23,6 +25,9 @@ void serve_metrics_timeout(serve_metrics *m);
 void serve_metrics_prefill(serve_metrics *m, int64_t n, double seconds);
 void serve_metrics_decode(serve_metrics *m, int64_t n, double seconds);
 void serve_metrics_set_queue(serve_metrics *m, int64_t waiting, int64_t busy_slots);
+/* The picture memory budget whose use /metrics shows (NULL: none); it must outlive its use
+ * here, so its owner sets NULL before destroying it. */
+void serve_metrics_set_image_budget(serve_metrics *m, serve_budget *b);
 
 /* The text of GET /metrics (malloc'd, NUL-terminated); NULL when out of memory. */
 char *serve_metrics_render(serve_metrics *m);

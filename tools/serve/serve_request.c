@@ -59,6 +59,7 @@ void serve_request_free(serve_request *r) {
     free(r->images);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
+    free(r->cache_salt);
     free(r);
 }
 
@@ -216,7 +217,7 @@ static bool add_image(qvl_chat *chat, serve_request *r, const serve_parse_ctx *c
     /* Every picture and at least one text token and one answer token must fit the context. */
     int64_t used = 0;
     for (size_t i = 0; i < r->n_images; i++) used += r->images[i].n_tokens;
-    serve_image_limits lim = {.pc = ctx->pc, .image_dir = ctx->image_dir,
+    serve_image_limits lim = {.pc = ctx->pc, .guard = ctx->guard, .image_dir = ctx->image_dir,
                               .max_file_bytes = ctx->max_file_bytes,
                               .token_budget = ctx->ctx - 2 - used};
     serve_image im;
@@ -294,6 +295,17 @@ static bool add_message(qvl_chat *chat, serve_request *r, const serve_parse_ctx 
     return true;
 }
 
+/* cache_salt (vLLM's name): a non-empty string that partitions prefix reuse. */
+static bool parse_cache_salt(const cJSON *root, serve_request *r, serve_bad *bad) {
+    const cJSON *v = field(root, "cache_salt");
+    if (!v) return true;
+    if (!cJSON_IsString(v) || v->valuestring[0] == '\0')
+        return bad_set(bad, 400, "cache_salt", "invalid_type", "'cache_salt' must be a non-empty string");
+    r->cache_salt = strdup(v->valuestring);
+    if (!r->cache_salt) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    return true;
+}
+
 static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_request *r,
                            serve_bad *bad) {
     const cJSON *msgs = field(root, "messages");
@@ -339,7 +351,8 @@ bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ct
         return bad_set(bad, 500, NULL, NULL, "out of memory");
     }
     bool ok = parse_limits(root, r, bad) && parse_sampling(root, ctx, r, bad) &&
-              parse_stop(root, r, bad) && parse_messages(root, ctx, r, bad);
+              parse_stop(root, r, bad) && parse_cache_salt(root, r, bad) &&
+              parse_messages(root, ctx, r, bad);
     cJSON_Delete(root);
     if (!ok) {
         serve_request_free(r);

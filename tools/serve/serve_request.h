@@ -28,6 +28,8 @@ typedef struct serve_request {
     float frequency_penalty; /* OpenAI: logit -= penalty x times generated; 0: off */
     char **stops;
     size_t n_stops;
+    char *cache_salt;      /* NULL: none. Prefix reuse happens only between requests with the
+                            * same salt (and API key): serve_prefix.h */
 } serve_request;
 
 typedef struct serve_parse_ctx {
@@ -37,6 +39,8 @@ typedef struct serve_parse_ctx {
     int max_images;
     size_t max_file_bytes;               /* largest local picture file */
     int64_t ctx;                         /* a slot's context: the pictures must leave room */
+    serve_image_guard *guard;            /* the request's picture budget, deadline and client
+                                          * check; NULL: none */
 } serve_parse_ctx;
 
 /* Why a request was refused: the fields of OpenAI's error object. */

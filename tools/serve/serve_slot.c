@@ -39,6 +39,7 @@ void serve_slot_close(serve_slot *s) {
     qvl_seq_free(s->seq);
     qvl_sampler_free(s->sampler);
     free(s->keys);
+    free(s->images);
     free(s->generated);
     free(s->logits);
     free(s->work);
@@ -46,17 +47,24 @@ void serve_slot_close(serve_slot *s) {
 }
 
 int64_t serve_slot_reusable(const serve_slot *s, const serve_job *j) {
-    int64_t n = 0;
-    while (n < s->n_keys && n < j->n_ids && s->keys[n] == j->keys[n]) n++;
-    /* The last prompt token is always run again: its logits choose the first answer token. */
-    if (n >= j->n_ids) n = j->n_ids - 1;
-    /* A picture is encoded whole: never keep only part of its pads. */
-    const serve_request *r = j->req;
-    for (size_t i = 0; i < r->n_images; i++) {
-        int64_t a = j->image_at[i];
-        if (n > a && n < a + r->images[i].n_tokens) n = a;
-    }
-    return n < 0 ? 0 : n;
+    const serve_prefix cache = {.partition = &s->partition, .keys = s->keys, .n_keys = s->n_keys,
+                                .images = s->images, .n_images = s->n_images};
+    const serve_prefix prompt = {.partition = &j->partition, .keys = j->keys, .n_keys = j->n_ids,
+                                 .images = j->images, .n_images = j->req->n_images};
+    return serve_prefix_match(&cache, &prompt);
+}
+
+/* The cache now holds j's prompt: remember whose it is and its pictures. false: out of memory
+ * (then the cache is forgotten: nothing is reused from it). */
+static bool remember_prompt(serve_slot *s, const serve_job *j) {
+    const size_t n = j->req->n_images;
+    serve_prefix_image *images = realloc(s->images, (n + 1) * sizeof *images);
+    if (!images) return false;
+    memcpy(images, j->images, n * sizeof *images);
+    s->images = images;
+    s->n_images = n;
+    s->partition = j->partition;
+    return true;
 }
 
 void serve_slot_end(serve_slot *s, const serve_slot_env *env, serve_finish how, const char *error) {
@@ -162,8 +170,13 @@ static qvl_status prefill(serve_slot *s, serve_job *j, const serve_slot_env *env
     const serve_request *r = j->req;
     qvl_model_truncate(s->m, keep);
     s->n_keys = keep;
+    if (!remember_prompt(s, j)) {
+        qvl_model_truncate(s->m, 0);
+        s->n_keys = 0;
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    }
     size_t first = 0; /* first picture not in the kept prefix */
-    while (first < r->n_images && j->image_at[first] < keep) first++;
+    while (first < r->n_images && j->images[first].at < keep) first++;
     double t0 = now_seconds();
     int32_t *pos = NULL;
     qvl_image_features feats;
@@ -210,7 +223,11 @@ void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env) {
     }
     const int64_t keep = serve_slot_reusable(s, j);
     qvl_error err = {0};
-    if (prefill(s, j, env, keep, &err) != QVL_OK) {
+    const qvl_status st = prefill(s, j, env, keep, &err);
+    /* The vision encoder has consumed the pixels (or failed): give their memory back now, not
+     * when the answer is done. Only the engine thread reads them once the job is queued. */
+    for (size_t i = 0; i < j->req->n_images; i++) serve_image_free(&j->req->images[i]);
+    if (st != QVL_OK) {
         serve_slot_end(s, env, SERVE_FINISH_ERROR, err.msg);
         return;
     }
@@ -292,7 +309,7 @@ bool serve_slot_next(serve_slot *s, const serve_slot_env *env, int32_t *next) {
 
 void serve_slot_fed(serve_slot *s, int32_t id, const float *logits) {
     s->row = logits;
-    s->keys[s->n_keys++] = (uint64_t)(uint32_t)id;
+    s->keys[s->n_keys++] = serve_prefix_text_key(id);
 }
 
 void serve_slot_feed_failed(serve_slot *s, const serve_slot_env *env, const char *error) {

@@ -2,10 +2,11 @@
  * copy of the weights), and the job it is answering. Driven by the engine thread only: every
  * model call of a slot first makes the slot's sequence the model's current one.
  *
- * Prefix reuse: a slot remembers, per KV cache entry, a key of what the entry depends on (the
- * token id, or for a picture's pad token the picture's hash and the pad's index). A new
- * request keeps the longest common run of keys and prefills only the rest; pictures inside the
- * kept run are not encoded again. */
+ * Prefix reuse (serve_prefix.h): a slot remembers whose prompt its cache holds (the partition:
+ * API key and cache_salt), per KV cache entry a key of what the entry depends on (the token
+ * id, or for a picture's pad token the picture's digest and the pad's index), and its
+ * pictures' digests. A new request of the same partition keeps the longest common run and
+ * prefills only the rest; pictures inside the kept run are not encoded again. */
 #ifndef QVL_SERVE_SLOT_H
 #define QVL_SERVE_SLOT_H
 
@@ -18,6 +19,7 @@
 #include "qvl/tokenizer.h"
 #include "serve_job.h"
 #include "serve_metrics.h"
+#include "serve_prefix.h"
 
 /* What every slot shares (read-only while serving). */
 typedef struct serve_slot_env {
@@ -33,6 +35,9 @@ typedef struct serve_slot {
     qvl_seq *seq;         /* this slot's KV cache and position */
     uint64_t *keys;       /* [ctx]: keys of the tokens in the KV cache */
     int64_t n_keys;
+    serve_partition partition;  /* whose prompt the cache holds (valid while n_keys > 0) */
+    serve_prefix_image *images; /* the cached prompt's pictures */
+    size_t n_images;
     uint64_t last_used;   /* engine tick of the last job, to pick the least recently used */
 
     serve_job *job;       /* NULL: idle */
@@ -55,7 +60,8 @@ void serve_slot_close(serve_slot *s);
 int64_t serve_slot_reusable(const serve_slot *s, const serve_job *j);
 
 /* Take j (the slot keeps a reference) and prefill its prompt. On failure the job is finished
- * with an error and released; the slot is idle again. */
+ * with an error and released; the slot is idle again. Either way the job's picture pixels are
+ * freed (and their memory budget given back): generation does not need them. */
 void serve_slot_start(serve_slot *s, serve_job *j, const serve_slot_env *env);
 
 /* A decode step for the slot's job, in two halves so that the engine can run every busy

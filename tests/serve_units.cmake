@@ -1,0 +1,10 @@
+# qvl serve's pieces that need no model: SHA-256 (the picture and partition digests), prefix
+# reuse decisions (partitions by API key and cache_salt, pictures by digest) and the picture
+# memory budget.
+qvl_add_test(test_sha256 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sha256.c LIBS qvl-runtime)
+qvl_add_test(test_serve_prefix SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_prefix.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_prefix.c LIBS qvl-runtime)
+target_include_directories(test_serve_prefix PRIVATE ${CMAKE_SOURCE_DIR}/tools/serve)
+qvl_add_test(test_serve_budget SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_budget.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c LIBS Threads::Threads)
+target_include_directories(test_serve_budget PRIVATE ${CMAKE_SOURCE_DIR}/tools/serve)
