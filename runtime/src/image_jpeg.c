@@ -4,8 +4,10 @@
  * converted to RGB by libjpeg, four are CMYK, which Pillow reads inverted ("CMYK;I", the Adobe
  * convention) and turns into RGB with its own formula below. The structure is walked here first:
  * the file must end its first scan with an EOI marker somewhere (a cut file is refused, as
- * Pillow does without LOAD_TRUNCATED_IMAGES), and a sequential frame must have the bytes its
- * size needs. */
+ * Pillow does without LOAD_TRUNCATED_IMAGES), a sequential frame must have the bytes its size
+ * needs, and the EXIF and XMP orientation tags are read. While decoding, the work of the scans
+ * is counted against a budget and the caller's stop callback is asked (libjpeg's progress
+ * monitor). */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +180,8 @@ static void on_progress(j_common_ptr cinfo) {
                              d->cur_comp_info[c]->height_in_blocks;
     if (w->blocks_visited > w->budget) {
         snprintf(f->msg, sizeof f->msg,
-                 "its %d scans would decode more than %lld blocks, %d times the picture's own",
+                 "its first %d scans already decode more than %lld blocks, the work budget for "
+                 "its size (%d passes over every block)",
                  d->input_scan_number, (long long)w->budget, QVL_JPEG_SCAN_PASSES);
         give_up(cinfo);
     }
