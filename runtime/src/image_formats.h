@@ -2,8 +2,8 @@
  * image_webp.c, image_pnm.c). Each decoder reads its own header first and passes the declared
  * size through qvl_image_check_size before any library allocates pixels; with header_only it
  * stops there and fills in only width and height (qvl_image_probe). Decoders give the stored
- * pixels as 8-bit RGB the way Pillow's Image.open(f).convert("RGB") does; the EXIF orientation
- * is applied by the caller from qvl_image_orientation. */
+ * pixels as 8-bit RGB the way Pillow's Image.open(f).convert("RGB") does, and the orientation
+ * their metadata asks for in job->orientation, which the caller applies. */
 #ifndef QVL_IMAGE_FORMATS_H
 #define QVL_IMAGE_FORMATS_H
 
