@@ -167,7 +167,8 @@ qvl_status qvl_decode_png(qvl_decode_job *job, qvl_image *out, qvl_error *err) {
         for (int64_t y = 0; y < h; y++)
             row_to_rgb(buf + (size_t)y * rowbytes, out->rgb + (size_t)y * (size_t)w * 3, w, colour,
                        channels, odepth, pal, npal);
-    /* Chunks after the pixels are not read: Pillow ignores a damaged or missing tail too. */
+    /* libpng reads nothing after the pixels (their text was checked before): Pillow ignores a
+     * damaged or missing tail too. */
     free(rows);
     free(buf);
     png_destroy_read_struct(&png, &info, NULL);
