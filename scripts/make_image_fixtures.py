@@ -155,6 +155,87 @@ def gif_raw(sw, sh, palette, frames, global_table=True):
     return data + b"\x3b"
 
 
+# ---- orientation from XMP and PNG text (Pillow's getexif) ---------------------------------------
+
+def xmp_packet(o, element=False):
+    """An XMP packet holding tiff:Orientation o, as an attribute or as an element."""
+    rdf = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+    head = ('<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/">'
+            '<rdf:RDF xmlns:rdf="%s"><rdf:Description rdf:about="" '
+            'xmlns:tiff="http://ns.adobe.com/tiff/1.0/"' % rdf)
+    body = ('><tiff:Orientation>%d</tiff:Orientation></rdf:Description>' % o if element
+            else ' tiff:Orientation="%d"/>' % o)
+    return head + body + '</rdf:RDF></x:xmpmeta><?xpacket end="w"?>'
+
+
+def exif_without_orientation():
+    ex = Image.Exif()
+    ex[0x010F] = "qvl"  # Make: an EXIF block whose IFD0 has no Orientation
+    return ex.tobytes()
+
+
+def raw_profile_exif(exif):
+    """ImageMagick's "Raw profile type exif" text: three header lines, then hex in lines of 72."""
+    hx = exif.hex()
+    return "\nexif\n%8d\n%s\n" % (len(exif), "\n".join(hx[i:i + 72] for i in range(0, len(hx), 72)))
+
+
+def png_with_chunks(im, before=(), after=()):
+    """Pillow's PNG of im with extra chunks (type, data) put before the first IDAT or after the
+    last one."""
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    data = buf.getvalue()
+    first = data.index(b"IDAT") - 4
+    end = data.index(b"IEND") - 4
+    pre = b"".join(png_chunk(t, d) for t, d in before)
+    post = b"".join(png_chunk(t, d) for t, d in after)
+    return data[:first] + pre + data[first:end] + post + data[end:]
+
+
+def itxt(key, text, compressed=False):
+    v = text.encode("utf-8")
+    return key.encode("latin-1") + b"\0" + bytes([1 if compressed else 0, 0]) + b"\0\0" + (
+        zlib.compress(v) if compressed else v)
+
+
+def orientation_fixtures(pic, f, save):
+    xmp = "XML:com.adobe.xmp"
+    raw = "Raw profile type exif"
+    # PNG: XMP in iTXt (attribute form, element form compressed), after the pixel data too.
+    f["png_xmp_itxt_attr6.png"] = png_with_chunks(pic, before=[(b"iTXt", itxt(xmp, xmp_packet(6)))])
+    f["png_xmp_itxt_element8_zip.png"] = png_with_chunks(
+        pic, before=[(b"iTXt", itxt(xmp, xmp_packet(8, element=True), compressed=True))])
+    f["png_xmp_after_idat5.png"] = png_with_chunks(pic, after=[(b"iTXt", itxt(xmp, xmp_packet(5)))])
+    # PNG: the EXIF block as hex text (ImageMagick's), in zTXt and in tEXt.
+    f["png_raw_profile_ztxt3.png"] = png_with_chunks(pic, before=[(b"zTXt", raw.encode() + b"\0\0" +
+        zlib.compress(raw_profile_exif(exif_with_orientation(3)).encode()))])
+    f["png_raw_profile_text7.png"] = png_with_chunks(pic, before=[(b"tEXt", raw.encode() + b"\0" +
+        raw_profile_exif(exif_with_orientation(7)[6:]).encode())])
+    # PNG conflicts: an EXIF Orientation of 1 wins over XMP 6; EXIF without the tag lets XMP 2 in;
+    # a later XMP chunk replaces an earlier one.
+    f["png_exif1_xmp6.png"] = png_with_chunks(
+        pic, before=[(b"eXIf", exif_with_orientation(1)[6:]), (b"iTXt", itxt(xmp, xmp_packet(6)))])
+    f["png_exif_no_tag_xmp2.png"] = png_with_chunks(
+        pic, before=[(b"eXIf", exif_without_orientation()[6:]), (b"iTXt", itxt(xmp, xmp_packet(2)))])
+    f["png_xmp_twice_8_then_4.png"] = png_with_chunks(
+        pic, before=[(b"iTXt", itxt(xmp, xmp_packet(8))), (b"iTXt", itxt(xmp, xmp_packet(4, True)))])
+    # JPEG: APP1 XMP, both forms; EXIF 3 against XMP 6 (EXIF wins); EXIF without the tag and XMP.
+    save("jpeg_xmp_attr6.jpg", pic, "JPEG", quality=85, xmp=xmp_packet(6).encode())
+    save("jpeg_xmp_element8_progressive.jpg", pic, "JPEG", quality=85, progressive=True,
+         xmp=xmp_packet(8, element=True).encode())
+    save("jpeg_exif3_xmp6.jpg", pic, "JPEG", quality=85, exif=exif_with_orientation(3),
+         xmp=xmp_packet(6).encode())
+    save("jpeg_exif_no_tag_xmp5.jpg", pic, "JPEG", quality=85, exif=exif_without_orientation(),
+         xmp=xmp_packet(5, element=True).encode())
+    # WebP: an XMP chunk, and EXIF 8 against XMP 5.
+    save("webp_xmp6.webp", pic, "WEBP", quality=80, xmp=xmp_packet(6).encode())
+    save("webp_exif8_xmp5.webp", pic, "WEBP", lossless=True, exif=exif_with_orientation(8),
+         xmp=xmp_packet(5).encode())
+    save("webp_xmp_element7.webp", pic, "WEBP", lossless=True,
+         xmp=xmp_packet(7, element=True).encode())
+
+
 # ---- the fixtures -----------------------------------------------------------------------------
 
 def pillow_bytes(path):
@@ -238,6 +319,9 @@ def fixtures():
     anim[0].save(buf, "WEBP", save_all=True, append_images=anim[1:], duration=100, lossless=True)
     f["webp_animated.webp"] = buf.getvalue()
     save("webp_exif6.webp", pic, "WEBP", quality=80, exif=exif_with_orientation(6))
+
+    # Orientation from XMP and from PNG text, as Pillow's getexif finds it.
+    orientation_fixtures(pic, f, save)
 
     # PGM/PPM: 8-bit, 16-bit, and maxvals that Pillow rescales.
     save("pnm_rgb8.ppm", pic, "PPM")

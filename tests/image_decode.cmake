@@ -16,3 +16,14 @@ target_link_libraries(qvl-test-image-write PUBLIC PkgConfig::IMG_TEST_JPEG PkgCo
 # the pixel limit before WebP, qvl_image_probe = decoded size on every fixture.
 qvl_add_test(test_image_hostile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_image_hostile.c
   LIBS qvl-runtime qvl-test-image-write)
+
+# Amplification made in memory: PNG text chunks past Pillow's limits (refused) and within them
+# (decoded in bounded memory), progressive JPEG scans past the work budget.
+pkg_check_modules(IMG_TEST_ZLIB REQUIRED IMPORTED_TARGET zlib)
+qvl_add_test(test_image_bombs SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_image_bombs.c
+  LIBS qvl-runtime PkgConfig::IMG_TEST_ZLIB)
+
+# The stop callback of qvl_image_decode_stoppable is asked during decoding (every fixture,
+# large PNG/JPEG/PGM), and stopping at any call ends the decode there.
+qvl_add_test(test_image_stop SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_image_stop.c
+  LIBS qvl-runtime qvl-test-image-write)

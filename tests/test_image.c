@@ -338,10 +338,11 @@ static void test_exif_orientation(void **state) {
     assert_int_equal(qvl_image_decode(jpg, n, "o3.jpg", &im, &err), QVL_OK);
     assert_true(im.width == 16 && !reddish(&im, 1, 4) && reddish(&im, 14, 4));
     qvl_image_free(&im);
-    /* A malformed IFD (entry count past the segment) is ignored, not read out of bounds. */
+    /* An entry count past the segment: the entries that fit are read (Pillow keeps them too),
+     * nothing past the segment is. */
     jpg[2 + 10 + 8 + 1] = 0xFF; /* big-endian count low byte -> 255 entries */
     jpg[2 + 10 + 8] = 0x7F;
-    assert_int_equal(qvl_jpeg_exif_orientation(jpg, n), 1);
+    assert_int_equal(qvl_jpeg_exif_orientation(jpg, n), 3);
     free(jpg);
     assert_int_equal(qvl_jpeg_exif_orientation("\xFF\xD8\xFF", 3), 1);
     assert_int_equal(qvl_jpeg_exif_orientation("PNG", 3), 1);

@@ -58,7 +58,8 @@ static void index_rgb(const ColorMapObject *map, int v, uint8_t *o) {
 /* Fills the canvas (w x h, RGB) with index `fill`, then reads the first frame's rows over it
  * through `line` (the frame's width). */
 static int read_frame(GifFileType *gif, const ColorMapObject *map, int fill, uint8_t *line,
-                      uint8_t *rgb, int64_t w, int64_t h) {
+                      uint8_t *rgb, int64_t w, int64_t h, const qvl_image_stop *stop,
+                      bool *stopped) {
     uint8_t bg[3];
     index_rgb(map, fill, bg);
     for (size_t i = 0; i < (size_t)w * (size_t)h; i++) memcpy(rgb + 3 * i, bg, 3);
@@ -71,6 +72,10 @@ static int read_frame(GifFileType *gif, const ColorMapObject *map, int fill, uin
     for (int pass = 0; pass < npass && rc == GIF_OK; pass++) {
         const int64_t y0 = d->Interlace ? start[pass] : 0, dy = d->Interlace ? step[pass] : 1;
         for (int64_t y = y0; y < fh && rc == GIF_OK; y += dy) {
+            if (qvl_image_should_stop(stop)) {
+                *stopped = true;
+                return GIF_ERROR;
+            }
             if ((rc = DGifGetLine(gif, line, d->Width)) != GIF_OK) break;
             uint8_t *row = rgb + ((size_t)(d->Top + y) * (size_t)w + (size_t)d->Left) * 3;
             for (int64_t x = 0; x < fw; x++) index_rgb(map, line[x], row + 3 * x);
@@ -79,8 +84,10 @@ static int read_frame(GifFileType *gif, const ColorMapObject *map, int fill, uin
     return rc;
 }
 
-qvl_status qvl_decode_gif(const uint8_t *p, size_t n, const char *what, bool header_only,
-                          qvl_image *out, qvl_error *err) {
+qvl_status qvl_decode_gif(qvl_decode_job *job, qvl_image *out, qvl_error *err) {
+    const uint8_t *p = job->p;
+    const size_t n = job->n;
+    const char *what = job->what;
     gif_source src = {.p = p, .n = n};
     int code = 0;
     GifFileType *gif = DGifOpen(&src, on_read, &code);
@@ -121,7 +128,7 @@ qvl_status qvl_decode_gif(const uint8_t *p, size_t n, const char *what, bool hea
                                    (int64_t)src.at + (int64_t)d->Width * d->Height /
                                                          GIF_MAX_PIXELS_PER_BYTE,
                                    n, err);
-    if (st != QVL_OK || header_only) {
+    if (st != QVL_OK || job->header_only) {
         if (st == QVL_OK) out->width = (int32_t)w, out->height = (int32_t)h;
         goto done;
     }
@@ -135,11 +142,14 @@ qvl_status qvl_decode_gif(const uint8_t *p, size_t n, const char *what, bool hea
         const ColorMapObject *map = NULL;
         if (d->ColorMap && !grey_ramp(d->ColorMap)) map = d->ColorMap;
         else if (gif->SColorMap && !grey_ramp(gif->SColorMap)) map = gif->SColorMap;
-        if (read_frame(gif, map, transparent >= 0 ? transparent : 0, line, out->rgb, w, h) !=
-            GIF_OK) {
+        bool stopped = false;
+        if (read_frame(gif, map, transparent >= 0 ? transparent : 0, line, out->rgb, w, h,
+                       job->stop, &stopped) != GIF_OK) {
             free(line);
             qvl_image_free(out);
-            goto giflib_error;
+            if (!stopped) goto giflib_error;
+            st = qvl_image_stopped(what, err);
+            goto done;
         }
     }
     free(line);

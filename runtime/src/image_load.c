@@ -1,8 +1,9 @@
 /* Picture files to 8-bit RGB: the format is told from the first bytes, and each format has its
  * own decoder (image_jpeg.c, image_png.c, image_gif.c, image_webp.c: the libraries Pillow itself
  * uses; image_pnm.c: parsed here). A decoder checks the declared size here (pixel limit, aspect
- * ratio, what the file can hold) before its library allocates anything; the EXIF orientation is
- * applied afterwards, as transformers' load_image does with ImageOps.exif_transpose. */
+ * ratio, what the file can hold) before its library allocates anything, and finds the
+ * orientation its metadata asks for (EXIF or XMP, image_orient.c), which is applied afterwards,
+ * as transformers' load_image does with ImageOps.exif_transpose. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "qvl/image.h"
@@ -24,29 +25,6 @@ void qvl_image_free(qvl_image *img) {
     free(img->rgb);
     img->rgb = NULL;
     img->width = img->height = 0;
-}
-
-int qvl_tiff_orientation(const uint8_t *t, size_t n) {
-    if (n >= 6 && memcmp(t, "Exif\0\0", 6) == 0) t += 6, n -= 6;
-    if (n < 8) return 1;
-    bool le;
-    if (t[0] == 'I' && t[1] == 'I') le = true;
-    else if (t[0] == 'M' && t[1] == 'M') le = false;
-    else return 1;
-    if (qvl_rd16(t + 2, le) != 42) return 1;
-    uint32_t ifd = qvl_rd32(t + 4, le);
-    if (ifd > n || n - ifd < 2) return 1;
-    uint32_t count = qvl_rd16(t + ifd, le);
-    if ((size_t)count * 12 > n - ifd - 2) return 1;
-    for (uint32_t i = 0; i < count; i++) {
-        const uint8_t *e = t + ifd + 2 + (size_t)i * 12;
-        if (qvl_rd16(e, le) != 0x0112) continue;
-        uint32_t type = qvl_rd16(e + 2, le), cnt = qvl_rd32(e + 4, le);
-        if (type != 3 || cnt < 1) return 1; /* SHORT, inline in the value field */
-        uint32_t v = qvl_rd16(e + 8, le);
-        return v >= 1 && v <= 8 ? (int)v : 1;
-    }
-    return 1;
 }
 
 /* ---- size checks shared by the decoders ------------------------------------------------------ */
@@ -141,17 +119,14 @@ qvl_status qvl_image_apply_orientation(qvl_image *img, int o, qvl_error *err) {
 typedef struct image_format {
     const char *name;
     qvl_image_decoder decode;
-    int (*orientation)(const uint8_t *p, size_t n);
 } image_format;
 
-static int jpeg_orientation(const uint8_t *p, size_t n) { return qvl_jpeg_exif_orientation(p, n); }
-
 static const image_format *format_of(const uint8_t *p, size_t n) {
-    static const image_format png = {"PNG", qvl_decode_png, qvl_png_exif_orientation};
-    static const image_format jpeg = {"JPEG", qvl_decode_jpeg, jpeg_orientation};
-    static const image_format gif = {"GIF", qvl_decode_gif, NULL};
-    static const image_format webp = {"WebP", qvl_decode_webp, qvl_webp_exif_orientation};
-    static const image_format pnm = {"PNM", qvl_decode_pnm, NULL};
+    static const image_format png = {"PNG", qvl_decode_png};
+    static const image_format jpeg = {"JPEG", qvl_decode_jpeg};
+    static const image_format gif = {"GIF", qvl_decode_gif};
+    static const image_format webp = {"WebP", qvl_decode_webp};
+    static const image_format pnm = {"PNM", qvl_decode_pnm};
     if (n >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) return &png;
     if (n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF) return &jpeg;
     if (n >= 6 && (memcmp(p, "GIF87a", 6) == 0 || memcmp(p, "GIF89a", 6) == 0)) return &gif;
@@ -176,11 +151,11 @@ static qvl_status sniff(const void *data, size_t size, const char *what, const i
                     "%s: not a PNG, JPEG, GIF, WebP or binary PGM/PPM (P5/P6) picture", what);
 }
 
-static bool stop_now(const qvl_image_stop *stop) {
+bool qvl_image_should_stop(const qvl_image_stop *stop) {
     return stop && stop->should_stop && stop->should_stop(stop->arg);
 }
 
-static qvl_status stopped(const char *what, qvl_error *err) {
+qvl_status qvl_image_stopped(const char *what, qvl_error *err) {
     return qvl_fail(err, QVL_E_LIMIT, "%s: decoding stopped (deadline passed or client gone)",
                     what);
 }
@@ -193,21 +168,17 @@ qvl_status qvl_image_decode_stoppable(const void *data, size_t size, const char 
     const image_format *f;
     qvl_status st = sniff(data, size, what, &f, err);
     if (st != QVL_OK) return st;
-    if (stop_now(stop)) return stopped(what, err);
-    st = f->decode(data, size, what, false, out, err);
-    if (st == QVL_OK && stop_now(stop)) st = stopped(what, err);
-    if (st != QVL_OK) {
-        qvl_image_free(out);
-        return st;
+    if (qvl_image_should_stop(stop)) return qvl_image_stopped(what, err);
+    /* The decoders ask `stop` between rows, scans or pieces of input, and once more here. */
+    qvl_decode_job job = {.p = data, .n = size, .what = what, .stop = stop, .orientation = 1};
+    st = f->decode(&job, out, err);
+    if (st == QVL_OK && qvl_image_should_stop(stop)) st = qvl_image_stopped(what, err);
+    if (st == QVL_OK) {
+        st = qvl_image_apply_orientation(out, job.orientation, err);
+        if (st != QVL_OK) qvl_error_prefix(err, "%s", what);
     }
-    if (f->orientation) {
-        st = qvl_image_apply_orientation(out, f->orientation(data, size), err);
-        if (st != QVL_OK) {
-            qvl_image_free(out);
-            return qvl_error_prefix(err, "%s", what);
-        }
-    }
-    return QVL_OK;
+    if (st != QVL_OK) qvl_image_free(out);
+    return st;
 }
 
 qvl_status qvl_image_decode(const void *data, size_t size, const char *what, qvl_image *out,
@@ -222,10 +193,10 @@ qvl_status qvl_image_probe(const void *data, size_t size, const char *what, int3
     qvl_status st = sniff(data, size, what, &f, err);
     if (st != QVL_OK) return st;
     qvl_image hdr = {0};
-    st = f->decode(data, size, what, true, &hdr, err);
+    qvl_decode_job job = {.p = data, .n = size, .what = what, .header_only = true, .orientation = 1};
+    st = f->decode(&job, &hdr, err);
     if (st != QVL_OK) return st;
-    const int o = f->orientation ? f->orientation(data, size) : 1;
-    const bool swap = o >= 5 && o <= 8;
+    const bool swap = job.orientation >= 5 && job.orientation <= 8;
     *width = swap ? hdr.height : hdr.width;
     *height = swap ? hdr.width : hdr.height;
     return QVL_OK;

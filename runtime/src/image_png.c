@@ -3,7 +3,8 @@
  * 1/2/4 bits is scaled to 0..255; 16-bit samples keep their high byte, except 16-bit grey without
  * alpha, which Pillow holds as an integer image ("I;16") and clips to 255 when it becomes RGB;
  * palette indices past the PLTE entries are black. The header is checked before libpng sees the
- * file: the pixel limit, and what the compressed data can hold at all. */
+ * file: the pixel limit, what the compressed data can hold at all, and the text chunks
+ * (image_png_text.c, which also finds the orientation); libpng then skips every ancillary chunk. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,23 +25,12 @@ static int64_t png_min_bytes(int64_t w, int64_t h, int channels, int depth) {
     return total / 1032 + 1;
 }
 
-int qvl_png_exif_orientation(const uint8_t *p, size_t n) {
-    size_t i = 8;
-    while (i + 12 <= n) {
-        const uint32_t len = qvl_rd32(p + i, false);
-        if (len > n - i - 12) return 1;
-        if (memcmp(p + i + 4, "eXIf", 4) == 0) return qvl_tiff_orientation(p + i + 8, len);
-        if (memcmp(p + i + 4, "IEND", 4) == 0) return 1;
-        i += 12 + (size_t)len;
-    }
-    return 1;
-}
-
 typedef struct png_source {
     const uint8_t *p;
     size_t n, at;
     jmp_buf jump;
     char msg[160];
+    bool stopped; /* the caller's stop callback said to give up */
 } png_source;
 
 static void on_error(png_structp png, png_const_charp msg) {
@@ -84,8 +74,10 @@ static void row_to_rgb(const uint8_t *src, uint8_t *dst, int64_t w, int colour, 
     }
 }
 
-qvl_status qvl_decode_png(const uint8_t *p, size_t n, const char *what, bool header_only,
-                          qvl_image *out, qvl_error *err) {
+qvl_status qvl_decode_png(qvl_decode_job *job, qvl_image *out, qvl_error *err) {
+    const uint8_t *p = job->p;
+    const size_t n = job->n;
+    const char *what = job->what;
     if (n < 33 || memcmp(p + 12, "IHDR", 4) != 0)
         return qvl_fail(err, QVL_E_PARSE, "%s: unreadable PNG header (no IHDR)", what);
     const int64_t w = qvl_rd32(p + 16, false), h = qvl_rd32(p + 20, false);
@@ -98,8 +90,10 @@ qvl_status qvl_decode_png(const uint8_t *p, size_t n, const char *what, bool hea
     if (st == QVL_OK)
         st = qvl_image_check_floor(what, "PNG", w, h, png_min_bytes(w, h, channels0[colour0], depth0),
                                    n, err);
+    /* Text chunks are checked (and the orientation read) by qvl, before libpng, which skips them. */
+    if (st == QVL_OK) st = qvl_png_scan_chunks(p, n, what, job->stop, &job->orientation, err);
     if (st != QVL_OK) return st;
-    if (header_only) {
+    if (job->header_only) {
         out->width = (int32_t)w;
         out->height = (int32_t)h;
         return QVL_OK;
@@ -120,9 +114,14 @@ qvl_status qvl_decode_png(const uint8_t *p, size_t n, const char *what, bool hea
         free(rows);
         png_destroy_read_struct(&png, &info, NULL);
         qvl_image_free(out);
+        if (src.stopped) return qvl_image_stopped(what, err);
         return qvl_fail(err, QVL_E_PARSE, "%s: cannot decode PNG (%s)", what, src.msg);
     }
     png_set_read_fn(png, &src, on_read);
+    /* Every ancillary chunk libpng knows (text, iCCP, sPLT, eXIf, ...) and every unknown one is
+     * skipped unread: only IHDR, PLTE, tRNS and IDAT matter to the pixels, and libpng would
+     * otherwise inflate and keep compressed text and profiles. */
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
     png_read_info(png, info);
     const int colour = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
     if ((int64_t)png_get_image_width(png, info) != w || (int64_t)png_get_image_height(png, info) != h)
@@ -149,18 +148,27 @@ qvl_status qvl_decode_png(const uint8_t *p, size_t n, const char *what, bool hea
         rows = malloc((size_t)h * sizeof *rows);
         if (!rows) png_error(png, "out of memory");
         for (int64_t y = 0; y < h; y++) rows[y] = buf + (size_t)y * rowbytes;
-        png_read_image(png, rows);
+    }
+    /* Row by row (each pass over the whole picture when interlaced, as png_read_image does),
+     * asking the caller's stop callback between rows. */
+    for (int pass = 0; pass < passes; pass++) {
+        for (int64_t y = 0; y < h; y++) {
+            if (qvl_image_should_stop(job->stop)) {
+                src.stopped = true;
+                png_error(png, "stopped");
+            }
+            png_read_row(png, passes > 1 ? rows[y] : buf, NULL);
+            if (passes == 1)
+                row_to_rgb(buf, out->rgb + (size_t)y * (size_t)w * 3, w, colour, channels, odepth,
+                           pal, npal);
+        }
+    }
+    if (passes > 1)
         for (int64_t y = 0; y < h; y++)
             row_to_rgb(buf + (size_t)y * rowbytes, out->rgb + (size_t)y * (size_t)w * 3, w, colour,
                        channels, odepth, pal, npal);
-    } else {
-        for (int64_t y = 0; y < h; y++) {
-            png_read_row(png, buf, NULL);
-            row_to_rgb(buf, out->rgb + (size_t)y * (size_t)w * 3, w, colour, channels, odepth, pal,
-                       npal);
-        }
-    }
-    /* Chunks after the pixels are not read: Pillow ignores a damaged or missing tail too. */
+    /* libpng reads nothing after the pixels (their text was checked before): Pillow ignores a
+     * damaged or missing tail too. */
     free(rows);
     free(buf);
     png_destroy_read_struct(&png, &info, NULL);

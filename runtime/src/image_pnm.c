@@ -35,8 +35,10 @@ static int64_t pnm_token(const uint8_t *p, size_t n, size_t *i) {
     return v;
 }
 
-qvl_status qvl_decode_pnm(const uint8_t *p, size_t n, const char *what, bool header_only,
-                          qvl_image *out, qvl_error *err) {
+qvl_status qvl_decode_pnm(qvl_decode_job *job, qvl_image *out, qvl_error *err) {
+    const uint8_t *p = job->p;
+    const size_t n = job->n;
+    const char *what = job->what;
     if (n < 3 || p[0] != 'P' || (p[1] != '5' && p[1] != '6') || !pnm_space(p[2]))
         return qvl_fail(err, QVL_E_PARSE, "%s: not a binary PGM/PPM (P5 or P6)", what);
     const bool colour = p[1] == '6';
@@ -54,7 +56,7 @@ qvl_status qvl_decode_pnm(const uint8_t *p, size_t n, const char *what, bool hea
     if ((int64_t)(n - i) < need)
         return qvl_fail(err, QVL_E_PARSE, "%s: truncated PNM (less pixel data than %lldx%lld)",
                         what, (long long)w, (long long)h);
-    if (header_only) {
+    if (job->header_only) {
         out->width = (int32_t)w;
         out->height = (int32_t)h;
         return QVL_OK;
@@ -64,6 +66,10 @@ qvl_status qvl_decode_pnm(const uint8_t *p, size_t n, const char *what, bool hea
     const double top = !colour && maxval > 255 ? 65535.0 : 255.0;
     const uint8_t *s = p + i;
     for (int64_t k = 0; k < w * h; k++) {
+        if (k % w == 0 && qvl_image_should_stop(job->stop)) { /* between rows */
+            qvl_image_free(out);
+            return qvl_image_stopped(what, err);
+        }
         uint8_t *o = out->rgb + 3 * k;
         for (int64_t b = 0; b < bands; b++, s += bytes) {
             const double v = bytes == 1 ? s[0] : (double)qvl_rd16(s, false);

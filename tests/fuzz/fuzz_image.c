@@ -1,6 +1,7 @@
 /* Fuzz target: picture decoding (JPEG, PNG, GIF, WebP through libjpeg-turbo, libpng, giflib and
- * libwebp; PGM/PPM parsed by qvl; the JPEG structure walk and EXIF orientation) and the image processor (smart_resize, antialiased bicubic
- * resampling, normalisation, merge-window patchify).
+ * libwebp; PGM/PPM parsed by qvl; the JPEG structure walk and scan budget, PNG text chunks, EXIF
+ * and XMP orientation, the stop callback) and the image processor (smart_resize, antialiased
+ * bicubic resampling, normalisation, merge-window patchify).
  *
  * An input starting with '{' is a preprocessor_config.json instead: it is read through a memfd
  * by qvl_preprocess_config_load, and a config that loads preprocesses a small built-in picture.
@@ -112,6 +113,36 @@ static void fuzz_config(const uint8_t *data, size_t size) {
     check_preprocess(&img, &pc);
 }
 
+typedef struct stop_counter {
+    int calls, stop_at;
+} stop_counter;
+
+static bool stop_at_call(void *arg) {
+    stop_counter *c = arg;
+    return ++c->calls >= c->stop_at;
+}
+
+/* The picture decoded once more with a stop callback that says stop at its k-th call (k from the
+ * first input byte): stopped there with QVL_E_LIMIT, one line, no pixels and no further calls,
+ * or, when the decode asks fewer than k times, the same pixels as without the callback. */
+static void check_stop(const uint8_t *data, size_t size, const qvl_image *want) {
+    stop_counter c = {.stop_at = 1 + data[0] % 16};
+    const qvl_image_stop stop = {stop_at_call, &c};
+    qvl_image img;
+    qvl_error err = {0};
+    const qvl_status s = qvl_image_decode_stoppable(data, size, "fuzz", &stop, &img, &err);
+    if (s != QVL_OK) {
+        fuzz_check_error(s, &err);
+        FUZZ_CHECK(s == QVL_E_LIMIT && strstr(err.msg, "decoding stopped") != NULL);
+        FUZZ_CHECK(img.rgb == NULL && c.calls == c.stop_at);
+        return;
+    }
+    FUZZ_CHECK(c.calls < c.stop_at);
+    FUZZ_CHECK(img.width == want->width && img.height == want->height);
+    FUZZ_CHECK(memcmp(img.rgb, want->rgb, (size_t)img.width * (size_t)img.height * 3) == 0);
+    qvl_image_free(&img);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 0 && data[0] == '{') {
         fuzz_config(data, size);
@@ -140,6 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK((int64_t)hi <= (int64_t)QVL_IMAGE_MAX_ASPECT * lo);
     unsigned sum = 0; /* touch every pixel byte */
     for (size_t i = 0; i < (size_t)img.width * (size_t)img.height * 3; i++) sum += img.rgb[i];
+    check_stop(data, size, &img);
 
     if ((int64_t)img.width * img.height > FUZZ_MAX_SOURCE_PIXELS) {
         qvl_image_free(&img);

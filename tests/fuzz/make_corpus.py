@@ -8,6 +8,7 @@ Reads tests/fixtures (never ../shared/data: shared test data stays out of the re
 import json
 import os
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -224,6 +225,72 @@ for name in ["webp_lossy.webp", "webp_lossless_alpha.webp", "webp_animated.webp"
              "pnm_rgb_maxval1000.ppm"]:
     with open(os.path.join(FIXTURES, "images", name), "rb") as f:
         put("image", "fixture_" + name, f.read())
+# Orientation from XMP and PNG text (Pillow's rules): iTXt, compressed iTXt, Raw profile type
+# exif in zTXt, EXIF against XMP, JPEG APP1 XMP, WebP XMP.
+for name in ["png_xmp_itxt_element8_zip.png", "png_raw_profile_ztxt3.png", "png_exif1_xmp6.png",
+             "jpeg_xmp_attr6.jpg", "jpeg_exif_no_tag_xmp5.jpg", "webp_exif8_xmp5.webp"]:
+    put("image", "fixture_" + name, read(os.path.join(FIXTURES, "images", name)))
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_1x1_with(chunks_before, chunks_after=()):
+    """A 1x1 grey PNG with extra (type, data) chunks before and after its pixels."""
+    ihdr = png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+    idat = png_chunk(b"IDAT", zlib.compress(b"\0\x4d"))
+    extra = lambda cs: b"".join(png_chunk(k, d) for k, d in cs)
+    return (b"\x89PNG\r\n\x1a\n" + ihdr + extra(chunks_before) + idat + extra(chunks_after) +
+            png_chunk(b"IEND", b""))
+
+
+def jpeg_empty_scans(w, h, ac_scans):
+    """A progressive grey JPEG: one DC scan (every block level 128), then ac_scans AC scans that
+    code only end-of-band runs over every block (see tests/test_image_bombs.c)."""
+    out = bytearray(b"\xff\xd8\xff\xdb\x00\x43\x00" + b"\x01" * 64)
+    out += b"\xff\xc2" + struct.pack(">HBHHBBBB", 11, 8, h, w, 1, 1, 0x11, 0)
+    out += b"\xff\xc4" + struct.pack(">HB", 20, 0x00) + bytes([1] + [0] * 15) + b"\x00"
+    out += b"\xff\xc4" + struct.pack(">HB", 34, 0x10) + bytes([0, 0, 0, 15] + [0] * 12)
+    out += bytes(r << 4 for r in range(15))
+    blocks = (w // 8) * (h // 8)
+
+    def scan(bits):
+        bits += "1" * (-len(bits) % 8)
+        data = bytearray()
+        for i in range(0, len(bits), 8):
+            data.append(int(bits[i:i + 8], 2))
+            if data[-1] == 0xFF:
+                data.append(0)
+        return bytes(data)
+
+    out += b"\xff\xda\x00\x08\x01\x01\x00\x00\x00\x00" + scan("0" * blocks)
+    for _ in range(ac_scans):
+        bits, left = "", blocks
+        while left:
+            r = min(14, left.bit_length() - 1)
+            run = min(left, (2 << r) - 1)
+            bits += format(r, "04b") + (format(run - (1 << r), "0%db" % r) if r else "")
+            left -= run
+        out += b"\xff\xda\x00\x08\x01\x01\x00\x01\x3f\x00" + scan(bits)
+    return bytes(out + b"\xff\xd9")
+
+
+# PNG text: small zTXt/iTXt/tEXt chunks around the pixels (the text-chunk rules); JPEG: a
+# progressive file of a dozen empty scans (the scan budget).
+put("image", "png_text_chunks", png_1x1_with(
+    [(b"zTXt", b"Comment\0\0" + zlib.compress(b"z" * 3000)),
+     (b"iTXt", b"XML:com.adobe.xmp\0\1\0\0\0" + zlib.compress(b'<x tiff:Orientation="6"/>')),
+     (b"tEXt", b"Raw profile type exif\0\nexif\n      8\n4d4d002a00000008\n")],
+    [(b"iTXt", b"XML:com.adobe.xmp\0\0\0\0\0<tiff:Orientation>3</tiff:Orientation>")]))
+put("image", "jpeg_empty_scans", jpeg_empty_scans(64, 48, 12))
+# Regressions pinning the limits: a zTXt inflating past 1 MiB (refused), a 2048x2048 progressive
+# JPEG of 200 empty scans (past the work budget, refused).
+put_regression = lambda name, data: put("../regressions/image", name, data)
+put_regression("png_ztxt_past_1mib", png_1x1_with(
+    [(b"zTXt", b"Comment\0\0" + zlib.compress(b"a" * ((1 << 20) + 1), 9))]))
+put_regression("jpeg_200_empty_scans_2048", jpeg_empty_scans(2048, 2048, 200))
+
 put("image", "preprocessor_config.json",
     read(os.path.join(FIXTURES, "tiny-tied", "preprocessor_config.json")))
 put("image", "preprocessor_config_old.json",

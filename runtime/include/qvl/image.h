@@ -1,8 +1,9 @@
 /* Decoding pictures to 8-bit RGB: JPEG (libjpeg-turbo), PNG (libpng), GIF (giflib, first frame),
  * WebP (libwebp, first frame) and binary PGM/PPM, each to the bytes Pillow gives for
  * ImageOps.exif_transpose(Image.open(f)).convert("RGB") as transformers' load_image does: alpha
- * dropped, grey copied to R, G and B, CMYK converted with Pillow's formula, and the EXIF
- * orientation (JPEG APP1, PNG eXIf, WebP EXIF) applied. BMP is refused. */
+ * dropped, grey copied to R, G and B, CMYK converted with Pillow's formula, and the orientation
+ * applied as Pillow's getexif finds it (EXIF: JPEG APP1, PNG eXIf or "Raw profile type exif"
+ * text, WebP EXIF; else XMP: PNG iTXt, JPEG APP1, WebP XMP). BMP is refused. */
 #ifndef QVL_IMAGE_H
 #define QVL_IMAGE_H
 
@@ -52,7 +53,9 @@ typedef struct qvl_image_stop {
     bool (*should_stop)(void *arg);
     void *arg;
 } qvl_image_stop;
-/* qvl_image_decode that asks `stop` (may be NULL: never stop) whether to go on. */
+/* qvl_image_decode that asks `stop` (may be NULL: never stop) whether to go on: before and after
+ * decoding and during it (JPEG per row of MCUs and per output row, PNG per row of each pass and
+ * per ancillary chunk, GIF and PGM/PPM per row, WebP per 256 KiB of frame data). */
 qvl_status qvl_image_decode_stoppable(const void *data, size_t size, const char *what,
                                       const qvl_image_stop *stop, qvl_image *out, qvl_error *err);
 /* The size a decode would give (EXIF orientations 5-8 swap the sides) from the headers alone,
