@@ -365,8 +365,10 @@ bool serve_engine_prepare(serve_engine *e, serve_request *req, serve_job **out, 
                                          &err);
     pthread_mutex_unlock(&e->tok_mu);
     int64_t n = (int64_t)count;
-    if (st == QVL_OK && req->n_images > 0) {
-        int64_t *counts = malloc(req->n_images * sizeof *counts);
+    /* Also without pictures: a pad token the text spelled out (split across text parts, past
+     * the parser's check) has no pixels behind it and is refused here, before any slot. */
+    if (st == QVL_OK) {
+        int64_t *counts = malloc((req->n_images + 1) * sizeof *counts);
         if (!counts) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
         for (size_t i = 0; st == QVL_OK && i < req->n_images; i++) counts[i] = req->images[i].n_tokens;
         if (st == QVL_OK)
