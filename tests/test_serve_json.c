@@ -242,6 +242,15 @@ static void test_vision_tokens_in_text_refused(void **state) {
         bad = request_bad(b);
         assert_int_equal(bad.status, 400);
         assert_string_equal(bad.param, "messages[0].content[1]");
+        /* split over two text parts: whole only once the parts are joined */
+        const size_t half = strlen(tokens[k]) / 2;
+        snprintf(b, sizeof b, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                 "\"text\":\"a%.*s\"},{\"type\":\"text\",\"text\":\"%s b\"}]}]}", (int)half,
+                 tokens[k], tokens[k] + half);
+        bad = request_bad(b);
+        assert_int_equal(bad.status, 400);
+        assert_string_equal(bad.param, "messages");
+        assert_non_null(strstr(bad.message, tokens[k]));
     }
 }
 

@@ -49,6 +49,23 @@ static bool check_text(const char *text, const char *param, serve_bad *bad) {
     return true;
 }
 
+/* The rendered conversation holds each vision token exactly once per picture (the template's
+ * own), none for video: more means text parts joined into one (a part ending "<|image_" and
+ * the next starting "pad|>"), which the per-string check cannot see. */
+static bool check_prompt(const char *prompt, size_t n_images, serve_bad *bad) {
+    for (size_t i = 0; i < sizeof vision_tokens / sizeof vision_tokens[0]; i++) {
+        const size_t want = strcmp(vision_tokens[i], "<|video_pad|>") == 0 ? 0 : n_images;
+        size_t have = 0;
+        for (const char *p = prompt; (p = strstr(p, vision_tokens[i])) != NULL; p++) have++;
+        if (have != want)
+            return bad_set(bad, 400, "messages", "invalid_value",
+                           "the messages' text, parts joined, spells the special token %s, "
+                           "which only the server writes (it stands for a picture): send "
+                           "pictures as image_url parts", vision_tokens[i]);
+    }
+    return true;
+}
+
 void serve_request_free(serve_request *r) {
     if (!r) return;
     free(r->prompt);
@@ -317,6 +334,7 @@ static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_
     }
     if (ok && qvl_chat_render(chat, true, &r->prompt, NULL, &err) != QVL_OK)
         ok = bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
+    if (ok) ok = check_prompt(r->prompt, r->n_images, bad);
     qvl_chat_free(chat);
     return ok;
 }
