@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "backend_args.h"
 #include "cli.h"
@@ -15,6 +18,8 @@
 #include "serve_engine.h"
 #include "serve_http.h"
 #include "serve_json.h"
+
+#define SERVE_MMAP_THRESHOLD (1 << 20)
 
 /* The name a model directory goes by: its last path component. */
 static const char *base_name(const char *dir, char *buf, size_t n) {
@@ -125,6 +130,13 @@ int qvl_cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* a client that left is a failed write, not a dead server */
 
     serve_json_install_hooks(); /* cJSON's allocator, set before any thread uses cJSON */
+#ifdef __GLIBC__
+    /* Blocks of 1 MiB and more (bodies, their big strings, pictures) get their own mappings,
+     * returned to the system when freed. glibc's default raises this threshold to the largest
+     * block freed so far (up to 32 MiB), after which such blocks stay in the connection
+     * threads' arenas, out of malloc_trim's reach at the top of their heaps. */
+    mallopt(M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD);
+#endif
     serve_metrics *metrics = serve_metrics_create(cfg.parallel);
     if (!metrics) {
         fprintf(stderr, "qvl serve: out of memory\n");
