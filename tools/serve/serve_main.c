@@ -19,7 +19,7 @@
 #include "serve_http.h"
 #include "serve_json.h"
 
-#define SERVE_MMAP_THRESHOLD (1 << 20)
+#define SERVE_MMAP_THRESHOLD (4 << 20)
 
 /* The name a model directory goes by: its last path component. */
 static const char *base_name(const char *dir, char *buf, size_t n) {
@@ -131,7 +131,7 @@ int qvl_cmd_serve(int argc, char **argv) {
 
     serve_json_install_hooks(); /* cJSON's allocator, set before any thread uses cJSON */
 #ifdef __GLIBC__
-    /* Blocks of 1 MiB and more (bodies, their big strings, pictures) get their own mappings,
+    /* Blocks of 4 MiB and more (bodies, their big strings, pictures) get their own mappings,
      * returned to the system when freed. glibc's default raises this threshold to the largest
      * block freed so far (up to 32 MiB), after which such blocks stay in the connection
      * threads' arenas, out of malloc_trim's reach at the top of their heaps. */
