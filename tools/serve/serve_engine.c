@@ -365,8 +365,9 @@ bool serve_engine_prepare(serve_engine *e, serve_request *req, serve_job **out, 
                                          &err);
     pthread_mutex_unlock(&e->tok_mu);
     int64_t n = (int64_t)count;
-    /* Also without pictures: a pad token the text spelled out (split across text parts, past
-     * the parser's check) has no pixels behind it and is refused here, before any slot. */
+    /* Also without pictures: a pad token in the text (the parser refuses the ones it can see
+     * in the rendered prompt; this is the tokenizer's own count) has no pixels behind it, and
+     * reaching a slot it would fail there and cost the slot its cache. */
     if (st == QVL_OK) {
         int64_t *counts = malloc((req->n_images + 1) * sizeof *counts);
         if (!counts) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
