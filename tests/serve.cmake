@@ -9,3 +9,12 @@ if(Python3_Interpreter_FOUND)
 else()
   message(STATUS "qvl: no python3: the serve test is not registered")
 endif()
+
+# Hostile request bodies (tests/serve_hostile_body_test.py): padded bodies refused without
+# building their tree (peak memory read from /proc), memory given back after big bodies, strict
+# JSON (U+0000, trailing bytes, duplicate keys), vision tokens typed as text, --image-dir answers.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_hostile_body COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_hostile_body_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR})
+  set_tests_properties(serve_hostile_body PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

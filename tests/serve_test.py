@@ -218,8 +218,8 @@ def test_images(s, model, image_dir):
     bad = [
         ("http URL refused, no fetch", "http://127.0.0.1:9/x.png", "network"),
         ("https URL refused", "https://example.com/cat.jpg", "network"),
-        ("file outside --image-dir", "file:///etc/passwd", "outside"),
-        ("../ escape from --image-dir", "../" * 8 + "etc/passwd", "outside"),
+        ("file outside --image-dir", "file:///etc/passwd", "no such file"),
+        ("../ escape from --image-dir", "../" * 8 + "etc/passwd", "no such file"),
         ("missing file", "nope.png", "no such file"),
         ("bad base64", "data:image/png;base64,@@@@", "base64"),
         ("base64 that is not a picture", "data:image/png;base64," +

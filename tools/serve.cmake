@@ -29,6 +29,7 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_sse.c
   ${QVL_SERVE_DIR}/serve_oai.c
   ${QVL_SERVE_DIR}/serve_request.c
+  ${QVL_SERVE_DIR}/serve_json.c
   ${QVL_SERVE_DIR}/serve_image.c
   ${QVL_SERVE_DIR}/serve_engine.c
   ${QVL_SERVE_DIR}/serve_slot.c

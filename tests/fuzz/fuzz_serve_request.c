@@ -1,8 +1,12 @@
 /* Fuzz target: qvl serve's request parser (POST /v1/chat/completions bodies from strangers).
- * Properties: a refused body gives a 400 (or a 500 for memory) with a one-line message and
- * *out NULL; an accepted one has a prompt, at most max_images pictures, stops within their
- * bounds and sampling values the sampler takes. Pictures come only from data: URLs here (no
- * --image-dir), so the target touches no file. */
+ * Properties: a refused body gives a 400 (413 for a body whose JSON would take too much memory,
+ * 500 for memory) with a one-line message and *out NULL; an accepted one has a prompt, at most
+ * max_images pictures, stops within their bounds and sampling values the sampler takes, and
+ * none of its text holds a vision special token. The JSON is parsed as the server parses it,
+ * under the per-thread allocation budget of serve_json.c: cJSON never holds more than the
+ * budget, and the value count taken before parsing always covers what cJSON builds (the budget
+ * never has to refuse an allocation). Pictures come only from data: URLs here (no --image-dir),
+ * so the target touches no file. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +14,7 @@
 #include "fuzz_check.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/sampling.h"
+#include "serve/serve_json.h"
 #include "serve/serve_request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -29,13 +34,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const serve_parse_ctx ctx = {.defaults = &defaults, .pc = &pc, .image_dir = NULL,
                                  .max_images = 4, .max_file_bytes = 1 << 20, .ctx = 4096};
-    serve_request *r = NULL;
+    /* The JSON step alone, with the allocator's figures. */
     serve_bad bad;
+    memset(&bad, 0, sizeof bad);
+    serve_json_usage usage;
+    cJSON *root = serve_json_parse((const char *)data, size, SERVE_MAX_JSON_DEPTH, &bad, &usage);
+    FUZZ_CHECK(usage.peak <= usage.budget);
+    FUZZ_CHECK(!usage.exceeded);
+    FUZZ_CHECK(root || bad.status == 400 || bad.status == 413 || bad.status == 500);
+    cJSON_Delete(root);
+
+    serve_request *r = NULL;
     memset(&bad, 0, sizeof bad);
     bool ok = serve_request_parse((const char *)data, size, &ctx, &r, &bad);
     if (!ok) {
         FUZZ_CHECK(r == NULL);
-        FUZZ_CHECK(bad.status == 400 || bad.status == 500);
+        FUZZ_CHECK(bad.status == 400 || bad.status == 413 || bad.status == 500);
         FUZZ_CHECK(bad.message[0] != '\0');
         FUZZ_CHECK(strchr(bad.message, '\n') == NULL);
         return 0;
@@ -46,6 +60,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < r->n_stops; i++)
         FUZZ_CHECK(r->stops[i] && strlen(r->stops[i]) <= SERVE_MAX_STOP_BYTES);
     FUZZ_CHECK(r->sampling.temperature >= 0.0f);
+    /* the template writes one vision_start/pad/vision_end per picture, nothing more */
+    size_t pads = 0;
+    for (const char *p = r->prompt; (p = strstr(p, "<|image_pad|>")) != NULL; p++) pads++;
+    FUZZ_CHECK(pads == r->n_images);
+    FUZZ_CHECK(strstr(r->prompt, "<|video_pad|>") == NULL);
     serve_request_free(r);
     return 0;
 }

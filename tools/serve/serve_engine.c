@@ -386,8 +386,11 @@ bool serve_engine_prepare(serve_engine *e, serve_request *req, serve_job **out, 
                                          &err);
     pthread_mutex_unlock(&e->tok_mu);
     int64_t n = (int64_t)count;
-    if (st == QVL_OK && req->n_images > 0) {
-        int64_t *counts = malloc(req->n_images * sizeof *counts);
+    /* Also without pictures: a pad token in the text (the parser refuses the ones it can see
+     * in the rendered prompt; this is the tokenizer's own count) has no pixels behind it, and
+     * reaching a slot it would fail there and cost the slot its cache. */
+    if (st == QVL_OK) {
+        int64_t *counts = malloc((req->n_images + 1) * sizeof *counts);
         if (!counts) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
         for (size_t i = 0; st == QVL_OK && i < req->n_images; i++) counts[i] = req->images[i].n_tokens;
         if (st == QVL_OK)

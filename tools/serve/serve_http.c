@@ -18,9 +18,15 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "serve_auth.h"
 #include "serve_oai.h"
+
+/* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
+#define SERVE_TRIM_AFTER_BYTES ((size_t)1 << 20)
 
 typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS } route;
 
@@ -226,9 +232,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)toe;
     conn_state *st = *con_cls;
     if (!st) return;
+    const bool big = st->cap >= SERVE_TRIM_AFTER_BYTES;
     free(st->body);
     free(st);
     *con_cls = NULL;
+#ifdef __GLIBC__
+    /* glibc keeps what a thread freed in that thread's arena for reuse, and one connection
+     * thread per client means many arenas: after a big body (and the tree and pictures made
+     * from it) hand the free pages of every arena back to the system. */
+    if (big) malloc_trim(0);
+#else
+    (void)big;
+#endif
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {

@@ -304,13 +304,14 @@ static int from_file(const char *path, const serve_image_limits *lim, serve_imag
                            : snprintf(joined, sizeof joined, "%s/%s", image_dir, path);
     if (w < 0 || (size_t)w >= sizeof joined)
         return failf(msg, msg_len, 400, "image_url: the file path is too long");
-    if (!realpath(joined, real))
-        return failf(msg, msg_len, 400, "image_url: %s: %s", path,
-                     errno == ENOENT ? "no such file" : "cannot be resolved");
-    /* The resolved path (symbolic links followed) must lie inside the directory. */
+    /* The resolved path (symbolic links followed) must lie inside the directory. A path that
+     * does not resolve and one that resolves outside get the same answer, so that a client
+     * cannot learn which files exist elsewhere on the machine. */
     size_t dl = strlen(image_dir);
-    if (strncmp(real, image_dir, dl) != 0 || (real[dl] != '/' && !(dl == 1 && image_dir[0] == '/')))
-        return failf(msg, msg_len, 400, "image_url: %s is outside --image-dir", path);
+    if (!realpath(joined, real) || strncmp(real, image_dir, dl) != 0 ||
+        (real[dl] != '/' && !(dl == 1 && image_dir[0] == '/')))
+        return failf(msg, msg_len, 400, "image_url: no such file under --image-dir (the path, "
+                     "symbolic links followed, must name a file inside it)");
     qvl_error err = {0};
     char *bytes = NULL;
     size_t n = 0;

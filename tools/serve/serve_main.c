@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "backend_args.h"
 #include "cli.h"
@@ -15,6 +18,9 @@
 #include "serve_auth.h"
 #include "serve_engine.h"
 #include "serve_http.h"
+#include "serve_json.h"
+
+#define SERVE_MMAP_THRESHOLD (4 << 20)
 
 /* The name a model directory goes by: its last path component. */
 static const char *base_name(const char *dir, char *buf, size_t n) {
@@ -51,7 +57,7 @@ static int wait_for_stop(const sigset_t *stop, serve_engine *e, const serve_serv
 
 int qvl_cmd_serve(int argc, char **argv) {
     serve_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16,
-                        .ctx = 4096, .max_images = 8, .max_body = (size_t)32 << 20,
+                        .ctx = 4096, .max_images = 8, .max_body = (size_t)24 << 20,
                         .timeout = 30, .request_timeout = 600, .max_connections = 64};
     int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
     int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
@@ -70,7 +76,7 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"max-image-memory", 0, CLI_INT, &max_image_mib, "MIB", "memory pictures may hold at once, decoding or waiting for their prefill; more waits (default 1024)", 1, 1 << 24, false},
         {"image-dir", 0, CLI_STRING, &cfg.image_dir, "DIR", "allow image_url to name files inside DIR (default: data: URLs only)", 0, 0, false},
         {"max-images", 0, CLI_INT, &max_images, "N", "pictures per request (default 8)", 0, 1024, false},
-        {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body; larger is 413 (default 33554432)", 1024, 1LL << 32, false},
+        {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body; larger is 413 (default 25165824: 8 phone photos as base64, docs/serving.md)", 1024, 1LL << 32, false},
         {"timeout", 0, CLI_INT, &timeout, "S", "close a connection idle for S seconds (default 30)", 1, 86400, false},
         {"request-timeout", 0, CLI_INT, &request_timeout, "S", "stop a request S seconds after it was queued: the answer so far with finish_reason length, or 503 if no slot took it yet; 0 = never (default 600)", 0, 1 << 30, false},
         {"max-connections", 0, CLI_INT, &max_conn, "N", "connections served at once (default 64)", 1, 65536, false},
@@ -133,6 +139,15 @@ int qvl_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "qvl serve: %s\n", msg);
         return 2;
     }
+
+    serve_json_install_hooks(); /* cJSON's allocator, set before any thread uses cJSON */
+#ifdef __GLIBC__
+    /* Blocks of 4 MiB and more (bodies, their big strings, pictures) get their own mappings,
+     * returned to the system when freed. glibc's default raises this threshold to the largest
+     * block freed so far (up to 32 MiB), after which such blocks stay in the connection
+     * threads' arenas, out of malloc_trim's reach at the top of their heaps. */
+    mallopt(M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD);
+#endif
     serve_metrics *metrics = serve_metrics_create(cfg.parallel);
     if (!metrics) {
         fprintf(stderr, "qvl serve: out of memory\n");

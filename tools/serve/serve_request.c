@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "qvl/chat.h"
+#include "serve_json.h"
 
 static bool bad_set(serve_bad *bad, int status, const char *param, const char *code,
                     const char *fmt, ...) {
@@ -32,24 +33,37 @@ static bool bad_set(serve_bad *bad, int status, const char *param, const char *c
     return false;
 }
 
-int serve_json_depth(const char *text, size_t len, int limit) {
-    int depth = 0, deepest = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (in_string) {
-            if (c == '\\') i++;
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '{' || c == '[') {
-            if (++depth > deepest) deepest = depth;
-            if (deepest > limit) return deepest;
-        } else if (c == '}' || c == ']') {
-            depth--;
-        }
+/* The tokens the chat template writes around each picture (and the video ones it never writes
+ * here). Typed as text they would reach the model as placeholders with no pixels behind them:
+ * refused with the field that holds them, as the CLI refuses a typed <|image_pad|>. */
+static const char *const vision_tokens[] = {"<|image_pad|>", "<|vision_start|>", "<|vision_end|>",
+                                            "<|video_pad|>"};
+
+static bool check_text(const char *text, const char *param, serve_bad *bad) {
+    for (size_t i = 0; i < sizeof vision_tokens / sizeof vision_tokens[0]; i++)
+        if (strstr(text, vision_tokens[i]))
+            return bad_set(bad, 400, param, "invalid_value",
+                           "%s holds the special token %s, which only the server writes (it "
+                           "stands for a picture): send pictures as image_url parts", param,
+                           vision_tokens[i]);
+    return true;
+}
+
+/* The rendered conversation holds each vision token exactly once per picture (the template's
+ * own), none for video: more means text parts joined into one (a part ending "<|image_" and
+ * the next starting "pad|>"), which the per-string check cannot see. */
+static bool check_prompt(const char *prompt, size_t n_images, serve_bad *bad) {
+    for (size_t i = 0; i < sizeof vision_tokens / sizeof vision_tokens[0]; i++) {
+        const size_t want = strcmp(vision_tokens[i], "<|video_pad|>") == 0 ? 0 : n_images;
+        size_t have = 0;
+        for (const char *p = prompt; (p = strstr(p, vision_tokens[i])) != NULL; p++) have++;
+        if (have != want)
+            return bad_set(bad, 400, "messages", "invalid_value",
+                           "the messages' text, parts joined, spells the special token %s, "
+                           "which only the server writes (it stands for a picture): send "
+                           "pictures as image_url parts", vision_tokens[i]);
     }
-    return deepest;
+    return true;
 }
 
 void serve_request_free(serve_request *r) {
@@ -245,6 +259,7 @@ static bool add_parts(qvl_chat *chat, serve_request *r, const serve_parse_ctx *c
             const cJSON *text = field(part, "text");
             if (!cJSON_IsString(text))
                 return bad_set(bad, 400, param, "invalid_type", "a text part needs 'text' (a string)");
+            if (!check_text(text->valuestring, param, bad)) return false;
             if (qvl_chat_add_text(chat, text->valuestring, &err) != QVL_OK)
                 return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
         } else if (strcmp(type->valuestring, "image_url") == 0) {
@@ -283,6 +298,9 @@ static bool add_message(qvl_chat *chat, serve_request *r, const serve_parse_ctx 
             return bad_set(bad, 400, param, "invalid_value", "a %s message needs 'content'", rs);
         st = qvl_chat_add(chat, cr, "", &err);
     } else if (cJSON_IsString(content)) {
+        char where[96];
+        snprintf(where, sizeof where, "%s.content", param);
+        if (!check_text(content->valuestring, where, bad)) return false;
         st = qvl_chat_add(chat, cr, content->valuestring, &err);
     } else if (cJSON_IsArray(content)) {
         st = qvl_chat_add(chat, cr, NULL, &err);
@@ -328,6 +346,7 @@ static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_
     }
     if (ok && qvl_chat_render(chat, true, &r->prompt, NULL, &err) != QVL_OK)
         ok = bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
+    if (ok) ok = check_prompt(r->prompt, r->n_images, bad);
     qvl_chat_free(chat);
     return ok;
 }
@@ -336,15 +355,8 @@ bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ct
                          serve_request **out, serve_bad *bad) {
     *out = NULL;
     memset(bad, 0, sizeof *bad);
-    if (serve_json_depth(body, len, SERVE_MAX_JSON_DEPTH) > SERVE_MAX_JSON_DEPTH)
-        return bad_set(bad, 400, NULL, "invalid_json", "the JSON body is nested deeper than %d",
-                       SERVE_MAX_JSON_DEPTH);
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return bad_set(bad, 400, NULL, "invalid_json", "the body is not valid JSON");
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return bad_set(bad, 400, NULL, "invalid_json", "the body must be a JSON object");
-    }
+    cJSON *root = serve_json_parse(body, len, SERVE_MAX_JSON_DEPTH, bad, NULL);
+    if (!root) return false;
     serve_request *r = calloc(1, sizeof *r);
     if (!r) {
         cJSON_Delete(root);

@@ -45,19 +45,17 @@ typedef struct serve_parse_ctx {
 
 /* Why a request was refused: the fields of OpenAI's error object. */
 typedef struct serve_bad {
-    int status;          /* 400, or 500 when the server ran out of memory */
+    int status;          /* 400; 413 for a body whose JSON would take too much memory; 500
+                          * when the server ran out of memory */
     char message[512];
     char param[96];      /* "" when no single parameter is at fault */
     const char *code;    /* NULL or a short machine-readable code */
 } serve_bad;
 
-/* body[0, len) -> *out (free with serve_request_free). false: *out is NULL and bad says why. */
+/* body[0, len) -> *out (free with serve_request_free). false: *out is NULL and bad says why.
+ * The JSON is parsed with bounded memory and strict checks first (serve_json.h). */
 bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ctx,
                          serve_request **out, serve_bad *bad);
 void serve_request_free(serve_request *r);
-
-/* The deepest nesting of objects/arrays in JSON text (strings skipped), stopping early once
- * past limit. Lets the parser refuse deep input before cJSON recurses into it. */
-int serve_json_depth(const char *text, size_t len, int limit);
 
 #endif

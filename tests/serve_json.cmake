@@ -1,0 +1,10 @@
+# qvl serve's request body JSON (tools/serve/serve_json.c, serve_request.c): the value count and
+# allocation budget that bound a body's tree, and the strict checks (U+0000, bytes after the
+# value, duplicate keys, vision tokens typed as text). The HTTP side is tests/serve_hostile_body.py.
+pkg_check_modules(QVL_SERVE_JSON_CJSON REQUIRED IMPORTED_TARGET libcjson)
+find_package(Threads REQUIRED)
+qvl_add_test(test_serve_json SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_json.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_json.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c
+  LIBS qvl-qwen3vl qvl-runtime PkgConfig::QVL_SERVE_JSON_CJSON Threads::Threads m)
+target_include_directories(test_serve_json PRIVATE ${CMAKE_SOURCE_DIR}/tools)
