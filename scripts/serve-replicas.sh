@@ -197,11 +197,14 @@ read_timeout=$((request_timeout > 0 ? request_timeout + 60 : 86400))
   echo "  }"
   echo "  server {"
   echo "    listen $listen;"
+  echo "    server_name localhost;"
   echo "    location / {"
   echo "      proxy_pass http://qvl_replicas;"
   echo "      proxy_http_version 1.1;"
   echo "      proxy_set_header Connection \"\";"
-  echo "      proxy_set_header Host \$http_host;  # the replicas check it (qvl serve --allow-host)"
+  # The client's Host name (without its port) goes on: the replicas check it (qvl serve
+  # --allow-host). A client that sent none (HTTP/1.0) gets server_name's localhost instead.
+  echo "      proxy_set_header Host \$host;"
   echo "      proxy_next_upstream error timeout http_502 http_503 http_429 non_idempotent;"
   echo "      proxy_next_upstream_tries $replicas;"
   echo "      proxy_connect_timeout 5s;"

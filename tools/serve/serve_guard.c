@@ -8,8 +8,6 @@
 
 #include "serve_guard.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
