@@ -124,9 +124,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-# The replicas: loopback only; nginx is the one address clients use.
+# The replicas: loopback only; nginx is the one address clients use. Every connection comes
+# from nginx, so the per-address connection limit is off. nginx passes the client's Host on:
+# a replica on loopback answers only loopback Host names (DNS rebinding), which is right while
+# nginx listens on loopback too; when nginx listens on another address it was meant to be
+# reached by any name, so the replicas accept any Host.
+case "$host" in
+  127.*|::1|localhost) host_args=() ;;
+  *) host_args=(--allow-host '*') ;;
+esac
 for ((i = 0; i < replicas; i++)); do
-  args=(serve -m "$model" --host 127.0.0.1 --port $((base_port + i)) --request-timeout "$request_timeout")
+  args=(serve -m "$model" --host 127.0.0.1 --port $((base_port + i)) --request-timeout "$request_timeout"
+        --max-connections-per-ip 0 "${host_args[@]}")
   [ -z "$threads" ] || args+=(-t "$threads")
   args+=("${extra[@]}")
   cmd=("$qvl" "${args[@]}")
@@ -188,10 +197,14 @@ read_timeout=$((request_timeout > 0 ? request_timeout + 60 : 86400))
   echo "  }"
   echo "  server {"
   echo "    listen $listen;"
+  echo "    server_name localhost;"
   echo "    location / {"
   echo "      proxy_pass http://qvl_replicas;"
   echo "      proxy_http_version 1.1;"
   echo "      proxy_set_header Connection \"\";"
+  # The client's Host name (without its port) goes on: the replicas check it (qvl serve
+  # --allow-host). A client that sent none (HTTP/1.0) gets server_name's localhost instead.
+  echo "      proxy_set_header Host \$host;"
   echo "      proxy_next_upstream error timeout http_502 http_503 http_429 non_idempotent;"
   echo "      proxy_next_upstream_tries $replicas;"
   echo "      proxy_connect_timeout 5s;"

@@ -18,3 +18,12 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_LIST_DIR}/serve_hostile_body_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR})
   set_tests_properties(serve_hostile_body PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
+
+# qvl serve under hostile connections (tests/serve_hostile_conn_test.py; issue 32): slowloris
+# against --max-connections-per-ip and --receive-timeout, a client that pipelines and leaves,
+# Content-Length framing, the Host check (DNS rebinding).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_hostile_conn COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_hostile_conn_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR})
+  set_tests_properties(serve_hostile_conn PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

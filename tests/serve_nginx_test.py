@@ -8,8 +8,8 @@ SHARED_DATA_DIR has no Qwen3-VL tokenizer.json.
 40 requests from 8 clients through nginx, each with its own prompt length (its marker, read
 back from usage.prompt_tokens); both replicas serve some (their own /metrics); one replica is
 killed (SIGKILL) while it is generating; every request is still answered, by the survivor.
-Then a streamed answer passes through nginx, and SIGTERM stops nginx and both replicas and
-removes the script's directory."""
+Then a streamed answer passes through nginx, a foreign Host is refused through it (403), and
+SIGTERM stops nginx and both replicas and removes the script's directory."""
 import os
 import re
 import shutil
@@ -76,6 +76,18 @@ class Replicas:
     def text(self):
         with open(self.log_path) as f:
             return f.read()
+
+    def wait_for(self, line, seconds=60):
+        """True once the script's output holds line (it polls its replicas every 0.5 s, so a
+        death is reported a little after it happens); False after seconds."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if line in self.text():
+                return True
+            if self.proc.poll() is not None:
+                return line in self.text()
+            time.sleep(0.05)
+        return False
 
     def stop(self):
         if self.proc.poll() is None:
@@ -173,13 +185,18 @@ def main():
         after = requests_total(port0)
         check("the survivor answered the rest", after is not None and
               after > served_before_kill.get(0, 0), (served_before_kill, after))
+        reported = r.wait_for("replica pid %d exited" % pid1)
         check("the killed replica is gone, the script still runs", not alive(pid1) and
-              r.proc.poll() is None and "replica pid %d exited" % pid1 in r.text(), r.text()[-2000:])
+              r.proc.poll() is None and reported, r.text()[-2000:])
 
         status, events, done = u.stream(r.port, {"messages": u.user("stream please"),
                                                  "max_tokens": 8, "stream": True, "temperature": 0})
         check("a streamed answer through nginx (after the kill)", status == 200 and done and
               events and events[-1]["choices"][0]["finish_reason"] == "length", (status, events[-1:]))
+
+        # nginx passes the client's Host on, so a rebinding page gets no further through it.
+        status = u.http_request(r.port, "GET", "/v1/models", headers={"Host": "evil.example"})[0]
+        check("a foreign Host through nginx: 403 from the replica", status == 403, status)
 
         rc = r.stop()
         check("SIGTERM: the script exits 0", rc == 0, (rc, r.text()[-2000:]))

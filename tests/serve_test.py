@@ -284,7 +284,7 @@ def test_errors(s):
     # The answer comes after the headers, before the body is read (as curl's Expect: 100-continue
     # would wait for); the body is then never read.
     c = raw_socket(s)
-    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               b"Authorization: Bearer " + KEY.encode() + b"\r\nContent-Length: %d\r\n\r\n" % (2 << 20))
     reply = b""
     try:
@@ -326,7 +326,7 @@ def test_hostile(s, timeout):
     # Slowloris: a request that never finishes its headers is closed after --timeout, and
     # others are served meanwhile.
     slow = raw_socket(s)
-    slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Ty")
+    slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
     status, _, _ = s.request("GET", "/health")
     check("served while a client stalls", status == 200)
     slow.settimeout(timeout + 20)
@@ -340,7 +340,7 @@ def test_hostile(s, timeout):
     slow.close()
     # A chunked body without a length that grows past --max-body: the connection is closed.
     c = raw_socket(s)
-    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               b"Authorization: Bearer " + KEY.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunk = b"a" * 65536
     reply = None
@@ -416,7 +416,7 @@ def open_stream(s, max_tokens, key=KEY):
     c = raw_socket(s)
     body = json.dumps({"messages": user("Write a very long story"), "max_tokens": max_tokens,
                        "temperature": 0, "stream": True}).encode()
-    head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             "Content-Length: %d\r\n" % len(body))
     if key:
         head += "Authorization: Bearer %s\r\n" % key

@@ -25,6 +25,8 @@ set(QVL_SERVE_DIR ${CMAKE_CURRENT_LIST_DIR}/serve)
 target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_main.c
   ${QVL_SERVE_DIR}/serve_http.c
+  ${QVL_SERVE_DIR}/serve_guard.c
+  ${QVL_SERVE_DIR}/serve_host.c
   ${QVL_SERVE_DIR}/serve_chat.c
   ${QVL_SERVE_DIR}/serve_sse.c
   ${QVL_SERVE_DIR}/serve_oai.c

@@ -28,6 +28,12 @@ typedef struct serve_config {
     int request_timeout;   /* seconds from queueing after which a request generates no more
                               tokens (docs/serving.md, "Deadline"); 0: none */
     int max_connections;   /* connections served at once; more are refused by the listener */
+    /* Connection handling under hostile clients (docs/serving.md, "Slow and hostile clients"): */
+    int max_connections_per_ip; /* connections from one client address at once; 0: no limit */
+    int receive_timeout;   /* seconds in which a request must arrive whole (headers and body),
+                              from the connection's opening or the previous answer on it */
+    const char *allow_host; /* comma-separated Host names answered besides the loopback ones
+                               when listening on loopback ("*": any); NULL: none */
     const char *backend, *plugins, *weights; /* as qvl run's --backend, --plugins, --weights */
     const qvl_options *backend_options; /* laid over plugins.yaml (-t); NULL: none */
     const char *gpu_layers, *cpu_backend, *vision_backend; /* as qvl run's -ngl, --cpu-backend,

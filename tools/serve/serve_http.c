@@ -1,16 +1,18 @@
 /* Daemon setup, routing, authentication, request bodies and the small endpoints.
  *
  * Checks that need no body answer on the first call of the request (before the body is read):
- * 404, 405, 401, 503, 415 and 413 when Content-Length is too big. A body sent without a length
+ * 400 for ambiguous framing or a missing Host, 403 for a foreign Host (serve_host.h), 404, 405,
+ * 401, 503, 415 and 413 when Content-Length is too big. A body sent without a length
  * (chunked) that grows past --max-body has the connection closed, since libmicrohttpd cannot
  * queue an answer in the middle of an upload. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* POLLRDHUP */
 
 #include "serve_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,8 @@
 #endif
 
 #include "serve_auth.h"
+#include "serve_guard.h"
+#include "serve_host.h"
 #include "serve_oai.h"
 
 /* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
@@ -67,14 +71,23 @@ enum MHD_Result serve_reply_error(struct MHD_Connection *c, serve_server *s, uns
                        serve_oai_error((int)status, message, param, code));
 }
 
+/* poll() with POLLRDHUP reports the client's FIN (or a reset) even while bytes it sent earlier,
+ * such as a pipelined next request, wait unread; a peek at the next byte would see those bytes
+ * and never the close. */
 bool serve_peer_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
+#ifdef POLLRDHUP
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0) return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    return false;
+#else
     char byte;
     ssize_t n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) return true; /* orderly shutdown by the client */
     return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+#endif
 }
 
 static route route_of(const char *url) {
@@ -134,10 +147,68 @@ static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, r
     }
 }
 
+typedef struct header_count {
+    const char *name;
+    int n;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+    (void)kind;
+    (void)value;
+    header_count *hc = cls;
+    if (key && strcasecmp(key, hc->name) == 0) hc->n++;
+    return MHD_YES;
+}
+
+static int header_count_of(struct MHD_Connection *c, const char *name) {
+    header_count hc = {name, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &hc);
+    return hc.n;
+}
+
+/* The framing and the Host of a request, checked before anything else. A Content-Length
+ * libmicrohttpd cannot parse never reaches here (serve_guard_on_mhd_log answers it); two of
+ * them, or one beside a Transfer-Encoding, leave the body's end ambiguous (request smuggling
+ * through a proxy that reads the other one), so they are refused (RFC 9112, section 6.3). */
+static bool answer_bad_framing_or_host(struct MHD_Connection *c, serve_server *s,
+                                       const char *version, enum MHD_Result *rc) {
+    char msg[320];
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (header_count_of(c, MHD_HTTP_HEADER_HOST) > 1 ||
+        (!host && strcmp(version, MHD_HTTP_VERSION_1_0) != 0)) {
+        *rc = serve_reply_error(c, s, 400, "send exactly one Host header (HTTP/1.1 requires it)",
+                                NULL, "invalid_host");
+        return true;
+    }
+    if (!serve_host_allowed(host, s->listen_loopback, s->cfg->allow_host)) {
+        snprintf(msg, sizeof msg, "Host '%.64s' is not allowed: this server listens on a loopback "
+                 "address and answers Host localhost, *.localhost, 127.x.x.x or [::1] only (DNS "
+                 "rebinding protection); connect by one of those, or start qvl serve with "
+                 "--allow-host NAME", host);
+        *rc = serve_reply_error(c, s, 403, msg, NULL, "host_not_allowed");
+        return true;
+    }
+    const int n_length = header_count_of(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (n_length > 1) {
+        snprintf(msg, sizeof msg, "the request has %d Content-Length headers; send one", n_length);
+        *rc = serve_reply_error(c, s, 400, msg, NULL, "invalid_content_length");
+        return true;
+    }
+    if (n_length == 1 &&
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        *rc = serve_reply_error(c, s, 400, "send either Content-Length or Transfer-Encoding, not "
+                                "both", NULL, "invalid_content_length");
+        return true;
+    }
+    return false;
+}
+
 /* First call of a request: everything that can be decided from the headers. Returns true when
  * a response was queued (*rc holds the result). */
 static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, const char *method,
-                         enum MHD_Result *rc) {
+                         const char *version, enum MHD_Result *rc) {
+    if (answer_bad_framing_or_host(c, s, version, rc)) return true;
     const bool allowed = r == R_CHAT ? strcmp(method, "POST") == 0
                                      : strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     char msg[160];
@@ -174,10 +245,8 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (errno != 0 || end == cl || n > s->cfg->max_body) {
+        unsigned long long n = 0;
+        if (!serve_guard_plain_decimal(cl, &n) || n > s->cfg->max_body) {
             snprintf(msg, sizeof msg, "the body is larger than %zu bytes (--max-body)",
                      s->cfg->max_body);
             *rc = serve_reply_error(c, s, 413, msg, NULL, "body_too_large");
@@ -191,7 +260,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-    (void)version;
     serve_server *s = cls;
     conn_state *st = *con_cls;
     if (!st) {
@@ -200,7 +268,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = st;
         st->r = route_of(url);
         enum MHD_Result rc;
-        if (answer_early(c, s, st->r, method, &rc)) return rc;
+        if (answer_early(c, s, st->r, method, version, &rc)) {
+            /* libmicrohttpd discards any body and closes after this answer. */
+            serve_guard_request_received(s->guard, c);
+            return rc;
+        }
         return MHD_YES; /* the body follows */
     }
     if (*upload_data_size > 0) {
@@ -220,6 +292,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         st->body[st->len] = '\0';
         return MHD_YES;
     }
+    if (!serve_guard_request_received(s->guard, c)) return MHD_NO; /* past --receive-timeout */
     if (st->len == 0)
         return serve_reply_error(c, s, 400, "the request has no body", NULL, "invalid_json");
     return serve_chat(c, s, st->body, st->len);
@@ -227,9 +300,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)c;
+    serve_server *s = cls;
     (void)toe;
+    serve_guard_request_completed(s->guard, c);
     conn_state *st = *con_cls;
     if (!st) return;
     const bool big = st->cap >= SERVE_TRIM_AFTER_BYTES;
@@ -247,8 +320,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    const serve_config *cfg = cls;
-    if (!cfg->verbose) return;
+    const serve_server *s = cls;
+    serve_guard_on_mhd_log(s->guard);
+    if (!s->cfg->verbose) return;
     fprintf(stderr, "qvl serve: http: ");
     vfprintf(stderr, fmt, ap);
 }
@@ -273,13 +347,25 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
         return false;
     }
     s->started = (long long)time(NULL);
-    /* The logger goes first so that it also receives messages about the options after it. */
+    s->listen_loopback = serve_host_is_loopback_address(cfg->host);
+    s->guard = serve_guard_create(cfg->receive_timeout, s->metrics, cfg->verbose);
+    if (!s->guard) {
+        snprintf(msg, msg_len, "cannot start the connection watchdog (out of memory or threads)");
+        return false;
+    }
+    /* The logger goes first so that it also receives messages about the options after it.
+     * Connections over the per-address limit are closed by the listener as soon as accepted. */
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, (void *)cfg, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_CONNECTION_TIMEOUT,
+        mhd_log, (void *)s, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+        MHD_OPTION_NOTIFY_CONNECTION, serve_guard_on_connection, s->guard,
+        MHD_OPTION_URI_LOG_CALLBACK, serve_guard_on_request_line, s->guard,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
+        serve_guard_free(s->guard);
+        s->guard = NULL;
         snprintf(msg, msg_len, "cannot listen on %s port %d (in use, or not an address of this "
                  "machine)", cfg->host, cfg->port);
         return false;
@@ -292,4 +378,6 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
 void serve_http_stop(serve_server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    serve_guard_free(s->guard); /* after the daemon: every connection is closed */
+    s->guard = NULL;
 }

@@ -18,6 +18,8 @@ typedef struct serve_server {
     serve_engine *engine;
     serve_metrics *metrics;
     struct MHD_Daemon *daemon;
+    struct serve_guard *guard; /* receive deadline (serve_guard.h) */
+    bool listen_loopback;      /* --host is a loopback address: Host names are checked */
     long long started; /* Unix seconds: /v1/models' "created" */
     int port;          /* the port bound (--port 0 picks a free one) */
 } serve_server;

@@ -58,11 +58,13 @@ static int wait_for_stop(const sigset_t *stop, serve_engine *e, const serve_serv
 int qvl_cmd_serve(int argc, char **argv) {
     serve_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16,
                         .ctx = 4096, .max_images = 8, .max_body = (size_t)24 << 20,
-                        .timeout = 30, .request_timeout = 600, .max_connections = 64};
+                        .timeout = 30, .request_timeout = 600, .max_connections = 64,
+                        .max_connections_per_ip = 32, .receive_timeout = 60};
     int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
     int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
     int64_t request_timeout = cfg.request_timeout;
     int64_t max_image_mib = 1024; /* docs/serving.md, "Picture memory": why this default */
+    int64_t max_conn_per_ip = cfg.max_connections_per_ip, receive_timeout = cfg.receive_timeout;
     backend_args be = {.threads = -1}; /* -1: -t not given (the parser allows 0 and up) */
     cli_opt opts[] = {
         {"model", 'm', CLI_STRING, &cfg.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
@@ -80,6 +82,9 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"timeout", 0, CLI_INT, &timeout, "S", "close a connection idle for S seconds (default 30)", 1, 86400, false},
         {"request-timeout", 0, CLI_INT, &request_timeout, "S", "stop a request S seconds after it was queued: the answer so far with finish_reason length, or 503 if no slot took it yet; 0 = never (default 600)", 0, 1 << 30, false},
         {"max-connections", 0, CLI_INT, &max_conn, "N", "connections served at once (default 64)", 1, 65536, false},
+        {"max-connections-per-ip", 0, CLI_INT, &max_conn_per_ip, "N", "connections from one client address at once; more are closed when accepted; 0 = no limit (default 32; behind a proxy give 0)", 0, 65536, false},
+        {"receive-timeout", 0, CLI_INT, &receive_timeout, "S", "a request (headers and body) must arrive whole within S seconds of the connection's opening or the previous answer, else 408 and close (default 60)", 1, 86400, false},
+        {"allow-host", 0, CLI_STRING, &cfg.allow_host, "NAMES", "comma-separated Host names answered besides localhost, *.localhost, 127.x.x.x and [::1] when listening on loopback; * = any (default: none; other Hosts get 403)", 0, 0, false},
         {"alias", 0, CLI_STRING, &cfg.model_id, "NAME", "model name in /v1/models and responses (default: the directory's name)", 0, 0, false},
         {"backend", 0, CLI_STRING, &cfg.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"weights", 0, CLI_STRING, &cfg.weights, "DTYPE", "store matrix weights as bf16, f16, f32, q8_0, q4_k, q6_k or the q4_k_m mixture (as qvl run)", 0, 0, false},
@@ -122,6 +127,8 @@ int qvl_cmd_serve(int argc, char **argv) {
     cfg.cpu_backend = overlay.cpu_backend_name;
     cfg.vision_backend = overlay.vision_backend_name;
     cfg.max_connections = (int)max_conn;
+    cfg.max_connections_per_ip = (int)max_conn_per_ip;
+    cfg.receive_timeout = (int)receive_timeout;
     char name[256];
     if (!cfg.model_id) cfg.model_id = base_name(cfg.model, name, sizeof name);
     if (cfg.verbose) qvl_log_level_set(QVL_LOG_INFO);

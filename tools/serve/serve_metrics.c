@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* The statuses the server answers with; anything else is counted as "other". */
-static const int codes[] = {200, 400, 401, 404, 405, 413, 415, 429, 500, 503};
+static const int codes[] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
 #define N_CODES (sizeof codes / sizeof codes[0])
 
 typedef struct counts {
