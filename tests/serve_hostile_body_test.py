@@ -79,7 +79,7 @@ def test_memory(s):
     check("peak memory grew by less than 256 MiB", grown < 256 << 20, "%d MiB" % (grown >> 20))
     # The default --max-body: one byte more than 24 MiB is refused from its Content-Length.
     c = socket.create_connection(("127.0.0.1", s.port), timeout=60)
-    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
               b"\r\nContent-Length: %d\r\n\r\n" % ((24 << 20) + 1))
     reply = b""
     while b"}}" not in reply:
