@@ -18,7 +18,7 @@ qvl_status graph_split_stats_print(FILE *f, const char *lead, const qvl_graph *g
     const qvl_loaded_backend *lbs[2] = {primary, cpu};
     qvl_split_target targets[2];
     for (int i = 0; i < 2; i++)
-        targets[i] = (qvl_split_target){lbs[i]->iface, lbs[i]->be, host_memory(lbs[i])};
+        targets[i] = (qvl_split_target){lbs[i]->iface, lbs[i]->be, host_memory(lbs[i]), false};
     int32_t *place = malloc(qvl_text_n_groups(n_layers) * sizeof *place);
     if (!place) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     qvl_qwen3vl_text_placement(n_layers, gpu_layers, 0, 1, place);
