@@ -57,6 +57,11 @@ qvl_add_test(test_decode_reuse SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_decode_reu
   DEFS "QVL_UNFUSED_PLUGINS=\"${QVL_UNFUSED_PLUGINS}\""
        "QVL_LINEAR_PLUGINS=\"${QVL_LINEAR_PLUGINS}\"")
 add_dependencies(test_decode_reuse qvl-reference qvl-linear)
+# New memory filled with 0xfe bytes (an f16 NaN) by glibc's malloc and by ASan's.
+set_tests_properties(test_decode_reuse PROPERTIES
+  ENVIRONMENT "MALLOC_PERTURB_=1"
+  ENVIRONMENT_MODIFICATION
+    "ASAN_OPTIONS=string_append:::malloc_fill_byte=254:max_malloc_fill_size=1048576")
 
 add_test(NAME cli_fallback COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_fallback.sh
   $<TARGET_FILE:qvl> $<TARGET_FILE:qvl-graph-tool> ${CMAKE_SOURCE_DIR} ${QVL_LINEAR_PLUGINS}
