@@ -20,8 +20,9 @@
  * At run time the parts run in order and each boundary activation is copied from the part
  * that computed it to the part that reads it: through the host (download, upload), or one
  * memcpy when both backends use host memory. Only activations cross; weights and inputs stay
- * where the caller binds them. A cache write (STORE_ROWS) read by another part is refused: it
- * would copy the whole cache.
+ * where the caller binds them. A cache write (STORE_ROWS) read by another part would copy the
+ * whole cache: placement keeps its readers with it, and a split that still needs it (readers
+ * placed by hand elsewhere) is refused.
  *
  * With one target (or every group on one target) there is one part and no copy: the same
  * graph, fusion and executor as without a split. The graph layer knows no model: groups are
