@@ -31,6 +31,7 @@ typedef struct linear_job {
 struct qvl_backend {
     pthread_t threads[MAX_THREADS];
     int n_threads;
+    pthread_mutex_t run_lock; /* one product at a time, whoever calls (the pool holds one job) */
     pthread_mutex_t lock;
     pthread_cond_t start, done;
     uint64_t generation; /* bumped per job; a worker runs each generation once */
@@ -94,6 +95,7 @@ static qvl_status k_matmul(qvl_backend *be, const qvl_node *node, qvl_error *err
         .out = node->dst->data,
         .M = qvl_desc_n_rows(&a->desc), .N = w->desc.shape[0], .K = w->desc.shape[1],
     };
+    pthread_mutex_lock(&be->run_lock);
     pthread_mutex_lock(&be->lock);
     be->job = j;
     be->pending = be->n_threads;
@@ -101,6 +103,7 @@ static qvl_status k_matmul(qvl_backend *be, const qvl_node *node, qvl_error *err
     pthread_cond_broadcast(&be->start);
     while (be->pending > 0) pthread_cond_wait(&be->done, &be->lock);
     pthread_mutex_unlock(&be->lock);
+    pthread_mutex_unlock(&be->run_lock);
     return QVL_OK;
 }
 
@@ -137,6 +140,7 @@ static void destroy(qvl_backend *be) {
     pthread_cond_destroy(&be->done);
     pthread_cond_destroy(&be->start);
     pthread_mutex_destroy(&be->lock);
+    pthread_mutex_destroy(&be->run_lock);
     free(be);
 }
 
@@ -149,6 +153,7 @@ static qvl_status linear_init(const qvl_options *opts, qvl_backend **out, qvl_er
                         MAX_THREADS);
     qvl_backend *be = calloc(1, sizeof *be);
     if (!be) return qvl_fail(err, QVL_E_NOMEM, NAME ": out of memory");
+    pthread_mutex_init(&be->run_lock, NULL);
     pthread_mutex_init(&be->lock, NULL);
     pthread_cond_init(&be->start, NULL);
     pthread_cond_init(&be->done, NULL);

@@ -332,5 +332,5 @@ void model_free_bindings(qvl_model *m) {
     }
     free(m->bound);
     m->bound = NULL;
-    m->n_bound = 0;
+    m->n_bound = m->cap_bound = 0;
 }
