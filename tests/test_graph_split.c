@@ -1,6 +1,7 @@
 /* The scheduler (qvl/split.h) on two reference instances: a graph split over them computes
  * exactly what it computes on one, boundary activations are copied (and only they), views are
- * recomputed where they are read, and bad placements are one clear error. */
+ * recomputed where they are read, bad placements are one clear error, nodes a backend refuses
+ * fall back to the next one, and a KV cache's write and readers run where the cache lives. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,7 +107,7 @@ static void run_split(const two_backends *tb, const int32_t *place, size_t n_gro
                       size_t *parts, size_t *bytes) {
     qvl_graph *g = three_groups();
     const qvl_test_backend *be[2] = {&tb->a, &tb->b};
-    qvl_split_target targets[2] = {{tb->a.iface, tb->a.be, true}, {tb->b.iface, tb->b.be, true}};
+    qvl_split_target targets[2] = {{tb->a.iface, tb->a.be, true, false}, {tb->b.iface, tb->b.be, true, false}};
     qvl_split_options o = {.target_of_group = place, .n_groups = n_groups};
     qvl_split *sp = NULL;
     qvl_error err = {0};
@@ -154,7 +155,7 @@ static void split_equals_whole(void **state) {
 
 static void bad_placements(void **state) {
     NEED_BACKENDS(state);
-    qvl_split_target targets[2] = {{tb->a.iface, tb->a.be, true}, {tb->b.iface, tb->b.be, true}};
+    qvl_split_target targets[2] = {{tb->a.iface, tb->a.be, true, false}, {tb->b.iface, tb->b.be, true, false}};
     qvl_split *sp = NULL;
     qvl_error err = {0};
     qvl_graph *g = three_groups();
@@ -167,7 +168,8 @@ static void bad_placements(void **state) {
     assert_non_null(strstr(err.msg, "backend 5 of 2"));
     qvl_graph_free(g);
 
-    /* A cache write read from another backend would copy the whole cache: refused. */
+    /* A cache write read from another backend would copy the whole cache: its reader runs
+     * where the write runs, whatever its group says (one part, no copy). */
     g = qvl_graph_new();
     qvl_tid kv = qvl_g_input(g, "kv", QVL_F32, SHAPE(8, D));
     qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(N, D));
@@ -175,8 +177,115 @@ static void bad_placements(void **state) {
     qvl_g_set_group(g, 1);
     qvl_g_output(g, qvl_g_scale(g, all, 2.0f), "out");
     qvl_split_options two = {.target_of_group = (int32_t[]){0, 1}, .n_groups = 2};
-    assert_int_equal(qvl_split_create(g, targets, 2, &two, NULL, &sp, &err), QVL_E_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "writes a cache"));
+    assert_int_equal(qvl_split_create(g, targets, 2, &two, NULL, &sp, &err), QVL_OK);
+    assert_int_equal(qvl_split_n_parts(sp), 1);
+    assert_int_equal(qvl_split_part_at(sp, 0).target, 0);
+    assert_int_equal(qvl_split_copy_bytes(sp), 0);
+    qvl_split_free(sp);
+    sp = NULL;
+    qvl_graph_free(g);
+}
+
+/* A backend that runs MATMUL only: the reference's table with every other op removed. */
+static qvl_op_impl matmul_only_ops[QVL_OP_COUNT];
+static qvl_backend_iface matmul_only(const qvl_test_backend *ref) {
+    qvl_backend_iface t = *ref->iface;
+    memset(matmul_only_ops, 0, sizeof matmul_only_ops);
+    matmul_only_ops[QVL_OP_MATMUL] = ref->iface->ops[QVL_OP_MATMUL];
+    t.name = "matmul_only";
+    t.ops = matmul_only_ops;
+    return t;
+}
+
+/* Per-op fallback: every group on the matmul-only backend, the nodes it refuses on the
+ * reference; the result equals the whole graph's on one backend. Without a fallback order, or
+ * with the backend marked no_fallback, the first refused node is the executor's one-line
+ * refusal. */
+static void fallback_per_op(void **state) {
+    NEED_BACKENDS(state);
+    float whole[N * D], split[N * D];
+    size_t parts, bytes;
+    run_split(tb, (int32_t[]){0, 0, 0}, 3, whole, &parts, &bytes);
+
+    const qvl_backend_iface mo = matmul_only(&tb->a);
+    qvl_split_target targets[2] = {{&mo, tb->a.be, true, false}, {tb->b.iface, tb->b.be, true, false}};
+    const int32_t order[2] = {0, 1};
+    qvl_split_options o = {.target_of_group = (int32_t[]){0, 0, 0}, .n_groups = 3,
+                           .fallback_order = order, .n_fallback = 2};
+    qvl_graph *g = three_groups();
+    int32_t placed[64];
+    assert_true(qvl_graph_n_tensors(g) <= 64);
+    qvl_error err = {0};
+    assert_int_equal(qvl_split_place(g, targets, 2, &o, placed, &err), QVL_OK);
+    for (size_t t = 0; t < qvl_graph_n_tensors(g); t++) {
+        qvl_tid id = (qvl_tid)t;
+        if (qvl_graph_kind(g, id) != QVL_TENSOR_NODE || qvl_op_is_view(qvl_graph_op(g, id)))
+            assert_int_equal(placed[t], -1);
+        else
+            assert_int_equal(placed[t], qvl_graph_op(g, id) == QVL_OP_MATMUL ? 0 : 1);
+    }
+    qvl_split *sp = NULL;
+    assert_int_equal(qvl_split_create(g, targets, 2, &o, NULL, &sp, &err), QVL_OK);
+    /* matmul | rms_norm | matmul | add */
+    assert_int_equal(qvl_split_n_parts(sp), 4);
+    const qvl_test_backend *be[2] = {&tb->a, &tb->b};
+    qvl_buffer bufs[16];
+    size_t n_bufs = 0;
+    bind_parts(sp, be, bufs, &n_bufs);
+    float x[N * D];
+    fill("x", x, N * D);
+    assert_int_equal(qvl_split_set(sp, "x", x, sizeof x, &err), QVL_OK);
+    if (qvl_split_run(sp, &err) != QVL_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(qvl_split_get(sp, "out", split, sizeof split, &err), QVL_OK);
+    assert_memory_equal(whole, split, sizeof whole);
+    free_bufs(be, sp, bufs, n_bufs);
+    qvl_split_free(sp);
+    sp = NULL;
+
+    targets[0].no_fallback = true;
+    assert_int_equal(qvl_split_create(g, targets, 2, &o, NULL, &sp, &err), QVL_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "backend matmul_only does not support rms_norm (node "));
+    assert_null(strstr(err.msg, "no other backend"));
+    assert_null(sp);
+    targets[0].no_fallback = false;
+    o.fallback_order = NULL;
+    assert_int_equal(qvl_split_create(g, targets, 2, &o, NULL, &sp, &err), QVL_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "backend matmul_only does not support rms_norm (node "));
+    qvl_graph_free(g);
+}
+
+static int32_t kv_home_of(void *ctx, const char *name) {
+    return strcmp(name, "kv") == 0 ? *(const int32_t *)ctx : -1;
+}
+
+/* The KV cache rule with fallback: a cache write runs where its cache lives, and a node that
+ * reads the write runs there too, even one its group's backend would take (a matmul over the
+ * cache); a cache whose home refuses the write is an error saying so. */
+static void cache_write_and_readers_stay_home(void **state) {
+    NEED_BACKENDS(state);
+    const qvl_backend_iface mo = matmul_only(&tb->a);
+    qvl_split_target targets[2] = {{&mo, tb->a.be, true, false}, {tb->b.iface, tb->b.be, true, false}};
+    const int32_t order[2] = {0, 1};
+    int32_t home = 1;
+    qvl_split_options o = {.target_of_group = (int32_t[]){0}, .n_groups = 1,
+                           .fallback_order = order, .n_fallback = 2,
+                           .input_home = kv_home_of, .input_home_ctx = &home};
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid kv = qvl_g_input(g, "kv", QVL_F32, SHAPE(8, D));
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(N, D));
+    qvl_tid w = qvl_g_weight(g, "w", QVL_F32, SHAPE(D, D));
+    qvl_tid all = qvl_g_store_rows(g, kv, x, 0);
+    qvl_tid y = qvl_g_matmul(g, all, w, -1);
+    qvl_g_output(g, y, "y");
+    int32_t placed[16];
+    qvl_error err = {0};
+    assert_int_equal(qvl_split_place(g, targets, 2, &o, placed, &err), QVL_OK);
+    assert_int_equal(placed[all], 1);
+    assert_int_equal(placed[y], 1);
+    home = 0;
+    assert_int_equal(qvl_split_place(g, targets, 2, &o, placed, &err), QVL_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "backend matmul_only does not support store_rows"));
+    assert_non_null(strstr(err.msg, "run where the cache lives"));
     qvl_graph_free(g);
 }
 
@@ -184,6 +293,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(split_equals_whole),
         cmocka_unit_test(bad_placements),
+        cmocka_unit_test(fallback_per_op),
+        cmocka_unit_test(cache_write_and_readers_stay_home),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -249,13 +249,18 @@ static void check_incremental(const char *backend, bool no_fuse) {
     assert_int_equal(qvl_model_eval(m, &ids[0], 1, NULL, false, step, &err), QVL_OK);
     qvl_op_profile prof;
     qvl_model_profile(m, &prof);
-    /* The reused graph runs exactly when attention is fused for this backend: unfused, the
-     * primitive chain would read unwritten cache rows (ops.h, MASK_CAUSAL_AT). */
-    const uint64_t writes = 2 * (uint64_t)qvl_model_config(m)->text.num_hidden_layers;
-    const bool reused = !no_fuse && prof.calls[QVL_OP_ATTENTION] > 0;
-    assert_int_equal(prof.calls[reused ? QVL_OP_STORE_ROWS_AT : QVL_OP_STORE_ROWS], writes);
+    /* The reused graph runs unless the model was opened with no_fuse, fused attention or
+     * not: unfused, the primitive chain reads every cache row, which the zero-filled cache
+     * keeps finite (ops.h, MASK_CAUSAL_AT), and masks with MASK_CAUSAL_AT. */
+    const uint64_t layers = (uint64_t)qvl_model_config(m)->text.num_hidden_layers;
+    const bool reused = !no_fuse, fused = prof.calls[QVL_OP_ATTENTION] > 0;
+    assert_int_equal(prof.calls[reused ? QVL_OP_STORE_ROWS_AT : QVL_OP_STORE_ROWS], 2 * layers);
     assert_int_equal(prof.calls[reused ? QVL_OP_STORE_ROWS : QVL_OP_STORE_ROWS_AT], 0);
-    assert_int_equal(prof.calls[QVL_OP_MASK_CAUSAL_AT], 0);
+    assert_int_equal(prof.calls[QVL_OP_MASK_CAUSAL_AT], reused && !fused ? layers : 0);
+    qvl_model_step_stats steps;
+    qvl_model_get_step_stats(m, &steps);
+    assert_true(reused ? steps.decode_builds == 1 && steps.decode_reuses > 0
+                       : steps.decode_builds == 0 && steps.decode_reuses == 0);
     const double tol = kv_is_f32() ? 1e-4 : kv_is_q8_0() ? INCREMENTAL_TOL_KV_Q8_0 : INCREMENTAL_TOL_KV_F16;
     printf("incremental vs full on %s%s, %s KV: worst relative difference %.3g (allowed %.3g)\n",
            backend, no_fuse ? " (no fusion)" : "", kv_name(), worst, tol);

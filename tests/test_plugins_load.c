@@ -4,6 +4,7 @@
  * test_plugins_util.c. */
 #define _XOPEN_SOURCE 700
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -229,6 +230,27 @@ static void test_load_dummy_with_options(void **state) {
     lb->iface->buffer_free(lb->be, &buf);
     qvl_backend_unload(lb);
     qvl_backend_unload(NULL);
+}
+
+/* Lifetime (backend.h): unloading releases the instance, but the library stays mapped until
+ * the process exits, so threads a plugin's runtime keeps (OpenMP, BLAS pools) never run in
+ * unmapped code. The entry's `fallback: false` reaches the loaded backend. */
+static void test_library_stays_mapped(void **state) {
+    (void)state;
+    char entry[1024];
+    snprintf(entry, sizeof entry,
+             "  - name: dummy\n    library: %s\n    fallback: false\n", QVL_TEST_DUMMY_SO);
+    qvl_plugin_config *cfg = config_of(entry);
+    qvl_loaded_backend *lb = NULL;
+    qvl_error err = {0};
+    if (qvl_backend_load(cfg, &cfg->specs[0], &lb, &err) != QVL_OK) fail_msg("%s", err.msg);
+    qvl_plugins_free(cfg);
+    assert_true(lb->no_fallback);
+    qvl_backend_unload(lb);
+    /* RTLD_NOLOAD finds a library only while it is loaded. */
+    void *still = dlopen(QVL_TEST_DUMMY_SO, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(still);
+    dlclose(still);
 }
 
 /* qvl_backend_select with the log at info level (what -v shows; skipped backends are info
@@ -510,6 +532,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_relative_library_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_broken_plugins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_dummy_with_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_library_stays_mapped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_init_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_library_from_cwd_or_ld_library_path, setup,
                                         teardown),

@@ -123,15 +123,18 @@ static void test_parse_defaults_required_and_stable_order(void **state) {
                                       "    required: true\n"
                                       "  - name: c\n"
                                       "    required: false\n"
-                                      "  - {name: d, priority: 7}\n"
+                                      "    fallback: false\n"
+                                      "  - {name: d, priority: 7, fallback: true}\n"
                                       "  - name: e-2\n"
                                       "    priority: -3\n");
     assert_int_equal(cfg->n, 5);
     const char *order[] = {"b", "d", "a", "c", "e-2"};
     const long prio[] = {7, 7, 0, 0, -3};
     const bool required[] = {true, false, false, false, false};
-    const int line[] = {3, 8, 2, 6, 9};
+    const bool no_fallback[] = {false, false, false, true, false}; /* fallback: true unless said */
+    const int line[] = {3, 9, 2, 6, 10};
     for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(cfg->specs[i].no_fallback, no_fallback[i]);
         assert_string_equal(cfg->specs[i].name, order[i]);
         assert_int_equal(cfg->specs[i].priority, prio[i]);
         assert_int_equal(cfg->specs[i].required, required[i]);
@@ -188,6 +191,8 @@ static void test_parse_wrong_types(void **state) {
                        FAKE_PATH ":3:", "priority", NULL);
     expect_parse_error("backends:\n  - name: a\n    required: yes\n", QVL_E_INVALID,
                        FAKE_PATH ":3:", "required", "yes", NULL);
+    expect_parse_error("backends:\n  - name: a\n    fallback: maybe\n", QVL_E_INVALID,
+                       FAKE_PATH ":3:", "fallback must be true or false", "maybe", NULL);
     expect_parse_error("backends:\n  - name: a\n    required: 1\n", QVL_E_INVALID,
                        FAKE_PATH ":3:", "required", NULL);
     expect_parse_error("backends:\n  - name: a\n    options: [device, 0]\n", QVL_E_INVALID,

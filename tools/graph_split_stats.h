@@ -16,4 +16,12 @@ qvl_status graph_split_stats_print(FILE *f, const char *lead, const qvl_graph *g
                                    const qvl_loaded_backend *primary,
                                    const qvl_loaded_backend *cpu, qvl_error *err);
 
+/* --backend NAME with fallback (its plugins.yaml entry does not say `fallback: false`): g
+ * (unfused, not changed) placed per op on lbs[0] and, for the nodes it refuses, the first of
+ * lbs[1..n) that takes each; prints the nodes per backend and the bytes that cross per run.
+ * *all_on_first: lbs[0] took every node. */
+qvl_status graph_fallback_stats_print(FILE *f, const char *lead, const qvl_graph *g,
+                                      qvl_loaded_backend *const *lbs, size_t n,
+                                      bool *all_on_first, qvl_error *err);
+
 #endif

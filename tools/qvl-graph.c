@@ -33,7 +33,10 @@ static const char USAGE[] =
     "--grid 32x32 (vision; patches, h and w multiples of the merge size; several images as\n"
     "--grid 32x32,16x24 or by repeating --grid).\n"
     "--stats prints a summary instead of the node lists. --format dot prints the final graph in\n"
-    "Graphviz DOT. --backend NAME checks that the backend supports every node.\n"
+    "Graphviz DOT. --backend NAME checks that the backend supports every node; when it does not\n"
+    "and its plugins.yaml entry allows fallback, the nodes it refuses are placed on the next\n"
+    "backends of plugins.yaml that take them (as qvl run places them), and the nodes per\n"
+    "backend and the bytes that cross between them per run are printed.\n"
     "--cross-check A,B runs the graph on backends A and B with seeded random weights and\n"
     "compares every node: end to end (reported), and each node run on B from A's values of its\n"
     "inputs (judged: exit status 1 when a node differs beyond its dtype's tolerance).";
@@ -120,7 +123,8 @@ static int parse_grid_text(const char *text, qvl_image_grid *grids, size_t *n) {
 
 /* ---- backends ------------------------------------------------------------------------------ */
 
-/* Ask the backend about every live node of the graph, as the executor would hand it over. */
+/* Ask the backend about every live node of the graph, as the executor would hand it over.
+ * lead NULL: only the answer, nothing printed. */
 static int check_support(const qvl_graph *g, const qvl_loaded_backend *lb, const char *lead) {
     size_t n_nodes = 0, n_bad = 0;
     const char *first_bad = NULL;
@@ -157,10 +161,12 @@ static int check_support(const qvl_graph *g, const qvl_loaded_backend *lb, const
         }
     }
     if (n_bad) {
-        fprintf(stderr, PROG ": backend %s does not support %zu of %zu nodes (first: %s, %s)\n",
-                lb->name, n_bad, n_nodes, first_bad, qvl_op_name(first_op));
+        if (lead)
+            fprintf(stderr, PROG ": backend %s does not support %zu of %zu nodes (first: %s, %s)\n",
+                    lb->name, n_bad, n_nodes, first_bad, qvl_op_name(first_op));
         return EXIT_FAIL;
     }
+    if (!lead) return 0; /* asked quietly */
     printf("%sbackend %s (%s): supports all %zu nodes\n", lead, lb->name, lb->library_path,
            n_nodes);
     return 0;
@@ -388,6 +394,9 @@ int main(int argc, char **argv) {
     /* An explicitly named plugins file must exist and parse, cross-check or not. */
     qvl_plugin_config *pc = NULL;
     qvl_loaded_backend *lb = NULL, *cpu_lb = NULL, *cross_lb[2] = {NULL, NULL};
+    qvl_loaded_backend *chain[16] = {NULL}; /* --backend, then its fallbacks */
+    size_t n_chain = 0;
+    bool fell_back = false;
     qvl_graph *g = NULL;
     int rc = EXIT_FAIL;
     fill_ctx fc;
@@ -471,6 +480,19 @@ int main(int argc, char **argv) {
                  to.n_tokens > 1 ? "s" : "", (long long)fc.n_past, (long long)to.kv_capacity);
     }
     if (qvl_graph_validate(g, &err) != QVL_OK) goto fail;
+    if (lb && !lb->no_fallback && ngl < 0 && check_support(g, lb, NULL) != 0) {
+        /* the other backends of plugins.yaml, loaded only now that a node needs them */
+        chain[n_chain++] = lb;
+        for (size_t i = 0; i < pc->n && n_chain < 16; i++)
+            if (strcmp(pc->specs[i].name, lb->name) != 0 &&
+                qvl_backend_select(pc, pc->specs[i].name, &chain[n_chain], &err) == QVL_OK)
+                n_chain++;
+        bool all_first = false;
+        if (graph_fallback_stats_print(stdout, fmt == QVL_DUMP_DOT ? "// " : "", g, chain, n_chain,
+                                       &all_first, &err) != QVL_OK)
+            goto fail;
+        fell_back = !all_first;
+    }
     if (ngl >= 0 && graph_split_stats_print(stdout, fmt == QVL_DUMP_DOT ? "// " : "", g,
                                             cfg.text.num_hidden_layers, ngl, lb, cpu_lb,
                                             &err) != QVL_OK)
@@ -571,7 +593,8 @@ int main(int argc, char **argv) {
     }
     printf("%sinputs, which the arena holds too (KV caches included): %.2f MiB\n", lead,
            mib(input_bytes));
-    rc = lb ? check_support(g, lb, lead) : 0;
+    /* With fallback, a node --backend refuses runs on another backend: not a failure. */
+    rc = lb && !fell_back ? check_support(g, lb, lead) : 0;
     if (fmt == QVL_DUMP_DOT && qvl_graph_dump(g, stdout, QVL_DUMP_DOT) != QVL_OK) {
         qvl_fail(&err, QVL_E_IO, "cannot write the dump");
         goto fail;
@@ -585,6 +608,7 @@ fail:
     fprintf(stderr, PROG ": %s\n", err.msg);
     rc = EXIT_FAIL;
 done:
+    for (size_t i = 1; i < n_chain; i++) qvl_backend_unload(chain[i]);
     qvl_backend_unload(lb);
     qvl_backend_unload(cpu_lb);
     qvl_backend_unload(cross_lb[0]);

@@ -96,8 +96,8 @@ static qvl_status parse_priority(parse_ctx *c, const yaml_node_t *node, long *ou
     return QVL_OK;
 }
 
-/* required: true or false (YAML 1.2 core spellings). */
-static qvl_status parse_bool(parse_ctx *c, const yaml_node_t *node, bool *out) {
+/* required, fallback: true or false (YAML 1.2 core spellings). */
+static qvl_status parse_bool(parse_ctx *c, const yaml_node_t *node, const char *key, bool *out) {
     if (is_scalar(node) && node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
         const char *s = scalar_text(node);
         if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) {
@@ -110,11 +110,11 @@ static qvl_status parse_bool(parse_ctx *c, const yaml_node_t *node, bool *out) {
         }
         if (!is_null(node))
             return qvl_fail(c->err, QVL_E_INVALID,
-                            "%s:%d: required must be true or false, not '%s'", c->file,
-                            line_of(node), s);
+                            "%s:%d: %s must be true or false, not '%s'", c->file,
+                            line_of(node), key, s);
     }
-    return qvl_fail(c->err, QVL_E_INVALID, "%s:%d: required must be true or false, not %s",
-                    c->file, line_of(node),
+    return qvl_fail(c->err, QVL_E_INVALID, "%s:%d: %s must be true or false, not %s",
+                    c->file, line_of(node), key,
                     is_scalar(node) && !is_null(node) ? "a quoted string" : node_kind(node));
 }
 
@@ -218,14 +218,14 @@ static qvl_status check_keys(parse_ctx *c, const yaml_node_t *map, const char *c
 }
 
 static qvl_status parse_entry(parse_ctx *c, const yaml_node_t *entry, qvl_plugin_spec *spec) {
-    static const char *const keys[] = {"name", "library", "priority", "required", "options",
-                                       NULL};
+    static const char *const keys[] = {"name", "library", "priority", "required", "fallback",
+                                       "options", NULL};
     if (entry->type != YAML_MAPPING_NODE)
         return qvl_fail(c->err, QVL_E_INVALID,
                         "%s:%d: each entry of backends must be a mapping with a name, not %s",
                         c->file, line_of(entry), node_kind(entry));
     qvl_status st = check_keys(c, entry, keys, "in a backend entry",
-                               "name, library, priority, required, options");
+                               "name, library, priority, required, fallback, options");
     if (st != QVL_OK) return st;
     spec->line = line_of(entry);
 
@@ -256,7 +256,12 @@ static qvl_status parse_entry(parse_ctx *c, const yaml_node_t *entry, qvl_plugin
     const yaml_node_t *prio = find_key(c, entry, "priority");
     if (prio && (st = parse_priority(c, prio, &spec->priority)) != QVL_OK) return st;
     const yaml_node_t *req = find_key(c, entry, "required");
-    if (req && (st = parse_bool(c, req, &spec->required)) != QVL_OK) return st;
+    if (req && (st = parse_bool(c, req, "required", &spec->required)) != QVL_OK) return st;
+    /* fallback: false -> no_fallback (a spec made in code, all zero, allows fallback) */
+    const yaml_node_t *fb = find_key(c, entry, "fallback");
+    bool fallback = true;
+    if (fb && (st = parse_bool(c, fb, "fallback", &fallback)) != QVL_OK) return st;
+    spec->no_fallback = !fallback;
     const yaml_node_t *opts = find_key(c, entry, "options");
     if (opts && (st = parse_options(c, spec->name, opts, &spec->options)) != QVL_OK) return st;
     return QVL_OK;

@@ -239,7 +239,10 @@ static qvl_status open_plugin(const char *path, const char *name, void **dl_out,
         return qvl_fail(err, QVL_E_INVALID, "%s: the library of backend '%s' is not a regular file",
                         path, name);
     dlerror();
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* RTLD_NODELETE: a plugin's code stays mapped until the process exits, whatever dlclose
+     * is called later, so threads a backend leaves behind (OpenMP, BLAS pools) and its
+     * destructors at exit never jump into unmapped pages (backend.h, "Lifetime"). */
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!dl) return qvl_fail(err, QVL_E_IO, "%s: cannot load: %s", path, dl_reason(path));
 
     qvl_status st = QVL_OK;
@@ -320,6 +323,7 @@ qvl_status qvl_backend_load(const qvl_plugin_config *cfg, const qvl_plugin_spec 
     lb->dl_handle = dl;
     lb->name = name;
     lb->library_path = path;
+    lb->no_fallback = spec->no_fallback;
     const char *weights = qvl_options_get(&spec->options, "weights");
     const char *kv_type = qvl_options_get(&spec->options, "kv_type");
     if ((weights && !(lb->weights = strdup(weights))) ||

@@ -153,6 +153,29 @@ size_t qvl_graph_count_op(const qvl_graph *g, qvl_op op) {
     return c;
 }
 
+/* Does node r fix the sequence position in its parameters? */
+static bool fixes_position(const qvl_gtensor *r) {
+    switch (r->op) {
+    case QVL_OP_STORE_ROWS:
+    case QVL_OP_MASK_CAUSAL:
+        return true;
+    case QVL_OP_ATTENTION:
+        return r->params.attention.mask == QVL_MASK_CAUSAL;
+    default:
+        return false;
+    }
+}
+
+bool qvl_graph_position_free(const qvl_graph *g, qvl_tid *first) {
+    if (first) *first = -1;
+    for (size_t i = 0; g && i < g->n; i++)
+        if (qvl_gi_is_node(g, (qvl_tid)i) && fixes_position(&g->t[i])) {
+            if (first) *first = (qvl_tid)i;
+            return false;
+        }
+    return g != NULL;
+}
+
 qvl_tensor_kind qvl_graph_kind(const qvl_graph *g, qvl_tid t) {
     return qvl_gi_valid_tid(g, t) ? g->t[t].kind : QVL_TENSOR_NODE;
 }

@@ -148,22 +148,6 @@ static qvl_status new_part(qvl_split *s, int32_t target, qvl_error *err) {
     return QVL_OK;
 }
 
-static qvl_status target_of(const qvl_graph *g, qvl_tid t, size_t n_targets,
-                            const qvl_split_options *o, int32_t *out, qvl_error *err) {
-    *out = 0;
-    if (!o || !o->target_of_group) return QVL_OK;
-    int32_t grp = g->t[t].group;
-    char lbl[128];
-    if (grp < 0 || (size_t)grp >= o->n_groups)
-        return qvl_fail(err, QVL_E_INVALID, "split: node %s is in group %d, which has no "
-                        "placement", label(g, t, lbl, sizeof lbl), (int)grp);
-    *out = o->target_of_group[grp];
-    if (*out < 0 || (size_t)*out >= n_targets)
-        return qvl_fail(err, QVL_E_INVALID, "split: group %d is placed on backend %d of %zu",
-                        (int)grp, (int)*out, n_targets);
-    return QVL_OK;
-}
-
 /* The original graph's outputs, marked in the part that computes them. A view or leaf output
  * is brought into the last part, whose ids `local` still holds (the last part built). */
 static qvl_status mark_outputs(split_build *b, qvl_error *err) {
@@ -181,13 +165,14 @@ static qvl_status mark_outputs(split_build *b, qvl_error *err) {
 static qvl_status build_parts(split_build *b, const qvl_split_options *o, qvl_error *err) {
     qvl_tid *order = NULL;
     size_t n_order = 0;
-    qvl_status st = qvl_gi_topo_order(b->g, &order, &n_order, err);
+    int32_t *placed = malloc((b->g->n ? b->g->n : 1) * sizeof *placed);
+    qvl_status st = placed ? qvl_split_place(b->g, b->s->targets, b->s->n_targets, o, placed, err)
+                           : qvl_fail(err, QVL_E_NOMEM, "split: out of memory");
+    if (st == QVL_OK) st = qvl_gi_topo_order(b->g, &order, &n_order, err);
     for (size_t k = 0; st == QVL_OK && k < n_order; k++) {
         qvl_tid t = order[k];
         if (!is_computing(b->g, t)) continue;
-        int32_t target;
-        st = target_of(b->g, t, b->s->n_targets, o, &target, err);
-        if (st != QVL_OK) break;
+        const int32_t target = placed[t];
         if (b->s->n_part == 0 || b->s->part[b->s->n_part - 1].target != target) {
             st = new_part(b->s, target, err);
             /* a new part starts with nothing of the original graph in it */
@@ -196,6 +181,7 @@ static qvl_status build_parts(split_build *b, const qvl_split_options *o, qvl_er
         if (st == QVL_OK) st = copy_node(b, b->s->n_part - 1, t, err);
     }
     free(order);
+    free(placed);
     if (st == QVL_OK && b->s->n_part == 0)
         st = qvl_fail(err, QVL_E_INVALID, "split: the graph computes nothing");
     if (st == QVL_OK) st = mark_outputs(b, err);

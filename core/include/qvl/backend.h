@@ -31,6 +31,20 @@
  * there were fewer ops reports n_ops smaller than QVL_OP_COUNT and the missing ones count as
  * unsupported. Kernels may run asynchronously (GPU streams); synchronize() waits for them.
  *
+ * Lifetime: the registry loads a plugin with dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE).
+ * Unloading calls release() once per init(), then dlclose(), which never unmaps the library:
+ * its code and data stay mapped until the process exits. So threads a backend's libraries
+ * keep after release() (an OpenMP runtime's, a BLAS pool's) and their exit-time destructors
+ * never run in unmapped pages. A backend that starts threads of its own should still join
+ * them in release() (nothing of an instance may run after release() returns), and may not
+ * assume its library is reloaded fresh: init() after release() in one process sees the
+ * static state the last release() left. One process may also hold several instances of one
+ * backend at once (a model's targets, qvl-graph's cross-check).
+ *
+ * Fallback: a node the backend refuses (ops[], dtypes or accepts()) runs on the next backend
+ * of plugins.yaml that accepts it, unless the backend's entry says `fallback: false`
+ * (split.h). Fusion asks the backend that will run the fused node.
+ *
  * docs/writing-a-backend.md walks through writing one; backends/reference is the oracle. */
 #ifndef QVL_BACKEND_H
 #define QVL_BACKEND_H

@@ -86,8 +86,9 @@
  *     j > at[0] + i. Any at[0] >= 0 is valid (keys past L simply do not exist); a negative
  *     one is a run-time error where the backend can check it. Unlike ATTENTION, the chain
  *     built from this op (scores over every key, softmax, probabilities . V) reads every
- *     cache row, so it is only right when all L rows hold finite values; the model uses it
- *     on cache views that end at the rows written.
+ *     cache row, so it is only right when all L rows hold finite values (a masked
+ *     probability is exactly 0, and 0 times a finite value adds nothing); the model keeps
+ *     every cache row finite by zero-filling a cache when it allocates it.
  *
  * Fused ops, written by the fusion pass only where the backend that runs the graph supports
  * the fused node (a backend may leave them out), besides NORM_LINEAR, ATTENTION and

@@ -6,6 +6,8 @@
  *       library: build/backends/cuda_sm61/libqvl-cuda_sm61.so  # relative to this file, or absolute
  *       priority: 100            # higher is tried first (default 0)
  *       required: false          # true: failing to load is an error, not a skip
+ *       fallback: true           # false: this backend must run every node placed on it;
+ *                                # a node it refuses is an error, never moved to another
  *       options: { device: 0 }   # passed to the backend's init() as strings
  *
  * Where the file comes from (qvl_plugins_locate): an explicit path (--plugins), else
@@ -34,6 +36,9 @@ typedef struct qvl_plugin_spec {
     char *library; /* as written (NULL when omitted) */
     long priority;
     bool required;
+    /* `fallback: false`: nodes this backend refuses are an error instead of running on the
+     * next backend of the file that takes them (zero, the default, allows fallback). */
+    bool no_fallback;
     qvl_options options;
     int line; /* line of the entry in the file, 1-based */
 } qvl_plugin_spec;
@@ -70,6 +75,9 @@ typedef struct qvl_loaded_backend {
     /* The entry's `kv_type` option (f32, f16, q8_0): the dtype of the model's KV cache on this
      * backend unless the caller asks for another; NULL when absent. */
     char *kv_type;
+    /* The entry's `fallback: false`: the split scheduler gives no node it refuses to another
+     * backend (split.h). */
+    bool no_fallback;
 } qvl_loaded_backend;
 
 /* Resolve the library path of a spec (see search order above). */
@@ -85,6 +93,8 @@ qvl_status qvl_backend_load(const qvl_plugin_config *cfg, const qvl_plugin_spec 
  * failure is an error. */
 qvl_status qvl_backend_select(const qvl_plugin_config *cfg, const char *force_name,
                               qvl_loaded_backend **out, qvl_error *err);
+/* release() and free. The library itself stays mapped until the process exits (backend.h,
+ * "Lifetime"). */
 void qvl_backend_unload(qvl_loaded_backend *lb);
 
 /* What tools call: locate the config (plugins_path may be NULL) and select a backend

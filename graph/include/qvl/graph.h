@@ -100,6 +100,14 @@ const qvl_tid *qvl_graph_srcs(const qvl_graph *g, qvl_tid t);
 const qvl_params *qvl_graph_params(const qvl_graph *g, qvl_tid t);
 bool qvl_graph_is_live(const qvl_graph *g, qvl_tid t); /* false for nodes removed by fusion */
 int32_t qvl_graph_group(const qvl_graph *g, qvl_tid t); /* qvl_g_set_group; -1 for a bad tid */
+/* Can one graph serve every step of a sequence, only its inputs set again? True when no live
+ * node takes the sequence position as a parameter: a cache write, a causal mask or attention
+ * gets it from an `at` input (STORE_ROWS_AT, MASK_CAUSAL_AT, ATTENTION with mask CAUSAL_AT),
+ * every other node depends on the position only through its inputs. *first (may be NULL)
+ * receives the first node that fixes a position, else -1. A property of the graph, fused or
+ * not: the primitive attention chain qualifies as much as the fused node (ops.h states what
+ * its cache rows must hold). */
+bool qvl_graph_position_free(const qvl_graph *g, qvl_tid *first);
 /* Look up an input, weight or output by name; -1 if absent. */
 qvl_tid qvl_graph_find(const qvl_graph *g, const char *name);
 size_t qvl_graph_n_outputs(const qvl_graph *g);

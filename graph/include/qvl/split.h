@@ -3,7 +3,13 @@
  * A model builds one graph of primitive ops and tags its tensors with placement groups
  * (qvl_g_set_group: a decoder layer, the embedding, the output head). The caller maps each
  * group to one of several loaded backends (targets). qvl_split_create then
- *   1. assigns every computing node the target of its group;
+ *   1. places every computing node (qvl_split_place): on its group's target when that
+ *      backend accepts the node (qvl_backend_check: op table, dtypes, accepts()), else, with
+ *      a fallback order, on the first target of that order that accepts it; a target marked
+ *      no_fallback (plugins.yaml `fallback: false`) must take every node of its groups. The
+ *      KV cache rule: a cache write (STORE_ROWS, STORE_ROWS_AT) runs where its cache lives
+ *      (input_home), and every node that reads a cache write (through views) runs on the
+ *      write's target, so attention and its cache stay together;
  *   2. cuts the nodes, in execution order, into parts: maximal runs on one target;
  *   3. gives each part its own graph: the part's nodes, the inputs and weights they read
  *      (a weight or input read by several parts appears in each, under its own name), the
@@ -14,8 +20,9 @@
  * At run time the parts run in order and each boundary activation is copied from the part
  * that computed it to the part that reads it: through the host (download, upload), or one
  * memcpy when both backends use host memory. Only activations cross; weights and inputs stay
- * where the caller binds them. A cache write (STORE_ROWS) read by another part is refused: it
- * would copy the whole cache.
+ * where the caller binds them. A cache write (STORE_ROWS) read by another part would copy the
+ * whole cache: placement keeps its readers with it, and a split that still needs it (readers
+ * placed by hand elsewhere) is refused.
  *
  * With one target (or every group on one target) there is one part and no copy: the same
  * graph, fusion and executor as without a split. The graph layer knows no model: groups are
@@ -40,6 +47,9 @@ typedef struct qvl_split_target {
     const qvl_backend_iface *iface;
     qvl_backend *be;
     bool host_memory;
+    /* Nodes of this target's groups that it refuses are an error, never given to another
+     * target (plugins.yaml `fallback: false`). */
+    bool no_fallback;
 } qvl_split_target;
 
 typedef struct qvl_split_options {
@@ -48,7 +58,24 @@ typedef struct qvl_split_options {
     const int32_t *target_of_group;
     size_t n_groups;
     bool no_fuse; /* run each part's primitive graph (debugging, backend bring-up) */
+    /* Per-op fallback: the targets to ask, in this order (the caller's priority order), for a
+     * node its group's target refuses; the first that accepts runs it. NULL (n_fallback 0):
+     * no fallback, a refused node is an error naming the backend, op, node and reason. */
+    const int32_t *fallback_order;
+    size_t n_fallback;
+    /* The target a caller-owned input lives on (a KV cache the caller binds), or -1. A cache
+     * write into such an input runs there. NULL: cache writes are placed like other nodes. */
+    int32_t (*input_home)(void *ctx, const char *name);
+    void *input_home_ctx;
 } qvl_split_options;
+
+/* The placement alone: target_of[t] (qvl_graph_n_tensors(g) entries) receives the target of
+ * every computing node and -1 for the rest (leaves, views). QVL_E_UNSUPPORTED when a node has
+ * no target that may run it (the message names the backend that refused it, the op, the node,
+ * its shapes and the backend's reason). */
+qvl_status qvl_split_place(const qvl_graph *g, const qvl_split_target *targets,
+                           size_t n_targets, const qvl_split_options *opts, int32_t *target_of,
+                           qvl_error *err);
 
 /* Split g (built, unfused, validated; it is only read and may be freed afterwards) over
  * targets. report (may be NULL) adds up the fusion reports of the parts. */

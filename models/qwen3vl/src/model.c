@@ -91,6 +91,7 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
         m->convert_threads = cpus < 1 ? 1 : (int)cpus;
         t0 = now_seconds();
         st = model_place(m, opts, err);
+        if (st == QVL_OK) st = model_place_ops(m, opts, err);
         if (st == QVL_OK) st = check_kv_attention(m, err);
         ls->backend_seconds += now_seconds() - t0;
     }
@@ -123,6 +124,8 @@ void qvl_model_close(qvl_model *m) {
     model_free_bindings(m);
     for (size_t i = 0; i < m->n_tg; i++) qvl_backend_unload(m->tg[i].lb);
     free(m->text_place);
+    free(m->kv_home);
+    free(m->weight_targets);
     qvl_weights_close(m->weights);
     free(m);
 }
@@ -218,10 +221,12 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
         free(pos_buf);
         return st;
     }
-    if (n == 1 && !img && q->decode.sp)
+    if (n == 1 && !img && q->decode.sp) {
         st = run_decode_step(m, ids, pos_buf, logits, err);
-    else
+    } else {
+        if (n == 1 && !img) m->steps.decode_unkept++;
         st = run_batch(m, ids, n, pos_buf, img, all_logits, logits, err);
+    }
     if (st == QVL_OK) {
         /* The next text position continues after the largest position used so far. */
         int32_t max_pos = 0;
@@ -244,8 +249,12 @@ void model_collect_profile(qvl_model *m, qvl_split *sp) {
     qvl_split_profile_reset(sp);
 }
 
-/* Builds the reusable single-token graph once. A backend that does not support it (an older
- * plugin without STORE_ROWS_AT) is not an error: steps then build their own graph. */
+/* Builds the reusable single-token graph once. It is kept when it takes every position from
+ * its inputs (qvl_graph_position_free) and the backends take every node; a backend that does
+ * not (an older plugin without STORE_ROWS_AT) is not an error: steps then build their own
+ * graph. Unfused attention qualifies as fused attention does: its chain reads every cache
+ * row, and the caches are zero-filled (model_alloc_kv), so rows not yet written add exact
+ * zeros (ops.h, MASK_CAUSAL_AT). */
 static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
     decode_step *d = &m->seq->decode;
     if (d->sp || d->unavailable) return QVL_OK;
@@ -257,19 +266,12 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
     qvl_graph *g = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
     qvl_error why = {0};
+    qvl_tid fixed = -1;
+    if (st == QVL_OK && !qvl_graph_position_free(g, &fixed))
+        st = qvl_fail(&why, QVL_E_UNSUPPORTED, "node %s fixes the position",
+                      qvl_graph_tensor_name(g, fixed) ? qvl_graph_tensor_name(g, fixed) : "?");
     if (st == QVL_OK) st = model_split(m, g, true, &d->sp, &why);
     qvl_graph_free(g);
-    /* The reusable graph is only right with attention fused: fused ATTENTION never reads cache
-     * rows at or past at + N, but the primitive chain (scores over every cache row, masked,
-     * then probabilities times every V row) multiplies unwritten rows by 0, and 0 x NaN
-     * garbage is NaN. A backend that declined the fusion gets a graph per token, whose cache
-     * views end at the rows written. */
-    for (size_t i = 0; st == QVL_OK && i < qvl_split_n_parts(d->sp); i++) {
-        qvl_split_part p = qvl_split_part_at(d->sp, i);
-        if (qvl_graph_count_op(p.graph, QVL_OP_MASK_CAUSAL_AT) > 0)
-            st = qvl_fail(&why, QVL_E_UNSUPPORTED, "attention is not fused for %s",
-                          m->tg[p.target].lb->name);
-    }
     if (st == QVL_E_UNSUPPORTED) {
         QVL_LOG_I("decode graph reuse is off (%s); building a graph per token", why.msg);
         qvl_split_free(d->sp);
@@ -277,14 +279,20 @@ static qvl_status decode_ready(qvl_model *m, qvl_error *err) {
         d->unavailable = true;
         return QVL_OK;
     }
-    if (st != QVL_OK && err) *err = why;
-    return st;
+    if (st != QVL_OK) {
+        if (err) *err = why;
+        return st;
+    }
+    m->steps.decode_builds++;
+    model_log_split(m, d->sp, "decode step");
+    return QVL_OK;
 }
 
 static qvl_status run_decode_step(qvl_model *m, const int32_t *ids, const int32_t *pos,
                                   float *logits, qvl_error *err) {
     qvl_split *sp = m->seq->decode.sp;
     const int32_t at = (int32_t)m->seq->n_past;
+    if (m->seq->decode.runs++ > 0) m->steps.decode_reuses++;
     qvl_split_set_profiling(sp, m->inst.profiling);
     qvl_status st = qvl_split_set(sp, "ids", ids, sizeof *ids, err);
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos, 3 * sizeof *pos, err);
@@ -477,7 +485,7 @@ static qvl_status check_kv_attention(const qvl_model *m, qvl_error *err) {
     for (size_t ti = 0; ti < m->n_tg; ti++) {
         bool runs_layer = false;
         for (int64_t l = 0; l < t->num_hidden_layers; l++)
-            runs_layer |= m->text_place[qvl_text_group_layer(l)] == (int32_t)ti;
+            runs_layer |= m->kv_home[l] == (int32_t)ti;
         if (!runs_layer) continue;
         const qvl_loaded_backend *lb = m->tg[ti].lb;
         for (int k = 0; k < 2; k++) {
@@ -522,6 +530,8 @@ void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
     out->kv_dtype = m->kv_dtype;
     out->matrix_dtype = m->matrix_dtype;
 }
+
+void qvl_model_get_step_stats(const qvl_model *m, qvl_model_step_stats *out) { *out = m->steps; }
 
 void qvl_model_set_profiling(qvl_model *m, bool on) { m->inst.profiling = on; }
 void qvl_model_profile(const qvl_model *m, qvl_op_profile *out) { *out = m->inst.profile; }

@@ -23,12 +23,15 @@ static bool same_seqs(const batch_step *b, qvl_seq *const *seqs, size_t n) {
     return b->sp && b->n == n && memcmp(b->seqs, seqs, n * sizeof *seqs) == 0;
 }
 
-/* Builds, splits and binds the batched graph for these sequences. QVL_E_UNSUPPORTED when a
- * backend left attention unfused: the kv_at graph is only right with fused attention (see
- * decode_ready in model.c). */
+/* Builds, splits and binds the batched graph for these sequences. QVL_E_UNSUPPORTED when the
+ * graph fixes a position (it could not serve the next step) or a backend refuses a node; fused
+ * or unfused attention both qualify (see decode_ready in model.c). */
 static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_error *err) {
     batch_step *b = &m->batch;
-    if (same_seqs(b, seqs, n)) return QVL_OK;
+    if (same_seqs(b, seqs, n)) {
+        m->steps.batch_reuses++;
+        return QVL_OK;
+    }
     if (b->sp && b->n == n) {
         /* As many sequences as the kept graph has rows, other ones: point its cache inputs at
          * theirs (a server's slots come and go every few steps; rebuilding, fusing and
@@ -40,6 +43,7 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
         m->n_batch_seqs = 0;
         if (st == QVL_OK) {
             memcpy(b->seqs, seqs, n * sizeof *seqs);
+            m->steps.batch_reuses++;
             return QVL_OK;
         }
     }
@@ -52,18 +56,16 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
     };
     qvl_graph *g = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
+    qvl_tid fixed = -1;
+    if (st == QVL_OK && !qvl_graph_position_free(g, &fixed))
+        st = qvl_fail(err, QVL_E_UNSUPPORTED, "node %s fixes the position",
+                      qvl_graph_tensor_name(g, fixed) ? qvl_graph_tensor_name(g, fixed) : "?");
     m->batch_seqs = seqs;
     m->n_batch_seqs = n;
     if (st == QVL_OK) st = model_split(m, g, true, &b->sp, err);
     m->batch_seqs = NULL;
     m->n_batch_seqs = 0;
     qvl_graph_free(g);
-    for (size_t i = 0; st == QVL_OK && i < qvl_split_n_parts(b->sp); i++) {
-        qvl_split_part p = qvl_split_part_at(b->sp, i);
-        if (qvl_graph_count_op(p.graph, QVL_OP_MASK_CAUSAL_AT) > 0)
-            st = qvl_fail(err, QVL_E_UNSUPPORTED, "attention is not fused for %s",
-                          m->tg[p.target].lb->name);
-    }
     if (st == QVL_OK && !(b->seqs = malloc(n * sizeof *b->seqs)))
         st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     if (st != QVL_OK) {
@@ -72,6 +74,8 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
     }
     memcpy(b->seqs, seqs, n * sizeof *seqs);
     b->n = n;
+    m->steps.batch_builds++;
+    model_log_split(m, b->sp, "batched decode step");
     return QVL_OK;
 }
 

@@ -1,4 +1,5 @@
 /* Weights and the KV cache onto the model's backends, and graphs split over them. */
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,17 +67,52 @@ static qvl_status bind_weight(qvl_model *m, int32_t ti, const qvl_st_tensor *t, 
     return QVL_OK;
 }
 
+/* Room for one more binding (the array grows when a graph needs a weight on a new target). */
+static qvl_status reserve_bound(qvl_model *m, qvl_error *err) {
+    if (m->n_bound < m->cap_bound) return QVL_OK;
+    size_t cap = m->cap_bound ? 2 * m->cap_bound : 64;
+    bound_weight *v = realloc(m->bound, cap * sizeof *v);
+    if (!v) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    m->bound = v;
+    m->cap_bound = cap;
+    return QVL_OK;
+}
+
+/* Weight `name` on target ti for a graph that reads it there while the load placed it
+ * elsewhere only (a prompt or an image size whose nodes fell back differently from the probe
+ * graphs): bound now, once, and kept. */
+static const bound_weight *bind_late(qvl_model *m, const char *name, int32_t ti, qvl_error *err) {
+    const qvl_st_tensor *t = qvl_weights_get(m->weights, name);
+    if (!t) {
+        qvl_fail(err, QVL_E_NOT_FOUND, "weight %s is not in the model", name);
+        return NULL;
+    }
+    double rel_rms;
+    if (reserve_bound(m, err) != QVL_OK ||
+        bind_weight(m, ti, t, model_bind_dtype(m, t), &m->bound[m->n_bound], &rel_rms, err) !=
+            QVL_OK)
+        return NULL;
+    m->n_bound++;
+    qsort(m->bound, m->n_bound, sizeof *m->bound, cmp_bound);
+    QVL_LOG_I("%s bound on %s too (a node reading it fell back there)", name,
+              m->tg[ti].lb->name);
+    return model_find_bound(m, name, ti);
+}
+
 qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err) {
-    size_t n = qvl_weights_count(m->weights), cap = n * m->n_tg;
-    m->bound = calloc(cap ? cap : 1, sizeof *m->bound);
-    if (!m->bound) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    size_t n = qvl_weights_count(m->weights);
     for (size_t i = 0; i < n; i++) {
         const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
         const qvl_dtype want = model_bind_dtype(m, t);
-        const uint32_t targets = model_weight_targets(m, t->name);
+        /* where the probe graphs read it, else where its group runs */
+        const uint32_t targets = m->weight_targets && m->weight_targets[i]
+                                     ? m->weight_targets[i]
+                                     : model_weight_targets(m, t->name);
         bool copied = false, in_place = false;
         for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
             if (!(targets & (1u << ti))) continue;
+            qvl_status rs = reserve_bound(m, err);
+            if (rs != QVL_OK) return rs;
             bound_weight *b = &m->bound[m->n_bound];
             double rel_rms;
             qvl_status st = bind_weight(m, ti, t, want, b, &rel_rms, err);
@@ -109,17 +145,39 @@ static qvl_status kv_layer_bytes(qvl_model *m, qvl_error *err) {
     return QVL_OK;
 }
 
+/* A new cache holds zeros, not whatever the allocator left: the unfused attention chain of a
+ * kept decode graph reads every row, and a masked row adds exactly nothing only when its
+ * values are finite (ops.h, MASK_CAUSAL_AT). Rows written later are finite values too. */
+static qvl_status zero_fill(const model_target *tg, qvl_buffer *buf, qvl_error *err) {
+    if (tg->host_memory) {
+        memset(buf->data, 0, buf->size);
+        return QVL_OK;
+    }
+    enum { CHUNK = 1 << 20 };
+    void *zeros = calloc(1, CHUNK);
+    if (!zeros) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    qvl_status st = QVL_OK;
+    for (size_t off = 0; st == QVL_OK && off < buf->size; off += CHUNK) {
+        size_t n = buf->size - off < CHUNK ? buf->size - off : CHUNK;
+        st = tg->lb->iface->upload(tg->lb->be, (char *)buf->data + off, zeros, n, err);
+    }
+    free(zeros);
+    return st;
+}
+
 qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err) {
     const int64_t L = m->cfg.text.num_hidden_layers;
     qvl_status st = m->kv_layer_bytes ? QVL_OK : kv_layer_bytes(m, err);
     if (st != QVL_OK) return st;
     const size_t layer = m->kv_layer_bytes;
+    const int32_t *home = m->kv_home ? m->kv_home : NULL;
     if (!(s->kv_addr = calloc((size_t)(2 * L), sizeof *s->kv_addr)))
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
         model_target *tg = &m->tg[ti];
         size_t n_here = 0;
-        for (int64_t l = 0; l < L; l++) n_here += m->text_place[qvl_text_group_layer(l)] == ti;
+        for (int64_t l = 0; l < L; l++)
+            n_here += (home ? home[l] : m->text_place[qvl_text_group_layer(l)]) == ti;
         if (n_here == 0) continue;
         const size_t total = 2 * n_here * layer;
         st = tg->lb->iface->buffer_alloc(tg->lb->be, total, &s->kv[ti], err);
@@ -128,9 +186,10 @@ qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err) {
                                     total / 1048576.0, qvl_dtype_name(m->kv_dtype), n_here,
                                     (long long)m->ctx, tg->lb->name);
         tg->kv_bytes += s->kv[ti].size;
+        if ((st = zero_fill(tg, &s->kv[ti], err)) != QVL_OK) return st;
         size_t k = 0;
         for (int64_t l = 0; l < L; l++) {
-            if (m->text_place[qvl_text_group_layer(l)] != ti) continue;
+            if ((home ? home[l] : m->text_place[qvl_text_group_layer(l)]) != ti) continue;
             for (int kv = 0; kv < 2; kv++, k++)
                 s->kv_addr[2 * l + kv] = (char *)s->kv[ti].data + k * layer;
         }
@@ -177,7 +236,7 @@ static qvl_status cache_address(const qvl_model *m, const char *name, int32_t ta
     if (sscanf(rest, "kv.%lld.%c%n", &l, &which, &used) != 2 || rest[used] != '\0' || l < 0 ||
         l >= m->cfg.text.num_hidden_layers || (which != 'k' && which != 'v'))
         return qvl_fail(err, QVL_E_INVALID, "graph input %s is not a cache layer", name);
-    const int32_t home = m->text_place[qvl_text_group_layer(l)];
+    const int32_t home = m->kv_home[l];
     if (home != target)
         return qvl_fail(err, QVL_E_INVALID, "cache of layer %lld is read on %s, it lives on %s", l,
                         m->tg[target].lb->name, m->tg[home].lb->name);
@@ -195,9 +254,7 @@ static qvl_status bind_part(qvl_model *m, qvl_split_part p, qvl_error *err) {
         void *addr = NULL;
         if (kind == QVL_TENSOR_WEIGHT) {
             const bound_weight *w = model_find_bound(m, name, p.target);
-            if (!w)
-                return qvl_fail(err, QVL_E_NOT_FOUND, "weight %s is not loaded on %s", name,
-                                m->tg[p.target].lb->name);
+            if (!w && !(w = bind_late(m, name, p.target, err))) return err->status;
             if (w->dtype != qvl_graph_desc(g, id)->dtype)
                 return qvl_fail(err, QVL_E_DTYPE, "weight %s is %s, the graph reads %s", name,
                                 qvl_dtype_name(w->dtype),
@@ -226,14 +283,9 @@ qvl_status model_bind_split(qvl_model *m, qvl_split *sp, qvl_error *err) {
 qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **out,
                        qvl_error *err) {
     qvl_split_target targets[MODEL_MAX_TARGETS];
-    for (size_t i = 0; i < m->n_tg; i++)
-        targets[i] = (qvl_split_target){m->tg[i].lb->iface, m->tg[i].lb->be, m->tg[i].host_memory};
-    const int32_t vision_place[1] = {m->vision_target};
-    qvl_split_options so = {
-        .target_of_group = text ? m->text_place : vision_place,
-        .n_groups = text ? qvl_text_n_groups(m->cfg.text.num_hidden_layers) : 1,
-        .no_fuse = m->no_fuse,
-    };
+    int32_t order[MODEL_MAX_TARGETS], vision_place[1];
+    qvl_split_options so;
+    model_split_setup(m, text, targets, order, vision_place, &so);
     qvl_status st = qvl_split_create(g, targets, m->n_tg, &so, NULL, out, err);
     if (st == QVL_OK) st = model_bind_split(m, *out, err);
     if (st != QVL_OK) {
@@ -242,6 +294,27 @@ qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **
         return st;
     }
     return QVL_OK;
+}
+
+void model_log_split(const qvl_model *m, const qvl_split *sp, const char *what) {
+    if (m->n_tg < 2) return;
+    char line[512];
+    size_t used = 0;
+    line[0] = '\0';
+    for (size_t ti = 0; ti < m->n_tg; ti++) {
+        size_t nodes = 0;
+        for (size_t i = 0; i < qvl_split_n_parts(sp); i++) {
+            qvl_split_part p = qvl_split_part_at(sp, i);
+            if (p.target == (int32_t)ti) nodes += p.n_nodes;
+        }
+        if (!nodes) continue;
+        int w = snprintf(line + used, sizeof line - used, "%s%zu nodes on %s", used ? ", " : "",
+                         nodes, m->tg[ti].lb->name);
+        if (w < 0 || (size_t)w >= sizeof line - used) break;
+        used += (size_t)w;
+    }
+    QVL_LOG_I("%s: %s; %zu parts, %zu bytes cross between backends per run", what, line,
+              qvl_split_n_parts(sp), qvl_split_copy_bytes(sp));
 }
 
 void model_note_arenas(qvl_model *m, const qvl_split *sp) {
@@ -259,5 +332,5 @@ void model_free_bindings(qvl_model *m) {
     }
     free(m->bound);
     m->bound = NULL;
-    m->n_bound = 0;
+    m->n_bound = m->cap_bound = 0;
 }

@@ -12,9 +12,10 @@
 #include "qvl/weights.h"
 
 /* The primary backend (--backend), the CPU backend that takes the layers the primary does not
- * (--cpu-backend) and a backend of its own for the vision tower (--vision-backend): at most
- * three, each loaded once however many roles it has. */
-#define MODEL_MAX_TARGETS 3
+ * (--cpu-backend), a backend of its own for the vision tower (--vision-backend) and the
+ * backends of plugins.yaml loaded for the nodes those refuse (model_fallback.c), each loaded
+ * once however many roles it has. A bit per target in a uint32_t mask. */
+#define MODEL_MAX_TARGETS 8
 
 /* One weight as one backend holds it, in the dtype the graphs read. A weight read on two
  * backends (the tied embedding: token lookup on the CPU, output head on the GPU) is bound on
@@ -31,6 +32,7 @@ typedef struct model_target {
     bool host_memory; /* its buffers are host memory (describe()) */
     size_t kv_bytes;  /* KV caches of every open sequence here */
     size_t activation_bytes; /* largest arena of a graph part run here so far */
+    int rank; /* its place in plugins.yaml's priority order: the order fallback asks in */
 } model_target;
 
 
@@ -39,7 +41,8 @@ typedef struct model_target {
  * and a GPU backend sees the same node list every time (CUDA graph replay). */
 typedef struct decode_step {
     qvl_split *sp;
-    bool unavailable; /* a backend refused the graph: build one per step instead */
+    bool unavailable; /* the graph cannot be kept: build one per step instead */
+    uint64_t runs;    /* steps it ran */
 } decode_step;
 
 /* One sequence on the model's weights: its KV cache (each layer's on the layer's backend), its
@@ -58,7 +61,7 @@ typedef struct batch_step {
     qvl_split *sp;
     qvl_seq **seqs; /* the sequences it is bound to, in row order */
     size_t n;
-    bool unavailable; /* attention is not fused somewhere: batches run sequence by sequence */
+    bool unavailable; /* the graph cannot be kept: batches run sequence by sequence */
 } batch_step;
 
 /* The vision graph of the grids encoded last, kept for the next encode of the same grids
@@ -86,7 +89,9 @@ struct qvl_model {
     qvl_weights *weights;
     model_target tg[MODEL_MAX_TARGETS];
     size_t n_tg;            /* tg[0] is the primary backend */
-    int32_t *text_place;    /* target of each text group (qvl_text_group_*) */
+    int32_t *text_place;    /* preferred target of each text group (qvl_text_group_*) */
+    int32_t *kv_home;       /* per layer: the target its KV cache lives on (where it is written) */
+    uint32_t *weight_targets; /* per stored weight: the targets the probe graphs read it on */
     int32_t vision_target;
     qvl_dtype matrix_dtype; /* dtype of 2-D+ weights in the graphs (the main one of a mixture) */
     bool mix_q4_k_m;        /* --weights q4_k_m: per-tensor dtypes (weight_mix.c) */
@@ -94,7 +99,7 @@ struct qvl_model {
     qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
     int convert_threads;    /* threads converting weights at load (--weights) */
     bound_weight *bound;    /* sorted by name, then target */
-    size_t n_bound;
+    size_t n_bound, cap_bound;
     int64_t ctx;
     bool no_fuse;
     bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
@@ -108,6 +113,7 @@ struct qvl_model {
     batch_step batch;      /* the last batched decode graph (model_batch.c) */
     vision_step vision;    /* the last vision graph (model_vision.c) */
     model_instruments inst;
+    qvl_model_step_stats steps; /* graphs built and reused (qvl_model_get_step_stats) */
 };
 
 /* ---- model.c ---- */
@@ -126,6 +132,17 @@ qvl_status model_place(qvl_model *m, const qvl_model_options *opts, qvl_error *e
 uint32_t model_weight_targets(const qvl_model *m, const char *name);
 /* The dtype a stored tensor is bound in (--weights, a mixture, or as stored). */
 qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t);
+
+/* ---- model_fallback.c ---- */
+/* Places the probe graphs over the loaded targets, loading more backends of plugins.yaml while
+ * a node has none that takes it; sets kv_home and weight_targets. */
+qvl_status model_place_ops(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
+/* The split's targets, fallback order and options for a text or vision graph (arrays of
+ * MODEL_MAX_TARGETS, and one for vision_place). */
+void model_split_setup(const qvl_model *m, bool text, qvl_split_target *targets, int32_t *order,
+                       int32_t *vision_place, qvl_split_options *so);
+/* qvl_split_options.input_home: the target of a cache input's layer, else -1 (ctx: the model). */
+int32_t model_input_home(void *ctx, const char *name);
 
 /* ---- model_bind.c ---- */
 qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err);
@@ -153,6 +170,9 @@ qvl_status model_vision_encode(qvl_model *m, const float *pixels, size_t n_image
 void model_vision_forget(qvl_model *m);
 /* Frees the kept vision graph's arena, keeping the graph (the next encode allocates it). */
 void model_vision_release(qvl_model *m);
+
+/* One -v line: a split's nodes per backend and the bytes that cross between them per run. */
+void model_log_split(const qvl_model *m, const qvl_split *sp, const char *what);
 
 /* After a run: keeps each target's largest arena (the activations of the memory report). */
 void model_note_arenas(qvl_model *m, const qvl_split *sp);

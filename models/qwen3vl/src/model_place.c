@@ -217,7 +217,8 @@ qvl_status model_place(qvl_model *m, const qvl_model_options *opts, qvl_error *e
     return QVL_OK;
 }
 
-/* "layers 0-13 + embedding on cpu_avx2, layers 14-27 + output on cuda_sm61, vision on cuda_sm61" */
+/* "layers 0-13 + embedding on cpu_avx2, layers 14-27 + output on cuda_sm61, vision on cuda_sm61"
+ * (", nodes the others refuse on reference" for a backend loaded for fallback only) */
 size_t qvl_model_placement(const qvl_model *m, char *buf, size_t size) {
     const int64_t L = m->cfg.text.num_hidden_layers;
     size_t n = 0;
@@ -233,7 +234,14 @@ size_t qvl_model_placement(const qvl_model *m, char *buf, size_t size) {
         const bool in = m->text_place[qvl_text_group_input()] == (int32_t)ti;
         const bool out = m->text_place[qvl_text_group_output(L)] == (int32_t)ti;
         const bool vis = m->cfg.has_vision && m->vision_target == (int32_t)ti;
-        if (!count && !in && !out && !vis) continue;
+        if (!count && !in && !out && !vis) {
+            /* loaded for per-op fallback only (model_fallback.c) */
+            int k = snprintf(buf + n, size > n ? size - n : 0, "%snodes the others refuse on %s",
+                             n ? ", " : "", m->tg[ti].lb->name);
+            if (k > 0) n += (size_t)k;
+            if (n >= size) return size ? size - 1 : 0;
+            continue;
+        }
         char what[160];
         int w = 0;
         if (count == 1) w = snprintf(what, sizeof what, "layer %lld", (long long)first);

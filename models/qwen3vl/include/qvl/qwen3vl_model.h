@@ -163,6 +163,18 @@ typedef struct qvl_model_load_stats {
 } qvl_model_load_stats;
 void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out);
 
+/* Graphs the single-token and batched decode steps built, and steps that ran a kept graph
+ * instead (nothing built, split, fused, planned or bound again). Totals since the model was
+ * opened, over every sequence. */
+typedef struct qvl_model_step_stats {
+    uint64_t decode_builds;   /* reusable single-token graphs built */
+    uint64_t decode_reuses;   /* single-token steps that ran a kept graph */
+    uint64_t decode_unkept;   /* single-token steps that built a graph of their own */
+    uint64_t batch_builds;    /* batched decode graphs built */
+    uint64_t batch_reuses;    /* batched steps that ran a kept graph */
+} qvl_model_step_stats;
+void qvl_model_get_step_stats(const qvl_model *m, qvl_model_step_stats *out);
+
 /* Per-op time of the graphs qvl_model_eval runs while profiling is on (each node timed on its
  * own after a synchronize: slower than a normal run). Totals add up until reset. */
 void qvl_model_set_profiling(qvl_model *m, bool on);
