@@ -98,6 +98,10 @@ def test_memory_given_back(s):
     """Concurrent requests with big strings (an unknown key: parsed, then dropped), then the
     resident memory must come back near where it was: glibc keeps freed memory in each
     connection thread's arena unless it is trimmed."""
+    if os.environ.get("QVL_SANITIZED"):
+        print("skip memory given back: a sanitizer build's allocator (ASan's quarantine) does "
+              "not give memory back through malloc_trim; the Release run checks it")
+        return
     pid = s.proc.pid
     status, _, _ = s.chat(HELLO)
     base = proc_status(pid, "VmRSS")
