@@ -5,6 +5,8 @@
 
 #include <time.h>
 
+#include "serve_clock.h"
+
 bool serve_budget_init(serve_budget *b, int64_t cap_bytes) {
     b->cap = cap_bytes;
     b->used = 0;
@@ -25,18 +27,6 @@ bool serve_budget_init(serve_budget *b, int64_t cap_bytes) {
 void serve_budget_destroy(serve_budget *b) {
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
-}
-
-static struct timespec in_ms(int ms) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
 }
 
 serve_budget_result serve_budget_reserve(serve_budget *b, int64_t bytes, bool (*give_up)(void *),
@@ -66,7 +56,7 @@ serve_budget_result serve_budget_reserve(serve_budget *b, int64_t bytes, bool (*
             }
             if (b->closed || b->used + bytes <= b->cap) continue; /* changed meanwhile */
         }
-        struct timespec until = in_ms(poll_ms);
+        struct timespec until = serve_monotonic_in_ms(poll_ms);
         pthread_cond_timedwait(&b->cv, &b->mu, &until);
     }
     if (counted) b->waiting--;

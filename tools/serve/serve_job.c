@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "serve_clock.h"
+
 serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys,
                             serve_prefix_image *images, int64_t n_ids) {
     serve_job *j = calloc(1, sizeof *j);
@@ -145,14 +147,7 @@ static bool awaited(const serve_job *j, serve_wait_for what, size_t seen) {
 }
 
 void serve_job_wait(serve_job *j, serve_wait_for what, size_t seen, int timeout_ms) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    const struct timespec until = serve_monotonic_in_ms(timeout_ms);
     pthread_mutex_lock(&j->mu);
     if (what == SERVE_WAIT_TEXT) j->text_waiters++;
     while (!awaited(j, what, seen)) {
