@@ -202,9 +202,9 @@ static void test_parity(void **state) {
 }
 
 /* The KV cache path must give the same logits as recomputing the whole prefix: single-token
- * steps (one reused decode graph reading the KV length from data, or with no_fuse a graph
- * built per step), a multi-token batch in between, and a rewind (truncate) that the reused
- * graph must follow. On every backend that loads here. */
+ * steps (one reused decode graph reading the KV length from data, fused or not), a
+ * multi-token batch in between, and a rewind (truncate) that the reused graph must follow. On
+ * every backend that loads here. */
 static void check_incremental(const char *backend, bool no_fuse) {
     char dir[512];
     /* tiny-untied; with a q8_0 cache tiny-tied, the fixture whose heads are whole blocks */
@@ -243,24 +243,23 @@ static void check_incremental(const char *backend, bool no_fuse) {
     }
     assert_int_equal(qvl_model_n_past(m), N_IDS);
     /* Which path ran: the reused graph writes the cache with STORE_ROWS_AT, a per-step graph
-     * (no fusion) with STORE_ROWS. */
+     * with STORE_ROWS. */
     qvl_model_set_profiling(m, true);
     qvl_model_profile_reset(m);
     assert_int_equal(qvl_model_eval(m, &ids[0], 1, NULL, false, step, &err), QVL_OK);
     qvl_op_profile prof;
     qvl_model_profile(m, &prof);
-    /* The reused graph runs unless the model was opened with no_fuse, fused attention or
-     * not: unfused, the primitive chain reads every cache row, which the zero-filled cache
-     * keeps finite (ops.h, MASK_CAUSAL_AT), and masks with MASK_CAUSAL_AT. */
+    /* The reused graph runs whether the graph is fused (no_fuse, or a backend that declines
+     * fused ops) or not: unfused, the primitive chain reads every cache row, which the
+     * zero-filled cache keeps finite (ops.h, MASK_CAUSAL_AT), and masks with MASK_CAUSAL_AT. */
     const uint64_t layers = (uint64_t)qvl_model_config(m)->text.num_hidden_layers;
-    const bool reused = !no_fuse, fused = prof.calls[QVL_OP_ATTENTION] > 0;
-    assert_int_equal(prof.calls[reused ? QVL_OP_STORE_ROWS_AT : QVL_OP_STORE_ROWS], 2 * layers);
-    assert_int_equal(prof.calls[reused ? QVL_OP_STORE_ROWS : QVL_OP_STORE_ROWS_AT], 0);
-    assert_int_equal(prof.calls[QVL_OP_MASK_CAUSAL_AT], reused && !fused ? layers : 0);
+    const bool fused = prof.calls[QVL_OP_ATTENTION] > 0;
+    assert_int_equal(prof.calls[QVL_OP_STORE_ROWS_AT], 2 * layers);
+    assert_int_equal(prof.calls[QVL_OP_STORE_ROWS], 0);
+    assert_int_equal(prof.calls[QVL_OP_MASK_CAUSAL_AT], fused ? 0 : layers);
     qvl_model_step_stats steps;
     qvl_model_get_step_stats(m, &steps);
-    assert_true(reused ? steps.decode_builds == 1 && steps.decode_reuses > 0
-                       : steps.decode_builds == 0 && steps.decode_reuses == 0);
+    assert_true(steps.decode_builds == 1 && steps.decode_reuses > 0);
     const double tol = kv_is_f32() ? 1e-4 : kv_is_q8_0() ? INCREMENTAL_TOL_KV_Q8_0 : INCREMENTAL_TOL_KV_F16;
     printf("incremental vs full on %s%s, %s KV: worst relative difference %.3g (allowed %.3g)\n",
            backend, no_fuse ? " (no fusion)" : "", kv_name(), worst, tol);

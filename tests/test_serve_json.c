@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "qvl/json_bounds.h"
 #include "serve/serve_json.h"
 #include "serve/serve_request.h"
 
@@ -81,6 +83,48 @@ static void test_value_count_refused_before_parsing(void **state) {
         assert_non_null(strstr(bad.message, "SERVE_MAX_JSON_VALUES"));
         assert_int_equal(u.peak, 0); /* refused before cJSON allocated anything */
         free(b);
+    }
+}
+
+/* Fed in pieces of every size, as the body arrives. */
+static bool stream_accepts(const char *body, size_t len, size_t piece) {
+    serve_json_stream st = {0};
+    for (size_t o = 0; o < len; o += piece)
+        if (!serve_json_stream_feed(&st, body + o, len - o < piece ? len - o : piece)) return false;
+    return true;
+}
+
+/* The count as a body arrives refuses what the full count refuses once it has seen enough
+ * commas, never a body the full count accepts, and wherever the pieces split it (inside a
+ * string, between a backslash and the character it escapes). */
+static void test_stream_count_refuses_early_and_soundly(void **state) {
+    (void)state;
+    const size_t pieces[] = {1, 2, 3, 7, 4096, 1 << 30};
+    for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
+        size_t len;
+        char *over = padded(SERVE_MAX_JSON_VALUES + 1, "0", &len);
+        assert_false(stream_accepts(over, len, pieces[p]));
+        free(over);
+        /* As many values as allowed: the chat's own values plus the array's stay in bounds of
+         * what the full count says, and the stream must agree with it. */
+        char *at = padded(SERVE_MAX_JSON_VALUES - 16, "0", &len);
+        qvl_json_shape shape;
+        qvl_json_measure(at, len, &shape);
+        assert_true(shape.values <= SERVE_MAX_JSON_VALUES);
+        assert_true(stream_accepts(at, len, pieces[p]));
+        free(at);
+        /* Commas inside strings, escaped quotes and backslashes count for nothing. */
+        const size_t n = 3 * (size_t)SERVE_MAX_JSON_VALUES;
+        char *text = malloc(n + 64);
+        assert_non_null(text);
+        size_t o = (size_t)sprintf(text, "{\"a\":\"");
+        for (size_t i = 0; o < n; i++) {
+            const char *chunk = i % 3 == 0 ? "," : i % 3 == 1 ? "\\\"" : "\\\\";
+            o += (size_t)sprintf(text + o, "%s", chunk);
+        }
+        o += (size_t)sprintf(text + o, "\",\"b\":[1,2]}");
+        assert_true(stream_accepts(text, o, pieces[p]));
+        free(text);
     }
 }
 
@@ -257,6 +301,7 @@ static void test_vision_tokens_in_text_refused(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_value_count_refused_before_parsing),
+        cmocka_unit_test(test_stream_count_refuses_early_and_soundly),
         cmocka_unit_test(test_budget_holds_any_valid_body),
         cmocka_unit_test(test_budget_refuses_and_is_per_thread),
         cmocka_unit_test(test_budget_does_not_reach_other_threads),

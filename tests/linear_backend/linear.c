@@ -6,11 +6,14 @@
  * joined at release so that the process exits cleanly every time, and `fallback: false`
  * turns that off (the model is refused in one line, as before fallback existed).
  *
- * Options: threads (workers, default 3, 1..64). Host memory; weights are used in place. */
+ * Options: threads (workers, default 3, 1..64; 0: one per core, at most 64). Host memory; weights are used in place. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qvl/backend_helpers.h"
 
@@ -148,8 +151,13 @@ static qvl_status linear_init(const qvl_options *opts, qvl_backend **out, qvl_er
     long threads;
     qvl_status st = qvl_options_get_int(opts, "threads", 3, &threads, err);
     if (st != QVL_OK) return st;
+    /* 0 is what `qvl -t 0` passes to every backend: all cores, here capped at MAX_THREADS. */
+    if (threads == 0) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : cores;
+    }
     if (threads < 1 || threads > MAX_THREADS)
-        return qvl_fail(err, QVL_E_INVALID, NAME ": threads %ld is not in 1..%d", threads,
+        return qvl_fail(err, QVL_E_INVALID, NAME ": threads %ld is not in 0..%d", threads,
                         MAX_THREADS);
     qvl_backend *be = calloc(1, sizeof *be);
     if (!be) return qvl_fail(err, QVL_E_NOMEM, NAME ": out of memory");

@@ -27,6 +27,7 @@
 #include "serve_auth.h"
 #include "serve_guard.h"
 #include "serve_host.h"
+#include "serve_json.h"
 #include "serve_oai.h"
 
 /* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
@@ -38,7 +39,8 @@ typedef struct conn_state {
     route r;
     char *body;
     size_t len, cap;
-    bool too_large;
+    serve_json_stream scan; /* commas so far: refuses a body of too many values as it arrives */
+    bool too_many_values;   /* refused: the rest of the body is read and dropped */
 } conn_state;
 
 enum MHD_Result serve_reply(struct MHD_Connection *c, serve_server *s, unsigned status,
@@ -279,6 +281,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (st->len + n > s->cfg->max_body) return MHD_NO; /* chunked and too large: close */
+        if (st->too_many_values) return MHD_YES;
+        if (!serve_json_stream_feed(&st->scan, upload_data, n)) {
+            st->too_many_values = true;
+            free(st->body);
+            st->body = NULL;
+            st->len = st->cap = 0;
+            return MHD_YES;
+        }
         if (st->len + n + 1 > st->cap) {
             size_t cap = st->cap ? st->cap : 4096;
             while (cap < st->len + n + 1) cap *= 2;
@@ -293,6 +303,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (!serve_guard_request_received(s->guard, c)) return MHD_NO; /* past --receive-timeout */
+    if (st->too_many_values) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the JSON body holds more than the %d values a request may "
+                 "hold (SERVE_MAX_JSON_VALUES)", SERVE_MAX_JSON_VALUES);
+        return serve_reply_error(c, s, 413, msg, NULL, "too_many_json_values");
+    }
     if (st->len == 0)
         return serve_reply_error(c, s, 400, "the request has no body", NULL, "invalid_json");
     return serve_chat(c, s, st->body, st->len);

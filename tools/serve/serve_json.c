@@ -295,3 +295,31 @@ cJSON *serve_json_parse(const char *body, size_t len, int max_depth, serve_bad *
     }
     return root;
 }
+
+bool serve_json_stream_feed(serve_json_stream *st, const char *p, size_t n) {
+    const char *end = p + n;
+    while (p < end) {
+        if (st->escaped) {
+            st->escaped = false;
+            p++;
+        } else if (st->in_string) {
+            /* Jump to the next quote or backslash: pictures are long base64 strings. */
+            const char *q = memchr(p, '"', (size_t)(end - p));
+            const char *b = memchr(p, '\\', (size_t)(q ? q - p : end - p));
+            if (b) {
+                st->escaped = true;
+                p = b + 1;
+            } else if (q) {
+                st->in_string = false;
+                p = q + 1;
+            } else {
+                p = end;
+            }
+        } else {
+            const char c = *p++;
+            if (c == '"') st->in_string = true;
+            else if (c == ',' && ++st->commas >= SERVE_MAX_JSON_VALUES) return false;
+        }
+    }
+    return true;
+}

@@ -30,6 +30,18 @@
 #define SERVE_JSON_BYTES_PER_VALUE 128
 #define SERVE_JSON_BUDGET_SLACK (64 << 10)
 
+/* A body's commas outside strings, counted as its bytes arrive. Every comma of a JSON text is
+ * followed by one more value (an array element, or an object member's value), so a body with
+ * SERVE_MAX_JSON_VALUES commas holds more values than a request may, whatever follows: the
+ * server stops storing and scanning it there (the answer is the same 413 as the full count's),
+ * instead of buffering up to --max-body of "0,0,0,..." and measuring all of it. */
+typedef struct serve_json_stream {
+    size_t commas;
+    bool in_string, escaped;
+} serve_json_stream;
+/* Feeds the next n bytes; false once the body is certain to hold too many values. */
+bool serve_json_stream_feed(serve_json_stream *st, const char *p, size_t n);
+
 /* Installs the counting allocator as cJSON's hooks, once per process. The hooks are global and
  * serve every cJSON call in the process; they count only on a thread inside a budgeted parse
  * (elsewhere they are malloc and free). Call before threads that use cJSON start;

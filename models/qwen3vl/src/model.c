@@ -217,7 +217,7 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
     }
 
     qvl_status st;
-    if (n == 1 && !img && !m->no_fuse && (st = decode_ready(m, err)) != QVL_OK) {
+    if (n == 1 && !img && (st = decode_ready(m, err)) != QVL_OK) {
         free(pos_buf);
         return st;
     }

@@ -134,7 +134,7 @@ qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int3
     if (st != QVL_OK) return st;
     qvl_seq *current = m->seq;
     const size_t vocab = (size_t)m->cfg.text.vocab_size;
-    bool batched = n > 1 && !m->no_fuse && !m->batch.unavailable;
+    bool batched = n > 1 && !m->batch.unavailable;
     if (batched) {
         qvl_error why = {0};
         st = batch_ready(m, seqs, n, &why);
