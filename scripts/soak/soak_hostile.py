@@ -13,6 +13,7 @@ within 10% after the attacks), since they depend on the machine. Loopback only; 
 loop stops when its phase ends."""
 import argparse
 import json
+import multiprocessing
 import os
 import socket
 import sys
@@ -193,6 +194,12 @@ ATTACKS = [("json_tree", attack_json_tree, 4), ("slowloris", attack_slowloris, 1
            ("queued_pictures", attack_queued_pictures, 1), ("malformed", attack_malformed, 2)]
 
 
+def run_attack(attack, port, stop, niceness):
+    if niceness:
+        os.nice(niceness)
+    attack(port, stop)
+
+
 # ---- the good clients -----------------------------------------------------------------------
 
 class Good:
@@ -257,6 +264,9 @@ def main():
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--only", default="", help="comma-separated attack names")
     ap.add_argument("--serve-arg", action="append", default=[], help="extra qvl serve argument")
+    ap.add_argument("--attacker-nice", type=int, default=0,
+                    help="niceness of the attacking processes (19: they take only idle CPU, so the "
+                    "figures show what the server spends rather than the attacker's own work)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="qvl-soak-")
     model = serve_util.make_tiny_model(a.qvl, tmp, serve_util.tokenizer_path(a.shared))
@@ -271,15 +281,19 @@ def main():
     rows = []
 
     def phase(name, attack=None, workers=0):
-        stop = threading.Event()
-        ts = [threading.Thread(target=attack, args=(srv.port, stop)) for _ in range(workers)]
+        # The attackers run in processes of their own, at --attacker-nice, so that the two can
+        # be told apart on a small machine: what the server spends on an attack, and what the
+        # attacking client's own CPU takes from the same cores.
+        stop = multiprocessing.Event()
+        ps = [multiprocessing.Process(target=run_attack, args=(attack, srv.port, stop, a.attacker_nice))
+              for _ in range(workers)]
         t0 = time.time()
-        for t in ts:
-            t.start()
-        stop.wait(a.seconds)
+        for p in ps:
+            p.start()
+        time.sleep(a.seconds)
         stop.set()
-        for t in ts:
-            t.join()
+        for p in ps:
+            p.join()
         t1 = time.time()
         s = good.window(t0, t1)
         lat = [x[1] for x in s if x[2]]
