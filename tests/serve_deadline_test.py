@@ -4,12 +4,18 @@
 usage: serve_deadline_test.py QVL_BINARY SHARED_DATA_DIR
 Exit 77 (skip) when SHARED_DATA_DIR has no Qwen3-VL tokenizer.json.
 
-One slot, a 2 s deadline, the tiny model (thousands of tokens take well over 2 s, any CPU):
-- a long answer is cut at the deadline with finish_reason "length" (whole and streamed);
+One slot, the tiny model (thousands of tokens take well over the deadline, any CPU):
+- a long answer is cut at the deadline with finish_reason "length" (whole and streamed), never
+  before it;
 - a request queued behind one that uses its whole deadline still gets its answer;
 - a request whose deadline passes before a slot is free gets 503 `timeout`, nothing generated
   (made certain by a long prefill ahead of it: a prefill is not interrupted);
-- the server answers normally afterwards and exits cleanly."""
+- the server answers normally afterwards and exits cleanly.
+
+The checks wait for events (a slot busy, a request queued, answers) and assert no upper bound
+on time: a loaded machine only makes the cut later and the blocking prefill longer, which the
+orderings here tolerate (the expiry case runs on its own server with a 1 s deadline behind a
+prefill of 24,000 tokens that takes several seconds even on a fast machine)."""
 import os
 import subprocess
 import sys
@@ -22,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_util as u  # noqa: E402
 
 QVL, SHARED = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
-DEADLINE = 2
+DEADLINE = 4
+EXPIRY_DEADLINE = 1
 LONG = 15000  # tokens: far more than the deadline lets the tiny model make
 PATIENCE = 500  # seconds a client of the expiry test waits for its answer (ctest allows 600)
 check = u.Checks()
@@ -92,7 +99,7 @@ def test_cut(port):
     check("deadline: a long answer is cut with finish_reason length",
           status == 200 and finish_of(body) == "length" and 0 < n < LONG and
           isinstance(u.content_of(body), str), (status, body if status != 200 else body["usage"]))
-    check("deadline: cut after about %d s" % DEADLINE, DEADLINE - 0.2 <= took < DEADLINE + 5, took)
+    check("deadline: not cut before %d s" % DEADLINE, took >= DEADLINE - 0.2, took)
 
     out = []
     long_stream(port, "beta", out).join()
@@ -104,18 +111,18 @@ def test_cut(port):
           status == 200 and done and choices and
           choices[-1]["choices"][0]["finish_reason"] == "length" and
           0 < usage.get("completion_tokens", 0) < LONG and len(text) > 0, (status, events[-2:]))
-    check("deadline, streamed: cut after about %d s" % DEADLINE, DEADLINE - 0.2 <= took < DEADLINE + 5,
-          took)
+    check("deadline, streamed: not cut before %d s" % DEADLINE, took >= DEADLINE - 0.2, took)
 
 
 def test_no_starvation(port):
     """A short request that arrives while a long one holds the only slot is answered in full
-    once the long one reaches its deadline."""
+    once the long one reaches its deadline. It arrives three quarters of a deadline after the
+    long one took the slot, so it still has most of its own deadline when the slot frees."""
     long_out, short_out = [], []
     check("no starvation: starts with the server idle", wait_idle(port))
     t = long_stream(port, "gamma", long_out)
     check("no starvation: the long request holds the slot", wait_busy(port))
-    time.sleep(DEADLINE / 2)
+    time.sleep(DEADLINE * 0.75)
     s = timed_chat(port, {"messages": u.user("delta say hi"), "max_tokens": 5, "temperature": 0},
                    short_out)
     t.join()
@@ -124,43 +131,46 @@ def test_no_starvation(port):
     n = body.get("usage", {}).get("completion_tokens") if status == 200 else None
     check("no starvation: the queued short request gets its whole answer",
           status == 200 and (n == 5 or finish_of(body) == "stop"), (status, body))
-    check("no starvation: answered soon after the long one's deadline", took < DEADLINE / 2 + 5, took)
 
 
 def test_expired_in_queue(port):
-    """Slot busy (long answer), then B with a long prompt (its prefill runs past B's and C's
-    deadlines; a prefill is not interrupted), then C: C's deadline passes while it waits."""
-    a_out, b_out, c_out = [], [], []
+    """On a server with a 1 s deadline: B, a prompt of 24,000 tokens, takes the idle slot and
+    prefills for seconds (a prefill is not interrupted); C arrives while B prefills, and its
+    deadline passes in the queue. B ends with length, C gets 503 timeout."""
+    b_out, c_out = [], []
     check("expiry: starts with the server idle", wait_idle(port))
-    a = long_stream(port, "epsilon", a_out)
-    check("expiry: the long request holds the slot", wait_busy(port))
-    # B must be queued well after A (A is cut at its deadline, a step later at most, and B must
-    # still be inside its own deadline then to be admitted), yet early enough that A's cut plus
-    # B's prefill outlast C's deadline: an eighth of the deadline apart.
-    time.sleep(DEADLINE / 8)
-    # 16000 tokens: the prefill must outlast the few milliseconds between B's and C's arrival
-    # on any machine (it takes over a second here).
-    # The client waits as long as that prefill takes: minutes on a slow or sanitised build.
-    b = timed_chat(port, {"messages": u.user("apple " * 16000), "max_tokens": LONG,
+    b = timed_chat(port, {"messages": u.user("apple " * 24000), "max_tokens": LONG,
                           "temperature": 0}, b_out, timeout=PATIENCE)
-    deadline = time.time() + 30
-    while time.time() < deadline and u.metric(port, "qvl_queue_length") != 1:
-        time.sleep(0.005)
+    check("expiry: the long prompt holds the slot", wait_busy(port))
     c = timed_chat(port, {"messages": u.user("eta say hi"), "max_tokens": 5, "temperature": 0},
                    c_out, timeout=PATIENCE)
-    for t in (a, b, c):
+    for t in (b, c):
         t.join()
-    _, status, body, b_done = b_out[0]
+    _, status, body, _ = b_out[0]
     check("expiry: the request whose prefill ran past its deadline ends with length",
           status == 200 and finish_of(body) == "length" and
           body["usage"]["completion_tokens"] < LONG, (status, body))
-    _, status, body, c_done = c_out[0]
+    _, status, body, _ = c_out[0]
     check("expiry: deadline passed in the queue: 503 timeout in OpenAI's shape",
           status == 503 and isinstance(body, dict) and
           body.get("error", {}).get("code") == "timeout" and
           "--request-timeout" in body["error"].get("message", ""), (status, body))
-    check("expiry: the 503 comes right after the prefill that held the slot",
-          c_done - b_done < 5, c_done - b_done)
+
+
+def finish(s, timed_out):
+    """The deadline counter, a normal answer afterwards, idle gauges, a clean SIGTERM."""
+    check("/metrics counts every request the deadline stopped",
+          u.metric(s.port, "qvl_requests_timed_out_total") == timed_out,
+          u.metric(s.port, "qvl_requests_timed_out_total"))
+    status, body = u.chat(s.port, {"messages": u.user("theta say hi"), "max_tokens": 5,
+                                   "temperature": 0})
+    check("still answering after the deadlines", status == 200 and
+          (body["usage"]["completion_tokens"] == 5 or finish_of(body) == "stop"), body)
+    check("slots idle, queue empty", wait_idle(s.port))
+    rc = s.stop()
+    log = s.text()
+    check("SIGTERM: exit 0, no sanitizer report", rc == 0 and u.sanitizer_clean(log),
+          (rc, log[-3000:]))
 
 
 def main():
@@ -170,11 +180,7 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="qvl-deadline-")
     try:
-        # 4 attention heads (the tiny model has 2): the expiry test needs a prefill of B that
-        # takes several times the gap between A's and B's arrival (attention over 16000 tokens
-        # dominates it), while decode steps stay a few milliseconds.
-        model = u.make_tiny_model(QVL, tmp, tok, {"num_attention_heads": 4,
-                                                  "num_key_value_heads": 2})
+        model = u.make_tiny_model(QVL, tmp, tok)
         r = subprocess.run([QVL, "serve", "-m", model, "--request-timeout", "-1"],
                            capture_output=True, timeout=60)
         err = r.stderr.decode()
@@ -185,28 +191,20 @@ def main():
         check("server ready", s.wait_ready(), s.text())
         test_cut(s.port)
         test_no_starvation(s.port)
+        # cut: 2, starvation: 1 (the long one)
+        finish(s, 3)
+        # 8 attention heads (the tiny model has 2): attention over 24,000 tokens makes B's
+        # prefill last several seconds, many times the 1 s deadline, while decode stays fast.
+        os.makedirs(os.path.join(tmp, "heads8"))
+        model8 = u.make_tiny_model(QVL, os.path.join(tmp, "heads8"), tok,
+                                   {"num_attention_heads": 8, "num_key_value_heads": 2,
+                                    "max_position_embeddings": 32768})
+        s = u.Server(QVL, tmp, "expiry", ["-m", model8, "--parallel", "1", "--queue", "4",
+                                          "--ctx", "32768", "--request-timeout",
+                                          str(EXPIRY_DEADLINE)])
+        check("expiry server ready", s.wait_ready(), s.text())
         test_expired_in_queue(s.port)
-        # cut: 2, starvation: 1 (the long one), expiry: the long one, B and C
-        check("/metrics counts every request the deadline stopped",
-              u.metric(s.port, "qvl_requests_timed_out_total") == 6,
-              u.metric(s.port, "qvl_requests_timed_out_total"))
-        status, body = u.chat(s.port, {"messages": u.user("theta say hi"), "max_tokens": 5,
-                                       "temperature": 0})
-        check("still answering after the deadlines", status == 200 and
-              (body["usage"]["completion_tokens"] == 5 or finish_of(body) == "stop"), body)
-        # The gauges are updated after the step that ended the last answer: poll briefly.
-        idle = False
-        for _ in range(200):
-            idle = (u.metric(s.port, "qvl_slots_busy") == 0 and
-                    u.metric(s.port, "qvl_queue_length") == 0)
-            if idle:
-                break
-            time.sleep(0.02)
-        check("slots idle, queue empty", idle)
-        rc = s.stop()
-        log = s.text()
-        check("SIGTERM: exit 0, no sanitizer report", rc == 0 and u.sanitizer_clean(log),
-              (rc, log[-3000:]))
+        finish(s, 2)  # B and C
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return check.summary()

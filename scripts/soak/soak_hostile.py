@@ -284,8 +284,12 @@ def main():
         # The attackers run in processes of their own, at --attacker-nice, so that the two can
         # be told apart on a small machine: what the server spends on an attack, and what the
         # attacking client's own CPU takes from the same cores.
-        stop = multiprocessing.Event()
-        ps = [multiprocessing.Process(target=run_attack, args=(attack, srv.port, stop, a.attacker_nice))
+        # "spawn", not fork: a forked attacker would hold copies of the good clients' open
+        # sockets, keeping those connections (and their per-address slots) open after the
+        # clients close them.
+        mp = multiprocessing.get_context("spawn")
+        stop = mp.Event()
+        ps = [mp.Process(target=run_attack, args=(attack, srv.port, stop, a.attacker_nice))
               for _ in range(workers)]
         t0 = time.time()
         for p in ps:
