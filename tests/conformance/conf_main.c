@@ -60,14 +60,17 @@ typedef struct options {
     int unavailable_exit;
 } options;
 
+static const char usage_text[] =
+    "usage: qvl-backend-ops [--op NAME] [--seed S] [--case I] [--verbose]\n"
+    "                       [--unavailable-exit N] ORACLE.so BACKEND.so\n";
+
 static int usage(const char *why) {
-    fprintf(stderr,
-            "qvl-backend-ops: %s\n"
-            "usage: qvl-backend-ops [--op NAME] [--seed S] [--case I] [--verbose]\n"
-            "                       [--unavailable-exit N] ORACLE.so BACKEND.so\n",
-            why);
+    fprintf(stderr, "qvl-backend-ops: %s\n%s", why, usage_text);
     return 2;
 }
+
+/* parse()'s result for --help: the usage went to stdout, and the program exits 0. */
+#define PARSE_HELP (-1)
 
 static int parse(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
@@ -77,7 +80,10 @@ static int parse(int argc, char **argv, options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
-        if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_text, stdout);
+            return PARSE_HELP;
+        } else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
             o->verbose = true;
         } else if (strcmp(a, "--op") == 0 && has_value) {
             if (!qvl_op_parse(argv[++i], &o->only)) return usage("unknown op");
@@ -146,6 +152,7 @@ static void run_case(const conf_op_cases *oc, int i, const options *o,
 int main(int argc, char **argv) {
     options o;
     int rc = parse(argc, argv, &o);
+    if (rc == PARSE_HELP) return 0;
     if (rc) return rc;
     setvbuf(stdout, NULL, _IOLBF, 0);
     qvl_test_backend oracle, tb;
