@@ -24,7 +24,7 @@ if(Python3_Interpreter_FOUND)
   endif()
 endif()
 
-# qvl serve under hostile connections (tests/serve_hostile_conn_test.py; issue 32): slowloris
+# qvl serve under hostile connections (tests/serve_hostile_conn_test.py): slowloris
 # against --max-connections-per-ip and --receive-timeout, a client that pipelines and leaves,
 # Content-Length framing, the Host check (DNS rebinding).
 if(Python3_Interpreter_FOUND)

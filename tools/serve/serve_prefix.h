@@ -1,7 +1,7 @@
 /* Prefix reuse, decided without the model: what a slot's KV cache holds (or what a prompt
  * asks for) as a partition, one key per cache entry and the pictures in it; the longest part
- * of a cache a new prompt may keep. Kept apart from the slots so that the coming engine layer
- * (issue #33: one prefix cache for all slots) takes it as it is.
+ * of a cache a new prompt may keep. Kept apart from the slots (model-free) so that a prefix
+ * cache shared by all slots can use it as it is.
  *
  * Partition: who may reuse whose cache. Two prompts share a prefix only when they were sent
  * with the same API key and the same cache_salt: otherwise `cached_tokens` (and the time a
