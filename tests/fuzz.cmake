@@ -42,7 +42,7 @@ foreach(name ${QVL_FUZZ_TARGETS})
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_json.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c)
-    list(APPEND libs PkgConfig::QVL_FUZZ_CJSON Threads::Threads)
+    list(APPEND libs qvl-engine PkgConfig::QVL_FUZZ_CJSON Threads::Threads)
   endif()
 
   set(variants replay)

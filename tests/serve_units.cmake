@@ -2,9 +2,8 @@
 # reuse decisions (partitions by API key and cache_salt, pictures by digest) and the picture
 # memory budget.
 qvl_add_test(test_sha256 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sha256.c LIBS qvl-runtime)
-qvl_add_test(test_serve_prefix SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_prefix.c
-  ${CMAKE_SOURCE_DIR}/tools/serve/serve_prefix.c LIBS qvl-runtime)
-target_include_directories(test_serve_prefix PRIVATE ${CMAKE_SOURCE_DIR}/tools/serve)
+qvl_add_test(test_prefix_cache SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_prefix_cache.c
+  LIBS qvl-engine)
 qvl_add_test(test_serve_budget SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_budget.c
-  ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c LIBS Threads::Threads)
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c LIBS qvl-engine Threads::Threads)
 target_include_directories(test_serve_budget PRIVATE ${CMAKE_SOURCE_DIR}/tools/serve)

@@ -1,9 +1,10 @@
 /* Backend choice and placement options onto qvl_model_options (backend_args.h). */
 #include "backend_args.h"
+#include "qvl/qwen3vl_model.h"
 
 #include <stdio.h>
 
-void backend_args_apply(backend_args *b, qvl_model_options *mo) {
+const qvl_options *backend_args_options(backend_args *b) {
     size_t n = 0;
     if (b->threads_seen) {
         snprintf(b->threads_text, sizeof b->threads_text, "%lld", (long long)b->threads);
@@ -16,7 +17,11 @@ void backend_args_apply(backend_args *b, qvl_model_options *mo) {
         b->values[n++] = b->mem_text;
     }
     b->overlay = (qvl_options){n, b->keys, b->values};
-    mo->backend_options = n ? &b->overlay : NULL;
+    return n ? &b->overlay : NULL;
+}
+
+void backend_args_apply(backend_args *b, struct qvl_model_options *mo) {
+    mo->backend_options = backend_args_options(b);
     mo->gpu_layers = b->gpu_layers;
     mo->cpu_backend_name = b->cpu_backend;
     mo->vision_backend_name = b->vision_backend;

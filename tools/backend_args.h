@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "qvl/qwen3vl_model.h"
+#include "qvl/backend.h" /* qvl_options */
 
 typedef struct backend_args {
     const char *gpu_layers, *cpu_backend, *vision_backend;
@@ -27,7 +27,12 @@ typedef struct backend_args {
     {"vision-backend", 0, CLI_STRING, &(b)->vision_backend, "NAME", "backend of the vision tower (default: the primary)", 0, 0, false}, \
     {"gpu-mem-mib", 0, CLI_INT, &(b)->gpu_mem_mib, "MIB", "GPU memory the GPU backend may use (its memory_limit_mib option): stand in for a smaller card", 1, 1 << 30, false}
 
-/* Fills the placement fields and the option overlay of mo from b (b must outlive mo's use). */
-void backend_args_apply(backend_args *b, qvl_model_options *mo);
+/* The options laid over plugins.yaml (-t, --gpu-mem-mib), NULL when none was given (b must
+ * outlive their use). */
+const qvl_options *backend_args_options(backend_args *b);
+/* Fills the placement fields and the option overlay of a model's options from b (b must
+ * outlive mo's use). */
+struct qvl_model_options;
+void backend_args_apply(backend_args *b, struct qvl_model_options *mo);
 
 #endif

@@ -33,13 +33,8 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_request.c
   ${QVL_SERVE_DIR}/serve_json.c
   ${QVL_SERVE_DIR}/serve_image.c
-  ${QVL_SERVE_DIR}/serve_engine.c
-  ${QVL_SERVE_DIR}/serve_slot.c
-  ${QVL_SERVE_DIR}/serve_job.c
-  ${QVL_SERVE_DIR}/serve_stop.c
   ${QVL_SERVE_DIR}/serve_metrics.c
   ${QVL_SERVE_DIR}/serve_auth.c
-  ${QVL_SERVE_DIR}/serve_budget.c
-  ${QVL_SERVE_DIR}/serve_prefix.c)
+  ${QVL_SERVE_DIR}/serve_budget.c)
 target_include_directories(qvl PRIVATE ${QVL_SERVE_DIR} ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(qvl PRIVATE ${QVL_MHD_TARGET} PkgConfig::QVL_SERVE_CJSON Threads::Threads)

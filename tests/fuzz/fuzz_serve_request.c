@@ -12,13 +12,14 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "qvl/engine_picture.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/sampling.h"
 #include "serve/serve_json.h"
 #include "serve/serve_request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static qvl_preprocess_config pc;
+    static qvl_picture_rules *rules;
     static qvl_sampling_params defaults;
     static int ready;
     if (!ready) {
@@ -27,12 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         v.patch_size = 16;
         v.temporal_patch_size = 2;
         v.spatial_merge_size = 2;
+        qvl_preprocess_config pc;
         qvl_preprocess_config_default(&v, &pc);
         pc.max_pixels = 1 << 18; /* keeps every picture a fuzz input can name cheap */
+        rules = qvl_picture_rules_create(&pc);
+        FUZZ_CHECK(rules != NULL);
         qvl_sampling_params_default(&defaults);
         ready = 1;
     }
-    const serve_parse_ctx ctx = {.defaults = &defaults, .pc = &pc, .image_dir = NULL,
+    const serve_parse_ctx ctx = {.defaults = &defaults, .pictures = rules, .image_dir = NULL,
                                  .max_images = 4, .max_file_bytes = 1 << 20, .ctx = 4096};
     /* The JSON step alone, with the allocator's figures. */
     serve_bad bad;
@@ -54,17 +58,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(strchr(bad.message, '\n') == NULL);
         return 0;
     }
-    FUZZ_CHECK(r != NULL && r->prompt != NULL);
-    FUZZ_CHECK(r->n_images <= (size_t)ctx.max_images);
-    FUZZ_CHECK(r->n_stops <= SERVE_MAX_STOPS);
-    for (size_t i = 0; i < r->n_stops; i++)
-        FUZZ_CHECK(r->stops[i] && strlen(r->stops[i]) <= SERVE_MAX_STOP_BYTES);
-    FUZZ_CHECK(r->sampling.temperature >= 0.0f);
+    FUZZ_CHECK(r != NULL && r->gen != NULL && r->gen->prompt != NULL);
+    const qvl_engine_request *g = r->gen;
+    FUZZ_CHECK(g->n_pictures <= (size_t)ctx.max_images);
+    FUZZ_CHECK(g->n_stops <= SERVE_MAX_STOPS);
+    for (size_t i = 0; i < g->n_stops; i++)
+        FUZZ_CHECK(g->stops[i] && strlen(g->stops[i]) <= SERVE_MAX_STOP_BYTES);
+    FUZZ_CHECK(g->sampling.temperature >= 0.0f);
     /* the template writes one vision_start/pad/vision_end per picture, nothing more */
     size_t pads = 0;
-    for (const char *p = r->prompt; (p = strstr(p, "<|image_pad|>")) != NULL; p++) pads++;
-    FUZZ_CHECK(pads == r->n_images);
-    FUZZ_CHECK(strstr(r->prompt, "<|video_pad|>") == NULL);
+    for (const char *p = g->prompt; (p = strstr(p, "<|image_pad|>")) != NULL; p++) pads++;
+    FUZZ_CHECK(pads == g->n_pictures);
+    FUZZ_CHECK(strstr(g->prompt, "<|video_pad|>") == NULL);
     serve_request_free(r);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* API keys: --api-key and the lines of --api-key-file. A request's key decides whether it is
- * served and which prefix-cache partition it belongs to (serve_prefix.h). */
+ * served and which prefix-cache partition it belongs to (qvl/prefix_cache.h). */
 #ifndef QVL_SERVE_AUTH_H
 #define QVL_SERVE_AUTH_H
 

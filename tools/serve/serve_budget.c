@@ -5,7 +5,7 @@
 
 #include <time.h>
 
-#include "serve_clock.h"
+#include "qvl/engine_clock.h"
 
 bool serve_budget_init(serve_budget *b, int64_t cap_bytes) {
     b->cap = cap_bytes;
@@ -56,7 +56,7 @@ serve_budget_result serve_budget_reserve(serve_budget *b, int64_t bytes, bool (*
             }
             if (b->closed || b->used + bytes <= b->cap) continue; /* changed meanwhile */
         }
-        struct timespec until = serve_monotonic_in_ms(poll_ms);
+        struct timespec until = qvl_monotonic_in_ms(poll_ms);
         pthread_cond_timedwait(&b->cv, &b->mu, &until);
     }
     if (counted) b->waiting--;

@@ -12,12 +12,13 @@
 
 #include "serve_auth.h"
 #include "serve_http.h"
-#include "serve_prefix.h"
+#include "serve_request.h"
+#include "qvl/prefix_cache.h"
 
 #define WAIT_MS 100
 
-static const char *finish_name(serve_finish f) {
-    return f == SERVE_FINISH_LENGTH ? "length" : "stop";
+static const char *finish_name(qvl_finish f) {
+    return f == QVL_FINISH_LENGTH ? "length" : "stop";
 }
 
 /* "chatcmpl-" and 24 hex digits, unique within the process and unlikely to repeat across
@@ -36,25 +37,25 @@ static void make_id(char *out, size_t n) {
              (unsigned long long)(k & 0xffffffffULL));
 }
 
-static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s, serve_job *j,
+static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s, qvl_job *j,
                                       const serve_oai_meta *meta) {
     enum MHD_Result rc;
     pthread_mutex_lock(&j->mu);
-    serve_finish f = j->finish;
-    if (f == SERVE_FINISH_ERROR) {
+    qvl_finish f = j->finish;
+    if (f == QVL_FINISH_ERROR) {
         char msg[sizeof j->error];
         memcpy(msg, j->error, sizeof msg);
         pthread_mutex_unlock(&j->mu);
-        const bool stopping = serve_engine_state(s->engine) == SERVE_STOPPING;
+        const bool stopping = qvl_engine_state(s->engine) == QVL_ENGINE_STOPPING;
         rc = serve_reply_error(c, s, stopping ? 503 : 500, msg, NULL, NULL);
-    } else if (f == SERVE_FINISH_TIMEOUT) {
+    } else if (f == QVL_FINISH_TIMEOUT) {
         char msg[sizeof j->error];
         memcpy(msg, j->error, sizeof msg);
         pthread_mutex_unlock(&j->mu);
         /* Nothing was generated: 503 tells clients and a load balancer that retrying (here
          * later, or at another replica) is safe. */
         rc = serve_reply_error(c, s, 503, msg, NULL, "timeout");
-    } else if (f == SERVE_FINISH_CANCELLED) {
+    } else if (f == QVL_FINISH_CANCELLED) {
         pthread_mutex_unlock(&j->mu);
         rc = MHD_NO; /* only a client that left cancels: nobody to answer */
     } else {
@@ -64,7 +65,7 @@ static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s,
         pthread_mutex_unlock(&j->mu);
         rc = serve_reply(c, s, 200, "application/json", body);
     }
-    serve_job_release(j);
+    qvl_job_release(j);
     return rc;
 }
 
@@ -85,19 +86,20 @@ static enum MHD_Result stopped_reply(struct MHD_Connection *c, serve_server *s,
 }
 
 enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len) {
-    if (serve_engine_state(s->engine) != SERVE_READY)
+    if (qvl_engine_state(s->engine) != QVL_ENGINE_READY)
         return serve_reply_error(c, s, 503, "the server is not serving (loading or stopping)",
                                  NULL, "model_loading");
     /* The deadline counts from the whole body's arrival: waiting for picture memory, decoding,
      * waiting for a slot and generating all count against it. */
     const double deadline =
-        s->cfg->request_timeout > 0 ? serve_job_now() + s->cfg->request_timeout : 0;
-    serve_image_guard guard = {.budget = serve_engine_image_budget(s->engine),
-                               .deadline = deadline, .client_gone = client_gone,
-                               .client_arg = c};
-    serve_parse_ctx ctx;
-    serve_engine_parse_ctx(s->engine, &ctx);
-    ctx.guard = &guard;
+        s->cfg->request_timeout > 0 ? qvl_job_now() + s->cfg->request_timeout : 0;
+    serve_image_guard guard = {.budget = s->budget, .deadline = deadline,
+                               .client_gone = client_gone, .client_arg = c};
+    serve_parse_ctx ctx = {.defaults = qvl_engine_sampling_defaults(s->engine),
+                           .pictures = qvl_engine_picture_rules(s->engine),
+                           .image_dir = s->image_dir, .max_images = s->cfg->max_images,
+                           .max_file_bytes = s->cfg->max_body, .ctx = s->cfg->ctx,
+                           .guard = &guard};
     serve_request *req = NULL;
     serve_bad bad;
     if (!serve_request_parse(body, len, &ctx, &req, &bad)) {
@@ -105,18 +107,25 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
         return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
     }
     const bool stream = req->stream, include_usage = req->include_usage;
-    /* Prefix reuse stays within one API key and one cache_salt (serve_prefix.h). */
+    /* Prefix reuse stays within one API key and one cache_salt (qvl/prefix_cache.h). */
     const int key = serve_auth_key_index(c, s->cfg);
-    serve_partition partition;
-    serve_partition_make(key >= 0 ? key : SERVE_PARTITION_NO_KEY, req->cache_salt, &partition);
-    serve_job *j = NULL;
-    if (!serve_engine_prepare(s->engine, req, &j, &bad))
-        return serve_reply_error(c, s, (unsigned)bad.status, bad.message, bad.param, bad.code);
+    qvl_partition partition;
+    qvl_partition_make(key >= 0 ? key : QVL_PARTITION_NO_KEY, req->cache_salt, &partition);
+    qvl_job *j = NULL;
+    qvl_error err = {0};
+    qvl_engine_request *gen = req->gen;
+    req->gen = NULL; /* the engine takes it */
+    serve_request_free(req);
+    qvl_status st = qvl_engine_prepare(s->engine, gen, &j, &err);
+    if (st != QVL_OK)
+        return serve_reply_error(c, s, st == QVL_E_NOMEM ? 500 : 400, err.msg, NULL,
+                                 st == QVL_E_LIMIT ? "context_length_exceeded" : NULL);
     j->partition = partition;
     j->deadline = deadline;
-    int rc = serve_engine_submit(s->engine, j);
-    if (rc != 0) {
-        serve_job_release(j);
+    st = qvl_engine_submit(s->engine, j);
+    if (st != QVL_OK) {
+        qvl_job_release(j);
+        const int rc = st == QVL_E_LIMIT ? 429 : 503;
         char msg[160];
         if (rc == 429)
             snprintf(msg, sizeof msg, "the server is busy: %d slots and %d queued requests are "
@@ -130,15 +139,15 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
     make_id(id, sizeof id);
     serve_oai_meta meta = {.id = id, .created = (long long)time(NULL), .model = s->cfg->model_id};
     for (;;) {
-        serve_job_wait(j, stream ? SERVE_WAIT_START : SERVE_WAIT_FINISH, 0, WAIT_MS);
+        qvl_job_wait(j, stream ? QVL_WAIT_START : QVL_WAIT_FINISH, 0, WAIT_MS);
         pthread_mutex_lock(&j->mu);
-        const bool finished = j->finish != SERVE_RUNNING, started = j->started;
+        const bool finished = j->finish != QVL_JOB_RUNNING, started = j->started;
         pthread_mutex_unlock(&j->mu);
         if (finished && (!stream || !started)) return finished_reply(c, s, j, &meta);
         if (stream && started) return serve_sse_start(c, s, j, &meta, include_usage);
         if (serve_peer_gone(c)) {
             atomic_store(&j->cancel, true);
-            serve_job_release(j);
+            qvl_job_release(j);
             return MHD_NO;
         }
     }

@@ -130,13 +130,13 @@ static enum MHD_Result reply_405(struct MHD_Connection *c, serve_server *s, cons
 }
 
 static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, route r) {
-    serve_state st = serve_engine_state(s->engine);
+    qvl_engine_phase st = qvl_engine_state(s->engine);
     switch (r) {
     case R_HEALTH:
-        return st == SERVE_READY
+        return st == QVL_ENGINE_READY
                    ? serve_reply(c, s, 200, "application/json", strdup("{\"status\":\"ok\"}"))
                    : serve_reply(c, s, 503, "application/json",
-                                 strdup(st == SERVE_LOADING ? "{\"status\":\"loading\"}"
+                                 strdup(st == QVL_ENGINE_LOADING ? "{\"status\":\"loading\"}"
                                                             : "{\"status\":\"unavailable\"}"));
     case R_MODELS:
         return serve_reply(c, s, 200, "application/json",
@@ -235,7 +235,7 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
         *rc = get_endpoint(c, s, r);
         return true;
     }
-    if (serve_engine_state(s->engine) != SERVE_READY) {
+    if (qvl_engine_state(s->engine) != QVL_ENGINE_READY) {
         *rc = serve_reply_error(c, s, 503, "the model is loading; retry when GET /health says ok",
                                 NULL, "model_loading");
         return true;

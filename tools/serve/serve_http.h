@@ -7,16 +7,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "serve_budget.h"
 #include "serve_config.h"
-#include "serve_engine.h"
-#include "serve_job.h"
+#include "qvl/engine.h"
+#include "qvl/engine_job.h"
 #include "serve_metrics.h"
 #include "serve_oai.h"
 
 typedef struct serve_server {
     const serve_config *cfg;
-    serve_engine *engine;
+    qvl_engine *engine;
     serve_metrics *metrics;
+    serve_budget *budget;      /* picture memory (--max-image-memory), closed when stopping */
+    const char *image_dir;     /* real path of --image-dir, or NULL */
     struct MHD_Daemon *daemon;
     struct serve_guard *guard; /* receive deadline (serve_guard.h) */
     bool listen_loopback;      /* --host is a loopback address: Host names are checked */
@@ -27,7 +30,7 @@ typedef struct serve_server {
 /* Listen on cfg->host:cfg->port. false: msg says why. */
 bool serve_http_start(serve_server *s, char *msg, size_t msg_len);
 /* Stop accepting, close every connection and join their threads. Jobs the connections wait
- * on must be finished first (serve_engine_stop) so no thread stays blocked. */
+ * on must be finished first (qvl_engine_stop) so no thread stays blocked. */
 void serve_http_stop(serve_server *s);
 
 /* ---- shared by the handlers (serve_http.c, serve_chat.c, serve_sse.c) ---------------------- */
@@ -45,7 +48,7 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
 
 /* Answer with a Server-Sent Events stream of j's answer (serve_sse.c); takes the caller's
  * reference to j. meta's strings are copied. */
-enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, serve_job *j,
+enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_job *j,
                                 const serve_oai_meta *meta, bool include_usage);
 
 #endif

@@ -33,14 +33,8 @@ static double monotonic_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void serve_image_free(serve_image *im) {
-    if (!im) return;
-    free(im->pixels);
-    im->pixels = NULL;
-    if (im->budget) serve_budget_release(im->budget, im->reserved);
-    im->reserved = 0;
-    im->budget = NULL;
-}
+/* The picture budget's give-back, as qvl_picture_free calls it. */
+static void budget_give_back(void *arg, int64_t bytes) { serve_budget_release(arg, bytes); }
 
 bool serve_image_should_stop(serve_image_guard *g) {
     if (!g) return false;
@@ -65,21 +59,6 @@ bool serve_image_should_stop(serve_image_guard *g) {
 }
 
 static bool guard_stop(void *arg) { return serve_image_should_stop(arg); }
-
-int64_t serve_image_held_bytes(const qvl_image_grid *grid, const qvl_preprocess_config *pc) {
-    const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
-    return qvl_image_grid_patches(grid) * width * (int64_t)sizeof(float);
-}
-
-int64_t serve_image_decode_bytes(int64_t w, int64_t h, const qvl_image_grid *grid,
-                                 const qvl_preprocess_config *pc) {
-    /* The decode's peak, then preprocessing: the resized RGB picture and the horizontal
-     * resampling pass's intermediate (h rows of the new width), and the f32 pixels. Summed,
-     * though the decode's buffers are gone before the resize starts: a bound, not a guess. */
-    const int64_t rw = grid->w * pc->patch_size, rh = grid->h * pc->patch_size;
-    return w * h * DECODE_BYTES_PER_PIXEL + rw * rh * 3 + h * rw * 3 +
-           serve_image_held_bytes(grid, pc);
-}
 
 static int b64_value(unsigned char c) {
     if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -125,40 +104,13 @@ static int failf(char *msg, size_t msg_len, int status, const char *fmt, ...) {
     return status;
 }
 
-/* The picture's identity for prefix reuse: what the encoder will see (pixels and grid) and
- * the preprocessing that made them, each field at a fixed width. */
-static void digest_of(const serve_image *im, const qvl_preprocess_config *pc, size_t pixel_bytes,
-                      uint8_t out[QVL_SHA256_BYTES]) {
-    qvl_sha256_ctx h;
-    qvl_sha256_init(&h);
-    static const char domain[] = "qvl serve picture v1";
-    qvl_sha256_update(&h, domain, sizeof domain);
-    const int64_t sizes[6] = {pc->patch_size, pc->temporal_patch_size, pc->merge_size,
-                              pc->min_pixels, pc->max_pixels, im->grid.t};
-    qvl_sha256_update(&h, sizes, sizeof sizes);
-    const double norm[7] = {pc->rescale_factor, pc->image_mean[0], pc->image_mean[1],
-                            pc->image_mean[2], pc->image_std[0], pc->image_std[1],
-                            pc->image_std[2]};
-    qvl_sha256_update(&h, norm, sizeof norm);
-    const int64_t grid[2] = {im->grid.h, im->grid.w};
-    qvl_sha256_update(&h, grid, sizeof grid);
-    qvl_sha256_update(&h, im->pixels, pixel_bytes);
-    qvl_sha256_final(&h, out);
-}
-
 /* Decoded picture -> encoder input; frees img. */
-static int preprocess(qvl_image *img, const qvl_preprocess_config *pc, const char *what,
+static int preprocess(qvl_image *img, const qvl_picture_rules *rules, const char *what,
                       serve_image *out, char *msg, size_t msg_len) {
     qvl_error err = {0};
-    float *px = NULL;
-    qvl_status st = qvl_image_preprocess(img, pc, &px, &out->grid, &err);
-    qvl_image_free(img);
+    qvl_status st = qvl_picture_make(rules, img, out, &err);
     if (st != QVL_OK)
         return failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "%s: %s", what, err.msg);
-    out->pixels = px;
-    out->n_rows = qvl_image_grid_patches(&out->grid);
-    out->n_tokens = qvl_image_grid_tokens(&out->grid, pc->merge_size);
-    digest_of(out, pc, (size_t)serve_image_held_bytes(&out->grid, pc), out->digest);
     return 0;
 }
 
@@ -181,7 +133,8 @@ static int reserve(const serve_image_limits *lim, int64_t bytes, const char *wha
     if (!g || !g->budget) return 0;
     switch (serve_budget_reserve(g->budget, bytes, guard_stop, g, BUDGET_POLL_MS)) {
     case SERVE_BUDGET_OK:
-        out->budget = g->budget;
+        out->give_back = budget_give_back;
+        out->give_back_arg = g->budget;
         out->reserved = bytes;
         return 0;
     case SERVE_BUDGET_TOO_LARGE:
@@ -204,33 +157,33 @@ static int from_bytes(const unsigned char *bytes, size_t n, const char *what,
                       const serve_image_limits *lim, serve_image *out, char *msg, size_t msg_len) {
     qvl_error err = {0};
     int32_t w = 0, h = 0;
-    qvl_image_grid grid;
+    qvl_picture_plan plan;
     if (qvl_image_probe(bytes, n, what, &w, &h, &err) != QVL_OK ||
-        qvl_image_plan_grid(w, h, lim->pc, &grid, &err) != QVL_OK)
+        qvl_picture_plan_for(lim->rules, w, h, DECODE_BYTES_PER_PIXEL, &plan, &err) != QVL_OK)
         return failf(msg, msg_len, 400, "%s", err.msg);
-    const int64_t tokens = qvl_image_grid_tokens(&grid, lim->pc->merge_size);
+    const int64_t tokens = plan.n_tokens;
     if (tokens > lim->token_budget)
         return failf(msg, msg_len, 400, "%s: a %dx%d picture takes %lld tokens, more than the %lld "
                      "left in a slot's context (--ctx)", what, (int)w, (int)h, (long long)tokens,
                      (long long)lim->token_budget);
-    const int64_t need = serve_image_decode_bytes(w, h, &grid, lim->pc);
+    const int64_t need = plan.decode_bytes;
     int rc = reserve(lim, need, what, out, msg, msg_len);
     if (rc != 0) return rc;
     serve_image_guard *g = lim->guard;
     const qvl_image_stop stop = {.should_stop = guard_stop, .arg = g};
     qvl_image img;
     qvl_status st = qvl_image_decode_stoppable(bytes, n, what, g ? &stop : NULL, &img, &err);
-    if (st == QVL_OK) rc = preprocess(&img, lim->pc, what, out, msg, msg_len);
+    if (st == QVL_OK) rc = preprocess(&img, lim->rules, what, out, msg, msg_len);
     else if (g && g->why != SERVE_IMAGE_GO_ON) rc = stopped_status(g, what, msg, msg_len);
     else rc = failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "%s", err.msg);
     if (rc != 0) {
-        serve_image_free(out); /* gives the reservation back */
+        qvl_picture_free(out); /* gives the reservation back */
         return rc;
     }
     /* Decoded and preprocessed: only the f32 pixels stay until the prefill. */
-    const int64_t held = serve_image_held_bytes(&out->grid, lim->pc);
-    if (out->budget && out->reserved > held) {
-        serve_budget_release(out->budget, out->reserved - held);
+    const int64_t held = plan.held_bytes;
+    if (out->give_back && out->reserved > held) {
+        serve_budget_release(out->give_back_arg, out->reserved - held);
         out->reserved = held;
     }
     return 0;

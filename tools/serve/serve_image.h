@@ -6,26 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qvl/image_preprocess.h"
-#include "qvl/sha256.h"
+#include "qvl/engine_picture.h"
 #include "serve_budget.h"
 
-typedef struct serve_image {
-    qvl_image_grid grid; /* in patches */
-    float *pixels;       /* [patches, 3*temporal*patch*patch] f32 (qvl_image_preprocess);
-                          * NULL once the prefill has consumed them */
-    int64_t n_rows;      /* patches */
-    int64_t n_tokens;    /* merged tokens the picture takes in the prompt */
-    /* SHA-256 of the preprocessing parameters, grid and pixels: prefix reuse tells pictures
-     * apart by it (serve_prefix.h). Stays when the pixels are freed. */
-    uint8_t digest[QVL_SHA256_BYTES];
-    serve_budget *budget; /* where `reserved` is counted (NULL: nowhere) */
-    int64_t reserved;     /* bytes of the budget held for the pixels */
-} serve_image;
-
-/* Free the pixels and give their bytes back to the budget (grid, tokens and digest stay).
- * Idempotent. */
-void serve_image_free(serve_image *im);
+/* A request's picture is the engine's (qvl/engine_picture.h); its pixels' bytes are counted
+ * against the server's picture budget (serve_budget.h) until qvl_picture_free gives them back. */
+typedef qvl_picture serve_image;
 
 /* Decode standard base64 (ASCII whitespace is skipped, '=' padding optional) into out, which
  * holds at least n / 4 * 3 + 3 bytes. Returns the decoded length, or -1 on a character
@@ -44,7 +30,7 @@ typedef enum serve_image_stop {
  * deadline, how to tell that the client left, and (out) why a decode stopped. */
 typedef struct serve_image_guard {
     serve_budget *budget;           /* NULL: pictures are not counted */
-    double deadline;                /* CLOCK_MONOTONIC seconds (serve_job_now()); 0: none */
+    double deadline;                /* CLOCK_MONOTONIC seconds (qvl_job_now()); 0: none */
     bool (*client_gone)(void *arg); /* NULL: never */
     void *client_arg;
     double next_client_check;       /* the socket is looked at once per interval, not per poll */
@@ -54,14 +40,8 @@ typedef struct serve_image_guard {
 /* Whether a decode or wait guarded so should stop now (records why in g->why). */
 bool serve_image_should_stop(serve_image_guard *g);
 
-/* Bytes a w x h picture (as qvl_image_probe reports it) reserves while it is decoded and
- * preprocessed to `grid`, and the part of those kept until the prefill (its f32 pixels). */
-int64_t serve_image_decode_bytes(int64_t w, int64_t h, const qvl_image_grid *grid,
-                                 const qvl_preprocess_config *pc);
-int64_t serve_image_held_bytes(const qvl_image_grid *grid, const qvl_preprocess_config *pc);
-
 typedef struct serve_image_limits {
-    const qvl_preprocess_config *pc;
+    const qvl_picture_rules *rules;
     serve_image_guard *guard; /* NULL: no budget, deadline or client check */
     const char *image_dir;  /* real path of --image-dir, or NULL: no local files */
     size_t max_file_bytes;  /* largest local file read */

@@ -1,9 +1,11 @@
 /* qvl serve: an OpenAI-compatible HTTP server for one model. The listener starts first (so
  * /health can say "loading"), the engine thread loads the model, and the main thread waits for
  * SIGINT/SIGTERM, then shuts down in order: engine (finishing every job), then connections. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,7 +18,7 @@
 #include "qvl/log.h"
 #include "qvl_commands.h"
 #include "serve_auth.h"
-#include "serve_engine.h"
+#include "qvl/engine.h"
 #include "serve_http.h"
 #include "serve_json.h"
 
@@ -33,7 +35,7 @@ static const char *base_name(const char *dir, char *buf, size_t n) {
 }
 
 /* Wait for a stop signal; returns 0 on a signal, 1 when loading failed. */
-static int wait_for_stop(const sigset_t *stop, serve_engine *e, const serve_server *s) {
+static int wait_for_stop(const sigset_t *stop, qvl_engine *e, const serve_server *s) {
     bool announced = false;
     for (;;) {
         struct timespec tick = {0, 100 * 1000000L};
@@ -42,12 +44,12 @@ static int wait_for_stop(const sigset_t *stop, serve_engine *e, const serve_serv
             fprintf(stderr, "qvl serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
             return 0;
         }
-        serve_state st = serve_engine_state(e);
-        if (st == SERVE_FAILED) {
-            fprintf(stderr, "qvl serve: %s\n", serve_engine_error(e));
+        qvl_engine_phase st = qvl_engine_state(e);
+        if (st == QVL_ENGINE_FAILED) {
+            fprintf(stderr, "qvl serve: %s\n", qvl_engine_error(e));
             return 1;
         }
-        if (st == SERVE_READY && !announced) {
+        if (st == QVL_ENGINE_READY && !announced) {
             fprintf(stderr, "qvl serve: model loaded, %d slot(s) of %lld tokens\n",
                     s->cfg->parallel, (long long)s->cfg->ctx);
             announced = true;
@@ -120,12 +122,10 @@ int qvl_cmd_serve(int argc, char **argv) {
     cfg.request_timeout = (int)request_timeout;
     cfg.max_image_memory = max_image_mib << 20;
     be.threads_seen = be.threads >= 0;
-    qvl_model_options overlay = {0};
-    backend_args_apply(&be, &overlay);
-    cfg.backend_options = overlay.backend_options;
-    cfg.gpu_layers = overlay.gpu_layers;
-    cfg.cpu_backend = overlay.cpu_backend_name;
-    cfg.vision_backend = overlay.vision_backend_name;
+    cfg.backend_options = backend_args_options(&be);
+    cfg.gpu_layers = be.gpu_layers;
+    cfg.cpu_backend = be.cpu_backend;
+    cfg.vision_backend = be.vision_backend;
     cfg.max_connections = (int)max_conn;
     cfg.max_connections_per_ip = (int)max_conn_per_ip;
     cfg.receive_timeout = (int)receive_timeout;
@@ -161,18 +161,36 @@ int qvl_cmd_serve(int argc, char **argv) {
         serve_auth_free(&cfg);
         return 1;
     }
-    qvl_error err = {0};
-    serve_engine *engine = serve_engine_start(&cfg, metrics, &err);
-    if (!engine) {
-        fprintf(stderr, "qvl serve: %s\n", err.msg);
+    char image_dir[PATH_MAX];
+    if (cfg.image_dir && !realpath(cfg.image_dir, image_dir)) {
+        fprintf(stderr, "qvl serve: --image-dir %s: no such directory\n", cfg.image_dir);
         serve_metrics_free(metrics);
         serve_auth_free(&cfg);
         return 1;
     }
-    serve_server srv = {.cfg = &cfg, .engine = engine, .metrics = metrics};
-    if (!serve_http_start(&srv, msg, sizeof msg)) {
-        fprintf(stderr, "qvl serve: %s\n", msg);
-        serve_engine_free(engine);
+    serve_budget budget;
+    if (!serve_budget_init(&budget, cfg.max_image_memory)) {
+        fprintf(stderr, "qvl serve: cannot make the picture memory budget\n");
+        serve_metrics_free(metrics);
+        serve_auth_free(&cfg);
+        return 1;
+    }
+    serve_metrics_set_image_budget(metrics, &budget);
+    qvl_error err = {0};
+    qvl_engine_options eo = {.model = cfg.model, .slots = cfg.parallel, .queue = cfg.queue,
+                             .ctx = cfg.ctx, .backend = cfg.backend, .plugins = cfg.plugins,
+                             .weights = cfg.weights, .gpu_layers = cfg.gpu_layers,
+                             .cpu_backend = cfg.cpu_backend, .vision_backend = cfg.vision_backend,
+                             .backend_options = cfg.backend_options};
+    serve_metrics_observer(metrics, &eo.observer);
+    qvl_engine *engine = qvl_engine_start(&eo, &err);
+    serve_server srv = {.cfg = &cfg, .engine = engine, .metrics = metrics, .budget = &budget,
+                        .image_dir = cfg.image_dir ? image_dir : NULL};
+    if (!engine || !serve_http_start(&srv, msg, sizeof msg)) {
+        fprintf(stderr, "qvl serve: %s\n", engine ? msg : err.msg);
+        qvl_engine_free(engine);
+        serve_metrics_set_image_budget(metrics, NULL);
+        serve_budget_destroy(&budget);
         serve_metrics_free(metrics);
         serve_auth_free(&cfg);
         return 1;
@@ -181,9 +199,13 @@ int qvl_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "qvl serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg.host,
             v6 ? "]" : "", srv.port);
     rc = wait_for_stop(&stop, engine, &srv);
-    serve_engine_stop(engine);
+    /* Decodes and waits for picture memory end first: they make no connection thread wait. */
+    serve_budget_close(&budget);
+    qvl_engine_stop(engine);
     serve_http_stop(&srv);
-    serve_engine_free(engine);
+    qvl_engine_free(engine);
+    serve_metrics_set_image_budget(metrics, NULL);
+    serve_budget_destroy(&budget);
     serve_metrics_free(metrics);
     serve_auth_free(&cfg);
     return rc;

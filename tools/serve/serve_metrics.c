@@ -194,3 +194,22 @@ char *serve_metrics_render(serve_metrics *m) {
     }
     return b.p;
 }
+
+/* The engine's reports (qvl/engine.h) into the counters. */
+static void on_completion(void *arg, int64_t prompt, int64_t cached, int64_t generated,
+                          bool cancelled) {
+    serve_metrics_completion(arg, prompt, cached, generated, cancelled);
+}
+static void on_timeout(void *arg) { serve_metrics_timeout(arg); }
+static void on_prefill(void *arg, int64_t n, double seconds) {
+    serve_metrics_prefill(arg, n, seconds);
+}
+static void on_decode(void *arg, int64_t n, double seconds) { serve_metrics_decode(arg, n, seconds); }
+static void on_queue(void *arg, int64_t waiting, int64_t busy) {
+    serve_metrics_set_queue(arg, waiting, busy);
+}
+
+void serve_metrics_observer(serve_metrics *m, qvl_engine_observer *out) {
+    *out = (qvl_engine_observer){.arg = m, .completion = on_completion, .timeout = on_timeout,
+                                 .prefill = on_prefill, .decode = on_decode, .queue = on_queue};
+}

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qvl/engine.h"
 #include "serve_budget.h"
 
 typedef struct serve_metrics serve_metrics;
@@ -28,6 +29,9 @@ void serve_metrics_set_queue(serve_metrics *m, int64_t waiting, int64_t busy_slo
 /* The picture memory budget whose use /metrics shows (NULL: none); it must outlive its use
  * here, so its owner sets NULL before destroying it. */
 void serve_metrics_set_image_budget(serve_metrics *m, serve_budget *b);
+
+/* An engine observer that counts into m. */
+void serve_metrics_observer(serve_metrics *m, qvl_engine_observer *out);
 
 /* The text of GET /metrics (malloc'd, NUL-terminated); NULL when out of memory. */
 char *serve_metrics_render(serve_metrics *m);

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "qvl/chat.h"
+#include "qvl/engine_prompt.h"
 #include "serve_json.h"
 
 static bool bad_set(serve_bad *bad, int status, const char *param, const char *code,
@@ -36,47 +36,38 @@ static bool bad_set(serve_bad *bad, int status, const char *param, const char *c
 /* The tokens the chat template writes around each picture (and the video ones it never writes
  * here). Typed as text they would reach the model as placeholders with no pixels behind them:
  * refused with the field that holds them, as the CLI refuses a typed <|image_pad|>. */
-static const char *const vision_tokens[] = {"<|image_pad|>", "<|vision_start|>", "<|vision_end|>",
-                                            "<|video_pad|>"};
-
 static bool check_text(const char *text, const char *param, serve_bad *bad) {
-    for (size_t i = 0; i < sizeof vision_tokens / sizeof vision_tokens[0]; i++)
-        if (strstr(text, vision_tokens[i]))
+    for (const char *const *t = qvl_prompt_vision_tokens; *t; t++)
+        if (strstr(text, *t))
             return bad_set(bad, 400, param, "invalid_value",
                            "%s holds the special token %s, which only the server writes (it "
-                           "stands for a picture): send pictures as image_url parts", param,
-                           vision_tokens[i]);
+                           "stands for a picture): send pictures as image_url parts", param, *t);
     return true;
 }
 
-/* The rendered conversation holds each vision token exactly once per picture (the template's
- * own), none for video: more means text parts joined into one (a part ending "<|image_" and
- * the next starting "pad|>"), which the per-string check cannot see. */
+/* The rendered conversation holds each vision token exactly as often as the template writes
+ * it: more means text parts joined into one (a part ending "<|image_" and the next starting
+ * "pad|>"), which the per-string check cannot see. */
 static bool check_prompt(const char *prompt, size_t n_images, serve_bad *bad) {
-    for (size_t i = 0; i < sizeof vision_tokens / sizeof vision_tokens[0]; i++) {
-        const size_t want = strcmp(vision_tokens[i], "<|video_pad|>") == 0 ? 0 : n_images;
+    for (const char *const *t = qvl_prompt_vision_tokens; *t; t++) {
+        const size_t want = qvl_prompt_vision_token_count(*t, n_images);
         size_t have = 0;
-        for (const char *p = prompt; (p = strstr(p, vision_tokens[i])) != NULL; p++) have++;
+        for (const char *p = prompt; (p = strstr(p, *t)) != NULL; p++) have++;
         if (have != want)
             return bad_set(bad, 400, "messages", "invalid_value",
                            "the messages' text, parts joined, spells the special token %s, "
                            "which only the server writes (it stands for a picture): send "
-                           "pictures as image_url parts", vision_tokens[i]);
+                           "pictures as image_url parts", *t);
     }
     return true;
 }
 
 void serve_request_free(serve_request *r) {
     if (!r) return;
-    free(r->prompt);
-    for (size_t i = 0; i < r->n_images; i++) serve_image_free(&r->images[i]);
-    free(r->images);
-    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
-    free(r->stops);
+    qvl_engine_request_free(r->gen);
     free(r->cache_salt);
     free(r);
 }
-
 /* A key that is absent or null gives NULL. */
 static const cJSON *field(const cJSON *obj, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -126,15 +117,15 @@ static bool add_stop(serve_request *r, const cJSON *v, const char *param, serve_
                        SERVE_MAX_STOP_BYTES);
     char *copy = strdup(v->valuestring);
     if (!copy) return bad_set(bad, 500, NULL, NULL, "out of memory");
-    r->stops[r->n_stops++] = copy;
+    r->gen->stops[r->gen->n_stops++] = copy;
     return true;
 }
 
 static bool parse_stop(const cJSON *root, serve_request *r, serve_bad *bad) {
     const cJSON *v = field(root, "stop");
     if (!v) return true;
-    r->stops = calloc(SERVE_MAX_STOPS, sizeof *r->stops);
-    if (!r->stops) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    r->gen->stops = calloc(SERVE_MAX_STOPS, sizeof *r->gen->stops);
+    if (!r->gen->stops) return bad_set(bad, 500, NULL, NULL, "out of memory");
     if (cJSON_IsString(v)) return add_stop(r, v, "stop", bad);
     if (!cJSON_IsArray(v))
         return bad_set(bad, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
@@ -175,10 +166,10 @@ static bool parse_sampling(const cJSON *root, const serve_parse_ctx *ctx, serve_
     if (!get_number(root, "repetition_penalty", 1e-3, 100, &seen, &d, bad)) return false;
     if (seen) p.repetition_penalty = (float)d;
     if (!get_number(root, "frequency_penalty", -2, 2, &seen, &d, bad)) return false;
-    r->frequency_penalty = seen ? (float)d : 0.0f;
+    r->gen->frequency_penalty = seen ? (float)d : 0.0f;
     if (!get_int(root, "seed", -9.2e18, 9.2e18, &seen, &i, bad)) return false;
     p.seed = seen ? (uint64_t)i : fresh_seed();
-    r->sampling = p;
+    r->gen->sampling = p;
     return true;
 }
 
@@ -187,7 +178,7 @@ static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
     int64_t a = -1, b = -1;
     if (!get_int(root, "max_tokens", 1, 1e9, &seen_a, &a, bad)) return false;
     if (!get_int(root, "max_completion_tokens", 1, 1e9, &seen_b, &b, bad)) return false;
-    r->max_tokens = seen_b ? b : seen_a ? a : -1; /* the newer name wins */
+    r->gen->max_tokens = seen_b ? b : seen_a ? a : -1; /* the newer name wins */
     bool seen;
     int64_t n = 1;
     if (!get_int(root, "n", -1e9, 1e9, &seen, &n, bad)) return false;
@@ -217,34 +208,34 @@ static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
     return true;
 }
 
-static bool add_image(qvl_chat *chat, serve_request *r, const serve_parse_ctx *ctx,
+static bool add_image(qvl_prompt *chat, serve_request *r, const serve_parse_ctx *ctx,
                       const cJSON *part, const char *param, serve_bad *bad) {
     const cJSON *iu = field(part, "image_url");
     const cJSON *url = cJSON_IsObject(iu) ? field(iu, "url") : iu; /* object, or a bare string */
     if (!cJSON_IsString(url))
         return bad_set(bad, 400, param, "invalid_type", "an image_url part needs image_url.url (a string)");
-    if (!ctx->pc)
+    if (!ctx->pictures)
         return bad_set(bad, 400, param, "unsupported_value", "this model has no vision encoder");
-    if ((int)r->n_images >= ctx->max_images)
+    if ((int)r->gen->n_pictures >= ctx->max_images)
         return bad_set(bad, 400, param, "invalid_value", "more than %d images in one request "
                        "(--max-images)", ctx->max_images);
     /* Every picture and at least one text token and one answer token must fit the context. */
     int64_t used = 0;
-    for (size_t i = 0; i < r->n_images; i++) used += r->images[i].n_tokens;
-    serve_image_limits lim = {.pc = ctx->pc, .guard = ctx->guard, .image_dir = ctx->image_dir,
+    for (size_t i = 0; i < r->gen->n_pictures; i++) used += r->gen->pictures[i].n_tokens;
+    serve_image_limits lim = {.rules = ctx->pictures, .guard = ctx->guard, .image_dir = ctx->image_dir,
                               .max_file_bytes = ctx->max_file_bytes,
                               .token_budget = ctx->ctx - 2 - used};
     serve_image im;
     char msg[400];
     int st = serve_image_from_url(url->valuestring, &lim, &im, msg, sizeof msg);
     if (st != 0) return bad_set(bad, st, param, st == 400 ? "invalid_image" : NULL, "%s", msg);
-    r->images[r->n_images++] = im;
+    r->gen->pictures[r->gen->n_pictures++] = im;
     qvl_error err = {0};
-    if (qvl_chat_add_image(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+    if (qvl_prompt_add_picture(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
     return true;
 }
 
-static bool add_parts(qvl_chat *chat, serve_request *r, const serve_parse_ctx *ctx,
+static bool add_parts(qvl_prompt *chat, serve_request *r, const serve_parse_ctx *ctx,
                       const cJSON *content, size_t index, bool user, serve_bad *bad) {
     size_t k = 0;
     const cJSON *part;
@@ -260,7 +251,7 @@ static bool add_parts(qvl_chat *chat, serve_request *r, const serve_parse_ctx *c
             if (!cJSON_IsString(text))
                 return bad_set(bad, 400, param, "invalid_type", "a text part needs 'text' (a string)");
             if (!check_text(text->valuestring, param, bad)) return false;
-            if (qvl_chat_add_text(chat, text->valuestring, &err) != QVL_OK)
+            if (qvl_prompt_add_text(chat, text->valuestring, &err) != QVL_OK)
                 return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
         } else if (strcmp(type->valuestring, "image_url") == 0) {
             if (!user)
@@ -275,36 +266,36 @@ static bool add_parts(qvl_chat *chat, serve_request *r, const serve_parse_ctx *c
     return true;
 }
 
-static bool add_message(qvl_chat *chat, serve_request *r, const serve_parse_ctx *ctx,
+static bool add_message(qvl_prompt *chat, serve_request *r, const serve_parse_ctx *ctx,
                         const cJSON *msg, size_t index, serve_bad *bad) {
     char param[64];
     snprintf(param, sizeof param, "messages[%zu]", index);
     if (!cJSON_IsObject(msg)) return bad_set(bad, 400, param, "invalid_type", "a message must be an object");
     const cJSON *role = field(msg, "role");
     if (!cJSON_IsString(role)) return bad_set(bad, 400, param, "invalid_type", "a message needs a 'role'");
-    qvl_chat_role cr;
+    qvl_prompt_role cr;
     const char *rs = role->valuestring;
     /* OpenAI's newer "developer" role is the system prompt under another name. */
-    if (strcmp(rs, "system") == 0 || strcmp(rs, "developer") == 0) cr = QVL_CHAT_SYSTEM;
-    else if (strcmp(rs, "user") == 0) cr = QVL_CHAT_USER;
-    else if (strcmp(rs, "assistant") == 0) cr = QVL_CHAT_ASSISTANT;
+    if (strcmp(rs, "system") == 0 || strcmp(rs, "developer") == 0) cr = QVL_ROLE_SYSTEM;
+    else if (strcmp(rs, "user") == 0) cr = QVL_ROLE_USER;
+    else if (strcmp(rs, "assistant") == 0) cr = QVL_ROLE_ASSISTANT;
     else return bad_set(bad, 400, param, "unsupported_value",
                         "role '%.40s' is not supported (system, developer, user, assistant)", rs);
     const cJSON *content = field(msg, "content");
     qvl_error err = {0};
     qvl_status st;
     if (!content) {
-        if (cr != QVL_CHAT_ASSISTANT)
+        if (cr != QVL_ROLE_ASSISTANT)
             return bad_set(bad, 400, param, "invalid_value", "a %s message needs 'content'", rs);
-        st = qvl_chat_add(chat, cr, "", &err);
+        st = qvl_prompt_add(chat, cr, "", &err);
     } else if (cJSON_IsString(content)) {
         char where[96];
         snprintf(where, sizeof where, "%s.content", param);
         if (!check_text(content->valuestring, where, bad)) return false;
-        st = qvl_chat_add(chat, cr, content->valuestring, &err);
+        st = qvl_prompt_add(chat, cr, content->valuestring, &err);
     } else if (cJSON_IsArray(content)) {
-        st = qvl_chat_add(chat, cr, NULL, &err);
-        if (st == QVL_OK) return add_parts(chat, r, ctx, content, index, cr == QVL_CHAT_USER, bad);
+        st = qvl_prompt_add(chat, cr, NULL, &err);
+        if (st == QVL_OK) return add_parts(chat, r, ctx, content, index, cr == QVL_ROLE_USER, bad);
     } else {
         return bad_set(bad, 400, param, "invalid_type", "'content' must be a string or a list of parts");
     }
@@ -332,10 +323,10 @@ static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_
     if (cJSON_GetArraySize(msgs) > SERVE_MAX_MESSAGES)
         return bad_set(bad, 400, "messages", "invalid_value", "more than %d messages",
                        SERVE_MAX_MESSAGES);
-    r->images = calloc((size_t)ctx->max_images + 1, sizeof *r->images);
-    qvl_chat *chat = NULL;
+    r->gen->pictures = calloc((size_t)ctx->max_images + 1, sizeof *r->gen->pictures);
+    qvl_prompt *chat = NULL;
     qvl_error err = {0};
-    if (!r->images || qvl_chat_create(&chat, &err) != QVL_OK)
+    if (!r->gen->pictures || qvl_prompt_create(&chat, &err) != QVL_OK)
         return bad_set(bad, 500, NULL, NULL, "out of memory");
     bool ok = true;
     size_t index = 0;
@@ -344,10 +335,10 @@ static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_
         ok = add_message(chat, r, ctx, m, index++, bad);
         if (!ok) break;
     }
-    if (ok && qvl_chat_render(chat, true, &r->prompt, NULL, &err) != QVL_OK)
+    if (ok && qvl_prompt_render(chat, true, &r->gen->prompt, NULL, &err) != QVL_OK)
         ok = bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
-    if (ok) ok = check_prompt(r->prompt, r->n_images, bad);
-    qvl_chat_free(chat);
+    if (ok) ok = check_prompt(r->gen->prompt, r->gen->n_pictures, bad);
+    qvl_prompt_free(chat);
     return ok;
 }
 
@@ -358,7 +349,9 @@ bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ct
     cJSON *root = serve_json_parse(body, len, SERVE_MAX_JSON_DEPTH, bad, NULL);
     if (!root) return false;
     serve_request *r = calloc(1, sizeof *r);
-    if (!r) {
+    if (r) r->gen = calloc(1, sizeof *r->gen);
+    if (!r || !r->gen) {
+        free(r);
         cJSON_Delete(root);
         return bad_set(bad, 500, NULL, NULL, "out of memory");
     }

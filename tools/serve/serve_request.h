@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qvl/image_preprocess.h"
+#include "qvl/engine_job.h"
 #include "qvl/sampling.h"
 #include "serve_image.h"
 
@@ -18,23 +18,19 @@
 #define SERVE_MAX_MESSAGES 1024
 
 typedef struct serve_request {
-    char *prompt;          /* the conversation rendered by the chat template, generation prompt
-                            * included; one image placeholder per picture */
-    serve_image *images;   /* in prompt order */
-    size_t n_images;
+    /* What the engine generates from (qvl/engine_job.h): the conversation rendered by the
+     * model's chat template with the generation prompt, one picture placeholder per picture,
+     * the pictures in prompt order, sampling, max_tokens, stop strings. NULL once the engine
+     * took it (qvl_engine_prepare). */
+    qvl_engine_request *gen;
     bool stream, include_usage;
-    int64_t max_tokens;    /* -1: until a stop or the end of the context */
-    qvl_sampling_params sampling;
-    float frequency_penalty; /* OpenAI: logit -= penalty x times generated; 0: off */
-    char **stops;
-    size_t n_stops;
     char *cache_salt;      /* NULL: none. Prefix reuse happens only between requests with the
-                            * same salt (and API key): serve_prefix.h */
+                            * same salt (and API key): qvl/prefix_cache.h */
 } serve_request;
 
 typedef struct serve_parse_ctx {
     const qvl_sampling_params *defaults; /* from generation_config.json */
-    const qvl_preprocess_config *pc;     /* NULL: the model has no vision encoder */
+    const qvl_picture_rules *pictures;   /* NULL: the model has no vision encoder */
     const char *image_dir;               /* real path of --image-dir, or NULL */
     int max_images;
     size_t max_file_bytes;               /* largest local picture file */

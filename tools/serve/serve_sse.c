@@ -20,7 +20,7 @@ typedef enum phase { P_ROLE, P_TEXT, P_FINISH, P_USAGE, P_DONE, P_END } phase;
 typedef struct sse {
     serve_server *s;
     struct MHD_Connection *c;
-    serve_job *j;
+    qvl_job *j;
     char id[48];
     serve_oai_meta meta;
     bool include_usage;
@@ -50,7 +50,7 @@ static bool set_event(sse *e, char *json) {
 
 /* The next event; false at the end of the stream (or out of memory, or the client left). */
 static bool next_event(sse *e) {
-    serve_job *j = e->j;
+    qvl_job *j = e->j;
     for (;;) {
         switch (e->ph) {
         case P_ROLE:
@@ -72,30 +72,30 @@ static bool next_event(sse *e) {
                 free(text);
                 return ok;
             }
-            const bool finished = j->finish != SERVE_RUNNING;
+            const bool finished = j->finish != QVL_JOB_RUNNING;
             pthread_mutex_unlock(&j->mu);
             if (finished) {
                 e->ph = P_FINISH;
                 break;
             }
             if (serve_peer_gone(e->c)) return false;
-            serve_job_wait(j, SERVE_WAIT_TEXT, e->sent, WAIT_MS);
+            qvl_job_wait(j, QVL_WAIT_TEXT, e->sent, WAIT_MS);
             break;
         }
         case P_FINISH: {
             pthread_mutex_lock(&j->mu);
-            serve_finish f = j->finish;
+            qvl_finish f = j->finish;
             char msg[sizeof j->error];
             memcpy(msg, j->error, sizeof msg);
             pthread_mutex_unlock(&j->mu);
-            if (f == SERVE_FINISH_CANCELLED) return false;
+            if (f == QVL_FINISH_CANCELLED) return false;
             e->ph = P_USAGE;
             /* Headers are gone: the error travels as an event. (A stream starts after the
              * prefill, so TIMEOUT, which ends a job before it, does not reach here.) */
-            if (f == SERVE_FINISH_ERROR || f == SERVE_FINISH_TIMEOUT)
+            if (f == QVL_FINISH_ERROR || f == QVL_FINISH_TIMEOUT)
                 return set_event(e, serve_oai_error(500, msg, NULL, NULL));
             return set_event(e, serve_oai_chunk(&e->meta, false, NULL,
-                                                f == SERVE_FINISH_LENGTH ? "length" : "stop",
+                                                f == QVL_FINISH_LENGTH ? "length" : "stop",
                                                 e->include_usage));
         }
         case P_USAGE:
@@ -140,17 +140,17 @@ static void stream_free(void *cls) {
     sse *e = cls;
     /* Still running: the client left (or the connection broke) before the end. */
     atomic_store(&e->j->cancel, true);
-    serve_job_release(e->j);
+    qvl_job_release(e->j);
     free(e->pending);
     free(e);
 }
 
-enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, serve_job *j,
+enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_job *j,
                                 const serve_oai_meta *meta, bool include_usage) {
     sse *e = calloc(1, sizeof *e);
     if (!e) {
         atomic_store(&j->cancel, true);
-        serve_job_release(j);
+        qvl_job_release(j);
         return MHD_NO;
     }
     e->s = s;

@@ -1,10 +1,10 @@
 /* Stop-string search over the generated text. Stop strings are short (the request parser caps
  * them), so plain byte comparison is enough. */
-#include "serve_stop.h"
+#include "qvl/stop_strings.h"
 
 #include <string.h>
 
-bool serve_stop_find(char *const *stops, size_t n, const char *text, size_t len, size_t from,
+bool qvl_stop_find(char *const *stops, size_t n, const char *text, size_t len, size_t from,
                      size_t *at) {
     bool found = false;
     size_t best = 0;
@@ -26,7 +26,7 @@ bool serve_stop_find(char *const *stops, size_t n, const char *text, size_t len,
     return found;
 }
 
-size_t serve_stop_holdback(char *const *stops, size_t n, const char *text, size_t len) {
+size_t qvl_stop_holdback(char *const *stops, size_t n, const char *text, size_t len) {
     size_t hold = 0;
     for (size_t s = 0; s < n; s++) {
         size_t sl = strlen(stops[s]);

@@ -1,18 +1,18 @@
 /* The job hand-off: a mutex, a condition variable and a growing text buffer. */
 #define _POSIX_C_SOURCE 200809L
 
-#include "serve_job.h"
+#include "qvl/engine_job.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "serve_clock.h"
+#include "qvl/engine_clock.h"
 
-serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys,
-                            serve_prefix_image *images, int64_t n_ids) {
-    serve_job *j = calloc(1, sizeof *j);
+qvl_job *qvl_job_create(qvl_engine_request *req, int32_t *ids, uint64_t *keys,
+                            qvl_prefix_image *images, int64_t n_ids) {
+    qvl_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -39,29 +39,29 @@ serve_job *serve_job_create(serve_request *req, int32_t *ids, uint64_t *keys,
     return j;
 }
 
-double serve_job_now(void) {
+double qvl_job_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-bool serve_job_expired(const serve_job *j) {
-    return j->deadline > 0 && serve_job_now() >= j->deadline;
+bool qvl_job_expired(const qvl_job *j) {
+    return j->deadline > 0 && qvl_job_now() >= j->deadline;
 }
 
-void serve_job_retain(serve_job *j) {
+void qvl_job_retain(qvl_job *j) {
     pthread_mutex_lock(&j->mu);
     j->refs++;
     pthread_mutex_unlock(&j->mu);
 }
 
-void serve_job_release(serve_job *j) {
+void qvl_job_release(qvl_job *j) {
     if (!j) return;
     pthread_mutex_lock(&j->mu);
     int left = --j->refs;
     pthread_mutex_unlock(&j->mu);
     if (left > 0) return;
-    serve_request_free(j->req);
+    qvl_engine_request_free(j->req);
     free(j->ids);
     free(j->keys);
     free(j->images);
@@ -71,7 +71,7 @@ void serve_job_release(serve_job *j) {
     free(j);
 }
 
-bool serve_job_append(serve_job *j, const char *text, size_t n) {
+bool qvl_job_append(qvl_job *j, const char *text, size_t n) {
     pthread_mutex_lock(&j->mu);
     bool ok = true;
     if (j->len + n + 1 > j->cap) {
@@ -94,7 +94,7 @@ bool serve_job_append(serve_job *j, const char *text, size_t n) {
     return ok;
 }
 
-void serve_job_set_visible(serve_job *j, size_t visible) {
+void qvl_job_set_visible(qvl_job *j, size_t visible) {
     pthread_mutex_lock(&j->mu);
     if (visible > j->visible && visible <= j->len) {
         j->visible = visible;
@@ -103,7 +103,7 @@ void serve_job_set_visible(serve_job *j, size_t visible) {
     pthread_mutex_unlock(&j->mu);
 }
 
-void serve_job_set_started(serve_job *j, int64_t cached_tokens) {
+void qvl_job_set_started(qvl_job *j, int64_t cached_tokens) {
     pthread_mutex_lock(&j->mu);
     j->started = true;
     j->cached_tokens = cached_tokens;
@@ -111,7 +111,7 @@ void serve_job_set_started(serve_job *j, int64_t cached_tokens) {
     pthread_mutex_unlock(&j->mu);
 }
 
-void serve_job_truncate(serve_job *j, size_t len) {
+void qvl_job_truncate(qvl_job *j, size_t len) {
     pthread_mutex_lock(&j->mu);
     if (len < j->len) {
         j->len = len;
@@ -121,12 +121,12 @@ void serve_job_truncate(serve_job *j, size_t len) {
     pthread_mutex_unlock(&j->mu);
 }
 
-void serve_job_finish(serve_job *j, serve_finish how, const char *error) {
+void qvl_job_finish(qvl_job *j, qvl_finish how, const char *error) {
     pthread_mutex_lock(&j->mu);
-    if (j->finish == SERVE_RUNNING) {
+    if (j->finish == QVL_JOB_RUNNING) {
         j->finish = how;
         /* Whatever is held back for a stop string that never came is final now. */
-        if (how == SERVE_FINISH_STOP || how == SERVE_FINISH_LENGTH) j->visible = j->len;
+        if (how == QVL_FINISH_STOP || how == QVL_FINISH_LENGTH) j->visible = j->len;
         if (error) {
             strncpy(j->error, error, sizeof j->error - 1);
             j->error[sizeof j->error - 1] = '\0';
@@ -136,23 +136,33 @@ void serve_job_finish(serve_job *j, serve_finish how, const char *error) {
     pthread_mutex_unlock(&j->mu);
 }
 
-static bool awaited(const serve_job *j, serve_wait_for what, size_t seen) {
-    if (j->finish != SERVE_RUNNING) return true;
+static bool awaited(const qvl_job *j, qvl_job_wait_for what, size_t seen) {
+    if (j->finish != QVL_JOB_RUNNING) return true;
     switch (what) {
-    case SERVE_WAIT_START: return j->started;
-    case SERVE_WAIT_TEXT: return j->visible > seen;
-    case SERVE_WAIT_FINISH: break;
+    case QVL_WAIT_START: return j->started;
+    case QVL_WAIT_TEXT: return j->visible > seen;
+    case QVL_WAIT_FINISH: break;
     }
     return false;
 }
 
-void serve_job_wait(serve_job *j, serve_wait_for what, size_t seen, int timeout_ms) {
-    const struct timespec until = serve_monotonic_in_ms(timeout_ms);
+void qvl_job_wait(qvl_job *j, qvl_job_wait_for what, size_t seen, int timeout_ms) {
+    const struct timespec until = qvl_monotonic_in_ms(timeout_ms);
     pthread_mutex_lock(&j->mu);
-    if (what == SERVE_WAIT_TEXT) j->text_waiters++;
+    if (what == QVL_WAIT_TEXT) j->text_waiters++;
     while (!awaited(j, what, seen)) {
         if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
     }
-    if (what == SERVE_WAIT_TEXT) j->text_waiters--;
+    if (what == QVL_WAIT_TEXT) j->text_waiters--;
     pthread_mutex_unlock(&j->mu);
+}
+
+void qvl_engine_request_free(qvl_engine_request *r) {
+    if (!r) return;
+    free(r->prompt);
+    for (size_t i = 0; i < r->n_pictures; i++) qvl_picture_free(&r->pictures[i]);
+    free(r->pictures);
+    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stops);
+    free(r);
 }

@@ -10,8 +10,8 @@
  * Pictures: a pad token's key carries 64 bits of its picture's digest, so the keys find a
  * candidate; the whole SHA-256 digest (of the preprocessed pixels and the preprocessing that
  * made them) must then match too, so that no crafted picture can pass for another. */
-#ifndef QVL_SERVE_PREFIX_H
-#define QVL_SERVE_PREFIX_H
+#ifndef QVL_PREFIX_CACHE_H
+#define QVL_PREFIX_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,41 +19,41 @@
 
 #include "qvl/sha256.h"
 
-typedef struct serve_partition {
+typedef struct qvl_partition {
     uint8_t id[QVL_SHA256_BYTES];
-} serve_partition;
+} qvl_partition;
 
-/* No API key given: the key index is SERVE_PARTITION_NO_KEY. */
-#define SERVE_PARTITION_NO_KEY (-1)
+/* No API key given: the key index is QVL_PARTITION_NO_KEY. */
+#define QVL_PARTITION_NO_KEY (-1)
 
-/* The partition of requests sent with API key number key_index (SERVE_PARTITION_NO_KEY when
+/* The partition of requests sent with API key number key_index (QVL_PARTITION_NO_KEY when
  * the server has none) and cache_salt `salt` (NULL: none; "" is a salt of its own). */
-void serve_partition_make(int key_index, const char *salt, serve_partition *out);
-bool serve_partition_equal(const serve_partition *a, const serve_partition *b);
+void qvl_partition_make(int key_index, const char *salt, qvl_partition *out);
+bool qvl_partition_equal(const qvl_partition *a, const qvl_partition *b);
 
 /* One picture of a prompt: its pad tokens are [at, at + n_tokens). */
-typedef struct serve_prefix_image {
+typedef struct qvl_prefix_image {
     int64_t at, n_tokens;
     uint8_t digest[QVL_SHA256_BYTES];
-} serve_prefix_image;
+} qvl_prefix_image;
 
 /* A sequence of tokens as prefix reuse sees it (pictures in order of `at`). */
-typedef struct serve_prefix {
-    const serve_partition *partition;
+typedef struct qvl_prefix {
+    const qvl_partition *partition;
     const uint64_t *keys;
     int64_t n_keys;
-    const serve_prefix_image *images;
+    const qvl_prefix_image *images;
     size_t n_images;
-} serve_prefix;
+} qvl_prefix;
 
 /* The key of a text token, and of the k-th pad token of a picture (top bit set: never equal
  * to a text token's key). */
-uint64_t serve_prefix_text_key(int32_t id);
-uint64_t serve_prefix_pad_key(const uint8_t digest[QVL_SHA256_BYTES], int64_t k);
+uint64_t qvl_prefix_text_key(int32_t id);
+uint64_t qvl_prefix_pad_key(const uint8_t digest[QVL_SHA256_BYTES], int64_t k);
 
 /* Entries of `cache` that `prompt` may keep: 0 across partitions; else the common run of keys,
  * less what it would take of a picture that is not whole in it or not the same picture (by
  * digest), and never the prompt's last token (its logits choose the first answer token). */
-int64_t serve_prefix_match(const serve_prefix *cache, const serve_prefix *prompt);
+int64_t qvl_prefix_match(const qvl_prefix *cache, const qvl_prefix *prompt);
 
 #endif

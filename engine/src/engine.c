@@ -1,7 +1,7 @@
 /* Loading, the job queue and the scheduling loop. */
 #define _XOPEN_SOURCE 700
 
-#include "serve_engine.h"
+#include "qvl/engine.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -15,20 +15,20 @@
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/tokenizer.h"
-#include "serve_prefix.h"
-#include "serve_slot.h"
+#include "picture_rules.h"
+#include "qvl/prefix_cache.h"
+#include "slot.h"
 
-struct serve_engine {
-    const serve_config *cfg;
-    serve_metrics *metrics;
+struct qvl_engine {
+    qvl_engine_options opts;
     pthread_t thread;
     bool thread_started;
 
     pthread_mutex_t mu; /* state, queue, slot assignment */
     pthread_cond_t cv;
-    serve_state state;
+    qvl_engine_phase state;
     char error[1024];
-    serve_job **queue; /* ring of cfg->queue + cfg->parallel entries */
+    qvl_job **queue; /* ring of opts.queue + opts.slots entries */
     size_t q_cap, q_head, q_len;
     int idle;          /* slots without a job */
 
@@ -37,23 +37,20 @@ struct serve_engine {
     pthread_mutex_t tok_mu; /* encode is not thread-safe (qvl/tokenizer.h) */
     qvl_gen_config gen;
     qvl_sampling_params defaults;
-    qvl_preprocess_config pc;
+    qvl_picture_rules pictures;
     bool has_vision;
     int32_t pad_id;
-    char image_dir[PATH_MAX];
     qvl_model *model; /* one copy of the weights; each slot decodes its own sequence on it */
-    serve_slot *slots;
+    engine_slot *slots;
     int n_slots;
     /* One batched decode step's sequences, token ids, slots and logits [n_slots, vocab]. */
     qvl_seq **batch_seqs;
     int32_t *batch_ids;
     int *batch_slot;
     float *batch_logits;
-    serve_slot_env env;
+    engine_slot_env env;
     uint64_t tick;
-
-    serve_budget budget; /* picture memory (--max-image-memory); closed when stopping */
-    bool budget_ready;
+    qvl_engine_slot_info *info; /* [n_slots] under mu: what /slots shows */
 };
 
 static double now_seconds(void) {
@@ -63,9 +60,20 @@ static double now_seconds(void) {
 }
 
 /* Slot i's next token joins the step's batch, unless its job ended (then the slot is idle). */
-static int add_to_batch(serve_engine *e, int i, int n) {
+/* What /slots shows, from the slots as the engine thread left them. Under mu. */
+static void record_slots(qvl_engine *e) {
+    for (int i = 0; i < e->n_slots; i++) {
+        const engine_slot *s = &e->slots[i];
+        e->info[i] = (qvl_engine_slot_info){.id = i, .busy = s->job != NULL,
+                                            .n_prompt = s->job ? s->job->n_ids : 0,
+                                            .n_generated = s->job ? s->n_generated : 0,
+                                            .n_cached = s->n_keys};
+    }
+}
+
+static int add_to_batch(qvl_engine *e, int i, int n) {
     int32_t id;
-    if (!serve_slot_next(&e->slots[i], &e->env, &id)) return n;
+    if (!engine_slot_next(&e->slots[i], &e->env, &id)) return n;
     e->batch_ids[n] = id;
     e->batch_seqs[n] = e->slots[i].seq;
     e->batch_slot[n] = i;
@@ -75,31 +83,31 @@ static int add_to_batch(serve_engine *e, int i, int n) {
 /* One token for the n slots of the batch, through the model in one batched step: the weights
  * are read once for all of them (qvl_model_decode_batch). Each slot keeps its row of
  * batch_logits, which the next step's sampling reads before the next decode overwrites it. */
-static void decode_batch(serve_engine *e, int n) {
+static void decode_batch(qvl_engine *e, int n) {
     if (n == 0) return;
     qvl_error err = {0};
     const double t0 = now_seconds();
     qvl_status st = qvl_model_decode_batch(e->model, e->batch_seqs, e->batch_ids, (size_t)n,
                                            e->batch_logits, &err);
-    if (st == QVL_OK) serve_metrics_decode(e->metrics, n, now_seconds() - t0);
+    if (st == QVL_OK) observe_decode(&e->env, n, now_seconds() - t0);
     const size_t vocab = (size_t)e->env.vocab;
     for (int k = 0; k < n; k++) {
-        serve_slot *s = &e->slots[e->batch_slot[k]];
-        if (st == QVL_OK) serve_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab);
-        else serve_slot_feed_failed(s, &e->env, err.msg);
+        engine_slot *s = &e->slots[e->batch_slot[k]];
+        if (st == QVL_OK) engine_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab);
+        else engine_slot_feed_failed(s, &e->env, err.msg);
     }
 }
 
-static void set_state(serve_engine *e, serve_state st, const char *error) {
+static void set_state(qvl_engine *e, qvl_engine_phase st, const char *error) {
     pthread_mutex_lock(&e->mu);
-    if (e->state != SERVE_STOPPING) e->state = st;
+    if (e->state != QVL_ENGINE_STOPPING) e->state = st;
     if (error) snprintf(e->error, sizeof e->error, "%s", error);
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
-static qvl_status load(serve_engine *e, qvl_error *err) {
-    const serve_config *c = e->cfg;
+static qvl_status load(qvl_engine *e, qvl_error *err) {
+    const qvl_engine_options *c = &e->opts;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/tokenizer.json", c->model);
     qvl_status st = qvl_tokenizer_load(path, &e->tok, err);
@@ -111,20 +119,21 @@ static qvl_status load(serve_engine *e, qvl_error *err) {
         st = QVL_OK;
     }
     if (st != QVL_OK) return st;
-    e->slots = calloc((size_t)c->parallel, sizeof *e->slots);
+    e->slots = calloc((size_t)c->slots, sizeof *e->slots);
     if (!e->slots) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     qvl_model_options mo = {.plugins_path = c->plugins, .backend_name = c->backend,
-                            .ctx = c->ctx, .weight_dtype = c->weights,
+                            .ctx = c->ctx, .weight_dtype = c->weights, .kv_type = c->kv_type,
+                            .no_fuse = c->no_fuse, .no_mmap = c->no_mmap,
                             .backend_options = c->backend_options, .gpu_layers = c->gpu_layers,
                             .cpu_backend_name = c->cpu_backend,
                             .vision_backend_name = c->vision_backend};
     st = qvl_model_open(c->model, &mo, &e->model, err);
     if (st != QVL_OK) return st;
-    for (int i = 0; i < c->parallel; i++) {
-        st = serve_slot_open(&e->slots[i], i, e->model, err);
+    for (int i = 0; i < c->slots; i++) {
+        st = engine_slot_open(&e->slots[i], i, e->model, err);
         e->n_slots = i + 1;
         if (st != QVL_OK) return st;
-        QVL_LOG_I("slot %d of %d ready", i + 1, c->parallel);
+        QVL_LOG_I("slot %d of %d ready", i + 1, c->slots);
     }
     const qvl_qwen3vl_config *cfg = qvl_model_config(e->model);
     const int32_t vocab = (int32_t)cfg->text.vocab_size;
@@ -133,50 +142,53 @@ static qvl_status load(serve_engine *e, qvl_error *err) {
     /* Rows past the tokenizer's last id are untrained padding: never sampled (as qvl run). */
     e->defaults.n_valid = qvl_tokenizer_vocab_size(e->tok);
     if (e->defaults.n_valid > vocab) e->defaults.n_valid = vocab;
-    e->env = (serve_slot_env){.tok = e->tok, .gen = &e->gen, .metrics = e->metrics, .vocab = vocab};
+    e->env = (engine_slot_env){.tok = e->tok, .gen = &e->gen, .observer = &e->opts.observer,
+                              .vocab = vocab};
     e->batch_seqs = calloc((size_t)e->n_slots, sizeof *e->batch_seqs);
     e->batch_ids = calloc((size_t)e->n_slots, sizeof *e->batch_ids);
     e->batch_slot = calloc((size_t)e->n_slots, sizeof *e->batch_slot);
     e->batch_logits = malloc((size_t)e->n_slots * (size_t)vocab * sizeof *e->batch_logits);
-    if (!e->batch_seqs || !e->batch_ids || !e->batch_slot || !e->batch_logits)
+    e->info = calloc((size_t)e->n_slots, sizeof *e->info);
+    if (!e->batch_seqs || !e->batch_ids || !e->batch_slot || !e->batch_logits || !e->info)
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     e->has_vision = cfg->has_vision && cfg->image_token_id >= 0;
     e->pad_id = (int32_t)cfg->image_token_id;
     if (e->has_vision) {
         snprintf(path, sizeof path, "%s/preprocessor_config.json", c->model);
-        st = qvl_preprocess_config_load(path, &cfg->vision, &e->pc, err);
+        st = qvl_preprocess_config_load(path, &cfg->vision, &e->pictures.pc, err);
         if (st == QVL_E_NOT_FOUND) {
-            qvl_preprocess_config_default(&cfg->vision, &e->pc);
+            qvl_preprocess_config_default(&cfg->vision, &e->pictures.pc);
             st = QVL_OK;
         }
         if (st != QVL_OK) return st;
         /* No picture may take more tokens than a slot's context holds. */
-        int64_t cap = qvl_preprocess_tokens_to_pixels(&e->pc, c->ctx);
-        if (cap > 0 && cap < e->pc.max_pixels) e->pc.max_pixels = cap;
-        if (e->pc.min_pixels > e->pc.max_pixels) e->pc.min_pixels = e->pc.max_pixels;
+        qvl_preprocess_config *pc = &e->pictures.pc;
+        int64_t cap = qvl_preprocess_tokens_to_pixels(pc, c->ctx);
+        if (cap > 0 && cap < pc->max_pixels) pc->max_pixels = cap;
+        if (pc->min_pixels > pc->max_pixels) pc->min_pixels = pc->max_pixels;
     }
     return QVL_OK;
 }
 
-static void update_gauges(serve_engine *e) {
-    serve_metrics_set_queue(e->metrics, (int64_t)e->q_len, e->n_slots - e->idle);
+static void update_gauges(qvl_engine *e) {
+    observe_queue(&e->env, (int64_t)e->q_len, e->n_slots - e->idle);
 }
 
 /* Jobs whose client left, or whose deadline passed, while they waited end here, freeing their
  * place in the queue. Under mu. */
-static void purge_cancelled(serve_engine *e) {
+static void purge_cancelled(qvl_engine *e) {
     size_t kept = 0;
     for (size_t i = 0; i < e->q_len; i++) {
-        serve_job *j = e->queue[(e->q_head + i) % e->q_cap];
+        qvl_job *j = e->queue[(e->q_head + i) % e->q_cap];
         if (atomic_load(&j->cancel)) {
-            serve_metrics_completion(e->metrics, j->n_ids, 0, 0, 1);
-            serve_job_finish(j, SERVE_FINISH_CANCELLED, NULL);
-            serve_job_release(j);
-        } else if (serve_job_expired(j)) {
-            serve_metrics_completion(e->metrics, j->n_ids, 0, 0, 0);
-            serve_metrics_timeout(e->metrics);
-            serve_job_finish(j, SERVE_FINISH_TIMEOUT, SERVE_TIMEOUT_MESSAGE);
-            serve_job_release(j);
+            observe_completion(&e->env, j->n_ids, 0, 0, true);
+            qvl_job_finish(j, QVL_FINISH_CANCELLED, NULL);
+            qvl_job_release(j);
+        } else if (qvl_job_expired(j)) {
+            observe_completion(&e->env, j->n_ids, 0, 0, false);
+            observe_timeout(&e->env);
+            qvl_job_finish(j, QVL_FINISH_TIMEOUT, QVL_JOB_TIMEOUT_MESSAGE);
+            qvl_job_release(j);
         } else {
             e->queue[(e->q_head + kept++) % e->q_cap] = j;
         }
@@ -186,13 +198,13 @@ static void purge_cancelled(serve_engine *e) {
 
 /* The idle slot whose cache shares the longest prefix with j; ties go to the least recently
  * used. Under mu. */
-static serve_slot *pick_slot(serve_engine *e, const serve_job *j) {
-    serve_slot *best = NULL;
+static engine_slot *pick_slot(qvl_engine *e, const qvl_job *j) {
+    engine_slot *best = NULL;
     int64_t best_keep = -1;
     for (int i = 0; i < e->n_slots; i++) {
-        serve_slot *s = &e->slots[i];
+        engine_slot *s = &e->slots[i];
         if (s->job) continue;
-        int64_t keep = serve_slot_reusable(s, j);
+        int64_t keep = engine_slot_reusable(s, j);
         if (keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
             best = s;
             best_keep = keep;
@@ -203,18 +215,18 @@ static serve_slot *pick_slot(serve_engine *e, const serve_job *j) {
 
 /* Queued jobs into idle slots (recounted first: the step's sampling may have ended jobs).
  * Returns how many were claimed into starting[]. Under mu. */
-static int claim_jobs(serve_engine *e, serve_slot **starting) {
+static int claim_jobs(qvl_engine *e, engine_slot **starting) {
     int idle = 0;
     for (int i = 0; i < e->n_slots; i++) idle += e->slots[i].job == NULL;
     e->idle = idle;
     purge_cancelled(e);
     int n_starting = 0;
     while (e->q_len > 0 && e->idle > 0) {
-        serve_job *j = e->queue[e->q_head];
+        qvl_job *j = e->queue[e->q_head];
         e->q_head = (e->q_head + 1) % e->q_cap;
         e->q_len--;
-        serve_slot *s = pick_slot(e, j);
-        s->job = j; /* claimed under mu; serve_slot_start runs outside it */
+        engine_slot *s = pick_slot(e, j);
+        s->job = j; /* claimed under mu; engine_slot_start runs outside it */
         s->last_used = ++e->tick;
         e->idle--;
         starting[n_starting++] = s;
@@ -227,7 +239,7 @@ static int claim_jobs(serve_engine *e, serve_slot **starting) {
  * slots that are idle now (prefill, first token), and all of them decode as one batch. Jobs
  * that end this round are replaced in it, so under load the batch keeps its size and the
  * model keeps its batched graph (it rebuilds one when the number of rows changes). */
-static void engine_round(serve_engine *e, serve_slot **starting) {
+static void engine_round(qvl_engine *e, engine_slot **starting) {
     int n = 0;
     for (int i = 0; i < e->n_slots; i++)
         if (e->slots[i].job) n = add_to_batch(e, i, n);
@@ -237,10 +249,10 @@ static void engine_round(serve_engine *e, serve_slot **starting) {
         pthread_mutex_unlock(&e->mu);
         if (n_starting == 0) break;
         for (int k = 0; k < n_starting; k++) {
-            serve_slot *s = starting[k];
-            serve_job *j = s->job;
+            engine_slot *s = starting[k];
+            qvl_job *j = s->job;
             s->job = NULL;
-            serve_slot_start(s, j, &e->env);
+            engine_slot_start(s, j, &e->env);
             /* A job that ends at its first token (eos, max_tokens 1) frees the slot again:
              * the loop claims the next queued one for it. */
             if (s->job) n = add_to_batch(e, s->index, n);
@@ -252,30 +264,32 @@ static void engine_round(serve_engine *e, serve_slot **starting) {
     for (int i = 0; i < e->n_slots; i++) idle += e->slots[i].job == NULL;
     e->idle = idle;
     update_gauges(e);
+    record_slots(e);
     pthread_mutex_unlock(&e->mu);
 }
 
 static void *engine_main(void *arg) {
-    serve_engine *e = arg;
+    qvl_engine *e = arg;
     qvl_error err = {0};
     if (load(e, &err) != QVL_OK) {
-        set_state(e, SERVE_FAILED, err.msg);
+        set_state(e, QVL_ENGINE_FAILED, err.msg);
+        return NULL;
+    }
+    engine_slot **starting = calloc((size_t)e->n_slots, sizeof *starting);
+    if (!starting) {
+        set_state(e, QVL_ENGINE_FAILED, "out of memory");
         return NULL;
     }
     pthread_mutex_lock(&e->mu);
     e->idle = e->n_slots;
+    record_slots(e);
     pthread_mutex_unlock(&e->mu);
-    set_state(e, SERVE_READY, NULL);
-    serve_slot **starting = calloc((size_t)e->n_slots, sizeof *starting);
-    if (!starting) {
-        set_state(e, SERVE_FAILED, "out of memory");
-        return NULL;
-    }
+    set_state(e, QVL_ENGINE_READY, NULL);
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (e->state == SERVE_READY && e->q_len == 0 && e->idle == e->n_slots)
+        while (e->state == QVL_ENGINE_READY && e->q_len == 0 && e->idle == e->n_slots)
             pthread_cond_wait(&e->cv, &e->mu);
-        const bool serving = e->state == SERVE_READY;
+        const bool serving = e->state == QVL_ENGINE_READY;
         pthread_mutex_unlock(&e->mu);
         if (!serving) break;
         engine_round(e, starting);
@@ -284,198 +298,203 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-serve_engine *serve_engine_start(const serve_config *cfg, serve_metrics *metrics, qvl_error *err) {
-    serve_engine *e = calloc(1, sizeof *e);
+qvl_engine *qvl_engine_start(const qvl_engine_options *opts, qvl_error *err) {
+    if (!opts->model || opts->slots < 1 || opts->queue < 0 || opts->ctx < 2) {
+        qvl_fail(err, QVL_E_INVALID, "engine: a model, at least one slot and a context of two "
+                 "tokens or more are needed");
+        return NULL;
+    }
+    qvl_engine *e = calloc(1, sizeof *e);
     if (!e) {
         qvl_fail(err, QVL_E_NOMEM, "out of memory");
         return NULL;
     }
-    e->cfg = cfg;
-    e->metrics = metrics;
-    e->q_cap = (size_t)cfg->queue + (size_t)cfg->parallel;
+    e->opts = *opts;
+    e->q_cap = (size_t)opts->queue + (size_t)opts->slots;
     e->queue = calloc(e->q_cap, sizeof *e->queue);
-    e->budget_ready = serve_budget_init(&e->budget, cfg->max_image_memory);
-    if (!e->budget_ready) {
-        qvl_fail(err, QVL_E_NOMEM, "cannot make the picture memory budget");
-        free(e->queue);
-        free(e);
-        return NULL;
-    }
-    serve_metrics_set_image_budget(metrics, &e->budget);
-    if (cfg->image_dir && !realpath(cfg->image_dir, e->image_dir)) {
-        qvl_fail(err, QVL_E_IO, "--image-dir %s: no such directory", cfg->image_dir);
-        serve_metrics_set_image_budget(metrics, NULL);
-        serve_budget_destroy(&e->budget);
-        free(e->queue);
-        free(e);
-        return NULL;
-    }
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->tok_mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (!e->queue || pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         qvl_fail(err, QVL_E_NOMEM, "cannot start the engine thread");
-        serve_engine_free(e);
+        qvl_engine_free(e);
         return NULL;
     }
     e->thread_started = true;
     return e;
 }
 
-serve_state serve_engine_state(serve_engine *e) {
+qvl_engine_phase qvl_engine_state(qvl_engine *e) {
     pthread_mutex_lock(&e->mu);
-    serve_state st = e->state;
+    qvl_engine_phase st = e->state;
     pthread_mutex_unlock(&e->mu);
     return st;
 }
 
-const char *serve_engine_error(serve_engine *e) { return e->error; }
-
-serve_budget *serve_engine_image_budget(serve_engine *e) { return &e->budget; }
-
-void serve_engine_parse_ctx(serve_engine *e, serve_parse_ctx *out) {
-    out->defaults = &e->defaults;
-    out->pc = e->has_vision ? &e->pc : NULL;
-    out->image_dir = e->cfg->image_dir ? e->image_dir : NULL;
-    out->max_images = e->cfg->max_images;
-    out->max_file_bytes = e->cfg->max_body;
-    out->ctx = e->cfg->ctx;
-    out->guard = NULL; /* the connection sets its own */
+qvl_engine_phase qvl_engine_wait_loaded(qvl_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    while (e->state == QVL_ENGINE_LOADING) pthread_cond_wait(&e->cv, &e->mu);
+    qvl_engine_phase st = e->state;
+    pthread_mutex_unlock(&e->mu);
+    return st;
 }
 
-static bool refuse(serve_bad *bad, int status, const char *code, const char *msg) {
-    bad->status = status;
-    bad->code = code;
-    bad->param[0] = '\0';
-    snprintf(bad->message, sizeof bad->message, "%.500s", msg);
-    return false;
+const char *qvl_engine_error(qvl_engine *e) { return e->error; }
+
+const qvl_sampling_params *qvl_engine_sampling_defaults(qvl_engine *e) { return &e->defaults; }
+
+const qvl_picture_rules *qvl_engine_picture_rules(qvl_engine *e) {
+    return e->has_vision ? &e->pictures : NULL;
 }
 
-/* Per token, what its KV cache entry depends on (serve_prefix.h): the id, or for the k-th pad
- * of a picture the picture's digest and k. images gets each picture's pads and digest. */
-static void make_keys(const int32_t *ids, int64_t n, int32_t pad, const serve_request *r,
-                      uint64_t *keys, serve_prefix_image *images) {
+int64_t qvl_engine_ctx(qvl_engine *e) { return e->opts.ctx; }
+
+int qvl_engine_slots(qvl_engine *e) { return e->opts.slots; }
+
+int qvl_engine_slot_info_get(qvl_engine *e, qvl_engine_slot_info *out, int max) {
+    pthread_mutex_lock(&e->mu);
+    const int n = e->info ? e->n_slots : 0;
+    for (int i = 0; i < n && i < max; i++) out[i] = e->info[i];
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+/* Per token, what its KV cache entry depends on (qvl/prefix_cache.h): the id, or for the k-th
+ * pad of a picture the picture's digest and k. images gets each picture's pads and digest. */
+static void make_keys(const int32_t *ids, int64_t n, int32_t pad, const qvl_engine_request *r,
+                      uint64_t *keys, qvl_prefix_image *images) {
     size_t img = 0;
     int64_t k = 0;
     for (int64_t t = 0; t < n; t++) {
-        if (ids[t] == pad && img < r->n_images) {
-            const serve_image *im = &r->images[img];
+        if (ids[t] == pad && img < r->n_pictures) {
+            const qvl_picture *im = &r->pictures[img];
             if (k == 0) {
                 images[img].at = t;
                 images[img].n_tokens = im->n_tokens;
                 memcpy(images[img].digest, im->digest, sizeof images[img].digest);
             }
-            keys[t] = serve_prefix_pad_key(im->digest, k);
+            keys[t] = qvl_prefix_pad_key(im->digest, k);
             if (++k == im->n_tokens) {
                 img++;
                 k = 0;
             }
         } else {
-            keys[t] = serve_prefix_text_key(ids[t]);
+            keys[t] = qvl_prefix_text_key(ids[t]);
         }
     }
 }
 
-bool serve_engine_prepare(serve_engine *e, serve_request *req, serve_job **out, serve_bad *bad) {
-    *out = NULL;
+/* The prompt's ids with each picture's one placeholder expanded to its tokens. */
+static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t **out,
+                           int64_t *n_out, qvl_error *err) {
     int32_t *ids = NULL, *expanded = NULL;
     size_t count = 0;
-    qvl_error err = {0};
     pthread_mutex_lock(&e->tok_mu);
     qvl_status st = qvl_tokenizer_encode(e->tok, req->prompt, strlen(req->prompt), &ids, &count,
-                                         &err);
+                                         err);
     pthread_mutex_unlock(&e->tok_mu);
     int64_t n = (int64_t)count;
-    /* Also without pictures: a pad token in the text (the parser refuses the ones it can see
+    /* Also without pictures: a pad token in the text (a front end refuses the ones it can see
      * in the rendered prompt; this is the tokenizer's own count) has no pixels behind it, and
      * reaching a slot it would fail there and cost the slot its cache. */
     if (st == QVL_OK) {
-        int64_t *counts = malloc((req->n_images + 1) * sizeof *counts);
-        if (!counts) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
-        for (size_t i = 0; st == QVL_OK && i < req->n_images; i++) counts[i] = req->images[i].n_tokens;
+        int64_t *counts = malloc((req->n_pictures + 1) * sizeof *counts);
+        if (!counts) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        for (size_t i = 0; st == QVL_OK && i < req->n_pictures; i++)
+            counts[i] = req->pictures[i].n_tokens;
         if (st == QVL_OK)
-            st = qvl_expand_image_pads(ids, n, e->pad_id, counts, req->n_images, &expanded, &n,
-                                       &err);
+            st = qvl_expand_image_pads(ids, n, e->pad_id, counts, req->n_pictures, &expanded, &n,
+                                       err);
         free(counts);
         free(ids);
         ids = expanded;
     }
     if (st != QVL_OK) {
         free(ids);
-        serve_request_free(req);
         /* A text that spells out the picture placeholder token breaks the count. */
-        return refuse(bad, st == QVL_E_NOMEM ? 500 : 400, NULL, err.msg);
+        return st == QVL_E_NOMEM ? st : QVL_E_INVALID;
     }
-    const int64_t ctx = e->cfg->ctx;
+    *out = ids;
+    *n_out = n;
+    return QVL_OK;
+}
+
+qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **out,
+                              qvl_error *err) {
+    *out = NULL;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    qvl_status st = tokenize(e, req, &ids, &n, err);
+    if (st != QVL_OK) {
+        qvl_engine_request_free(req);
+        return st;
+    }
+    const int64_t ctx = e->opts.ctx;
     if (n >= ctx) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "the prompt has %lld tokens, but a slot's context (--ctx) holds "
-                 "%lld including the answer", (long long)n, (long long)ctx);
         free(ids);
-        serve_request_free(req);
-        return refuse(bad, 400, "context_length_exceeded", msg);
+        qvl_engine_request_free(req);
+        return qvl_fail(err, QVL_E_LIMIT, "the prompt has %lld tokens, but a slot's context "
+                        "(--ctx) holds %lld including the answer", (long long)n, (long long)ctx);
     }
     uint64_t *keys = malloc((size_t)n * sizeof *keys);
-    serve_prefix_image *images = calloc(req->n_images + 1, sizeof *images);
-    serve_job *j = keys && images ? serve_job_create(req, ids, keys, images, n) : NULL;
+    qvl_prefix_image *images = calloc(req->n_pictures + 1, sizeof *images);
+    qvl_job *j = keys && images ? qvl_job_create(req, ids, keys, images, n) : NULL;
     if (!j) {
         free(ids);
         free(keys);
         free(images);
-        serve_request_free(req);
-        return refuse(bad, 500, NULL, "out of memory");
+        qvl_engine_request_free(req);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
     make_keys(ids, n, e->pad_id, req, keys, images);
-    serve_partition_make(SERVE_PARTITION_NO_KEY, req->cache_salt, &j->partition);
+    qvl_partition_make(QVL_PARTITION_NO_KEY, NULL, &j->partition);
     *out = j;
-    return true;
+    return QVL_OK;
 }
 
-int serve_engine_submit(serve_engine *e, serve_job *j) {
+qvl_status qvl_engine_submit(qvl_engine *e, qvl_job *j) {
     pthread_mutex_lock(&e->mu);
-    int rc = 0;
-    if (e->state != SERVE_READY) {
-        rc = 503;
-    } else if (e->q_len >= (size_t)e->cfg->queue + (size_t)e->idle || e->q_len >= e->q_cap) {
-        rc = 429;
+    qvl_status st = QVL_OK;
+    if (e->state != QVL_ENGINE_READY) {
+        st = QVL_E_INVALID;
+    } else if (e->q_len >= (size_t)e->opts.queue + (size_t)e->idle || e->q_len >= e->q_cap) {
+        st = QVL_E_LIMIT;
     } else {
-        serve_job_retain(j);
+        qvl_job_retain(j);
         e->queue[(e->q_head + e->q_len) % e->q_cap] = j;
         e->q_len++;
         update_gauges(e);
         pthread_cond_broadcast(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
-    return rc;
+    return st;
 }
 
-void serve_engine_stop(serve_engine *e) {
+void qvl_engine_stop(qvl_engine *e) {
     if (!e) return;
-    /* Decodes and waits for picture memory end first: they make no connection thread wait. */
-    if (e->budget_ready) serve_budget_close(&e->budget);
     pthread_mutex_lock(&e->mu);
-    e->state = SERVE_STOPPING;
+    e->state = QVL_ENGINE_STOPPING;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
     if (e->thread_started) pthread_join(e->thread, NULL);
     e->thread_started = false;
     static const char bye[] = "the server is shutting down";
-    for (int i = 0; i < e->n_slots; i++) serve_slot_end(&e->slots[i], &e->env, SERVE_FINISH_ERROR, bye);
+    for (int i = 0; i < e->n_slots; i++) engine_slot_end(&e->slots[i], &e->env, QVL_FINISH_ERROR, bye);
     pthread_mutex_lock(&e->mu);
     while (e->q_len > 0) {
-        serve_job *j = e->queue[e->q_head];
+        qvl_job *j = e->queue[e->q_head];
         e->q_head = (e->q_head + 1) % e->q_cap;
         e->q_len--;
-        serve_job_finish(j, SERVE_FINISH_ERROR, bye);
-        serve_job_release(j);
+        qvl_job_finish(j, QVL_FINISH_ERROR, bye);
+        qvl_job_release(j);
     }
     pthread_mutex_unlock(&e->mu);
 }
 
-void serve_engine_free(serve_engine *e) {
+void qvl_engine_free(qvl_engine *e) {
     if (!e) return;
-    serve_engine_stop(e);
-    for (int i = 0; i < e->n_slots; i++) serve_slot_close(&e->slots[i]);
+    qvl_engine_stop(e);
+    for (int i = 0; i < e->n_slots; i++) engine_slot_close(&e->slots[i]);
     free(e->slots);
     free(e->batch_seqs);
     free(e->batch_ids);
@@ -484,8 +503,7 @@ void serve_engine_free(serve_engine *e) {
     qvl_model_close(e->model);
     qvl_tokenizer_free(e->tok);
     free(e->queue);
-    serve_metrics_set_image_budget(e->metrics, NULL);
-    if (e->budget_ready) serve_budget_destroy(&e->budget);
+    free(e->info);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->tok_mu);
     pthread_mutex_destroy(&e->mu);

@@ -1,0 +1,113 @@
+/* The engine: one model loaded into `slots` sequences (each its own KV cache on the model's one
+ * copy of the weights), a queue of jobs, and one thread that runs every model call. A front end
+ * (qvl serve's connections, qvl chat's terminal) prepares a request into a job, submits it and
+ * reads the answer from the job (qvl/engine_job.h); it never touches the model.
+ *
+ * Scheduling: each round, every busy slot samples its next token, queued jobs take the slots
+ * that are idle now (longest cached prefix first, qvl/prefix_cache.h), and all busy slots'
+ * tokens go through the model as one batched step (the weights read once for all of them).
+ * One thread rather than one per slot because each backend already spreads a step over all
+ * cores: concurrent slots would only fight over them, and one thread keeps every backend call
+ * on a single thread. */
+#ifndef QVL_ENGINE_H
+#define QVL_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qvl/backend.h" /* qvl_options */
+#include "qvl/engine_job.h"
+#include "qvl/engine_picture.h"
+#include "qvl/sampling.h"
+#include "qvl/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum qvl_engine_phase {
+    QVL_ENGINE_LOADING = 0,
+    QVL_ENGINE_READY,
+    QVL_ENGINE_FAILED,   /* loading failed (qvl_engine_error says why) */
+    QVL_ENGINE_STOPPING,
+} qvl_engine_phase;
+
+/* What the engine reports as it works (every member optional), called on the engine thread
+ * except `queue`, which submit also calls from the submitting thread. */
+typedef struct qvl_engine_observer {
+    void *arg;
+    /* A job finished: prompt tokens (cached: taken from a slot's cache), generated tokens,
+     * and whether it was cancelled. Called before the job's waiters are woken. */
+    void (*completion)(void *arg, int64_t prompt, int64_t cached, int64_t generated,
+                       bool cancelled);
+    void (*timeout)(void *arg); /* a job's deadline ended it (cut or never started) */
+    void (*prefill)(void *arg, int64_t tokens, double seconds);
+    /* One batched decode step of `rows` sequences. */
+    void (*decode)(void *arg, int64_t rows, double seconds);
+    void (*queue)(void *arg, int64_t waiting, int64_t busy_slots);
+} qvl_engine_observer;
+
+typedef struct qvl_engine_options {
+    const char *model;      /* model directory */
+    int slots;              /* sequences decoded at once (>= 1) */
+    int queue;              /* jobs that may wait for a slot beyond the idle slots */
+    int64_t ctx;            /* KV cache capacity of each slot, in tokens */
+    /* As qvl run's --backend, --plugins, --weights, --kv-type, -ngl, --cpu-backend,
+     * --vision-backend, --no-fuse and --no-mmap (qvl/qwen3vl_model.h says what each does). */
+    const char *backend, *plugins, *weights, *kv_type;
+    const char *gpu_layers, *cpu_backend, *vision_backend;
+    bool no_fuse, no_mmap;
+    const qvl_options *backend_options; /* laid over plugins.yaml (-t); NULL: none */
+    qvl_engine_observer observer;
+} qvl_engine_options;
+
+typedef struct qvl_engine qvl_engine;
+
+/* Start the engine thread, which loads the model (phase LOADING, then READY or FAILED).
+ * opts' strings must outlive the engine. NULL with err set when the thread cannot start. */
+qvl_engine *qvl_engine_start(const qvl_engine_options *opts, qvl_error *err);
+qvl_engine_phase qvl_engine_state(qvl_engine *e);
+const char *qvl_engine_error(qvl_engine *e); /* valid once FAILED */
+/* Wait until loading ends: READY or FAILED (or STOPPING). */
+qvl_engine_phase qvl_engine_wait_loaded(qvl_engine *e);
+
+/* Once READY (valid until qvl_engine_free): */
+const qvl_sampling_params *qvl_engine_sampling_defaults(qvl_engine *e); /* generation_config */
+/* How pictures are prepared; NULL when the model has no vision encoder. Pictures larger than a
+ * slot's context are already ruled out by its pixel bounds. */
+const qvl_picture_rules *qvl_engine_picture_rules(qvl_engine *e);
+int64_t qvl_engine_ctx(qvl_engine *e);
+int qvl_engine_slots(qvl_engine *e);
+
+/* Tokenize a request into a job (takes req, also on failure). Errors: QVL_E_LIMIT when the
+ * prompt does not fit a slot's context, QVL_E_NOMEM, else QVL_E_INVALID (a picture
+ * placeholder spelled in the text, a count that does not match the pictures). The job's
+ * partition is no API key and no salt, its deadline none: set them before submitting. */
+qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **out,
+                              qvl_error *err);
+
+/* Queue a job (the engine takes its own reference). QVL_OK; QVL_E_LIMIT when the queue is
+ * full; QVL_E_INVALID when the engine is not serving (loading, failed or stopping). */
+qvl_status qvl_engine_submit(qvl_engine *e, qvl_job *j);
+
+/* Each slot as /slots shows it. */
+typedef struct qvl_engine_slot_info {
+    int id;
+    bool busy;
+    int64_t n_prompt;    /* the running job's prompt tokens (0 when idle) */
+    int64_t n_generated; /* tokens generated for it so far */
+    int64_t n_cached;    /* tokens the slot's KV cache holds (what a next prompt may reuse) */
+} qvl_engine_slot_info;
+/* Up to max slots' state into out; returns the number of slots. A snapshot: slots change as
+ * the engine runs. */
+int qvl_engine_slot_info_get(qvl_engine *e, qvl_engine_slot_info *out, int max);
+
+/* Finish every job with an error, stop and join the thread. */
+void qvl_engine_stop(qvl_engine *e);
+void qvl_engine_free(qvl_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,119 @@
+/* One request on its way through the engine: a front end (a server connection, the terminal)
+ * fills the input and submits it; the engine thread writes the answer; the front end reads
+ * the answer as it grows (streaming) or once it is finished.
+ *
+ * Ownership: reference counted (the connection and the engine each hold one); the last
+ * qvl_job_release frees it with its request. The output fields are written by the engine
+ * only, under mu; readers take mu. `cancel` is set by the connection (client gone) and read by
+ * the engine before every token. */
+#ifndef QVL_ENGINE_JOB_H
+#define QVL_ENGINE_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qvl/engine_picture.h"
+#include "qvl/prefix_cache.h"
+#include "qvl/sampling.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What to generate: a rendered prompt (qvl/engine_prompt.h) with its pictures and how to
+ * sample and stop. Owned by the job once prepared (qvl_engine_prepare); every pointer is
+ * malloc'd and freed by qvl_engine_request_free. */
+typedef struct qvl_engine_request {
+    char *prompt;          /* one picture placeholder per picture */
+    qvl_picture *pictures; /* in prompt order */
+    size_t n_pictures;
+    int64_t max_tokens;    /* -1: until a stop or the end of the context */
+    qvl_sampling_params sampling;
+    float frequency_penalty; /* OpenAI's: logit -= penalty x times generated; 0: off */
+    char **stops;          /* stop strings: the answer ends before the first one */
+    size_t n_stops;
+} qvl_engine_request;
+
+void qvl_engine_request_free(qvl_engine_request *r);
+
+typedef enum qvl_finish {
+    QVL_JOB_RUNNING = 0,
+    QVL_FINISH_STOP,      /* a stop token or stop string */
+    QVL_FINISH_LENGTH,    /* max_tokens, or the slot's context is full */
+    QVL_FINISH_CANCELLED, /* the client went away */
+    QVL_FINISH_ERROR,     /* the engine failed (message in error) */
+    QVL_FINISH_TIMEOUT,   /* the deadline passed before a slot took it: nothing generated */
+} qvl_finish;
+
+typedef struct qvl_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+
+    /* Input, read-only once submitted. */
+    qvl_engine_request *req;
+    int32_t *ids;        /* the prompt's tokens, each picture's pads expanded */
+    int64_t n_ids;
+    uint64_t *keys;      /* per token: what the KV cache entry depends on (qvl/prefix_cache.h) */
+    qvl_prefix_image *images; /* per picture: where its pads are, and its digest */
+    qvl_partition partition;  /* whose cached prefixes it may reuse (API key, cache_salt) */
+    double deadline;     /* qvl_job_now() seconds after which no token is generated; 0: none */
+
+    /* Output (engine writes under mu). */
+    char *text;          /* answer so far (complete UTF-8 characters) */
+    size_t len, cap;
+    size_t visible;      /* text[0, visible) is final: no stop string can start in it */
+    bool started;        /* prefill done, tokens follow */
+    qvl_finish finish;
+    int64_t completion_tokens;
+    int64_t cached_tokens; /* prompt tokens that were already in the slot's cache */
+    char error[512];
+
+    int text_waiters;    /* connections waiting for QVL_WAIT_TEXT (under mu): new text
+                          * wakes only them, not a non-streamed answer's thread per token */
+
+    atomic_bool cancel;
+} qvl_job;
+
+/* Takes ownership of req, ids, keys and images (all malloc'd). NULL when out of memory (then
+ * nothing is taken). One reference. */
+qvl_job *qvl_job_create(qvl_engine_request *req, int32_t *ids, uint64_t *keys,
+                            qvl_prefix_image *images, int64_t n_ids);
+void qvl_job_retain(qvl_job *j);
+/* Why a job ends QVL_FINISH_TIMEOUT (its error text). */
+#define QVL_JOB_TIMEOUT_MESSAGE "no slot was free before the request's deadline (--request-timeout); retry later"
+/* Seconds on the monotonic clock (the deadline's clock). */
+double qvl_job_now(void);
+/* The deadline has passed (never when it is 0). */
+bool qvl_job_expired(const qvl_job *j);
+void qvl_job_release(qvl_job *j);
+
+/* Engine side. append copies text after the answer (not final until set_visible says so);
+ * false when out of memory. */
+bool qvl_job_append(qvl_job *j, const char *text, size_t n);
+void qvl_job_set_visible(qvl_job *j, size_t visible);
+void qvl_job_set_started(qvl_job *j, int64_t cached_tokens);
+/* Cut the answer at `len` (a stop string begins there) and finish. */
+void qvl_job_truncate(qvl_job *j, size_t len);
+void qvl_job_finish(qvl_job *j, qvl_finish how, const char *error);
+
+/* What a connection waits for (besides the job finishing, which always ends a wait). A
+ * non-streamed answer waits for QVL_WAIT_FINISH only: waking per token would have its
+ * thread spin on the published text while the engine, which needs the cores, generates. */
+typedef enum qvl_job_wait_for {
+    QVL_WAIT_START,  /* the prefill is done (a stream's headers can go) */
+    QVL_WAIT_TEXT,   /* more than `seen` bytes are visible */
+    QVL_WAIT_FINISH, /* nothing else */
+} qvl_job_wait_for;
+
+/* Connection side: wait until what `what` names happens, the job finishes, or timeout_ms
+ * passes. Takes and releases mu. */
+void qvl_job_wait(qvl_job *j, qvl_job_wait_for what, size_t seen, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+/* Pictures: the model's preprocessing behind the engine's picture type. */
+#include "qvl/engine_picture.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "picture_rules.h"
+
+qvl_picture_rules *qvl_picture_rules_create(const struct qvl_preprocess_config *pc) {
+    qvl_picture_rules *r = malloc(sizeof *r);
+    if (r) r->pc = *pc;
+    return r;
+}
+
+void qvl_picture_rules_free(qvl_picture_rules *r) { free(r); }
+
+static int64_t held_bytes(const qvl_image_grid *grid, const qvl_preprocess_config *pc) {
+    const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
+    return qvl_image_grid_patches(grid) * width * (int64_t)sizeof(float);
+}
+
+qvl_status qvl_picture_plan_for(const qvl_picture_rules *r, int64_t width, int64_t height,
+                                int64_t decode_bytes_per_pixel, qvl_picture_plan *out,
+                                qvl_error *err) {
+    const qvl_preprocess_config *pc = &r->pc;
+    qvl_image_grid grid;
+    qvl_status st = qvl_image_plan_grid(width, height, pc, &grid, err);
+    if (st != QVL_OK) return st;
+    out->n_tokens = qvl_image_grid_tokens(&grid, pc->merge_size);
+    out->held_bytes = held_bytes(&grid, pc);
+    /* The decode's peak, then preprocessing: the resized RGB picture and the horizontal
+     * resampling pass's intermediate (height rows of the new width), and the f32 pixels.
+     * Summed, though the decode's buffers are gone before the resize starts: a bound, not a
+     * guess. */
+    const int64_t rw = grid.w * pc->patch_size, rh = grid.h * pc->patch_size;
+    out->decode_bytes = width * height * decode_bytes_per_pixel + rw * rh * 3 + height * rw * 3 +
+                        out->held_bytes;
+    return QVL_OK;
+}
+
+/* What the encoder will see (pixels and grid) and the preprocessing that made them, each
+ * field at a fixed width. */
+static void digest_of(const qvl_picture *p, const qvl_preprocess_config *pc, size_t pixel_bytes,
+                      uint8_t out[QVL_SHA256_BYTES]) {
+    qvl_sha256_ctx h;
+    qvl_sha256_init(&h);
+    static const char domain[] = "qvl serve picture v1";
+    qvl_sha256_update(&h, domain, sizeof domain);
+    const int64_t sizes[6] = {pc->patch_size, pc->temporal_patch_size, pc->merge_size,
+                              pc->min_pixels, pc->max_pixels, p->grid_t};
+    qvl_sha256_update(&h, sizes, sizeof sizes);
+    const double norm[7] = {pc->rescale_factor, pc->image_mean[0], pc->image_mean[1],
+                            pc->image_mean[2], pc->image_std[0], pc->image_std[1],
+                            pc->image_std[2]};
+    qvl_sha256_update(&h, norm, sizeof norm);
+    const int64_t grid[2] = {p->grid_h, p->grid_w};
+    qvl_sha256_update(&h, grid, sizeof grid);
+    qvl_sha256_update(&h, p->pixels, pixel_bytes);
+    qvl_sha256_final(&h, out);
+}
+
+qvl_status qvl_picture_make(const qvl_picture_rules *r, qvl_image *img, qvl_picture *out,
+                            qvl_error *err) {
+    const qvl_preprocess_config *pc = &r->pc;
+    float *px = NULL;
+    qvl_image_grid grid;
+    qvl_status st = qvl_image_preprocess(img, pc, &px, &grid, err);
+    qvl_image_free(img);
+    if (st != QVL_OK) return st;
+    out->pixels = px;
+    out->grid_t = grid.t;
+    out->grid_h = grid.h;
+    out->grid_w = grid.w;
+    out->n_rows = qvl_image_grid_patches(&grid);
+    out->n_tokens = qvl_image_grid_tokens(&grid, pc->merge_size);
+    digest_of(out, pc, (size_t)held_bytes(&grid, pc), out->digest);
+    return QVL_OK;
+}
+
+void qvl_picture_free(qvl_picture *p) {
+    if (!p) return;
+    free(p->pixels);
+    p->pixels = NULL;
+    if (p->give_back && p->reserved > 0) p->give_back(p->give_back_arg, p->reserved);
+    p->reserved = 0;
+    p->give_back = NULL;
+}

@@ -1,0 +1,101 @@
+/* A slot: one sequence the server decodes (its own KV cache and position on the model's one
+ * copy of the weights), and the job it is answering. Driven by the engine thread only: every
+ * model call of a slot first makes the slot's sequence the model's current one.
+ *
+ * Prefix reuse (qvl/prefix_cache.h): a slot remembers whose prompt its cache holds (the partition:
+ * API key and cache_salt), per KV cache entry a key of what the entry depends on (the token
+ * id, or for a picture's pad token the picture's digest and the pad's index), and its
+ * pictures' digests. A new request of the same partition keeps the longest common run and
+ * prefills only the rest; pictures inside the kept run are not encoded again. */
+#ifndef QVL_ENGINE_SLOT_H
+#define QVL_ENGINE_SLOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qvl/gen_config.h"
+#include "qvl/qwen3vl_model.h"
+#include "qvl/text_stream.h"
+#include "qvl/tokenizer.h"
+#include "qvl/engine.h"
+#include "qvl/engine_job.h"
+#include "qvl/prefix_cache.h"
+
+/* What every slot shares (read-only while serving). */
+typedef struct engine_slot_env {
+    const qvl_tokenizer *tok;
+    const qvl_gen_config *gen; /* stop tokens */
+    const qvl_engine_observer *observer;
+    int32_t vocab;             /* logits row length */
+} engine_slot_env;
+
+typedef struct engine_slot {
+    int index;
+    qvl_model *m;         /* shared by every slot */
+    qvl_seq *seq;         /* this slot's KV cache and position */
+    uint64_t *keys;       /* [ctx]: keys of the tokens in the KV cache */
+    int64_t n_keys;
+    qvl_partition partition;  /* whose prompt the cache holds (valid while n_keys > 0) */
+    qvl_prefix_image *images; /* the cached prompt's pictures */
+    size_t n_images;
+    uint64_t last_used;   /* engine tick of the last job, to pick the least recently used */
+
+    qvl_job *job;       /* NULL: idle */
+    qvl_sampler *sampler;
+    float *logits, *work; /* [vocab]: the prefill's next-token logits; a penalised copy */
+    const float *row;     /* the logits the next token is drawn from: `logits` after the
+                           * prefill, else the slot's row of the engine's batch output, which
+                           * stays unchanged until the next step, by when it has been read */
+    int32_t *generated;   /* [ctx]: ids generated for the job */
+    int64_t n_generated, max_new;
+    size_t searched;      /* answer bytes already searched for stop strings */
+    qvl_text_stream stream;
+    bool oom;
+} engine_slot;
+
+/* The observer's calls, each skipped when the front end gave none. */
+static inline void observe_completion(const engine_slot_env *env, int64_t prompt, int64_t cached,
+                                      int64_t generated, bool cancelled) {
+    const qvl_engine_observer *o = env->observer;
+    if (o->completion) o->completion(o->arg, prompt, cached, generated, cancelled);
+}
+static inline void observe_timeout(const engine_slot_env *env) {
+    if (env->observer->timeout) env->observer->timeout(env->observer->arg);
+}
+static inline void observe_prefill(const engine_slot_env *env, int64_t n, double seconds) {
+    if (env->observer->prefill) env->observer->prefill(env->observer->arg, n, seconds);
+}
+static inline void observe_decode(const engine_slot_env *env, int64_t n, double seconds) {
+    if (env->observer->decode) env->observer->decode(env->observer->arg, n, seconds);
+}
+static inline void observe_queue(const engine_slot_env *env, int64_t waiting, int64_t busy) {
+    if (env->observer->queue) env->observer->queue(env->observer->arg, waiting, busy);
+}
+
+qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *err);
+void engine_slot_close(engine_slot *s);
+
+/* Prompt tokens of j this slot's cache already holds (what engine_slot_start would reuse). */
+int64_t engine_slot_reusable(const engine_slot *s, const qvl_job *j);
+
+/* Take j (the slot keeps a reference) and prefill its prompt. On failure the job is finished
+ * with an error and released; the slot is idle again. Either way the job's picture pixels are
+ * freed (and their memory budget given back): generation does not need them. */
+void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env);
+
+/* A decode step for the slot's job, in two halves so that the engine can run every busy
+ * slot's token through the model in one batched step (qvl_model_decode_batch):
+ * engine_slot_next samples the next token from the slot's logits and publishes its text; it
+ * returns true with *next when the token must go through the model (the job goes on), false
+ * when the job ended (stop, length, deadline, cancelled, error: finished and released, the
+ * slot idle) or the slot has none. Then engine_slot_fed gives the slot that token's logits
+ * (vocab floats, not copied: they must stay unchanged until the slot's next engine_slot_next),
+ * or engine_slot_feed_failed ends the job with the model's error. */
+bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next);
+void engine_slot_fed(engine_slot *s, int32_t id, const float *logits);
+void engine_slot_feed_failed(engine_slot *s, const engine_slot_env *env, const char *error);
+
+/* Finish the slot's job (if any) this way and release it. */
+void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how, const char *error);
+
+#endif
