@@ -7,3 +7,8 @@ qvl_add_test(test_prefix_cache SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_prefix_cac
 qvl_add_test(test_serve_budget SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_budget.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c LIBS qvl-engine Threads::Threads)
 target_include_directories(test_serve_budget PRIVATE ${CMAKE_SOURCE_DIR}/tools/serve)
+# The engine under qvl serve and qvl chat (engine/): batch join and leave against each job
+# alone, cancellation and deadline mid-batch, prefix selection, partition isolation.
+qvl_add_test(test_engine SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine.c
+  LIBS qvl-engine qvl-test-support)
+add_dependencies(test_engine qvl-reference)

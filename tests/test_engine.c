@@ -1,0 +1,296 @@
+/* The engine (qvl/engine.h) on a fixture model, on every parity backend that loads:
+ *   - 16 jobs at once (text and picture prompts, 4 slots, the rest queued) give the greedy
+ *     answers each gives alone on a 1-slot engine: jobs join the running batch and leave it
+ *     without changing anyone's tokens;
+ *   - a job cancelled while others decode ends CANCELLED and the others' answers are intact;
+ *     a job whose deadline has passed before a slot takes it ends TIMEOUT with nothing
+ *     generated;
+ *   - prefix reuse: a prompt that extends a cached one reuses it (cached_tokens > 0), goes to
+ *     the slot that holds it, and a picture inside the kept prefix is not encoded again;
+ *   - partitions: the same prompt under another cache_salt or API key reuses nothing, and
+ *     under the same one reuses as much as before. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "parity_backends.h"
+#include "qvl/engine.h"
+#include "qvl/engine_prompt.h"
+#include "qvl/file.h"
+#include "qvl/image.h"
+
+#define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
+#define N_JOBS 16
+#define MAX_NEW 12
+
+typedef struct counts {
+    int64_t prefills, prefill_tokens, decode_steps, max_rows;
+} counts;
+
+static void on_prefill(void *arg, int64_t n, double s) {
+    (void)s;
+    counts *c = arg;
+    c->prefills++;
+    c->prefill_tokens += n;
+}
+static void on_decode(void *arg, int64_t rows, double s) {
+    (void)s;
+    counts *c = arg;
+    c->decode_steps++;
+    if (rows > c->max_rows) c->max_rows = rows;
+}
+
+static qvl_engine *start(const char *backend, int slots, counts *c) {
+    qvl_engine_options o = {.model = FIXTURE, .slots = slots, .queue = N_JOBS, .ctx = 512,
+                            .backend = backend, .kv_type = "f32"};
+    /* The counts are written by the engine thread only and read after qvl_engine_stop. */
+    o.observer = (qvl_engine_observer){.arg = c, .prefill = on_prefill, .decode = on_decode};
+    qvl_error err = {0};
+    qvl_engine *e = qvl_engine_start(&o, &err);
+    if (!e) fail_msg("%s: %s", backend, err.msg);
+    if (qvl_engine_wait_loaded(e) != QVL_ENGINE_READY)
+        fail_msg("%s: %s", backend, qvl_engine_error(e));
+    return e;
+}
+
+/* A picture file of the fixture's, ready for the engine. */
+static void load_picture(qvl_engine *e, const char *name, qvl_picture *out) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", FIXTURE, name);
+    char *bytes = NULL;
+    size_t n = 0;
+    qvl_error err = {0};
+    assert_int_equal(qvl_read_file(path, 1 << 24, QVL_E_IO, &bytes, &n, &err), QVL_OK);
+    qvl_image img;
+    assert_int_equal(qvl_image_decode((const unsigned char *)bytes, n, name, &img, &err), QVL_OK);
+    free(bytes);
+    memset(out, 0, sizeof *out);
+    const qvl_picture_rules *rules = qvl_engine_picture_rules(e);
+    assert_non_null(rules);
+    assert_int_equal(qvl_picture_make(rules, &img, out, &err), QVL_OK);
+}
+
+/* Job k's request: a user turn (some with a picture first), greedy. `extra` continues the
+ * conversation (an assistant reply and a new user turn) when not NULL. */
+static qvl_engine_request *request(qvl_engine *e, int k, const char *extra) {
+    qvl_engine_request *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    qvl_prompt *p = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_prompt_create(&p, &err), QVL_OK);
+    const bool picture = k % 3 == 1;
+    char text[96];
+    snprintf(text, sizeof text, "question %d: what comes after %d?", k, k * 7);
+    if (picture) {
+        r->pictures = calloc(1, sizeof *r->pictures);
+        assert_non_null(r->pictures);
+        load_picture(e, k % 2 ? "small.png" : "wide.png", &r->pictures[0]);
+        r->n_pictures = 1;
+        assert_int_equal(qvl_prompt_add_picture(p, &err), QVL_OK);
+        assert_int_equal(qvl_prompt_add_text(p, text, &err), QVL_OK);
+    } else {
+        assert_int_equal(qvl_prompt_add(p, QVL_ROLE_USER, text, &err), QVL_OK);
+    }
+    if (extra) {
+        assert_int_equal(qvl_prompt_add(p, QVL_ROLE_ASSISTANT, "fine", &err), QVL_OK);
+        assert_int_equal(qvl_prompt_add(p, QVL_ROLE_USER, extra, &err), QVL_OK);
+    }
+    assert_int_equal(qvl_prompt_render(p, true, &r->prompt, NULL, &err), QVL_OK);
+    qvl_prompt_free(p);
+    qvl_sampling_params_default(&r->sampling);
+    r->sampling.temperature = 0.0f;
+    r->max_tokens = MAX_NEW;
+    return r;
+}
+
+static qvl_job *submit(qvl_engine *e, qvl_engine_request *r, const char *salt) {
+    qvl_job *j = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_engine_prepare(e, r, &j, &err), QVL_OK);
+    qvl_partition_make(QVL_PARTITION_NO_KEY, salt, &j->partition);
+    assert_int_equal(qvl_engine_submit(e, j), QVL_OK);
+    return j;
+}
+
+static qvl_finish wait_done(qvl_job *j) {
+    for (;;) {
+        qvl_job_wait(j, QVL_WAIT_FINISH, 0, 1000);
+        pthread_mutex_lock(&j->mu);
+        qvl_finish f = j->finish;
+        pthread_mutex_unlock(&j->mu);
+        if (f != QVL_JOB_RUNNING) return f;
+    }
+}
+
+static void wait_started(qvl_job *j) {
+    for (;;) {
+        qvl_job_wait(j, QVL_WAIT_START, 0, 1000);
+        pthread_mutex_lock(&j->mu);
+        bool go = j->started || j->finish != QVL_JOB_RUNNING;
+        pthread_mutex_unlock(&j->mu);
+        if (go) return;
+    }
+}
+
+typedef struct answer {
+    char text[4096];
+    int64_t tokens;
+    qvl_finish finish;
+} answer;
+
+static void take(qvl_job *j, answer *a) {
+    a->finish = wait_done(j);
+    pthread_mutex_lock(&j->mu);
+    snprintf(a->text, sizeof a->text, "%s", j->text ? j->text : "");
+    a->tokens = j->completion_tokens;
+    pthread_mutex_unlock(&j->mu);
+    qvl_job_release(j);
+}
+
+static void test_concurrent_equals_alone(void **state) {
+    (void)state;
+    parity_backends l;
+    parity_backends_get(&l);
+    for (size_t b = 0; b < l.n; b++) {
+        if (!parity_backend_loads(&l, b)) continue;
+        const char *be = l.names[b];
+        static answer alone[N_JOBS], together[N_JOBS];
+        counts c1 = {0}, c4 = {0};
+        qvl_engine *e = start(be, 1, &c1);
+        for (int k = 0; k < N_JOBS; k++) take(submit(e, request(e, k, NULL), NULL), &alone[k]);
+        qvl_engine_free(e);
+
+        e = start(be, 4, &c4);
+        qvl_job *jobs[N_JOBS];
+        /* One job first, the rest once it runs: they join a batch already decoding. */
+        jobs[0] = submit(e, request(e, 0, NULL), NULL);
+        wait_started(jobs[0]);
+        for (int k = 1; k < N_JOBS; k++) jobs[k] = submit(e, request(e, k, NULL), NULL);
+        for (int k = 0; k < N_JOBS; k++) take(jobs[k], &together[k]);
+        qvl_engine_free(e);
+        for (int k = 0; k < N_JOBS; k++) {
+            assert_int_equal(together[k].finish, alone[k].finish);
+            assert_int_equal(together[k].tokens, alone[k].tokens);
+            if (strcmp(together[k].text, alone[k].text) != 0)
+                fail_msg("%s: job %d: batched \"%s\" != alone \"%s\"", be, k, together[k].text,
+                         alone[k].text);
+        }
+        /* The 4-slot engine really batched: steps of more than one row happened. */
+        assert_true(c4.max_rows > 1);
+        assert_true(c4.max_rows <= 4);
+        assert_int_equal(c1.max_rows, 1);
+    }
+}
+
+static void test_cancel_and_deadline_mid_batch(void **state) {
+    (void)state;
+    counts c = {0};
+    qvl_engine *e = start("reference", 2, &c);
+    answer want;
+    take(submit(e, request(e, 2, NULL), NULL), &want);
+
+    /* The long job alone runs far past the point where it is cancelled below (greedy: the same
+     * tokens every time), so only the cancel can end it early. */
+    qvl_engine_request *long_one = request(e, 5, NULL);
+    long_one->max_tokens = 400;
+    answer full;
+    take(submit(e, long_one, "long"), &full);
+    assert_true(full.tokens > 100);
+    long_one = request(e, 5, NULL);
+    long_one->max_tokens = 400;
+    qvl_job *victim = submit(e, long_one, NULL);
+    qvl_job *other = submit(e, request(e, 2, NULL), "other"); /* another partition: no reuse */
+    wait_started(victim);
+    atomic_store(&victim->cancel, true);
+    answer got, cancelled;
+    take(other, &got);
+    take(victim, &cancelled);
+    assert_int_equal(cancelled.finish, QVL_FINISH_CANCELLED);
+    assert_true(cancelled.tokens < full.tokens);
+    assert_string_equal(got.text, want.text);
+
+    /* A deadline already past when a slot would take it: nothing generated. */
+    qvl_job *late = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_engine_prepare(e, request(e, 3, NULL), &late, &err), QVL_OK);
+    late->deadline = qvl_job_now() - 1.0;
+    assert_int_equal(qvl_engine_submit(e, late), QVL_OK);
+    answer timed_out;
+    take(late, &timed_out);
+    assert_int_equal(timed_out.finish, QVL_FINISH_TIMEOUT);
+    assert_int_equal(timed_out.tokens, 0);
+    qvl_engine_free(e);
+}
+
+static int64_t cached_of(qvl_job *j) {
+    wait_done(j);
+    pthread_mutex_lock(&j->mu);
+    int64_t n = j->cached_tokens;
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
+static void test_prefix_reuse_and_partitions(void **state) {
+    (void)state;
+    counts c = {0};
+    qvl_engine *e = start("reference", 2, &c);
+    /* Two conversations fill the two slots (the second in a partition of its own, else it
+     * would take the first's slot for the template's opening tokens they share). */
+    qvl_job *a = submit(e, request(e, 1, NULL), "s1");
+    assert_int_equal(cached_of(a), 0);
+    qvl_job_release(a);
+    qvl_job *b = submit(e, request(e, 4, NULL), "s3");
+    assert_int_equal(cached_of(b), 0);
+    qvl_job_release(b);
+
+    /* Picture conversation, next turn: its prefix (picture included) comes from the cache. */
+    const int64_t before = c.prefill_tokens;
+    qvl_job *next = submit(e, request(e, 1, "and then?"), "s1");
+    const int64_t reused = cached_of(next);
+    const int64_t prompt = next->n_ids;
+    assert_true(reused > 0);
+    int64_t pads = next->images[0].at + next->images[0].n_tokens;
+    assert_true(reused >= pads); /* the whole picture was kept: not encoded again */
+    assert_int_equal(c.prefill_tokens - before, prompt - reused);
+    qvl_job_release(next);
+
+    /* The same prompt under another salt: nothing reused; under the same salt again: as much. */
+    qvl_job *other = submit(e, request(e, 1, "and then?"), "s2");
+    assert_int_equal(cached_of(other), 0);
+    qvl_job_release(other);
+    qvl_job *again = submit(e, request(e, 1, "and then?"), "s1");
+    int64_t again_cached = cached_of(again);
+    qvl_job_release(again);
+    /* The s2 job took the least recently used slot (job 4's), so s1's cache survived. */
+    assert_int_equal(again_cached, prompt - 1);
+
+    /* An API key is a partition too. */
+    qvl_job *keyed = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_engine_prepare(e, request(e, 1, "and then?"), &keyed, &err), QVL_OK);
+    qvl_partition_make(0, "s1", &keyed->partition);
+    assert_int_equal(qvl_engine_submit(e, keyed), QVL_OK);
+    assert_int_equal(cached_of(keyed), 0);
+    qvl_job_release(keyed);
+
+    qvl_engine_slot_info info[4];
+    assert_int_equal(qvl_engine_slot_info_get(e, info, 4), 2);
+    assert_false(info[0].busy);
+    assert_true(info[0].n_cached > 0 && info[1].n_cached > 0);
+    qvl_engine_free(e);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_cancel_and_deadline_mid_batch),
+        cmocka_unit_test(test_prefix_reuse_and_partitions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
