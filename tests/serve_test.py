@@ -488,6 +488,30 @@ def test_metrics(s):
           s.metric("qvl_decode_tokens_per_second") > 0 and s.metric("qvl_prefill_tokens_per_second") > 0)
     check("/metrics: 4xx responses counted",
           re.search(r'^qvl_http_responses_total\{code="400"\} [1-9]', text, re.M) is not None)
+    # test_concurrent ran two requests at once on two slots: some step decoded both
+    steps = s.metric("qvl_decode_steps_total")
+    two = re.search(r'^qvl_decode_batch_rows_bucket\{le="2"\} ([0-9]+)$', text, re.M)
+    one = re.search(r'^qvl_decode_batch_rows_bucket\{le="1"\} ([0-9]+)$', text, re.M)
+    check("/metrics: decode steps and their batch sizes", steps > 0 and one and two and
+          int(two.group(1)) == steps and int(one.group(1)) < steps and
+          s.metric("qvl_decode_batch_rows_count") == steps and s.metric("qvl_prefills_total") > 0,
+          (steps, one and one.group(0), two and two.group(0)))
+
+
+def test_slots(s):
+    status, _, _ = s.request("GET", "/slots", key=None)
+    check("/slots needs the key", status == 401, status)
+    status, headers, data = s.request("GET", "/slots")
+    slots = json.loads(data) if status == 200 else None
+    check("/slots: one entry per slot in llama-server's shape", status == 200 and
+          isinstance(slots, list) and len(slots) == 2 and
+          all(set(["id", "n_ctx", "is_processing", "n_prompt_tokens", "n_cached_tokens",
+                   "next_token"]) <= set(x) for x in slots) and
+          [x["id"] for x in slots] == [0, 1] and all(x["n_ctx"] == 8192 for x in slots),
+          (status, data[:300]))
+    check("/slots: idle, with the last prompts cached", slots is not None and
+          not any(x["is_processing"] for x in slots) and
+          any(x["n_cached_tokens"] > 0 for x in slots), slots)
 
 
 def test_loading(tmp, model):
@@ -578,6 +602,7 @@ def main():
         test_disconnect(s)
         test_hostile(s, timeout)
         test_metrics(s)
+        test_slots(s)
         test_openai_client(s, want)
         status, _, body = s.chat({"messages": user("Hello there"), "max_tokens": 12, "temperature": 0})
         check("still answering after everything", status == 200 and content_of(body) == want, body)

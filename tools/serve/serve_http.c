@@ -33,7 +33,7 @@
 /* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
 #define SERVE_TRIM_AFTER_BYTES ((size_t)1 << 20)
 
-typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS } route;
+typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_SLOTS } route;
 
 typedef struct conn_state {
     route r;
@@ -97,6 +97,7 @@ static route route_of(const char *url) {
     if (strcmp(url, "/v1/models") == 0) return R_MODELS;
     if (strcmp(url, "/health") == 0) return R_HEALTH;
     if (strcmp(url, "/metrics") == 0) return R_METRICS;
+    if (strcmp(url, "/slots") == 0) return R_SLOTS;
     return R_NOT_FOUND;
 }
 
@@ -144,6 +145,15 @@ static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, r
     case R_METRICS:
         return serve_reply(c, s, 200, "text/plain; version=0.0.4; charset=utf-8",
                            serve_metrics_render(s->metrics));
+    case R_SLOTS: {
+        if (st != QVL_ENGINE_READY)
+            return serve_reply_error(c, s, 503, "the model is loading; retry when GET /health "
+                                     "says ok", NULL, "model_loading");
+        qvl_engine_slot_info info[256]; /* --parallel is at most 256 */
+        const int n = qvl_engine_slot_info_get(s->engine, info, 256);
+        return serve_reply(c, s, 200, "application/json",
+                           serve_oai_slots(info, n < 256 ? n : 256, s->cfg->ctx));
+    }
     default:
         return serve_reply_error(c, s, 404, "not found", NULL, "not_found");
     }
@@ -216,7 +226,7 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
     char msg[160];
     if (r == R_NOT_FOUND) {
         *rc = serve_reply_error(c, s, 404, "not found: the server answers POST "
-                                "/v1/chat/completions, GET /v1/models, /health and /metrics",
+                                "/v1/chat/completions, GET /v1/models, /health, /metrics and /slots",
                                 NULL, "not_found");
         return true;
     }

@@ -13,12 +13,18 @@
 static const int codes[] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
 #define N_CODES (sizeof codes / sizeof codes[0])
 
+/* Upper bounds of the decode-step batch size histogram (rows per step). */
+static const int row_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+#define N_ROW_BUCKETS (sizeof row_buckets / sizeof row_buckets[0])
+
 typedef struct counts {
     int n_slots;
     int64_t responses[N_CODES + 1];
     int64_t completions, cancelled, timed_out;
     int64_t prompt_tokens, cached_tokens, completion_tokens;
     int64_t prefill_tokens, decode_tokens;
+    int64_t prefills, decode_steps, last_rows;
+    int64_t rows_le[N_ROW_BUCKETS]; /* decode steps of at most row_buckets[i] rows */
     double prefill_seconds, decode_seconds;
     int64_t waiting, busy;
 } counts;
@@ -75,6 +81,7 @@ void serve_metrics_prefill(serve_metrics *m, int64_t n, double seconds) {
     pthread_mutex_lock(&m->mu);
     m->c.prefill_tokens += n;
     m->c.prefill_seconds += seconds;
+    m->c.prefills++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -82,6 +89,9 @@ void serve_metrics_decode(serve_metrics *m, int64_t n, double seconds) {
     pthread_mutex_lock(&m->mu);
     m->c.decode_tokens += n;
     m->c.decode_seconds += seconds;
+    m->c.decode_steps++;
+    m->c.last_rows = n;
+    for (size_t i = 0; i < N_ROW_BUCKETS; i++) m->c.rows_le[i] += n <= row_buckets[i];
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -174,6 +184,20 @@ char *serve_metrics_render(serve_metrics *m) {
             "gauge", s.prefill_seconds > 0 ? (double)s.prefill_tokens / s.prefill_seconds : 0.0);
     counter(&b, "qvl_decode_tokens_per_second", "Decode speed: decode tokens / decode seconds.",
             "gauge", s.decode_seconds > 0 ? (double)s.decode_tokens / s.decode_seconds : 0.0);
+    counter(&b, "qvl_prefills_total", "Prefills run (one per request that reached a slot).",
+            "counter", (double)s.prefills);
+    counter(&b, "qvl_decode_steps_total", "Batched decode steps run (one token per busy slot).",
+            "counter", (double)s.decode_steps);
+    counter(&b, "qvl_decode_batch_size", "Sequences in the last decode step.", "gauge",
+            (double)s.last_rows);
+    put(&b, "# HELP qvl_decode_batch_rows Sequences per decode step.\n"
+            "# TYPE qvl_decode_batch_rows histogram\n");
+    for (size_t i = 0; i < N_ROW_BUCKETS; i++)
+        put(&b, "qvl_decode_batch_rows_bucket{le=\"%d\"} %lld\n", row_buckets[i],
+            (long long)s.rows_le[i]);
+    put(&b, "qvl_decode_batch_rows_bucket{le=\"+Inf\"} %lld\nqvl_decode_batch_rows_sum %lld\n"
+            "qvl_decode_batch_rows_count %lld\n", (long long)s.decode_steps,
+        (long long)s.decode_tokens, (long long)s.decode_steps);
     counter(&b, "qvl_queue_length", "Requests waiting for a slot.", "gauge", (double)s.waiting);
     counter(&b, "qvl_slots_busy", "Slots generating.", "gauge", (double)s.busy);
     counter(&b, "qvl_slots_total", "Slots (--parallel).", "gauge", (double)s.n_slots);

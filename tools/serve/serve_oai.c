@@ -113,3 +113,22 @@ char *serve_oai_models(const char *model, long long created) {
               cJSON_AddStringToObject(e, "owned_by", "qvl");
     return print_free(root, ok);
 }
+
+char *serve_oai_slots(const qvl_engine_slot_info *slots, int n, int64_t n_ctx) {
+    cJSON *root = cJSON_CreateArray();
+    bool ok = root != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        cJSON *s = cJSON_CreateObject();
+        ok = s && cJSON_AddItemToArray(root, s);
+        cJSON *next = ok ? cJSON_CreateObject() : NULL;
+        ok = ok && next && cJSON_AddNumberToObject(s, "id", slots[i].id) &&
+             cJSON_AddNumberToObject(s, "n_ctx", (double)n_ctx) &&
+             cJSON_AddBoolToObject(s, "is_processing", slots[i].busy) &&
+             cJSON_AddNumberToObject(s, "n_prompt_tokens", (double)slots[i].n_prompt) &&
+             cJSON_AddNumberToObject(s, "n_cached_tokens", (double)slots[i].n_cached) &&
+             cJSON_AddNumberToObject(next, "n_decoded", (double)slots[i].n_generated) &&
+             cJSON_AddItemToObject(s, "next_token", next);
+        if (!ok && next && !cJSON_GetObjectItem(s, "next_token")) cJSON_Delete(next);
+    }
+    return print_free(root, ok);
+}

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "qvl/engine.h"
+
 /* The fields shared by a completion and its chunks. */
 typedef struct serve_oai_meta {
     const char *id;    /* "chatcmpl-..." */
@@ -32,6 +34,11 @@ char *serve_oai_chunk(const serve_oai_meta *m, bool role, const char *content, c
                       bool usage_null);
 /* The last chunk under stream_options.include_usage: no choices, the usage. */
 char *serve_oai_usage_chunk(const serve_oai_meta *m, const serve_oai_usage *u);
+
+/* GET /slots, in llama-server's shape: an array of {id, n_ctx, is_processing,
+ * n_prompt_tokens, n_cached_tokens (what the slot's KV cache holds for reuse),
+ * next_token: {n_decoded}}. */
+char *serve_oai_slots(const qvl_engine_slot_info *slots, int n, int64_t n_ctx);
 
 /* GET /v1/models. */
 char *serve_oai_models(const char *model, long long created);
