@@ -9,7 +9,9 @@ One slot, the tiny model (thousands of tokens take well over the deadline, any C
   before it;
 - a request queued behind one that uses its whole deadline still gets its answer;
 - a request whose deadline passes before a slot is free gets 503 `timeout`, nothing generated
-  (made certain by a long prefill ahead of it: a prefill is not interrupted);
+  (made certain by a long prefill ahead of it, run whole with --batch-size 0);
+- a request whose deadline passes while its long prompt is prefilled in chunks (the default)
+  stops between two chunks: 503 `timeout`, nothing generated;
 - the server answers normally afterwards and exits cleanly.
 
 The checks wait for events (a slot busy, a request queued, answers) and assert no upper bound
@@ -157,6 +159,21 @@ def test_expired_in_queue(port):
           "--request-timeout" in body["error"].get("message", ""), (status, body))
 
 
+def test_expired_in_prefill(port):
+    """On a server with a 1 s deadline and chunked prefill: a prompt of 24,000 tokens, whose
+    prefill takes seconds, stops between two chunks once its deadline has passed."""
+    out = []
+    check("prefill expiry: starts with the server idle", wait_idle(port))
+    t = timed_chat(port, {"messages": u.user("apple " * 24000), "max_tokens": LONG,
+                          "temperature": 0}, out, timeout=PATIENCE)
+    t.join()
+    _, status, body, _ = out[0]
+    check("prefill expiry: 503 timeout, nothing generated, the prefill named",
+          status == 503 and isinstance(body, dict) and
+          body.get("error", {}).get("code") == "timeout" and
+          "prefilled" in body["error"].get("message", ""), (status, body))
+
+
 def finish(s, timed_out):
     """The deadline counter, a normal answer afterwards, idle gauges, a clean SIGTERM."""
     check("/metrics counts every request the deadline stopped",
@@ -201,10 +218,16 @@ def main():
                                     "max_position_embeddings": 32768})
         s = u.Server(QVL, tmp, "expiry", ["-m", model8, "--parallel", "1", "--queue", "4",
                                           "--ctx", "32768", "--request-timeout",
-                                          str(EXPIRY_DEADLINE)])
+                                          str(EXPIRY_DEADLINE), "--batch-size", "0"])
         check("expiry server ready", s.wait_ready(), s.text())
         test_expired_in_queue(s.port)
         finish(s, 2)  # B and C
+        s = u.Server(QVL, tmp, "chunked", ["-m", model8, "--parallel", "1", "--queue", "4",
+                                           "--ctx", "32768", "--request-timeout",
+                                           str(EXPIRY_DEADLINE)])
+        check("chunked server ready", s.wait_ready(), s.text())
+        test_expired_in_prefill(s.port)
+        finish(s, 1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return check.summary()

@@ -11,6 +11,7 @@
  *     under the same one reuses as much as before. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,7 +31,8 @@
 #define MAX_NEW 12
 
 typedef struct counts {
-    int64_t prefills, prefill_tokens, decode_steps, max_rows;
+    int64_t prefills, prefill_tokens, max_rows;
+    atomic_llong decode_steps; /* read by the test while the engine runs */
 } counts;
 
 static void on_prefill(void *arg, int64_t n, double s) {
@@ -42,13 +44,13 @@ static void on_prefill(void *arg, int64_t n, double s) {
 static void on_decode(void *arg, int64_t rows, double s) {
     (void)s;
     counts *c = arg;
-    c->decode_steps++;
+    atomic_fetch_add(&c->decode_steps, 1);
     if (rows > c->max_rows) c->max_rows = rows;
 }
 
-static qvl_engine *start(const char *backend, int slots, counts *c) {
+static qvl_engine *start_chunked(const char *backend, int slots, int64_t chunk, counts *c) {
     qvl_engine_options o = {.model = FIXTURE, .slots = slots, .queue = N_JOBS, .ctx = 512,
-                            .backend = backend, .kv_type = "f32"};
+                            .backend = backend, .kv_type = "f32", .prefill_chunk = chunk};
     /* The counts are written by the engine thread only and read after qvl_engine_stop. */
     o.observer = (qvl_engine_observer){.arg = c, .prefill = on_prefill, .decode = on_decode};
     qvl_error err = {0};
@@ -57,6 +59,10 @@ static qvl_engine *start(const char *backend, int slots, counts *c) {
     if (qvl_engine_wait_loaded(e) != QVL_ENGINE_READY)
         fail_msg("%s: %s", backend, qvl_engine_error(e));
     return e;
+}
+
+static qvl_engine *start(const char *backend, int slots, counts *c) {
+    return start_chunked(backend, slots, 0, c);
 }
 
 /* A picture file of the fixture's, ready for the engine. */
@@ -153,20 +159,24 @@ static void take(qvl_job *j, answer *a) {
     qvl_job_release(j);
 }
 
+/* Chunks of 16 tokens cut every prompt (and the pictures' rows) into several. */
+static const int64_t chunks[] = {0, 16};
+
 static void test_concurrent_equals_alone(void **state) {
     (void)state;
     parity_backends l;
     parity_backends_get(&l);
-    for (size_t b = 0; b < l.n; b++) {
+    for (size_t b = 0; b < l.n; b++) for (size_t ch = 0; ch < 2; ch++) {
         if (!parity_backend_loads(&l, b)) continue;
         const char *be = l.names[b];
+        const int64_t chunk = chunks[ch];
         static answer alone[N_JOBS], together[N_JOBS];
         counts c1 = {0}, c4 = {0};
-        qvl_engine *e = start(be, 1, &c1);
+        qvl_engine *e = start_chunked(be, 1, chunk, &c1);
         for (int k = 0; k < N_JOBS; k++) take(submit(e, request(e, k, NULL), NULL), &alone[k]);
         qvl_engine_free(e);
 
-        e = start(be, 4, &c4);
+        e = start_chunked(be, 4, chunk, &c4);
         qvl_job *jobs[N_JOBS];
         /* One job first, the rest once it runs: they join a batch already decoding. */
         jobs[0] = submit(e, request(e, 0, NULL), NULL);
@@ -178,8 +188,8 @@ static void test_concurrent_equals_alone(void **state) {
             assert_int_equal(together[k].finish, alone[k].finish);
             assert_int_equal(together[k].tokens, alone[k].tokens);
             if (strcmp(together[k].text, alone[k].text) != 0)
-                fail_msg("%s: job %d: batched \"%s\" != alone \"%s\"", be, k, together[k].text,
-                         alone[k].text);
+                fail_msg("%s, chunk %lld: job %d: batched \"%s\" != alone \"%s\"", be,
+                         (long long)chunk, k, together[k].text, alone[k].text);
         }
         /* The 4-slot engine really batched: steps of more than one row happened. */
         assert_true(c4.max_rows > 1);
@@ -225,6 +235,47 @@ static void test_cancel_and_deadline_mid_batch(void **state) {
     take(late, &timed_out);
     assert_int_equal(timed_out.finish, QVL_FINISH_TIMEOUT);
     assert_int_equal(timed_out.tokens, 0);
+    qvl_engine_free(e);
+}
+
+/* A long prompt arriving while a stream decodes runs in chunks between the stream's steps. */
+static void test_chunked_prefill_interleaves(void **state) {
+    (void)state;
+    counts c = {0};
+    const int64_t chunk = 16;
+    qvl_engine *e = start_chunked("reference", 2, chunk, &c);
+    qvl_engine_request *stream = request(e, 2, NULL);
+    stream->max_tokens = 400;
+    qvl_job *running = submit(e, stream, "a");
+    wait_started(running);
+
+    qvl_engine_request *long_one = calloc(1, sizeof *long_one);
+    assert_non_null(long_one);
+    char text[4096] = "";
+    for (int i = 0; i < 60; i++) strcat(text, "count on, ");
+    qvl_prompt *p = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_prompt_create(&p, &err), QVL_OK);
+    assert_int_equal(qvl_prompt_add(p, QVL_ROLE_USER, text, &err), QVL_OK);
+    assert_int_equal(qvl_prompt_render(p, true, &long_one->prompt, NULL, &err), QVL_OK);
+    qvl_prompt_free(p);
+    qvl_sampling_params_default(&long_one->sampling);
+    long_one->sampling.temperature = 0.0f;
+    long_one->max_tokens = 4;
+    const long long steps_before = atomic_load(&c.decode_steps);
+    qvl_job *arriving = submit(e, long_one, "b");
+    const int64_t n_chunks = (arriving->n_ids + chunk - 1) / chunk;
+    assert_true(n_chunks >= 8);
+    wait_started(arriving);
+    const long long steps_during = atomic_load(&c.decode_steps) - steps_before;
+    /* Every round ran one chunk and one step of the running stream. */
+    if (steps_during < n_chunks - 1)
+        fail_msg("%lld decode steps while %lld chunks ran", steps_during, (long long)n_chunks);
+    atomic_store(&running->cancel, true);
+    answer a, b;
+    take(arriving, &b);
+    take(running, &a);
+    assert_int_equal(b.finish, b.tokens == 4 ? QVL_FINISH_LENGTH : QVL_FINISH_STOP);
     qvl_engine_free(e);
 }
 
@@ -290,6 +341,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_cancel_and_deadline_mid_batch),
+        cmocka_unit_test(test_chunked_prefill_interleaves),
         cmocka_unit_test(test_prefix_reuse_and_partitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

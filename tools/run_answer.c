@@ -76,31 +76,6 @@ qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_
 
 /* ---- batched prefill ----------------------------------------------------------------------- */
 
-/* Columns [c0, c0+len) of 3 rows of n positions. */
-static void slice_pos(const int32_t *pos, int64_t n, int64_t c0, int64_t len, int32_t *out) {
-    for (int r = 0; r < 3; r++) memcpy(out + r * len, pos + r * n + c0, (size_t)len * sizeof *out);
-}
-
-/* The image rows [k0, k0+cnt) of all as a features set of its own (deepstack sets copied: a set's
- * rows are laid out with all's row count as the stride). */
-static qvl_status slice_features(const qvl_image_features *all, int64_t k0, int64_t cnt,
-                                 qvl_image_features *out, qvl_error *err) {
-    memset(out, 0, sizeof *out);
-    out->n_tokens = cnt;
-    out->hidden = all->hidden;
-    out->n_deepstack = all->n_deepstack;
-    if (cnt == 0) return QVL_OK;
-    const int64_t h = all->hidden;
-    out->embeds = all->embeds + k0 * h; /* borrowed: contiguous already */
-    if (all->n_deepstack == 0) return QVL_OK;
-    out->deepstack = malloc((size_t)(all->n_deepstack * cnt * h) * sizeof *out->deepstack);
-    if (!out->deepstack) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    for (int32_t k = 0; k < all->n_deepstack; k++)
-        memcpy(out->deepstack + k * cnt * h, all->deepstack + (k * all->n_tokens + k0) * h,
-               (size_t)(cnt * h) * sizeof *out->deepstack);
-    return QVL_OK;
-}
-
 typedef struct first_token_hook {
     void (*inner)(int32_t id, void *user);
     bool (*cancel)(void *user);
@@ -161,8 +136,8 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
         for (int64_t i = 0; im && i < len; i++) cnt += pr->ids[c0 + i] == pad;
         qvl_image_features part = {0};
         if (im) {
-            st = slice_features(&im->feats, k0, cnt, &part, err);
-            slice_pos(pos, n, c0, len, pos_part);
+            st = qvl_image_features_slice(&im->feats, k0, cnt, &part, err);
+            qvl_positions_slice(pos, n, c0, len, pos_part);
         }
         float *out = pr->prompt_logits ? pr->prompt_logits + c0 * vocab : scratch;
         if (st == QVL_OK)
@@ -177,8 +152,8 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
     qvl_image_features rest = {0};
     if (st == QVL_OK && cancelled) r->stop = QVL_STOP_CANCELLED;
     if (st == QVL_OK && !cancelled && im) {
-        st = slice_features(&im->feats, k0, im->feats.n_tokens - k0, &rest, err);
-        slice_pos(pos, n, head, n - head, pos_part);
+        st = qvl_image_features_slice(&im->feats, k0, im->feats.n_tokens - k0, &rest, err);
+        qvl_positions_slice(pos, n, head, n - head, pos_part);
     }
     if (st == QVL_OK && !cancelled) {
         qvl_generation last = *g;

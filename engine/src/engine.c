@@ -4,6 +4,7 @@
 #include "qvl/engine.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,28 +236,60 @@ static int claim_jobs(qvl_engine *e, engine_slot **starting) {
     return n_starting;
 }
 
-/* One scheduling round: every busy slot samples its next token, then queued jobs take the
- * slots that are idle now (prefill, first token), and all of them decode as one batch. Jobs
- * that end this round are replaced in it, so under load the batch keeps its size and the
- * model keeps its batched graph (it rebuilds one when the number of rows changes). */
+/* The prefilling slot claimed first (FIFO by claim tick) whose next chunk fits `budget`
+ * tokens, or NULL. */
+static engine_slot *next_prefill(qvl_engine *e, int64_t budget) {
+    engine_slot *best = NULL;
+    for (int i = 0; i < e->n_slots; i++) {
+        engine_slot *s = &e->slots[i];
+        if (!s->job || !s->prefilling) continue;
+        if (engine_slot_chunk_length(s, e->opts.prefill_chunk) > budget) continue;
+        if (!best || s->last_used < best->last_used) best = s;
+    }
+    return best;
+}
+
+/* Prefill chunks of this round: at most prefill_chunk prompt tokens in all (0: every waiting
+ * prompt whole), oldest claim first; a slot whose prompt is done samples its first token and
+ * joins the round's batch. Returns whether a slot became idle (its job ended). */
+static bool run_prefills(qvl_engine *e, int64_t *budget, int *n) {
+    bool freed = false;
+    engine_slot *s;
+    while ((s = next_prefill(e, *budget)) != NULL) {
+        const int64_t len = engine_slot_chunk_length(s, e->opts.prefill_chunk);
+        engine_slot_prefill(s, &e->env, e->opts.prefill_chunk);
+        if (e->opts.prefill_chunk > 0) *budget -= len;
+        /* A job that ends at its first token (eos, max_tokens 1) frees the slot again: the
+         * round claims the next queued job for it. */
+        if (s->job && !s->prefilling) *n = add_to_batch(e, s->index, *n);
+        freed |= s->job == NULL;
+    }
+    return freed;
+}
+
+/* One scheduling round: every decoding slot samples its next token; queued jobs take the slots
+ * that are idle now; prompts run a chunk's worth (those that finish sample their first token);
+ * then every decoding slot's token runs in one batched step. A running stream so waits at
+ * most one chunk and one step between two tokens, however long a new prompt is. Jobs that end
+ * this round are replaced in it, so under load the batch keeps its size and the model keeps
+ * its batched graph (it rebuilds one when the number of rows changes). */
 static void engine_round(qvl_engine *e, engine_slot **starting) {
     int n = 0;
     for (int i = 0; i < e->n_slots; i++)
-        if (e->slots[i].job) n = add_to_batch(e, i, n);
+        if (e->slots[i].job && !e->slots[i].prefilling) n = add_to_batch(e, i, n);
+    int64_t budget = e->opts.prefill_chunk > 0 ? e->opts.prefill_chunk : INT64_MAX;
     for (;;) {
         pthread_mutex_lock(&e->mu);
         const int n_starting = claim_jobs(e, starting);
         pthread_mutex_unlock(&e->mu);
-        if (n_starting == 0) break;
         for (int k = 0; k < n_starting; k++) {
             engine_slot *s = starting[k];
             qvl_job *j = s->job;
             s->job = NULL;
             engine_slot_start(s, j, &e->env);
-            /* A job that ends at its first token (eos, max_tokens 1) frees the slot again:
-             * the loop claims the next queued one for it. */
-            if (s->job) n = add_to_batch(e, s->index, n);
         }
+        const bool freed = run_prefills(e, &budget, &n);
+        if (n_starting == 0 && !freed) break;
     }
     decode_batch(e, n);
     pthread_mutex_lock(&e->mu);

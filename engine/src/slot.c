@@ -1,23 +1,14 @@
-/* One slot's generation: prefix reuse, prefill with pictures, then one token per step. The
- * loop is qvl_generate's (models/qwen3vl/src/generate.c) taken apart so the engine can
- * interleave slots, stop at stop strings and cancel between tokens. */
+/* One slot's generation after its prefill (slot_prefill.c): one token per step. The loop is
+ * qvl_generate's (models/qwen3vl/src/generate.c) taken apart so the engine can interleave
+ * slots, stop at stop strings and cancel between tokens. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "slot.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "picture_rules.h"
-#include "qvl/mm_prompt.h"
 #include "qvl/stop_strings.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *err) {
     memset(s, 0, sizeof *s);
@@ -55,19 +46,6 @@ int64_t engine_slot_reusable(const engine_slot *s, const qvl_job *j) {
     return qvl_prefix_match(&cache, &prompt);
 }
 
-/* The cache now holds j's prompt: remember whose it is and its pictures. false: out of memory
- * (then the cache is forgotten: nothing is reused from it). */
-static bool remember_prompt(engine_slot *s, const qvl_job *j) {
-    const size_t n = j->req->n_pictures;
-    qvl_prefix_image *images = realloc(s->images, (n + 1) * sizeof *images);
-    if (!images) return false;
-    memcpy(images, j->images, n * sizeof *images);
-    s->images = images;
-    s->n_images = n;
-    s->partition = j->partition;
-    return true;
-}
-
 void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how, const char *error) {
     qvl_job *j = s->job;
     if (!j) return;
@@ -87,13 +65,14 @@ void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how,
     qvl_job_finish(j, how, error);
     qvl_sampler_free(s->sampler);
     s->sampler = NULL;
+    engine_slot_prefill_drop(s);
     s->job = NULL;
     qvl_job_release(j);
 }
 
 /* Answer text from the UTF-8 stream. A NUL byte (a token of its own in byte-level BPE) becomes
  * U+FFFD: the answer is handled as a C string and cJSON cannot write "\u0000". */
-static void emit_text(const char *text, size_t len, void *user) {
+void engine_slot_emit_text(const char *text, size_t len, void *user) {
     engine_slot *s = user;
     static const char replacement[] = "\xEF\xBF\xBD";
     while (len > 0 && !s->oom) {
@@ -106,132 +85,6 @@ static void emit_text(const char *text, size_t len, void *user) {
         text += n;
         len -= n;
     }
-}
-
-/* Positions of the prompt tokens [from, n) as 3 rows of n - from, computed over the whole
- * prompt (text from position 0, pictures as in get_rope_index): the cache's rope offset is not
- * trusted after truncation. */
-static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t from,
-                                   int32_t **out, qvl_error *err) {
-    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
-    const qvl_engine_request *r = j->req;
-    const int64_t n = j->n_ids, k = n - from;
-    int32_t *all = malloc((size_t)n * 3 * sizeof *all);
-    int32_t *part = malloc((size_t)k * 3 * sizeof *part);
-    qvl_image_grid *grids = calloc(r->n_pictures + 1, sizeof *grids);
-    qvl_status st = all && part && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    for (size_t i = 0; st == QVL_OK && i < r->n_pictures; i++) grids[i] = qvl_picture_grid(&r->pictures[i]);
-    if (st == QVL_OK)
-        st = qvl_mrope_positions(j->ids, n, (int32_t)cfg->image_token_id, grids, r->n_pictures,
-                                 cfg->vision.spatial_merge_size, 0, all, NULL, err);
-    if (st == QVL_OK)
-        for (int c = 0; c < 3; c++)
-            memcpy(part + (size_t)c * (size_t)k, all + (size_t)c * (size_t)n + from,
-                   (size_t)k * sizeof *part);
-    free(all);
-    free(grids);
-    if (st != QVL_OK) {
-        free(part);
-        return st;
-    }
-    *out = part;
-    return QVL_OK;
-}
-
-/* Run the vision encoder on the pictures from index `first` on (those not in the cache). */
-static qvl_status encode_images(qvl_model *m, const qvl_engine_request *r, size_t first,
-                                qvl_image_features *feats, qvl_error *err) {
-    memset(feats, 0, sizeof *feats);
-    size_t count = r->n_pictures - first;
-    if (count == 0) return QVL_OK;
-    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
-    const int64_t width = 3 * cfg->vision.temporal_patch_size * cfg->vision.patch_size *
-                          cfg->vision.patch_size;
-    int64_t rows = 0;
-    for (size_t i = first; i < r->n_pictures; i++) rows += r->pictures[i].n_rows;
-    float *pixels = malloc((size_t)(rows * width) * sizeof *pixels);
-    qvl_image_grid *grids = malloc(count * sizeof *grids);
-    qvl_status st = pixels && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    int64_t at = 0;
-    for (size_t i = first; st == QVL_OK && i < r->n_pictures; i++) {
-        memcpy(pixels + at * width, r->pictures[i].pixels,
-               (size_t)(r->pictures[i].n_rows * width) * sizeof *pixels);
-        at += r->pictures[i].n_rows;
-        grids[i - first] = qvl_picture_grid(&r->pictures[i]);
-    }
-    if (st == QVL_OK) st = qvl_model_encode_images(m, pixels, count, grids, feats, err);
-    free(pixels);
-    free(grids);
-    return st;
-}
-
-static qvl_status prefill(engine_slot *s, qvl_job *j, const engine_slot_env *env, int64_t keep,
-                          qvl_error *err) {
-    const qvl_engine_request *r = j->req;
-    qvl_model_truncate(s->m, keep);
-    s->n_keys = keep;
-    if (!remember_prompt(s, j)) {
-        qvl_model_truncate(s->m, 0);
-        s->n_keys = 0;
-        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    }
-    size_t first = 0; /* first picture not in the kept prefix */
-    while (first < r->n_pictures && j->images[first].at < keep) first++;
-    double t0 = now_seconds();
-    int32_t *pos = NULL;
-    qvl_image_features feats;
-    memset(&feats, 0, sizeof feats);
-    qvl_status st = suffix_positions(s->m, j, keep, &pos, err);
-    if (st == QVL_OK) st = encode_images(s->m, r, first, &feats, err);
-    if (st == QVL_OK)
-        st = qvl_model_eval_images(s->m, j->ids + keep, j->n_ids - keep, pos,
-                                   feats.n_tokens > 0 ? &feats : NULL, false, s->logits, err);
-    free(pos);
-    qvl_image_features_free(&feats);
-    if (st != QVL_OK) {
-        /* What the cache holds after a failed evaluation is unknown: forget it all. */
-        qvl_model_truncate(s->m, 0);
-        s->n_keys = 0;
-        return st;
-    }
-    memcpy(s->keys + keep, j->keys + keep, (size_t)(j->n_ids - keep) * sizeof *s->keys);
-    s->n_keys = j->n_ids;
-    s->row = s->logits;
-    observe_prefill(env, j->n_ids - keep, now_seconds() - t0);
-    st = qvl_sampler_create(&r->sampling, env->vocab, &s->sampler, err);
-    if (st == QVL_OK) st = qvl_sampler_accept_prompt(s->sampler, j->ids, (size_t)j->n_ids, err);
-    return st;
-}
-
-void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
-    qvl_model_set_seq(s->m, s->seq);
-    s->job = j;
-    s->n_generated = 0;
-    s->searched = 0;
-    s->oom = false;
-    qvl_text_stream_init(&s->stream, emit_text, s);
-    const int64_t room = qvl_model_ctx(s->m) - j->n_ids;
-    s->max_new = j->req->max_tokens > 0 && j->req->max_tokens < room ? j->req->max_tokens : room;
-    if (atomic_load(&j->cancel)) {
-        engine_slot_end(s, env, QVL_FINISH_CANCELLED, NULL);
-        return;
-    }
-    if (qvl_job_expired(j)) { /* waited past its deadline: nothing to answer with */
-        observe_timeout(env);
-        engine_slot_end(s, env, QVL_FINISH_TIMEOUT, QVL_JOB_TIMEOUT_MESSAGE);
-        return;
-    }
-    const int64_t keep = engine_slot_reusable(s, j);
-    qvl_error err = {0};
-    const qvl_status st = prefill(s, j, env, keep, &err);
-    /* The vision encoder has consumed the pixels (or failed): give their memory back now, not
-     * when the answer is done. Only the engine thread reads them once the job is queued. */
-    for (size_t i = 0; i < j->req->n_pictures; i++) qvl_picture_free(&j->req->pictures[i]);
-    if (st != QVL_OK) {
-        engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
-        return;
-    }
-    qvl_job_set_started(j, keep);
 }
 
 /* After new text: end at a stop string, else publish what no stop string can still claim. */

@@ -51,6 +51,17 @@ typedef struct engine_slot {
     size_t searched;      /* answer bytes already searched for stop strings */
     qvl_text_stream stream;
     bool oom;
+
+    /* The prompt runs in chunks (slot_prefill.c), interleaved with the other slots' decode
+     * steps: tokens [keep, n_ids) from prefill_at on. */
+    bool prefilling;
+    int64_t keep;             /* prompt tokens reused from the cache */
+    int64_t prefill_at;       /* next prompt token to run */
+    int32_t *pos;             /* positions of prompt tokens [keep, n_ids): 3 rows */
+    int32_t *pos_part;        /* one chunk's positions */
+    qvl_image_features feats; /* the encoder's rows for the pictures after the kept prefix */
+    int64_t feat_row;         /* rows of feats the chunks so far took */
+    double prefill_seconds;
 } engine_slot;
 
 /* The observer's calls, each skipped when the front end gave none. */
@@ -78,10 +89,23 @@ void engine_slot_close(engine_slot *s);
 /* Prompt tokens of j this slot's cache already holds (what engine_slot_start would reuse). */
 int64_t engine_slot_reusable(const engine_slot *s, const qvl_job *j);
 
-/* Take j (the slot keeps a reference) and prefill its prompt. On failure the job is finished
- * with an error and released; the slot is idle again. Either way the job's picture pixels are
- * freed (and their memory budget given back): generation does not need them. */
+/* Take j (the slot keeps a reference): keep the cached prefix it may reuse, compute the
+ * positions of the rest and encode its pictures; the prompt itself runs in
+ * engine_slot_prefill's chunks. On failure the job is finished with an error and released; the
+ * slot is idle again. Either way the job's picture pixels are freed (and their memory budget
+ * given back): generation does not need them. */
 void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env);
+
+/* Prompt tokens the slot's next chunk runs, chunk tokens at most (0: the whole rest). */
+int64_t engine_slot_chunk_length(const engine_slot *s, int64_t chunk);
+/* Run the next chunk of the prompt (engine_slot_chunk_length tokens). After the last one the
+ * slot holds the first token's logits and the job is started: engine_slot_next goes on from
+ * there. A cancelled or expired job, or a failed evaluation, ends the job (slot idle). */
+void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk);
+/* Free what a prefill in progress holds (the job's end calls it). */
+void engine_slot_prefill_drop(engine_slot *s);
+/* Cache bookkeeping for j's prompt: whose it is and its pictures (slot_prefill.c). */
+void engine_slot_emit_text(const char *text, size_t len, void *user);
 
 /* A decode step for the slot's job, in two halves so that the engine can run every busy
  * slot's token through the model in one batched step (qvl_model_decode_batch):

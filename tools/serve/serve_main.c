@@ -65,6 +65,7 @@ int qvl_cmd_serve(int argc, char **argv) {
     int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
     int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
     int64_t request_timeout = cfg.request_timeout;
+    int64_t batch_size = 512; /* llama.cpp's default physical batch */
     int64_t max_image_mib = 1024; /* docs/serving.md, "Picture memory": why this default */
     int64_t max_conn_per_ip = cfg.max_connections_per_ip, receive_timeout = cfg.receive_timeout;
     backend_args be = {.threads = -1}; /* -1: -t not given (the parser allows 0 and up) */
@@ -74,6 +75,7 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"port", 0, CLI_INT, &port, "N", "TCP port (default 8080; 0 picks a free one)", 0, 65535, false},
         {"parallel", 0, CLI_INT, &parallel, "N", "slots: requests answered at once, each with its own KV cache (default 1)", 1, 256, false},
         {"queue", 0, CLI_INT, &queue, "N", "requests that may wait for a slot; beyond that 429 (default 16)", 0, 1 << 20, false},
+        {"batch-size", 'b', CLI_INT, &batch_size, "N", "prompt tokens prefilled per scheduling round, in chunks between the running answers' tokens: a stream waits at most one chunk while a long prompt arrives; 0 = each prompt whole (default 512)", 0, 1 << 24, false},
         {"ctx", 0, CLI_INT, &cfg.ctx, "N", "KV cache size of each slot in tokens: prompt + answer (default 4096)", 16, 1 << 24, false},
         {"api-key", 0, CLI_STRING, &cfg.api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, false},
         {"api-key-file", 0, CLI_STRING, &cfg.api_key_file, "FILE", "accept each key in FILE (one per line; # comments) as --api-key does; prefix reuse never crosses keys", 0, 0, false},
@@ -178,7 +180,8 @@ int qvl_cmd_serve(int argc, char **argv) {
     serve_metrics_set_image_budget(metrics, &budget);
     qvl_error err = {0};
     qvl_engine_options eo = {.model = cfg.model, .slots = cfg.parallel, .queue = cfg.queue,
-                             .ctx = cfg.ctx, .backend = cfg.backend, .plugins = cfg.plugins,
+                             .ctx = cfg.ctx, .prefill_chunk = batch_size,
+                             .backend = cfg.backend, .plugins = cfg.plugins,
                              .weights = cfg.weights, .gpu_layers = cfg.gpu_layers,
                              .cpu_backend = cfg.cpu_backend, .vision_backend = cfg.vision_backend,
                              .backend_options = cfg.backend_options};

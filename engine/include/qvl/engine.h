@@ -3,9 +3,10 @@
  * (qvl serve's connections, qvl chat's terminal) prepares a request into a job, submits it and
  * reads the answer from the job (qvl/engine_job.h); it never touches the model.
  *
- * Scheduling: each round, every busy slot samples its next token, queued jobs take the slots
- * that are idle now (longest cached prefix first, qvl/prefix_cache.h), and all busy slots'
- * tokens go through the model as one batched step (the weights read once for all of them).
+ * Scheduling: each round, every decoding slot samples its next token, queued jobs take the
+ * slots that are idle now (longest cached prefix first, qvl/prefix_cache.h), new prompts run
+ * up to prefill_chunk tokens, and all decoding slots' tokens go through the model as one
+ * batched step (the weights read once for all of them).
  * One thread rather than one per slot because each backend already spreads a step over all
  * cores: concurrent slots would only fight over them, and one thread keeps every backend call
  * on a single thread. */
@@ -53,6 +54,10 @@ typedef struct qvl_engine_options {
     int slots;              /* sequences decoded at once (>= 1) */
     int queue;              /* jobs that may wait for a slot beyond the idle slots */
     int64_t ctx;            /* KV cache capacity of each slot, in tokens */
+    /* Prompt tokens one scheduling round runs, in chunks shared out between new prompts
+     * (llama.cpp's --batch-size): a decoding stream waits at most one chunk's time between
+     * two tokens while a long prompt arrives. 0: every new prompt whole in its first round. */
+    int64_t prefill_chunk;
     /* As qvl run's --backend, --plugins, --weights, --kv-type, -ngl, --cpu-backend,
      * --vision-backend, --no-fuse and --no-mmap (qvl/qwen3vl_model.h says what each does). */
     const char *backend, *plugins, *weights, *kv_type;

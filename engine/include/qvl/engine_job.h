@@ -85,6 +85,8 @@ qvl_job *qvl_job_create(qvl_engine_request *req, int32_t *ids, uint64_t *keys,
 void qvl_job_retain(qvl_job *j);
 /* Why a job ends QVL_FINISH_TIMEOUT (its error text). */
 #define QVL_JOB_TIMEOUT_MESSAGE "no slot was free before the request's deadline (--request-timeout); retry later"
+/* ... and when the deadline passed between two chunks of its prompt (nothing generated). */
+#define QVL_JOB_PREFILL_TIMEOUT_MESSAGE "the request's deadline (--request-timeout) passed while its prompt was being prefilled; nothing was generated; retry later"
 /* Seconds on the monotonic clock (the deadline's clock). */
 double qvl_job_now(void);
 /* The deadline has passed (never when it is 0). */

@@ -348,6 +348,32 @@ void qvl_image_features_free(qvl_image_features *f) {
     memset(f, 0, sizeof *f);
 }
 
+qvl_status qvl_image_features_slice(const qvl_image_features *all, int64_t k0, int64_t count,
+                                    qvl_image_features *out, qvl_error *err) {
+    memset(out, 0, sizeof *out);
+    if (k0 < 0 || count < 0 || k0 + count > all->n_tokens)
+        return qvl_fail(err, QVL_E_INVALID, "image feature rows [%lld, %lld) outside the %lld "
+                        "there are", (long long)k0, (long long)(k0 + count),
+                        (long long)all->n_tokens);
+    out->n_tokens = count;
+    out->hidden = all->hidden;
+    out->n_deepstack = all->n_deepstack;
+    if (count == 0) return QVL_OK;
+    const int64_t h = all->hidden;
+    out->embeds = all->embeds + k0 * h;
+    if (all->n_deepstack == 0) return QVL_OK;
+    out->deepstack = malloc((size_t)(all->n_deepstack * count * h) * sizeof *out->deepstack);
+    if (!out->deepstack) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (int32_t k = 0; k < all->n_deepstack; k++)
+        memcpy(out->deepstack + k * count * h, all->deepstack + (k * all->n_tokens + k0) * h,
+               (size_t)(count * h) * sizeof *out->deepstack);
+    return QVL_OK;
+}
+
+void qvl_positions_slice(const int32_t *pos, int64_t n, int64_t c0, int64_t len, int32_t *out) {
+    for (int r = 0; r < 3; r++) memcpy(out + r * len, pos + r * n + c0, (size_t)len * sizeof *out);
+}
+
 /* The image rows of a text batch: where its image pads are, and the features to put there. */
 static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *ids, int64_t n,
                                    const qvl_image_features *img, qvl_error *err) {

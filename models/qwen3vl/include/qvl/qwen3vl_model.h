@@ -123,6 +123,15 @@ typedef struct qvl_image_features {
 } qvl_image_features;
 void qvl_image_features_free(qvl_image_features *f);
 
+/* Rows [k0, k0 + count) of all, for a prefill that runs a prompt in parts: out->embeds points
+ * into all (borrowed), out->deepstack is a copy (each set's rows are strided by all's row
+ * count): free only out->deepstack, before all is freed. */
+qvl_status qvl_image_features_slice(const qvl_image_features *all, int64_t k0, int64_t count,
+                                    qvl_image_features *out, qvl_error *err);
+/* Columns [c0, c0 + len) of positions laid out as 3 rows of n (the pos argument of eval) into
+ * out, 3 rows of len. */
+void qvl_positions_slice(const int32_t *pos, int64_t n, int64_t c0, int64_t len, int32_t *out);
+
 /* Run the vision encoder on n_images preprocessed images: pixels is the row-concatenation of
  * each image's pixel matrix (qvl_image_preprocess), grids their patch grids. */
 qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_images,

@@ -1,0 +1,213 @@
+/* A slot's prompt: prefix reuse, the pictures through the vision encoder, then the prompt's
+ * tokens in chunks.
+ *
+ * Chunks start at fixed places (keep, keep + chunk, keep + 2 chunk, ...), so a job's chunks do
+ * not depend on what else the engine runs: the same prompt gives the same cache and the same
+ * first token alone or beside others. The vision encoder runs whole, before the first chunk
+ * (its features are cut into the chunks that hold the pictures' pad tokens). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "picture_rules.h"
+#include "qvl/mm_prompt.h"
+#include "slot.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The cache is about to hold j's prompt: remember whose it is and its pictures. false: out of
+ * memory (then the cache is forgotten: nothing is reused from it). */
+static bool remember_prompt(engine_slot *s, const qvl_job *j) {
+    const size_t n = j->req->n_pictures;
+    qvl_prefix_image *images = realloc(s->images, (n + 1) * sizeof *images);
+    if (!images) return false;
+    memcpy(images, j->images, n * sizeof *images);
+    s->images = images;
+    s->n_images = n;
+    s->partition = j->partition;
+    return true;
+}
+
+/* Positions of the prompt tokens [from, n) as 3 rows of n - from, computed over the whole
+ * prompt (text from position 0, pictures as in get_rope_index): the cache's rope offset is not
+ * trusted after truncation. */
+static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t from,
+                                   int32_t **out, qvl_error *err) {
+    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
+    const qvl_engine_request *r = j->req;
+    const int64_t n = j->n_ids, k = n - from;
+    int32_t *all = malloc((size_t)n * 3 * sizeof *all);
+    int32_t *part = malloc((size_t)k * 3 * sizeof *part);
+    qvl_image_grid *grids = calloc(r->n_pictures + 1, sizeof *grids);
+    qvl_status st = all && part && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; st == QVL_OK && i < r->n_pictures; i++)
+        grids[i] = qvl_picture_grid(&r->pictures[i]);
+    if (st == QVL_OK)
+        st = qvl_mrope_positions(j->ids, n, (int32_t)cfg->image_token_id, grids, r->n_pictures,
+                                 cfg->vision.spatial_merge_size, 0, all, NULL, err);
+    if (st == QVL_OK) qvl_positions_slice(all, n, from, k, part);
+    free(all);
+    free(grids);
+    if (st != QVL_OK) {
+        free(part);
+        return st;
+    }
+    *out = part;
+    return QVL_OK;
+}
+
+/* Run the vision encoder on the pictures from index `first` on (those not in the cache). */
+static qvl_status encode_images(qvl_model *m, const qvl_engine_request *r, size_t first,
+                                qvl_image_features *feats, qvl_error *err) {
+    memset(feats, 0, sizeof *feats);
+    size_t count = r->n_pictures - first;
+    if (count == 0) return QVL_OK;
+    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
+    const int64_t width = 3 * cfg->vision.temporal_patch_size * cfg->vision.patch_size *
+                          cfg->vision.patch_size;
+    int64_t rows = 0;
+    for (size_t i = first; i < r->n_pictures; i++) rows += r->pictures[i].n_rows;
+    float *pixels = malloc((size_t)(rows * width) * sizeof *pixels);
+    qvl_image_grid *grids = malloc(count * sizeof *grids);
+    qvl_status st = pixels && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    int64_t at = 0;
+    for (size_t i = first; st == QVL_OK && i < r->n_pictures; i++) {
+        memcpy(pixels + at * width, r->pictures[i].pixels,
+               (size_t)(r->pictures[i].n_rows * width) * sizeof *pixels);
+        at += r->pictures[i].n_rows;
+        grids[i - first] = qvl_picture_grid(&r->pictures[i]);
+    }
+    if (st == QVL_OK) st = qvl_model_encode_images(m, pixels, count, grids, feats, err);
+    free(pixels);
+    free(grids);
+    return st;
+}
+
+void engine_slot_prefill_drop(engine_slot *s) {
+    free(s->pos);
+    free(s->pos_part);
+    s->pos = s->pos_part = NULL;
+    qvl_image_features_free(&s->feats);
+    s->prefilling = false;
+}
+
+/* What the cache holds after a failed evaluation is unknown: forget it all, end the job. */
+static void prefill_failed(engine_slot *s, const engine_slot_env *env, const char *msg) {
+    qvl_model_truncate(s->m, 0);
+    s->n_keys = 0;
+    engine_slot_end(s, env, QVL_FINISH_ERROR, msg);
+}
+
+static qvl_status begin(engine_slot *s, qvl_job *j, qvl_error *err) {
+    const qvl_engine_request *r = j->req;
+    qvl_model_truncate(s->m, s->keep);
+    s->n_keys = s->keep;
+    if (!remember_prompt(s, j)) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    size_t first = 0; /* first picture not in the kept prefix */
+    while (first < r->n_pictures && j->images[first].at < s->keep) first++;
+    const double t0 = now_seconds();
+    qvl_status st = suffix_positions(s->m, j, s->keep, &s->pos, err);
+    const int64_t rest = j->n_ids - s->keep;
+    s->pos_part = st == QVL_OK ? malloc((size_t)rest * 3 * sizeof *s->pos_part) : NULL;
+    if (st == QVL_OK && !s->pos_part) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK) st = encode_images(s->m, r, first, &s->feats, err);
+    s->prefill_seconds = now_seconds() - t0;
+    return st;
+}
+
+void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
+    qvl_model_set_seq(s->m, s->seq);
+    s->job = j;
+    s->n_generated = 0;
+    s->searched = 0;
+    s->oom = false;
+    qvl_text_stream_init(&s->stream, engine_slot_emit_text, s);
+    const int64_t room = qvl_model_ctx(s->m) - j->n_ids;
+    s->max_new = j->req->max_tokens > 0 && j->req->max_tokens < room ? j->req->max_tokens : room;
+    if (atomic_load(&j->cancel)) {
+        engine_slot_end(s, env, QVL_FINISH_CANCELLED, NULL);
+        return;
+    }
+    if (qvl_job_expired(j)) { /* waited past its deadline: nothing to answer with */
+        observe_timeout(env);
+        engine_slot_end(s, env, QVL_FINISH_TIMEOUT, QVL_JOB_TIMEOUT_MESSAGE);
+        return;
+    }
+    s->keep = engine_slot_reusable(s, j);
+    s->prefill_at = s->keep;
+    s->feat_row = 0;
+    s->prefilling = true;
+    qvl_error err = {0};
+    const qvl_status st = begin(s, j, &err);
+    /* The vision encoder has consumed the pixels (or failed): give their memory back now, not
+     * when the answer is done. Only the engine thread reads them once the job is queued. */
+    for (size_t i = 0; i < j->req->n_pictures; i++) qvl_picture_free(&j->req->pictures[i]);
+    if (st != QVL_OK) prefill_failed(s, env, err.msg);
+}
+
+int64_t engine_slot_chunk_length(const engine_slot *s, int64_t chunk) {
+    const int64_t left = s->job ? s->job->n_ids - s->prefill_at : 0;
+    return chunk > 0 && chunk < left ? chunk : left;
+}
+
+/* The prompt is in the cache: the first token's logits are in s->logits. */
+static void finish_prefill(engine_slot *s, const engine_slot_env *env) {
+    qvl_job *j = s->job;
+    const qvl_engine_request *r = j->req;
+    s->row = s->logits;
+    engine_slot_prefill_drop(s);
+    observe_prefill(env, j->n_ids - s->keep, s->prefill_seconds);
+    qvl_error err = {0};
+    qvl_status st = qvl_sampler_create(&r->sampling, env->vocab, &s->sampler, &err);
+    if (st == QVL_OK) st = qvl_sampler_accept_prompt(s->sampler, j->ids, (size_t)j->n_ids, &err);
+    if (st != QVL_OK) {
+        engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
+        return;
+    }
+    qvl_job_set_started(j, s->keep);
+}
+
+void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk) {
+    qvl_job *j = s->job;
+    if (!j || !s->prefilling) return;
+    if (atomic_load(&j->cancel)) { /* the chunks so far stay cached, reusable */
+        engine_slot_end(s, env, QVL_FINISH_CANCELLED, NULL);
+        return;
+    }
+    if (qvl_job_expired(j)) { /* between chunks: the chunks so far stay cached, reusable */
+        observe_timeout(env);
+        engine_slot_end(s, env, QVL_FINISH_TIMEOUT, QVL_JOB_PREFILL_TIMEOUT_MESSAGE);
+        return;
+    }
+    qvl_model_set_seq(s->m, s->seq);
+    const double t0 = now_seconds();
+    const int64_t at = s->prefill_at, len = engine_slot_chunk_length(s, chunk);
+    const int64_t rest = j->n_ids - s->keep;
+    const int32_t pad = (int32_t)qvl_model_config(s->m)->image_token_id;
+    int64_t pads = 0; /* picture rows this chunk takes (pictures before keep are not in ids) */
+    for (int64_t i = at; s->feats.n_tokens > 0 && i < at + len; i++) pads += j->ids[i] == pad;
+    qvl_image_features part;
+    qvl_error err = {0};
+    qvl_status st = qvl_image_features_slice(&s->feats, s->feat_row, pads, &part, &err);
+    qvl_positions_slice(s->pos, rest, at - s->keep, len, s->pos_part);
+    if (st == QVL_OK)
+        st = qvl_model_eval_images(s->m, j->ids + at, len, s->pos_part,
+                                   part.n_tokens > 0 ? &part : NULL, false, s->logits, &err);
+    free(part.deepstack);
+    if (st != QVL_OK) {
+        prefill_failed(s, env, err.msg);
+        return;
+    }
+    memcpy(s->keys + at, j->keys + at, (size_t)len * sizeof *s->keys);
+    s->n_keys = at + len;
+    s->prefill_at = at + len;
+    s->feat_row += pads;
+    s->prefill_seconds += now_seconds() - t0;
+    if (s->prefill_at == j->n_ids) finish_prefill(s, env);
+}
