@@ -27,7 +27,7 @@ cmake --build "$BUILD" -j"$JOBS" || exit 1
 # PCRE2's JIT code is invisible to valgrind (false "uninitialised" reports): interpreter only.
 export QVL_PCRE2_JIT=0
 SKIP='^cli_|cuda|^check_layers$|^serve|^image_decode_parity$'
-DIRECT='test_quant_model conformance_reference conformance_cpu_avx2 conformance_minimal'
+DIRECT='test_quant_model conformance_reference conformance_cpu_avx2 conformance_minimal conformance_linear'
 status=0
 
 memcheck() { # ctest arguments selecting the tests

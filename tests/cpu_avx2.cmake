@@ -1,6 +1,6 @@
-# The cpu_avx2 backend: what it promises beyond agreeing with the reference op by op (which
-# conformance.cmake checks: conformance_cpu_avx2), and real Qwen3-VL graphs (tiny fixture
-# config) cross-checked node by node with qvl-graph.
+# The cpu_avx2 backend: what it promises beyond agreeing with the reference op by op (the
+# conformance_cpu_avx2 that qvl_add_backend registers in backends/cpu_avx2), and real Qwen3-VL
+# graphs (tiny fixture config) cross-checked node by node with qvl-graph.
 if(TARGET qvl-cpu_avx2)
   qvl_add_test(test_cpu_avx2_backend
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cpu_avx2_backend.c

@@ -1,6 +1,6 @@
-# The cuda_sm61 backend: what it promises beyond agreeing with the reference op by op (which
-# conformance.cmake checks: conformance_cuda_sm61). Needs a CUDA device; without one, e.g.
-# in CI, the test prints one line saying why and is reported as skipped.
+# The cuda_sm61 backend: what it promises beyond agreeing with the reference op by op (the
+# conformance_cuda_sm61 that backends/cuda_sm61/CMakeLists.txt registers). Needs a CUDA device;
+# without one, e.g. in CI, the test prints one line saying why and is reported as skipped.
 if(TARGET qvl-cuda_sm61)
   qvl_add_test(test_cuda_backend
     SOURCES test_cuda_backend.c

@@ -4,12 +4,7 @@
 # fixtures' text and image parity on it, the same greedy ids as the reference, two backends in
 # qvl-graph --stats and -v, clean exits every time, and `fallback: false` refusing the model.
 # Decode-graph reuse and batched decode on the reference with fused ops off.
-add_library(qvl-linear MODULE ${CMAKE_CURRENT_LIST_DIR}/linear_backend/linear.c)
-target_link_libraries(qvl-linear PRIVATE qvl-core Threads::Threads)
-set_target_properties(qvl-linear PROPERTIES
-  OUTPUT_NAME qvl-linear
-  PREFIX lib
-  C_VISIBILITY_PRESET hidden)
+add_subdirectory(linear_backend) # qvl-linear and conformance_linear
 
 set(QVL_LINEAR_PLUGINS ${CMAKE_BINARY_DIR}/tests/plugins-linear.yaml)
 set(QVL_LINEAR_STRICT_PLUGINS ${CMAKE_BINARY_DIR}/tests/plugins-linear-no-fallback.yaml)

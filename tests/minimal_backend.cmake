@@ -1,18 +1,7 @@
 # The minimal backend (tests/minimal_backend/): written by following docs/writing-a-backend.md,
 # to prove the document true. It must pass what any backend passes: the op conformance suite
 # against the reference, and text and image parity with Hugging Face on the fixtures.
-add_library(qvl-minimal MODULE
-  ${CMAKE_CURRENT_LIST_DIR}/minimal_backend/minimal.c
-  ${CMAKE_CURRENT_LIST_DIR}/minimal_backend/minimal_kernels.c)
-target_link_libraries(qvl-minimal PRIVATE qvl-core m)
-set_target_properties(qvl-minimal PROPERTIES
-  OUTPUT_NAME qvl-minimal
-  PREFIX lib
-  C_VISIBILITY_PRESET hidden)
-
-if(COMMAND qvl_add_conformance)
-  qvl_add_conformance(minimal qvl-minimal)
-endif()
+add_subdirectory(minimal_backend) # qvl-minimal and conformance_minimal
 
 # plugins.yaml files for the parity runs that parity.cmake and vision.cmake add (with
 # QVL_PARITY_BACKENDS naming the one backend that must load and pass): the minimal backend,

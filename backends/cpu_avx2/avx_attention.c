@@ -36,18 +36,8 @@
 
 qvl_status avx_segment_ids(const qvl_node *n, const qvl_tensor *seg, int64_t len, int32_t *id,
                            qvl_error *err) {
-    int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
-    if (qvl_elem_get_i32(seg, 0) != 0 || qvl_elem_get_i32(seg, (bounds - 1) * step) != len)
-        return avx_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
-                        (long long)len);
-    for (int64_t g = 0; g + 1 < bounds; g++)
-        if (qvl_elem_get_i32(seg, (g + 1) * step) < qvl_elem_get_i32(seg, g * step))
-            return avx_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
-                            (long long)g + 1);
-    for (int64_t g = 0; g + 1 < bounds; g++)
-        for (int32_t i = qvl_elem_get_i32(seg, g * step); i < qvl_elem_get_i32(seg, (g + 1) * step); i++)
-            id[i] = (int32_t)g;
-    return QVL_OK;
+    return qvl_check_segments(AVX_NAME, n, seg->data, seg->desc.shape[0], seg->desc.stride[0],
+                              len, id, err);
 }
 
 /* sum x[i] * y[i] accumulated in double: attention scores can be large (hundreds, with
@@ -386,10 +376,8 @@ qvl_status avx_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if (n->params.attention.mask == QVL_MASK_CAUSAL_AT) {
         /* rows past at + N of the cache are not written yet: hi never goes past them */
         jb.n_past = qvl_elem_get_i32(n->src[3], 0);
-        if (jb.n_past < 0 || jb.n_past > jb.L - jb.N)
-            return avx_fail(n, err, QVL_E_INVALID, "at = %lld: %lld + %lld queries exceed %lld keys",
-                            (long long)jb.n_past, (long long)jb.n_past, (long long)jb.N,
-                            (long long)jb.L);
+        if ((s = qvl_check_at(AVX_NAME, n, jb.n_past, jb.N, jb.L, "queries", err)) != QVL_OK)
+            return s;
     }
     int32_t *ids = NULL, *seg_lo = NULL, *seg_hi = NULL;
     if (n->params.attention.mask == QVL_MASK_SEGMENTS) {

@@ -14,8 +14,10 @@ struct qvl_backend {
     int n_threads;
 };
 
-/* "cpu_avx2: <op> '<name>': <what>" into err (err may be NULL); returns s. */
-#define avx_fail(n, err, s, ...) qvl_node_fail("cpu_avx2", n, err, s, __VA_ARGS__)
+/* The name in every message, and "cpu_avx2: <op> '<name>': <what>" into err (err may be
+ * NULL), returning s. The data checks (ids, segment bounds, `at`) are core's qvl_check_*. */
+#define AVX_NAME "cpu_avx2"
+#define avx_fail(n, err, s, ...) qvl_node_fail(AVX_NAME, n, err, s, __VA_ARGS__)
 
 /* What every kernel does first: the op contract and this backend's declaration (the same
  * question supports() answers), then inputs and output have memory; messages say cpu_avx2. */

@@ -16,12 +16,12 @@ qvl_status avx_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if (s != QVL_OK) return s;
     const qvl_tensor *table = n->src[0], *ids = n->src[1];
     int64_t V = table->desc.shape[0], D = table->desc.shape[1], N = ids->desc.shape[0];
+    /* ids are data: all checked before any row is read */
+    s = qvl_check_indices(AVX_NAME, n, ids->data, N, ids->desc.stride[0], V, "id", err);
+    if (s != QVL_OK) return s;
     float *out = n->dst->data;
     for (int64_t i = 0; i < N; i++) {
-        int32_t id = qvl_elem_get_i32(ids, i * ids->desc.stride[0]);
-        if (id < 0 || id >= V) /* ids are data: checked here, not trusted */
-            return avx_fail(n, err, QVL_E_INVALID, "id %d at position %lld is outside [0, %lld)",
-                            (int)id, (long long)i, (long long)V);
+        int64_t id = qvl_elem_get_i32(ids, i * ids->desc.stride[0]);
         avx_gather(table, id * table->desc.stride[0], table->desc.stride[1], D, out + i * D);
     }
     return QVL_OK;
@@ -95,11 +95,9 @@ qvl_status avx_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err)
     qvl_status s = avx_begin(be, n, err);
     if (s != QVL_OK) return s;
     int64_t at = qvl_elem_get_i32(n->src[2], 0);
-    int64_t rows = n->src[0]->desc.shape[0], count = n->src[1]->desc.shape[0];
-    if (at < 0 || at > rows - count)
-        return avx_fail(n, err, QVL_E_INVALID, "at = %lld: rows [%lld, %lld) do not fit in %lld",
-                        (long long)at, (long long)at, (long long)(at + count), (long long)rows);
-    return store_from(n, at, err);
+    s = qvl_check_at(AVX_NAME, n, at, n->src[1]->desc.shape[0], n->src[0]->desc.shape[0], "rows",
+                     err);
+    return s != QVL_OK ? s : store_from(n, at, err);
 }
 
 /* ---- SET_ROWS / ADD_ROWS(x [N, D], idx [K], src [K, D]) -> a copy of x, rows scattered ---- */
@@ -109,13 +107,9 @@ static qvl_status scatter_rows(const qvl_node *n, bool add, qvl_error *err) {
     const int64_t N = x->desc.shape[0], D = x->desc.shape[1], K = idx->desc.shape[0];
     float *out = n->dst->data;
     /* every index is checked before anything is written: no half-done output on error */
-    for (int64_t k = 0; k < K; k++) {
-        int32_t r = qvl_elem_get_i32(idx, k * idx->desc.stride[0]);
-        if (r < 0 || r >= N)
-            return avx_fail(n, err, QVL_E_INVALID,
-                            "row index %d at position %lld is outside [0, %lld)", (int)r,
-                            (long long)k, (long long)N);
-    }
+    qvl_status s = qvl_check_indices(AVX_NAME, n, idx->data, K, idx->desc.stride[0], N,
+                                     "row index", err);
+    if (s != QVL_OK) return s;
     if (out != x->data || !qvl_desc_is_contiguous(&x->desc)) /* (in place: nothing to copy) */
         for (int64_t r = 0; r < N; r++)
             avx_gather(x, r * x->desc.stride[0], x->desc.stride[1], D, out + r * D);

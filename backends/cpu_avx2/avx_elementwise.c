@@ -114,8 +114,9 @@ static qvl_status run_unary(qvl_backend *be, const qvl_node *n,
     unary_job j = {n, avx_row_len(&x->desc), row_fn, NULL, n->params.mask.n_past};
     if (n->op == QVL_OP_MASK_CAUSAL_AT) {
         j.n_past = qvl_elem_get_i32(n->src[1], 0);
-        if (j.n_past < 0)
-            return avx_fail(n, err, QVL_E_INVALID, "at = %lld is negative", (long long)j.n_past);
+        /* any at >= 0 defines the mask: no upper limit */
+        if ((s = qvl_check_at(AVX_NAME, n, j.n_past, 0, INT64_MAX, "queries", err)) != QVL_OK)
+            return s;
     }
     int32_t *seg_id = NULL;
     if (n->op == QVL_OP_MASK_SEGMENTS) {

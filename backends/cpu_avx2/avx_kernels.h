@@ -39,7 +39,8 @@ void avx_softmax_row(float *x, int64_t n);
 void avx_silu_row(float *x, int64_t n);
 void avx_gelu_tanh_row(float *x, int64_t n);
 void avx_gelu_erf_row(float *x, int64_t n);
-/* avx_attention.c: segment number of each of len positions from bounds seg, checked */
+/* avx_attention.c: segment number of each of len positions from bounds seg, checked
+ * (qvl_check_segments) */
 qvl_status avx_segment_ids(const qvl_node *n, const qvl_tensor *seg, int64_t len, int32_t *id,
                            qvl_error *err);
 

@@ -8,8 +8,10 @@
 
 #include "qvl/backend_helpers.h"
 
-/* Record a failure "cuda_sm61: <op> '<name>': <what>" (err may be NULL) and return s. */
-#define cu_fail(n, err, s, ...) qvl_node_fail("cuda_sm61", n, err, s, __VA_ARGS__)
+/* The name in every message, and a failure "cuda_sm61: <op> '<name>': <what>" recorded (err
+ * may be NULL), returning s. */
+#define CU_NAME "cuda_sm61"
+#define cu_fail(n, err, s, ...) qvl_node_fail(CU_NAME, n, err, s, __VA_ARGS__)
 
 /* What every kernel does first: qvl_kernel_begin with this backend's table. */
 qvl_status cu_begin(qvl_backend *be, const qvl_node *n, qvl_error *err);

@@ -80,22 +80,14 @@ static qvl_status read_i32(qvl_backend *be, const qvl_node *n, const qvl_tensor 
     return QVL_OK;
 }
 
-/* Segment bounds seg [G+1] must start at 0, end at len and never decrease (as the
- * reference checks them). */
+/* Segment bounds seg [G+1], copied to the host, checked by core's one check (start at 0,
+ * never decrease, end at len), as every backend checks them. */
 static qvl_status check_segments(qvl_backend *be, const qvl_node *n, const qvl_tensor *seg,
                                  int64_t len, qvl_error *err) {
     int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
     int32_t *b = NULL;
     qvl_status s = read_i32(be, n, seg, bounds, step, &b, err);
-    if (s != QVL_OK) return s;
-    if (b[0] != 0 || b[(bounds - 1) * step] != len)
-        return cu_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
-                       (long long)len);
-    for (int64_t g = 0; g + 1 < bounds; g++)
-        if (b[(g + 1) * step] < b[g * step])
-            return cu_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
-                           (long long)g + 1);
-    return QVL_OK;
+    return s != QVL_OK ? s : qvl_check_segments(CU_NAME, n, b, bounds, step, len, NULL, err);
 }
 
 /* ---- element-wise ---- */
@@ -423,10 +415,8 @@ qvl_status cu_op_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     int64_t V = table->desc.shape[0], N = ids->desc.shape[0], step = ids->desc.stride[0];
     int32_t *id = NULL;
     if ((s = read_i32(be, n, ids, N, step, &id, err)) != QVL_OK) return s;
-    for (int64_t i = 0; i < N; i++) /* ids are data: checked here, not trusted */
-        if (id[i * step] < 0 || id[i * step] >= V)
-            return cu_fail(n, err, QVL_E_INVALID, "id %d at position %lld is outside [0, %lld)",
-                           (int)id[i * step], (long long)i, (long long)V);
+    /* ids are data: checked here (on the host copy), not trusted */
+    if ((s = qvl_check_indices(CU_NAME, n, id, N, step, V, "id", err)) != QVL_OK) return s;
     return cu_launched(n, cu_launch_get_rows(be->stream, view_of(table), view_of(ids), n->dst->data),
                     err);
 }

@@ -25,23 +25,12 @@ int ref_causal_hides(int64_t i, int64_t j, int64_t n_past) {
     return j > n_past + i;
 }
 
-/* Segment number of each of the n positions, from bounds seg [G+1] (seg[0] = 0, seg[G] = n,
- * non-decreasing). The bounds are data, so they are checked here, at run time. */
+/* Segment number of each of the len positions, from bounds seg [G+1], which are data:
+ * checked here, at run time, by core's one check (seg[0] = 0, non-decreasing, seg[G] = len). */
 static qvl_status segment_ids(const qvl_node *n, const qvl_tensor *seg, int64_t len,
                               int32_t *id, qvl_error *err) {
-    int64_t bounds = seg->desc.shape[0], step = seg->desc.stride[0];
-    if (qvl_elem_get_i32(seg, 0) != 0 || qvl_elem_get_i32(seg, (bounds - 1) * step) != len)
-        return ref_fail(n, err, QVL_E_INVALID, "segments must start at 0 and end at %lld",
-                        (long long)len);
-    for (int64_t g = 0; g + 1 < bounds; g++)
-        if (qvl_elem_get_i32(seg, (g + 1) * step) < qvl_elem_get_i32(seg, g * step))
-            return ref_fail(n, err, QVL_E_INVALID, "segment bounds decrease at %lld",
-                            (long long)g + 1);
-    /* Now 0 = seg[0] <= seg[1] <= ... <= seg[G] = len: every position gets exactly one id. */
-    for (int64_t g = 0; g + 1 < bounds; g++)
-        for (int32_t i = qvl_elem_get_i32(seg, g * step); i < qvl_elem_get_i32(seg, (g + 1) * step); i++)
-            id[i] = (int32_t)g;
-    return QVL_OK;
+    return qvl_check_segments(REF_NAME, n, seg->data, seg->desc.shape[0], seg->desc.stride[0],
+                              len, id, err);
 }
 
 /* ---- SOFTMAX(x) over the innermost dim ---- */
@@ -92,7 +81,8 @@ qvl_status ref_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err
     qvl_status s = ref_begin(be, n, err);
     if (s != QVL_OK) return s;
     int64_t at = at_value(n, 1);
-    if (at < 0) return ref_fail(n, err, QVL_E_INVALID, "at = %lld is negative", (long long)at);
+    /* any at >= 0 defines the mask: no upper limit */
+    if ((s = qvl_check_at(REF_NAME, n, at, 0, INT64_MAX, "queries", err)) != QVL_OK) return s;
     copy_masked(n, at, NULL);
     return QVL_OK;
 }
@@ -142,9 +132,7 @@ qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if (p->mask == QVL_MASK_CAUSAL_AT) {
         /* Keys past at + N are not written yet: never read them. */
         n_past = at_value(n, 3);
-        if (n_past < 0 || n_past > L - N)
-            return ref_fail(n, err, QVL_E_INVALID, "at = %lld: %lld + %lld queries exceed %lld keys",
-                            (long long)n_past, (long long)n_past, (long long)N, (long long)L);
+        if ((s = qvl_check_at(REF_NAME, n, n_past, N, L, "queries", err)) != QVL_OK) return s;
         L = n_past + N;
     }
 

@@ -9,8 +9,10 @@
 
 /* The check every kernel runs first (qvl_kernel_begin with this backend's table). */
 qvl_status ref_begin(qvl_backend *be, const qvl_node *n, qvl_error *err);
-/* A run-time failure: "reference: <op> '<node>': <what>". */
-#define ref_fail(n, err, s, ...) qvl_node_fail("reference", n, err, s, __VA_ARGS__)
+/* The name in every message, and a run-time failure: "reference: <op> '<node>': <what>". The
+ * data checks (ids, segment bounds, `at`) are core's: qvl_check_indices and the others. */
+#define REF_NAME "reference"
+#define ref_fail(n, err, s, ...) qvl_node_fail(REF_NAME, n, err, s, __VA_ARGS__)
 
 /* ref_matmul.c */
 qvl_status ref_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err);

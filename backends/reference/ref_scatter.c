@@ -12,12 +12,9 @@ static qvl_status scatter(const qvl_node *n, bool add, qvl_error *err) {
     const int64_t N = x->desc.shape[0], D = x->desc.shape[1], K = idx->desc.shape[0];
     float *out = n->dst->data;
     /* Check every index before writing, so a bad one leaves no half-done output behind. */
-    for (int64_t k = 0; k < K; k++) {
-        int32_t r = qvl_elem_get_i32(idx, k * idx->desc.stride[0]);
-        if (r < 0 || r >= N)
-            return ref_fail(n, err, QVL_E_INVALID, "row index %d at position %lld is outside [0, %lld)",
-                            (int)r, (long long)k, (long long)N);
-    }
+    qvl_status s = qvl_check_indices(REF_NAME, n, idx->data, K, idx->desc.stride[0], N,
+                                     "row index", err);
+    if (s != QVL_OK) return s;
     for (int64_t r = 0; r < N; r++) qvl_tensor_read_row(x, r, out + r * D);
     for (int64_t k = 0; k < K; k++) {
         int32_t r = qvl_elem_get_i32(idx, k * idx->desc.stride[0]);

@@ -14,14 +14,12 @@ qvl_status ref_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     if (s != QVL_OK) return s;
     const qvl_tensor *table = n->src[0], *ids = n->src[1];
     int64_t V = table->desc.shape[0], D = table->desc.shape[1], N = ids->desc.shape[0];
+    /* ids are data: all checked before any row is read */
+    s = qvl_check_indices(REF_NAME, n, ids->data, N, ids->desc.stride[0], V, "id", err);
+    if (s != QVL_OK) return s;
     float *out = n->dst->data;
-    for (int64_t i = 0; i < N; i++) {
-        int32_t id = qvl_elem_get_i32(ids, i * ids->desc.stride[0]);
-        if (id < 0 || id >= V) /* ids are data: checked here, not trusted */
-            return ref_fail(n, err, QVL_E_INVALID, "id %d at position %lld is outside [0, %lld)",
-                            (int)id, (long long)i, (long long)V);
-        qvl_tensor_read_row(table, id, out + i * D);
-    }
+    for (int64_t i = 0; i < N; i++)
+        qvl_tensor_read_row(table, qvl_elem_get_i32(ids, i * ids->desc.stride[0]), out + i * D);
     return QVL_OK;
 }
 
@@ -124,11 +122,9 @@ qvl_status ref_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err)
     if (n->dst->data != n->src[0]->data)
         return ref_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
     int64_t at = qvl_elem_get_i32(n->src[2], 0);
-    int64_t rows = n->src[0]->desc.shape[0], count = n->src[1]->desc.shape[0];
-    if (at < 0 || at > rows - count)
-        return ref_fail(n, err, QVL_E_INVALID, "at = %lld: rows [%lld, %lld) do not fit in %lld",
-                        (long long)at, (long long)at, (long long)(at + count), (long long)rows);
-    return store_from(n, at, err);
+    s = qvl_check_at(REF_NAME, n, at, n->src[1]->desc.shape[0], n->src[0]->desc.shape[0], "rows",
+                     err);
+    return s != QVL_OK ? s : store_from(n, at, err);
 }
 
 /* ---- VIEW: no kernel; the reference kernels read any view the descriptor can express ---- */

@@ -5,7 +5,8 @@
  * This file is the plugin side: the op table, the instance, memory and the one exported
  * symbol. The kernels are in minimal_kernels.c; each starts with qvl_kernel_begin (the op
  * contract, this table, memory present), so it meets only well-formed nodes, and checks the
- * values that are data (ids, segment bounds, `at`), refusing bad ones with qvl_node_fail.
+ * values that are data (ids, segment bounds, `at`) with core's qvl_check_indices,
+ * qvl_check_segments and qvl_check_at, which refuse bad ones the way qvl_node_fail words it.
  * q8_0 is deliberately absent from the table: a q8_0 graph is refused, naming the slot. */
 #include <stdio.h>
 #include <stdlib.h>

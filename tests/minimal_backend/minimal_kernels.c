@@ -55,14 +55,12 @@ qvl_status k_get_rows(qvl_backend *be, const qvl_node *node, qvl_error *err) {
     BEGIN(be, node, err);
     const qvl_tensor *table = node->src[0], *ids = node->src[1];
     const int64_t V = table->desc.shape[0], D = table->desc.shape[1], N = ids->desc.shape[0];
-    for (int64_t n = 0; n < N; n++) {
-        int32_t id = i32_at(ids, n);
-        if (id < 0 || id >= V)
-            return qvl_node_fail(NAME, node, err, QVL_E_INVALID, "id %d at %lld is outside [0, %lld)",
-                                 (int)id, (long long)n, (long long)V);
-        qvl_elem_gather(table, id * table->desc.stride[0], table->desc.stride[1], D,
-                        out_f32(node) + n * D);
-    }
+    /* ids are data: every one in [0, V) before any row is read */
+    qvl_status s = qvl_check_indices(NAME, node, ids->data, N, ids->desc.stride[0], V, "id", err);
+    if (s != QVL_OK) return s;
+    for (int64_t n = 0; n < N; n++)
+        qvl_elem_gather(table, (int64_t)i32_at(ids, n) * table->desc.stride[0],
+                        table->desc.stride[1], D, out_f32(node) + n * D);
     return QVL_OK;
 }
 
@@ -298,8 +296,11 @@ qvl_status k_mask_causal(qvl_backend *be, const qvl_node *node, qvl_error *err) 
 
 qvl_status k_mask_causal_at(qvl_backend *be, const qvl_node *node, qvl_error *err) {
     BEGIN(be, node, err);
-    /* Any at is valid here: the formula says which keys to hide, whatever at is. */
-    causal(node, i32_at(node->src[1], 0));
+    /* Any at >= 0 is valid here: the formula says which keys to hide, whatever at is. */
+    const int64_t at = i32_at(node->src[1], 0);
+    qvl_status s = qvl_check_at(NAME, node, at, 0, INT64_MAX, "queries", err);
+    if (s != QVL_OK) return s;
+    causal(node, at);
     return QVL_OK;
 }
 
@@ -307,18 +308,15 @@ qvl_status k_mask_segments(qvl_backend *be, const qvl_node *node, qvl_error *err
     BEGIN(be, node, err);
     const qvl_tensor *x = node->src[0], *seg = node->src[1];
     const int64_t N = qvl_desc_row_len(&x->desc), rows = qvl_desc_n_rows(&x->desc);
-    const int64_t G = seg->desc.shape[0] - 1;
-    /* Bounds are data: 0 = seg[0] <= seg[1] <= ... <= seg[G] = N, else the node fails. */
-    int64_t *which = malloc((size_t)N * sizeof *which);
+    /* Bounds are data: 0 = seg[0] <= seg[1] <= ... <= seg[G] = N, else the node fails; once
+     * they hold, which[i] is the segment of position i. */
+    int32_t *which = malloc((size_t)N * sizeof *which);
     if (!which) return no_memory(node, err);
-    bool ok = i32_at(seg, 0) == 0 && i32_at(seg, G) == N;
-    for (int64_t g = 0; ok && g < G; g++) ok = i32_at(seg, g) <= i32_at(seg, g + 1);
-    for (int64_t g = 0; ok && g < G; g++) /* only once every bound is known to lie in [0, N] */
-        for (int64_t i = i32_at(seg, g); i < i32_at(seg, g + 1); i++) which[i] = g;
-    if (!ok) {
+    qvl_status s = qvl_check_segments(NAME, node, seg->data, seg->desc.shape[0],
+                                      seg->desc.stride[0], N, which, err);
+    if (s != QVL_OK) {
         free(which);
-        return qvl_node_fail(NAME, node, err, QVL_E_INVALID,
-                             "segment bounds must rise from 0 to N = %lld", (long long)N);
+        return s;
     }
     for (int64_t r = 0; r < rows; r++) {
         float *o = out_f32(node) + r * N;
@@ -360,10 +358,8 @@ qvl_status k_store_rows_at(qvl_backend *be, const qvl_node *node, qvl_error *err
     BEGIN(be, node, err);
     const int64_t at = i32_at(node->src[2], 0), R = node->src[0]->desc.shape[0];
     const int64_t N = node->src[1]->desc.shape[0];
-    if (at < 0 || at > R - N)
-        return qvl_node_fail(NAME, node, err, QVL_E_INVALID,
-                             "at %lld: %lld rows do not fit the %lld rows of the cache",
-                             (long long)at, (long long)N, (long long)R);
+    qvl_status s = qvl_check_at(NAME, node, at, N, R, "rows", err);
+    if (s != QVL_OK) return s;
     store(node, at);
     return QVL_OK;
 }
@@ -373,13 +369,10 @@ static qvl_status scatter(qvl_backend *be, const qvl_node *node, qvl_error *err,
     BEGIN(be, node, err);
     const qvl_tensor *x = node->src[0], *idx = node->src[1], *src = node->src[2];
     const int64_t N = x->desc.shape[0], D = x->desc.shape[1], K = idx->desc.shape[0];
-    for (int64_t k = 0; k < K; k++) { /* all indices first: nothing is written on failure */
-        const int32_t r = i32_at(idx, k);
-        if (r < 0 || r >= N)
-            return qvl_node_fail(NAME, node, err, QVL_E_INVALID,
-                                 "index %d at %lld is outside the %lld rows", (int)r, (long long)k,
-                                 (long long)N);
-    }
+    /* all indices first: nothing is written on failure */
+    qvl_status s = qvl_check_indices(NAME, node, idx->data, K, idx->desc.stride[0], N,
+                                     "row index", err);
+    if (s != QVL_OK) return s;
     float *o = out_f32(node);
     qvl_tensor_read_rows(x, o);
     for (int64_t k = 0; k < K; k++) {

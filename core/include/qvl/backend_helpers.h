@@ -55,6 +55,40 @@ qvl_status qvl_kernel_begin(const qvl_backend_iface *iface, qvl_backend *be,
 qvl_status qvl_node_fail(const char *backend, const qvl_node *node, qvl_error *err, qvl_status s,
                          const char *fmt, ...) QVL_PRINTF(5, 6);
 
+/* ---- the data checks (data_check.c) ---- */
+
+/* Indices, segment bounds and `at` positions are values, read from inputs when the kernel
+ * runs: the contract (qvl_node_check: shapes, dtypes) cannot see them, so a kernel checks them
+ * before it reads or writes through them, with these. Each returns QVL_OK, or QVL_E_INVALID
+ * with "<backend>: <op> '<node>': <why>" in err (qvl_node_fail; err may be NULL). The values
+ * are i32 (the contract's dtype for these inputs) in host memory, element k at v[k * step],
+ * step in elements: a host kernel passes (const int32_t *)t->data and t->desc.stride[0]; a
+ * device backend copies them to the host first. */
+
+/* GET_ROWS ids, SET_ROWS / ADD_ROWS row indices: every v[k * step], k < n, lies in
+ * [0, rows). Else "<what> <value> at position <k> is outside [0, <rows>)" for the first bad
+ * one, what naming the values ("id", "row index"). n = 0 passes. */
+qvl_status qvl_check_indices(const char *backend, const qvl_node *node, const int32_t *v,
+                             int64_t n, int64_t step, int64_t rows, const char *what,
+                             qvl_error *err);
+
+/* Segment bounds [G+1] (MASK_SEGMENTS, ATTENTION with QVL_MASK_SEGMENTS): b[0] = 0, never
+ * decreasing, b[(bounds - 1) * step] = len, so each position in [0, len) lies in exactly one
+ * segment. Else "segments must start at 0 and end at <len>" (also for bounds < 1) or "segment
+ * bounds decrease at <g>". With id not NULL, once they hold: id[i] = the segment of position
+ * i, for i < len. */
+qvl_status qvl_check_segments(const char *backend, const qvl_node *node, const int32_t *b,
+                              int64_t bounds, int64_t step, int64_t len, int32_t *id,
+                              qvl_error *err);
+
+/* An `at` position: STORE_ROWS_AT's first row, or the KV length before the queries of
+ * MASK_CAUSAL_AT and of ATTENTION with QVL_MASK_CAUSAL_AT. Rows [at, at + count), count >= 0,
+ * lie in [0, limit). Else "at = <at> is negative" or "at = <at>: <what> [<at>, <at + count>)
+ * do not fit in [0, <limit>)", what naming the rows ("rows", "queries"). MASK_CAUSAL_AT, whose
+ * mask any at >= 0 defines, passes count 0 and limit INT64_MAX. */
+qvl_status qvl_check_at(const char *backend, const qvl_node *node, int64_t at, int64_t count,
+                        int64_t limit, const char *what, qvl_error *err);
+
 /* Input slot, or NULL when the slot is empty (or beyond n_src). */
 static inline const qvl_tensor *qvl_node_src(const qvl_node *node, uint32_t slot) {
     return slot < node->n_src && slot < QVL_MAX_SRC ? node->src[slot] : NULL;
