@@ -78,8 +78,22 @@ void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how,
             error = "out of memory for the answer";
         }
     }
+    int32_t *tokens = NULL;
+    if (s->n_generated > 0) {
+        tokens = malloc((size_t)s->n_generated * sizeof *tokens);
+        if (tokens) {
+            memcpy(tokens, s->generated, (size_t)s->n_generated * sizeof *tokens);
+        } else if (how != QVL_FINISH_ERROR) {
+            how = QVL_FINISH_ERROR;
+            error = "out of memory for the answer";
+        }
+    }
+    const double decode_seconds = s->decode_start > 0 ? now_seconds() - s->decode_start : 0;
     pthread_mutex_lock(&j->mu);
     j->completion_tokens = s->n_generated;
+    free(j->tokens);
+    j->tokens = tokens;
+    j->decode_seconds = decode_seconds;
     int64_t cached = j->cached_tokens;
     pthread_mutex_unlock(&j->mu);
     /* Counted before the client is woken: whoever holds an answer sees it in /metrics. */
@@ -207,6 +221,7 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
     qvl_model_set_seq(s->m, s->seq);
     s->job = j;
     s->n_generated = 0;
+    s->decode_start = 0;
     s->searched = 0;
     s->oom = false;
     qvl_text_stream_init(&s->stream, emit_text, s);
@@ -223,6 +238,7 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
     }
     const int64_t keep = engine_slot_reusable(s, j);
     qvl_error err = {0};
+    const double t0 = now_seconds();
     const qvl_status st = prefill(s, j, env, keep, &err);
     /* The vision encoder has consumed the pixels (or failed): give their memory back now, not
      * when the answer is done. Only the engine thread reads them once the job is queued. */
@@ -231,7 +247,8 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
         return;
     }
-    qvl_job_set_started(j, keep);
+    s->decode_start = now_seconds();
+    qvl_job_set_started(j, keep, s->decode_start - t0);
 }
 
 /* After new text: end at a stop string, else publish what no stop string can still claim. */
