@@ -1,4 +1,4 @@
-/* The pictures of a qvl run/chat prompt, in two steps so that no work is wasted on a picture
+/* The pictures of a qvl run prompt, in two steps so that no work is wasted on a picture
  * that cannot be used: run_images_plan reads each file and its header only and decides the
  * size the processor will give it (and so its token count); run_images_decode then decodes and
  * preprocesses the pixels. Between the two the caller checks that the prompt fits the context. */

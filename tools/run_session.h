@@ -1,5 +1,5 @@
-/* What qvl run and qvl chat share once the command line is parsed: the settings, the loaded
- * pieces, and one answer from prompt ids to streamed text. */
+/* What qvl run needs once the command line is parsed: the settings, the loaded pieces, and one
+ * answer from prompt ids to streamed text (qvl chat runs on the engine: chat_session.h). */
 #ifndef QVL_TOOLS_RUN_SESSION_H
 #define QVL_TOOLS_RUN_SESSION_H
 
