@@ -259,7 +259,7 @@ static qvl_status run_job(chat_state *cs, qvl_job *j, qvl_error *err) {
         const bool now_started = j->started;
         size_t n = j->visible > printed ? j->visible - printed : 0;
         if (n > sizeof chunk) n = sizeof chunk;
-        memcpy(chunk, j->text + printed, n);
+        if (n > 0) memcpy(chunk, j->text + printed, n);
         pthread_mutex_unlock(&j->mu);
         if (now_started && !started) {
             started = true;

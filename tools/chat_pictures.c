@@ -45,7 +45,10 @@ qvl_status chat_picture_rules(const qvl_picture_rules *base, const run_image_bou
         if (b->max_tokens_set) {
             if ((st = token_pixels(base, "--image-max-tokens", b->max_tokens, false, &t, err)))
                 return st;
-            if (t.px < hi.px) hi = (bound){.px = t.px, .from_user = true}, memcpy(hi.what, t.what, sizeof t.what);
+            if (t.px < hi.px) {
+                t.from_user = true;
+                hi = t;
+            }
         }
     } else {
         hi.px = model_max;
@@ -65,7 +68,10 @@ qvl_status chat_picture_rules(const qvl_picture_rules *base, const run_image_bou
         if (b->min_tokens_set) {
             if ((st = token_pixels(base, "--image-min-tokens", b->min_tokens, false, &t, err)))
                 return st;
-            if (t.px > lo.px) lo = (bound){.px = t.px, .from_user = true}, memcpy(lo.what, t.what, sizeof t.what);
+            if (t.px > lo.px) {
+                t.from_user = true;
+                lo = t;
+            }
         }
     } else {
         lo.px = model_min;
@@ -107,9 +113,21 @@ qvl_status chat_picture_plan(const qvl_picture_rules *r, const char *path, size_
         return st;
     }
     out->n_tokens = plan.n_tokens;
-    if (!quiet)
-        fprintf(stderr, "image %zu: %dx%d -> %lld tokens (at most %s)\n", number, out->width,
-                out->height, (long long)out->n_tokens, cap_what);
+    if (quiet) return QVL_OK;
+    /* The same window without its upper bound tells whether the bound scaled it down. */
+    int64_t lo = 0, hi = 0;
+    qvl_picture_window(r, &lo, &hi);
+    qvl_picture_rules *uncapped = qvl_picture_rules_with_window(r, lo, INT64_MAX);
+    qvl_picture_plan full;
+    qvl_error ignore = {0};
+    const bool capped = uncapped &&
+                        qvl_picture_plan_for(uncapped, out->width, out->height, 0, &full,
+                                             &ignore) == QVL_OK &&
+                        full.n_tokens > out->n_tokens;
+    qvl_picture_rules_free(uncapped);
+    fprintf(stderr, "image %zu: %dx%d -> %lld tokens%s%s%s\n", number, out->width, out->height,
+            (long long)out->n_tokens, capped ? " (scaled down to fit " : "",
+            capped ? cap_what : "", capped ? ")" : "");
     return QVL_OK;
 }
 
