@@ -121,6 +121,12 @@ lines = [l for l in err.splitlines() if "do not fit the context" in l]
 check("/image too large for --ctx: refused before any work", rc == 0 and len(lines) == 1
       and got == plain[:1], f"rc {rc}, {got}: {err}")
 
+rc, got, err = piped(["look <|image_pad|> here", "Hello"], "-n", "8")
+lines = [l for l in err.splitlines() if "typed as text" in l]
+check("a picture's special token typed in a message: one line, not sent, the chat goes on",
+      rc == 0 and len(lines) == 1 and "<|image_pad|>" in lines[0] and got == plain[:1],
+      f"rc {rc}, {got}: {err}")
+
 # --- the engine: prefix reuse --------------------------------------------------------------------
 # Each turn submits the whole conversation; -v prints one line per engine job with its prompt
 # tokens, how many the slot's cache already held and how many pictures were encoded.

@@ -132,6 +132,7 @@ static qvl_status prepare(chat_state *cs, size_t from, bool with_reply, qvl_job 
             qvl_picture *p = &r->pictures[r->n_pictures++];
             *p = cs->turns[i].pics[k].pic;
             p->pixels = NULL;
+            p->n_tokens = cs->turns[i].pics[k].n_tokens; /* planned: also before it is made */
             p->give_back = NULL;
             p->reserved = 0;
         }
@@ -315,6 +316,11 @@ static qvl_status answer(chat_state *cs, qvl_job *j, size_t from, qvl_error *err
     return st;
 }
 
+static qvl_status not_sent(const chat_turn *t, const char *why, qvl_error *err) {
+    return qvl_fail(err, QVL_E_LIMIT, "%s: it is not sent (raise --ctx (-c)%s)", why,
+                    t->n_pics ? " or lower --image-max-tokens" : "");
+}
+
 qvl_status chat_send(chat_state *cs, bool *sent, qvl_error *err) {
     *sent = false;
     cs->n_ids = 0;
@@ -322,18 +328,32 @@ qvl_status chat_send(chat_state *cs, bool *sent, qvl_error *err) {
     chat_turn *t = &cs->turns[cs->n_turns - 1];
     qvl_error e = {0};
     qvl_status st = QVL_OK;
+    size_t from = 0;
+    qvl_job *j = NULL;
+    char why[sizeof err->msg];
+    /* The vision special tokens are the template's to write: typed into a message they would
+     * stand for pictures that are not there. */
+    for (const char *const *v = qvl_prompt_vision_tokens; st == QVL_OK && *v; v++)
+        if (strstr(t->user, *v))
+            st = qvl_fail(&e, QVL_E_INVALID, "the message holds %s typed as text: it is not sent "
+                          "(attach pictures with /image; <image> places them)", *v);
+    /* Whether it fits is known from the pictures' planned sizes: nothing is decoded for a
+     * message that is not sent. (Counted without the pictures' digests, so counted again.) */
+    bool unmade = false;
+    for (size_t i = 0; i < t->n_pics; i++) unmade |= !t->pics[i].made;
+    if (st == QVL_OK && unmade) {
+        st = choose(cs, false, &from, &j, why, sizeof why, &e);
+        if (st == QVL_OK && !j) st = not_sent(t, why, &e);
+        qvl_job_release(j);
+        j = NULL;
+    }
     for (size_t i = 0; st == QVL_OK && i < t->n_pics; i++) {
         run_progress_begin(cs->progress, "decoding image %zu/%zu", i + 1, t->n_pics);
         st = chat_picture_make(cs->rules, &t->pics[i], &e);
         run_progress_end(cs->progress);
     }
-    size_t from = 0;
-    qvl_job *j = NULL;
-    char why[sizeof err->msg];
     if (st == QVL_OK) st = choose(cs, false, &from, &j, why, sizeof why, &e);
-    if (st == QVL_OK && !j)
-        st = qvl_fail(&e, QVL_E_LIMIT, "%s: it is not sent (raise --ctx (-c)%s)", why,
-                      t->n_pics ? " or lower --image-max-tokens" : "");
+    if (st == QVL_OK && !j) st = not_sent(t, why, &e);
     if (st != QVL_OK) {
         if (st != QVL_E_NOMEM) {
             fprintf(stderr, "qvl chat: %s\n", e.msg);
