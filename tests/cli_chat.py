@@ -121,6 +121,44 @@ lines = [l for l in err.splitlines() if "do not fit the context" in l]
 check("/image too large for --ctx: refused before any work", rc == 0 and len(lines) == 1
       and got == plain[:1], f"rc {rc}, {got}: {err}")
 
+rc, got, err = piped(["look <|image_pad|> here", "Hello"], "-n", "8")
+lines = [l for l in err.splitlines() if "typed as text" in l]
+check("a picture's special token typed in a message: one line, not sent, the chat goes on",
+      rc == 0 and len(lines) == 1 and "<|image_pad|>" in lines[0] and got == plain[:1],
+      f"rc {rc}, {got}: {err}")
+
+# --- the engine: prefix reuse --------------------------------------------------------------------
+# Each turn submits the whole conversation; -v prints one line per engine job with its prompt
+# tokens, how many the slot's cache already held and how many pictures were encoded.
+JOB = re.compile(r"job (\d+): (\d+) prompt tokens, (\d+) cached, (\d+) of (\d+) picture\(s\) encoded")
+rc, got, err = piped([f"/image {image}", "What is this?", "And now?"], "-n", "8", "-v")
+jobs = [tuple(int(x) for x in m.groups()) for m in JOB.finditer(err)]
+check("engine: two turns, two jobs", rc == 0 and len(got) == 2 and len(jobs) == 2,
+      f"rc {rc}, {got}, {jobs}: {err}")
+if len(jobs) == 2:
+    (_, p1, c1, e1, n1), (_, p2, c2, e2, n2) = jobs
+    check("engine: the first turn is prefilled whole, its picture encoded",
+          c1 == 0 and (e1, n1) == (1, 1), f"{jobs}")
+    check("engine: the second turn reuses the first turn's prompt from the cache",
+          c2 >= p1 and p2 > c2, f"{jobs}")
+    check("engine: the picture is not encoded again", (e2, n2) == (0, 1), f"{jobs}")
+check("engine: the first answer is qvl run's", got[:1] == [want], f"{got} vs {want}")
+# The second answer against one cold prompt: qvl run given the conversation's rendering (the
+# template writes the user message around the text, so the text carries the turns between).
+r = subprocess.run(BASE + ["-n", "8", f"--image={image}"], input=b"What is this?\n",
+                   capture_output=True)
+reply = r.stdout[:-1].decode("utf-8", errors="strict") if r.returncode == 0 else None
+if reply is not None and "\0" not in reply:
+    convo = f"What is this?<|im_end|>\n<|im_start|>assistant\n{reply}<|im_end|>\n<|im_start|>user\nAnd now?"
+    r = subprocess.run([qvl, "run", "-m", model, "--temp", "0", "--backend", "reference", "-q",
+                        "--print-ids", "-n", "8", "--image", image, "-p", convo],
+                       capture_output=True, text=True)
+    check("engine: the second answer (prefix reused) is that of the whole conversation "
+          "prefilled at once", r.returncode == 0 and len(got) == 2 and got[1] == r.stdout.split(),
+          f"{got[1:]} vs {r.stdout.split()}: {r.stderr}")
+else:
+    bad("engine: the first reply as text", f"rc {r.returncode}: {r.stderr!r}")
+
 # --- a full context ------------------------------------------------------------------------------
 msgs = ["Hello there", "Second message", "Third one here", "Fourth", "Fifth message"]
 rc, got, err = piped(msgs, "-n", "12", "-c", "96", "-sys", "Be brief.")

@@ -22,7 +22,8 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/memory_report.c
   ${CMAKE_CURRENT_LIST_DIR}/run_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
-  ${CMAKE_CURRENT_LIST_DIR}/chat_images.c
+  ${CMAKE_CURRENT_LIST_DIR}/chat_answer.c
+  ${CMAKE_CURRENT_LIST_DIR}/chat_pictures.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_input.c
   ${CMAKE_CURRENT_LIST_DIR}/run_images.c
   ${CMAKE_CURRENT_LIST_DIR}/run_progress.c

@@ -1,4 +1,5 @@
-/* qvl run / qvl chat: prompt -> chat template -> tokens -> model -> sampled answer.
+/* qvl run / qvl chat: prompt -> chat template -> tokens -> model -> sampled answer (qvl chat
+ * goes to the engine once its command line is checked: chat_session.h).
  * Everything that can be decided without the model is decided first (prompt, picture sizes,
  * whether it all fits the context), so a bad request costs no loading or encoding. */
 #define _POSIX_C_SOURCE 200809L
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat_session.h"
 #include "cli.h"
 #include "qvl/file.h"
 #include "qvl/file_write.h"
@@ -257,6 +259,21 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     if (rc) return rc;
     if (a.verbose) qvl_log_level_set(QVL_LOG_INFO);
     if ((rc = check_model_dir(prog, a.model))) return rc;
+    char path[PATH_MAX];
+    struct stat sb;
+    if (chat_mode) { /* on the engine (chat_session.h) */
+        snprintf(path, sizeof path, "%s/tokenizer.json", a.model);
+        if (stat(path, &sb) != 0) {
+            fprintf(stderr, "%s: %s: not found (needed to tokenize the prompt)\n", prog, path);
+            return 1;
+        }
+        const chat_flags seen = {
+            .temp = opts[OPT_TEMP].seen, .top_k = opts[OPT_TOP_K].seen,
+            .top_p = opts[OPT_TOP_P].seen, .min_p = opts[OPT_MIN_P].seen,
+            .repeat_penalty = opts[OPT_REPEAT].seen, .presence_penalty = opts[OPT_PRESENCE].seen,
+            .seed = opts[OPT_SEED].seen, .threads = opts[OPT_THREADS].seen};
+        return run_chat(&a, &seen, im->paths, im->n, start);
+    }
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     if (a.ids) {
@@ -266,7 +283,6 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     }
 
     qvl_error err = {0};
-    char path[PATH_MAX];
     char *text = NULL; /* the prompt of qvl run */
     qvl_status st = QVL_OK;
     if (a.file || (a.prompt && strcmp(a.prompt, "-") == 0))
@@ -279,9 +295,8 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     }
     /* The tokenizer is needed unless ids go in and ids come out. */
     snprintf(path, sizeof path, "%s/tokenizer.json", a.model);
-    bool need_tokenizer = chat_mode || !a.ids || !a.print_ids;
+    bool need_tokenizer = !a.ids || !a.print_ids;
     qvl_tokenizer *tok = NULL;
-    struct stat sb;
     if (stat(path, &sb) == 0) {
         st = qvl_tokenizer_load(path, &tok, &err);
     } else if (need_tokenizer) {
@@ -309,8 +324,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
 
     if (st == QVL_OK && text) st = run_prompt_ids(&a, text, tok, im, &ids, &n_ids, &err);
     if (st == QVL_OK && a.ids && im->n > 0) st = check_id_pads(ids, n_ids, im, &err);
-    /* qvl chat: the pictures go with the first message, so they alone must fit. */
-    if (st == QVL_OK) st = check_fits(chat_mode ? im->total_tokens : n_ids, im, a.ctx, &err);
+    if (st == QVL_OK) st = check_fits(n_ids, im, a.ctx, &err);
     free(text);
 
     run_session s = {.a = &a, .gen = &gen, .tok = tok,
@@ -350,10 +364,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     if (st == QVL_OK && im->n > 0) st = run_encode_images(s.m, im, s.progress, &s.timings, &err);
     qvl_text_stream_init(&s.out.stream, write_stdout, NULL);
     if (st == QVL_OK) {
-        if (chat_mode)
-            rc = run_chat_loop(&s, im);
-        else
-            rc = run_answer(&s, ids, n_ids, false, im, &err) == QVL_OK ? 0 : fail(cmd, &err);
+        rc = run_answer(&s, ids, n_ids, false, im, &err) == QVL_OK ? 0 : fail(cmd, &err);
         if (!a.quiet && (a.verbose || isatty(STDERR_FILENO))) run_timings_print(&s.timings, s.m);
     } else {
         rc = fail(cmd, &err);

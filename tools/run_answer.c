@@ -1,4 +1,4 @@
-/* Vision encoder per picture and batched prefill for qvl run/chat (run_answer.h). */
+/* Vision encoder per picture and batched prefill for qvl run (run_answer.h). */
 #include "run_answer.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The model side of qvl run/chat: the vision encoder one picture at a time (so each has its own
+/* The model side of qvl run: the vision encoder one picture at a time (so each has its own
  * time) and generation with the prompt prefilled in batches (so a long prompt shows progress,
  * tokens done / total). */
 #ifndef QVL_TOOLS_RUN_ANSWER_H

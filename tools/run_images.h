@@ -1,4 +1,4 @@
-/* The pictures of a qvl run/chat prompt, in two steps so that no work is wasted on a picture
+/* The pictures of a qvl run prompt, in two steps so that no work is wasted on a picture
  * that cannot be used: run_images_plan reads each file and its header only and decides the
  * size the processor will give it (and so its token count); run_images_decode then decodes and
  * preprocesses the pixels. Between the two the caller checks that the prompt fits the context. */
@@ -12,16 +12,7 @@
 #include "qvl/image_preprocess.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/status.h"
-
-/* Default of --image-max-tokens: a picture never costs more tokens than this unless asked
- * (4096 merged tokens = 4,194,304 pixels with 16-pixel patches merged 2x2). */
-#define RUN_IMAGE_MAX_TOKENS_DEFAULT 4096
-
-/* The pixel/token bounds as the user gave them; *_set says the flag was on the command line. */
-typedef struct run_image_bounds {
-    int64_t min_pixels, max_pixels, min_tokens, max_tokens;
-    bool min_pixels_set, max_pixels_set, min_tokens_set, max_tokens_set;
-} run_image_bounds;
+#include "run_args.h"
 
 typedef struct run_images {
     size_t n;

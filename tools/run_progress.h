@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qvl/qwen3vl_model.h"
+#include "qvl/status.h" /* QVL_PRINTF */
+
+struct qvl_model;
 
 /* A step in progress: "label ... 2.3 s", drawn at once and redrawn in place four times a second
  * by a helper thread until run_progress_end erases it. Does nothing when off. */
@@ -41,10 +43,11 @@ typedef struct run_timings {
 
 /* The summary, a few lines "timings: ..." on stderr: load, vision per picture, prefill tok/s,
  * time to first token (from the start of the command), decode tok/s and tokens generated,
- * peak resident memory and, for a backend with memory of its own, its device memory in use. */
-void run_timings_print(const run_timings *t, const qvl_model *m);
+ * peak resident memory and, for a backend with memory of its own, its device memory in use
+ * (m NULL: no backend line, no memory lines). */
+void run_timings_print(const run_timings *t, const struct qvl_model *m);
 /* One line per backend the model uses: weights, KV cache, activations and, where the device
  * reports its memory, the backend's own scratch. */
-void run_memory_print(const qvl_model *m);
+void run_memory_print(const struct qvl_model *m);
 
 #endif

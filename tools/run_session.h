@@ -1,5 +1,5 @@
-/* What qvl run and qvl chat share once the command line is parsed: the settings, the loaded
- * pieces, and one answer from prompt ids to streamed text. */
+/* What qvl run needs once the command line is parsed: the settings, the loaded pieces, and one
+ * answer from prompt ids to streamed text (qvl chat runs on the engine: chat_session.h). */
 #ifndef QVL_TOOLS_RUN_SESSION_H
 #define QVL_TOOLS_RUN_SESSION_H
 
@@ -12,20 +12,9 @@
 #include "qvl/sampling.h"
 #include "qvl/text_stream.h"
 #include "qvl/tokenizer.h"
-#include "backend_args.h"
+#include "run_args.h"
 #include "run_images.h"
 #include "run_progress.h"
-
-typedef struct run_args {
-    const char *model, *prompt, *file, *system, *ids, *dump_logits, *backend, *plugins, *weights;
-    const char *kv_type; /* --kv-type */
-    const char *image_help; /* --image is collected before parsing (repeatable) */
-    int64_t n_predict, top_k, seed, ctx, batch;
-    backend_args be; /* -t, -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib */
-    run_image_bounds bounds;
-    double temp, top_p, min_p, repeat_penalty, presence_penalty;
-    bool print_ids, no_fuse, no_mmap, verbose, quiet, interactive;
-} run_args;
 
 /* What the generation callback needs. */
 typedef struct run_output {
@@ -62,10 +51,5 @@ size_t run_count_markers(const char *text);
 /* Tokenize rendered text and give each image placeholder its token count. */
 qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_images *im,
                            int32_t **ids, int64_t *n, qvl_error *err);
-
-/* The interactive loop of qvl chat; returns the exit status (130 after Ctrl-C at the prompt).
- * im's pictures (encoded already) go with the first message: the chat takes them over and
- * leaves im empty. */
-int run_chat_loop(run_session *s, run_images *im);
 
 #endif

@@ -384,6 +384,10 @@ int64_t qvl_engine_ctx(qvl_engine *e) { return e->opts.ctx; }
 
 int qvl_engine_slots(qvl_engine *e) { return e->opts.slots; }
 
+void qvl_engine_placement(qvl_engine *e, char *out, size_t size) {
+    qvl_model_placement(e->model, out, size);
+}
+
 int qvl_engine_slot_info_get(qvl_engine *e, qvl_engine_slot_info *out, int max) {
     pthread_mutex_lock(&e->mu);
     const int n = e->info ? e->n_slots : 0;

@@ -66,6 +66,7 @@ void qvl_job_release(qvl_job *j) {
     free(j->keys);
     free(j->images);
     free(j->text);
+    free(j->tokens);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -103,10 +104,11 @@ void qvl_job_set_visible(qvl_job *j, size_t visible) {
     pthread_mutex_unlock(&j->mu);
 }
 
-void qvl_job_set_started(qvl_job *j, int64_t cached_tokens) {
+void qvl_job_set_started(qvl_job *j, int64_t cached_tokens, double prefill_seconds) {
     pthread_mutex_lock(&j->mu);
     j->started = true;
     j->cached_tokens = cached_tokens;
+    j->prefill_seconds = prefill_seconds;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }

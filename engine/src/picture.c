@@ -85,3 +85,38 @@ void qvl_picture_free(qvl_picture *p) {
     p->reserved = 0;
     p->give_back = NULL;
 }
+
+void qvl_picture_window(const qvl_picture_rules *r, int64_t *min_pixels, int64_t *max_pixels) {
+    *min_pixels = r->pc.min_pixels;
+    *max_pixels = r->pc.max_pixels;
+}
+
+int64_t qvl_picture_tokens_to_pixels(const qvl_picture_rules *r, int64_t tokens) {
+    return qvl_preprocess_tokens_to_pixels(&r->pc, tokens);
+}
+
+qvl_picture_rules *qvl_picture_rules_with_window(const qvl_picture_rules *r, int64_t min_pixels,
+                                                 int64_t max_pixels) {
+    qvl_picture_rules *w = qvl_picture_rules_create(&r->pc);
+    if (w) {
+        w->pc.min_pixels = min_pixels;
+        w->pc.max_pixels = max_pixels;
+    }
+    return w;
+}
+
+qvl_status qvl_picture_copy(const qvl_picture_rules *r, const qvl_picture *src, qvl_picture *out,
+                            qvl_error *err) {
+    if (!src->pixels) return qvl_fail(err, QVL_E_INVALID, "the picture's pixels are gone");
+    const qvl_image_grid grid = qvl_picture_grid(src);
+    const size_t bytes = (size_t)held_bytes(&grid, &r->pc);
+    float *px = malloc(bytes);
+    if (!px) return qvl_fail(err, QVL_E_NOMEM, "out of memory for a picture");
+    memcpy(px, src->pixels, bytes);
+    *out = *src;
+    out->pixels = px;
+    out->give_back = NULL;
+    out->give_back_arg = NULL;
+    out->reserved = 0;
+    return QVL_OK;
+}

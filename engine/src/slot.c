@@ -7,8 +7,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "qvl/stop_strings.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *err) {
     memset(s, 0, sizeof *s);
@@ -56,8 +63,22 @@ void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how,
             error = "out of memory for the answer";
         }
     }
+    int32_t *tokens = NULL;
+    if (s->n_generated > 0) {
+        tokens = malloc((size_t)s->n_generated * sizeof *tokens);
+        if (tokens) {
+            memcpy(tokens, s->generated, (size_t)s->n_generated * sizeof *tokens);
+        } else if (how != QVL_FINISH_ERROR) {
+            how = QVL_FINISH_ERROR;
+            error = "out of memory for the answer";
+        }
+    }
+    const double decode_seconds = s->decode_start > 0 ? now_seconds() - s->decode_start : 0;
     pthread_mutex_lock(&j->mu);
     j->completion_tokens = s->n_generated;
+    free(j->tokens);
+    j->tokens = tokens;
+    j->decode_seconds = decode_seconds;
     int64_t cached = j->cached_tokens;
     pthread_mutex_unlock(&j->mu);
     /* Counted before the client is woken: whoever holds an answer sees it in /metrics. */

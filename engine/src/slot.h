@@ -48,6 +48,7 @@ typedef struct engine_slot {
                            * stays unchanged until the next step, by when it has been read */
     int32_t *generated;   /* [ctx]: ids generated for the job */
     int64_t n_generated, max_new;
+    double decode_start;  /* monotonic seconds when the prefill ended (0: not yet) */
     size_t searched;      /* answer bytes already searched for stop strings */
     qvl_text_stream stream;
     bool oom;

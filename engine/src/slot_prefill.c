@@ -125,6 +125,7 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
     qvl_model_set_seq(s->m, s->seq);
     s->job = j;
     s->n_generated = 0;
+    s->decode_start = 0;
     s->searched = 0;
     s->oom = false;
     qvl_text_stream_init(&s->stream, engine_slot_emit_text, s);
@@ -170,7 +171,8 @@ static void finish_prefill(engine_slot *s, const engine_slot_env *env) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
         return;
     }
-    qvl_job_set_started(j, s->keep);
+    s->decode_start = now_seconds();
+    qvl_job_set_started(j, s->keep, s->prefill_seconds);
 }
 
 void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk) {

@@ -83,6 +83,8 @@ const qvl_sampling_params *qvl_engine_sampling_defaults(qvl_engine *e); /* gener
  * slot's context are already ruled out by its pixel bounds. */
 const qvl_picture_rules *qvl_engine_picture_rules(qvl_engine *e);
 int64_t qvl_engine_ctx(qvl_engine *e);
+/* Where the model's layers run, in one line (as qvl run prints it with -ngl). */
+void qvl_engine_placement(qvl_engine *e, char *out, size_t size);
 int qvl_engine_slots(qvl_engine *e);
 
 /* Tokenize a request into a job (takes req, also on failure). Errors: QVL_E_LIMIT when the

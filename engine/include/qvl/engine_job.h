@@ -70,6 +70,13 @@ typedef struct qvl_job {
     qvl_finish finish;
     int64_t completion_tokens;
     int64_t cached_tokens; /* prompt tokens that were already in the slot's cache */
+    /* The generated token ids (completion_tokens of them, the stop token left out), set when
+     * the job finishes: a front end that continues a conversation or prints ids (qvl chat
+     * --print-ids) needs the tokens, not their text, which need not tokenize back to them. */
+    int32_t *tokens;
+    /* Seconds the slot spent on the prefill (pictures encoded included) and from the first
+     * token to the end; set when each ends. */
+    double prefill_seconds, decode_seconds;
     char error[512];
 
     int text_waiters;    /* connections waiting for QVL_WAIT_TEXT (under mu): new text
@@ -97,7 +104,7 @@ void qvl_job_release(qvl_job *j);
  * false when out of memory. */
 bool qvl_job_append(qvl_job *j, const char *text, size_t n);
 void qvl_job_set_visible(qvl_job *j, size_t visible);
-void qvl_job_set_started(qvl_job *j, int64_t cached_tokens);
+void qvl_job_set_started(qvl_job *j, int64_t cached_tokens, double prefill_seconds);
 /* Cut the answer at `len` (a stop string begins there) and finish. */
 void qvl_job_truncate(qvl_job *j, size_t len);
 void qvl_job_finish(qvl_job *j, qvl_finish how, const char *error);

@@ -59,6 +59,22 @@ qvl_status qvl_picture_make(const qvl_picture_rules *r, qvl_image *img, qvl_pict
  * Idempotent. */
 void qvl_picture_free(qvl_picture *p);
 
+/* The size window pictures are resized into, in pixels. */
+void qvl_picture_window(const qvl_picture_rules *r, int64_t *min_pixels, int64_t *max_pixels);
+/* The pixels that `tokens` merged tokens cover (as the processor counts them); below 1 when
+ * that is too large to say. */
+int64_t qvl_picture_tokens_to_pixels(const qvl_picture_rules *r, int64_t tokens);
+/* r with another size window (a front end's bounds, e.g. qvl chat's --image-max-tokens).
+ * NULL when out of memory; free with qvl_picture_rules_free. */
+qvl_picture_rules *qvl_picture_rules_with_window(const qvl_picture_rules *r, int64_t min_pixels,
+                                                 int64_t max_pixels);
+
+/* out = src with pixels of its own (src must still hold its pixels; accounting fields zero):
+ * a front end that submits the same picture again (a conversation's earlier turns) keeps one
+ * copy and hands the engine another, which the engine frees once it is encoded or reused. */
+qvl_status qvl_picture_copy(const qvl_picture_rules *r, const qvl_picture *src, qvl_picture *out,
+                            qvl_error *err);
+
 /* For callers without an engine (tests, fuzzers): rules from a preprocessing config of the
  * model's (struct qvl_preprocess_config of qvl/image_preprocess.h, copied). NULL when out of
  * memory. */
