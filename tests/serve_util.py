@@ -37,11 +37,12 @@ def tokenizer_path(shared):
     return os.path.join(shared, "qwen3-vl-2b-instruct", "tokenizer.json")
 
 
-def make_tiny_model(qvl, tmp, tokenizer, text=None):
-    """Writes the tiny model under tmp (text: text_config values laid over TINY_CONFIG's);
-    returns its directory, or raises with mkmodel's error."""
+def make_tiny_model(qvl, tmp, tokenizer, text=None, vision=None):
+    """Writes the tiny model under tmp (text, vision: text_config and vision_config values laid
+    over TINY_CONFIG's); returns its directory, or raises with mkmodel's error."""
     config = json.loads(json.dumps(TINY_CONFIG))
     config["text_config"].update(text or {})
+    config["vision_config"].update(vision or {})
     cfg = os.path.join(tmp, "config.json")
     with open(cfg, "w") as f:
         json.dump(config, f)
