@@ -216,12 +216,18 @@ def main():
         model8 = u.make_tiny_model(QVL, os.path.join(tmp, "heads8"), tok,
                                    {"num_attention_heads": 8, "num_key_value_heads": 2,
                                     "max_position_embeddings": 32768})
-        s = u.Server(QVL, tmp, "expiry", ["-m", model8, "--parallel", "1", "--queue", "4",
-                                          "--ctx", "32768", "--request-timeout",
-                                          str(EXPIRY_DEADLINE), "--batch-size", "0"])
-        check("expiry server ready", s.wait_ready(), s.text())
-        test_expired_in_queue(s.port)
-        finish(s, 2)  # B and C
+        if os.environ.get("QVL_SANITIZED"):
+            # A 24,000-token prefill run whole takes many minutes in a sanitizer (Debug) build,
+            # past ctest's limit; the Release run checks the queue expiry behind it.
+            print("skip expiry in the queue: a whole 24,000-token prefill is too slow under "
+                  "the sanitizers (checked in the Release build)")
+        else:
+            s = u.Server(QVL, tmp, "expiry", ["-m", model8, "--parallel", "1", "--queue", "4",
+                                              "--ctx", "32768", "--request-timeout",
+                                              str(EXPIRY_DEADLINE), "--batch-size", "0"])
+            check("expiry server ready", s.wait_ready(), s.text())
+            test_expired_in_queue(s.port)
+            finish(s, 2)  # B and C
         s = u.Server(QVL, tmp, "chunked", ["-m", model8, "--parallel", "1", "--queue", "4",
                                            "--ctx", "32768", "--request-timeout",
                                            str(EXPIRY_DEADLINE)])
