@@ -105,7 +105,7 @@ int64_t engine_slot_chunk_length(const engine_slot *s, int64_t chunk);
 void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk);
 /* Free what a prefill in progress holds (the job's end calls it). */
 void engine_slot_prefill_drop(engine_slot *s);
-/* Cache bookkeeping for j's prompt: whose it is and its pictures (slot_prefill.c). */
+/* The answer's text stream sink (slot.c): appends complete UTF-8 to the job. */
 void engine_slot_emit_text(const char *text, size_t len, void *user);
 
 /* A decode step for the slot's job, in two halves so that the engine can run every busy
