@@ -16,7 +16,9 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME serve_load COMMAND ${Python3_EXECUTABLE}
     ${CMAKE_SOURCE_DIR}/scripts/serve-load.py --qvl $<TARGET_FILE:qvl> --shared ${QVL_SHARED_DATA_DIR}
     --requests 48 --clients 8 --max-tokens 16 --parallel 4 --time-limit 120)
-  set_tests_properties(serve_nginx serve_load PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  set_tests_properties(serve_load PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  # Three servers and nginx beside the other tests: minutes on 2 cores under the sanitizers.
+  set_tests_properties(serve_nginx PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
   # The expiry case waits out a 16000-token prefill: minutes under the sanitizers.
   set_tests_properties(serve_deadline PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
   if(QVL_SANITIZE)
