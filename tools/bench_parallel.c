@@ -18,10 +18,12 @@ static int32_t argmax(const float *v, int64_t n) {
     return best;
 }
 
-/* One repetition: fresh sequences, prefill, n_gen steps; the steps' seconds in *seconds. */
+/* One repetition: fresh sequences, prefill, n_gen steps; the steps' seconds in *seconds. With
+ * prof non-NULL the last step runs profiled (*prof, its wall seconds in *prof_wall). */
 static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t *prompt,
                           int64_t n_prompt, int64_t n_gen, float *logits, int32_t *ids,
-                          double *seconds, qvl_error *err) {
+                          double *seconds, qvl_op_profile *prof, double *prof_wall,
+                          qvl_error *err) {
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
     qvl_status st = QVL_OK;
     for (size_t i = 0; i < n && st == QVL_OK; i++) {
@@ -33,16 +35,27 @@ static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t 
     qvl_model_set_seq(m, NULL);
     *seconds = 0;
     for (int64_t k = 0; k < n_gen && st == QVL_OK; k++) {
+        const bool profiled = prof && k == n_gen - 1;
+        if (profiled) {
+            qvl_model_profile_reset(m);
+            qvl_model_set_profiling(m, true);
+        }
         double t0 = now_seconds();
         st = qvl_model_decode_batch(m, seqs, ids, n, logits, err);
         *seconds += now_seconds() - t0;
+        if (profiled) {
+            *prof_wall = now_seconds() - t0;
+            qvl_model_profile(m, prof);
+            qvl_model_set_profiling(m, false);
+        }
         for (size_t i = 0; i < n; i++) ids[i] = argmax(logits + (size_t)i * (size_t)vocab, vocab);
     }
     return st;
 }
 
 qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, int64_t n_prompt,
-                          int64_t n_gen, int64_t reps, bench_spread *out, qvl_error *err) {
+                          int64_t n_gen, int64_t reps, bench_spread *out,
+                          qvl_op_profile *prof, double *prof_wall, qvl_error *err) {
     const size_t n = (size_t)n_seqs;
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
     qvl_seq **seqs = calloc(n, sizeof *seqs);
@@ -54,10 +67,17 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
     for (size_t i = 0; i < n && st == QVL_OK; i++) st = qvl_seq_create(m, &seqs[i], err);
     for (int64_t r = 0; r < reps && st == QVL_OK; r++) {
         double seconds;
-        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &seconds, err);
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &seconds, NULL, NULL, err);
         tps[r] = seconds > 0 ? (double)(n_seqs * n_gen) / seconds : 0;
     }
     if (st == QVL_OK) *out = bench_spread_of(tps, (int)reps);
+    if (st == QVL_OK && prof) {
+        /* One more repetition whose last step is profiled: the context holds no more tokens
+         * than the timed ones used, and the step is at the same depth as theirs. */
+        double seconds;
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &seconds, prof,
+                     prof_wall, err);
+    }
     for (size_t i = 0; seqs && i < n; i++) qvl_seq_free(seqs[i]);
     free(seqs);
     free(ids);

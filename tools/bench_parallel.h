@@ -10,8 +10,10 @@
 #include "qvl/qwen3vl_model.h"
 
 /* reps x {N fresh sequences, prefill each, n_gen batched greedy steps}; out: total decode
- * tokens per second (N x n_gen / the steps' time) over the repetitions. */
+ * tokens per second (N x n_gen / the steps' time) over the repetitions. With prof non-NULL one
+ * more batched step runs profiled: its per-op time in *prof, its wall seconds in *prof_wall. */
 qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, int64_t n_prompt,
-                          int64_t n_gen, int64_t reps, bench_spread *out, qvl_error *err);
+                          int64_t n_gen, int64_t reps, bench_spread *out,
+                          qvl_op_profile *prof, double *prof_wall, qvl_error *err);
 
 #endif

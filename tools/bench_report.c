@@ -92,19 +92,20 @@ static void print_profile_text(FILE *f, const bench_results *r) {
             100 * ratio(r->prof_decode_wall - td, r->prof_decode_wall));
 }
 
-static void print_vision_profile_text(FILE *f, const bench_results *r) {
+/* One graph run's per-op table (title names it). */
+static void print_one_profile_text(FILE *f, const char *title, const qvl_op_profile *p,
+                                   double wall) {
     static const qvl_op_profile none;
     int order[QVL_OP_COUNT];
-    int n = ops_by_time(&r->prof_vision, &none, order);
-    double total = profile_total(&r->prof_vision);
-    fprintf(f, "  per-op time, one vision encode (seconds, share, calls):\n");
+    int n = ops_by_time(p, &none, order);
+    double total = profile_total(p);
+    fprintf(f, "  per-op time, %s (seconds, share, calls):\n", title);
     for (int i = 0; i < n; i++)
-        fprintf(f, "    %-14s %10.4f %5.1f%% %5llu\n", qvl_op_name((qvl_op)order[i]),
-                r->prof_vision.seconds[order[i]],
-                100 * ratio(r->prof_vision.seconds[order[i]], r->prof_vision_wall),
-                (unsigned long long)r->prof_vision.calls[order[i]]);
-    fprintf(f, "    %-14s %10.4f %5.1f%%        (graph build, plan, copies)\n", "outside ops",
-            r->prof_vision_wall - total, 100 * ratio(r->prof_vision_wall - total, r->prof_vision_wall));
+        fprintf(f, "    %-14s %10.5f %5.1f%% %5llu\n", qvl_op_name((qvl_op)order[i]),
+                p->seconds[order[i]], 100 * ratio(p->seconds[order[i]], wall),
+                (unsigned long long)p->calls[order[i]]);
+    fprintf(f, "    %-14s %10.5f %5.1f%%        (graph build, plan, copies)\n", "outside ops",
+            wall - total, 100 * ratio(wall - total, wall));
 }
 
 void bench_print_text(FILE *f, const bench_results *r) {
@@ -153,7 +154,14 @@ void bench_print_text(FILE *f, const bench_results *r) {
                 r->vision_note ? r->vision_note : "not measured");
     }
     if (r->profiled) print_profile_text(f, r);
-    if (r->vision_profiled) print_vision_profile_text(f, r);
+    if (r->parallel_profiled) {
+        char title[64];
+        snprintf(title, sizeof title, "one batched decode step of %lld sequences",
+                 (long long)r->parallel);
+        print_one_profile_text(f, title, &r->prof_parallel, r->prof_parallel_wall);
+    }
+    if (r->vision_profiled)
+        print_one_profile_text(f, "one vision encode", &r->prof_vision, r->prof_vision_wall);
     if (r->probed) {
         const bench_probe *p = &r->probe;
         char who[32] = "the device"; /* threads == 0: the backend probed its device */
@@ -296,6 +304,10 @@ void bench_print_json(FILE *f, const bench_results *r) {
         json_profile(f, &r->prof_prefill, r->prof_prefill_wall);
         fputs(", \"decode\": ", f);
         json_profile(f, &r->prof_decode, r->prof_decode_wall);
+        if (r->parallel_profiled) {
+            fputs(", \"batched_step\": ", f);
+            json_profile(f, &r->prof_parallel, r->prof_parallel_wall);
+        }
         if (r->vision_profiled) {
             fputs(", \"vision\": ", f);
             json_profile(f, &r->prof_vision, r->prof_vision_wall);

@@ -64,6 +64,9 @@ typedef struct bench_results {
 
     int64_t parallel;        /* --parallel N (> 1: parallel_tps measured) */
     bench_spread parallel_tps; /* total decode tok/s of N sequences in batched steps */
+    bool parallel_profiled;
+    qvl_op_profile prof_parallel; /* one more batched step, profiled */
+    double prof_parallel_wall;
 
     char placement[256];     /* qvl_model_placement */
     size_t n_mem;            /* memory per backend after the runs */

@@ -312,7 +312,9 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     if (st == QVL_OK && a->parallel > 1) {
         r->parallel = a->parallel;
         st = bench_parallel(m, a->parallel, prompt, a->n_prompt, a->n_gen, a->reps,
-                            &r->parallel_tps, &err);
+                            &r->parallel_tps, a->no_profile ? NULL : &r->prof_parallel,
+                            &r->prof_parallel_wall, &err);
+        r->parallel_profiled = st == QVL_OK && !a->no_profile;
     }
     if (st == QVL_OK && r->image_requested) st = run_vision(m, a, r, &err);
     r->rss_peak = peak_rss_bytes();
