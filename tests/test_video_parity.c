@@ -140,17 +140,18 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
 
     /* Frame sampling and the frames' pixels. */
     const cJSON *frames = item(c, "frames");
-    const int64_t n_total = cJSON_GetArraySize(frames);
+    const int n_frames_json = cJSON_GetArraySize(frames);
+    const int64_t n_total = n_frames_json > 0 ? n_frames_json : 1;
     const double fps = item(c, "fps")->valuedouble;
-    assert_true(n_total > 0);
-    int64_t *idx = malloc((size_t)n_total * sizeof *idx), n_kept = 0;
+    assert_true(n_frames_json > 0);
+    int64_t *idx = calloc((uint32_t)n_total, sizeof *idx), n_kept = 0;
     if (qvl_video_sample_frames(n_total, fps, &vc, idx, &n_kept, &err)) fail_msg("%s", err.msg);
     const cJSON *want_idx = item(c, "sampled_indices");
     assert_int_equal(n_kept, cJSON_GetArraySize(want_idx));
     for (int64_t i = 0; i < n_kept; i++)
         if (idx[i] != (int64_t)cJSON_GetArrayItem(want_idx, (int)i)->valuedouble)
             fail_msg("%s %s: kept frame %lld is %lld", dir, name, (long long)i, (long long)idx[i]);
-    qvl_image *imgs = calloc((size_t)n_kept, sizeof *imgs);
+    qvl_image *imgs = calloc((uint32_t)n_kept, sizeof *imgs);
     for (int64_t i = 0; i < n_kept; i++) {
         snprintf(path, sizeof path, "%s/videos/%s/%s", FIXTURES, item(c, "video")->valuestring,
                  cJSON_GetArrayItem(frames, (int)idx[i])->valuestring);
