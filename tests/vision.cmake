@@ -35,3 +35,6 @@ add_dependencies(test_video_parity qvl-reference)
 add_test(NAME test_video_parity_kv_f32 COMMAND test_video_parity)
 set_tests_properties(test_video_parity_kv_f32 PROPERTIES TIMEOUT 900
   ENVIRONMENT "QVL_PARITY_KV_TYPE=f32")
+add_test(NAME cli_qvl_video COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl_video.sh $<TARGET_FILE:qvl>
+  ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_qvl_video PROPERTIES TIMEOUT 300)
