@@ -438,8 +438,73 @@ static void test_model_parity(void **state) {
     if (!seen) fail_msg("no backend ran the video cases");
 }
 
+/* The model-layer pieces on made-up input: defaults, rounding of the timestamp text, and the
+ * errors a caller can meet. */
+static void test_video_api(void **state) {
+    (void)state;
+    qvl_error err = {0};
+    qvl_video_config vc;
+    assert_int_equal(qvl_video_config_load(FIXTURES "/no-such-dir/video_preprocessor_config.json",
+                                           NULL, &vc, &err), QVL_E_NOT_FOUND);
+    assert_int_equal(vc.pc.min_pixels, 131072);
+    assert_int_equal(vc.pc.max_pixels, 786432);
+    assert_int_equal(vc.min_frames, 4);
+    assert_int_equal(vc.max_frames, 768);
+    assert_true(vc.fps == 2.0 && vc.do_sample_frames && !vc.cap_pixels_per_frame);
+
+    /* 100 frames at 30 fps: int(100 / 30 * 2) = 6 kept over [0, 99]. */
+    int64_t idx[100], n = 0;
+    assert_int_equal(qvl_video_sample_frames(100, 30.0, &vc, idx, &n, &err), QVL_OK);
+    const int64_t want[6] = {0, 20, 40, 59, 79, 99};
+    assert_int_equal(n, 6);
+    for (int i = 0; i < 6; i++) assert_int_equal(idx[i], want[i]);
+    assert_int_equal(qvl_video_sample_frames(0, 30.0, &vc, idx, &n, &err), QVL_E_INVALID);
+    assert_int_equal(qvl_video_sample_frames(5, 0.0, &vc, idx, &n, &err), QVL_E_INVALID);
+
+    /* One decimal, ties to even on the exact binary value: 0.25 -> 0.2, 0.75 -> 0.8,
+     * 0.35 (just below in binary) -> 0.3. */
+    const double secs[3] = {0.25, 0.75, 0.35};
+    char *text = NULL;
+    assert_int_equal(qvl_video_prompt_text(secs, 3, &text, &err), QVL_OK);
+    assert_string_equal(text, "<0.2 seconds><|vision_start|><|video_pad|><|vision_end|>"
+                              "<0.8 seconds><|vision_start|><|video_pad|><|vision_end|>"
+                              "<0.3 seconds><|vision_start|><|video_pad|><|vision_end|>");
+    char *full = NULL;
+    const char *texts[2] = {text, text};
+    assert_int_equal(qvl_video_expand_text("a<|video_pad|>b", texts, 2, &full, &err),
+                     QVL_E_INVALID);
+    assert_null(full);
+    free(text);
+
+    /* A frame smaller than the factor is scaled up first; one frame is not a video. */
+    qvl_image_grid g;
+    assert_int_equal(qvl_video_plan_grid(4, 20, 10, &vc, &g, &err), QVL_OK);
+    assert_true(g.t == 2 && g.h % 2 == 0 && g.w >= 2 * g.h);
+    assert_int_equal(qvl_video_plan_grid(1, 64, 64, &vc, &g, &err), QVL_E_INVALID);
+
+    /* Positions: a video pad run where a picture belongs is refused, and a video's groups must
+     * all be there. */
+    const qvl_image_grid grids[1] = {{2, 2, 2}};
+    const bool video[1] = {true};
+    int32_t pos[3 * 5];
+    const int32_t one_group[3] = {7, 91, 8};
+    assert_int_equal(qvl_mrope_positions_media(one_group, 3, 90, 91, grids, video, 1, 2, 0, pos,
+                                               NULL, &err), QVL_E_INVALID);
+    const int32_t two_groups[5] = {91, 7, 8, 91, 9};
+    int64_t next = 0;
+    assert_int_equal(qvl_mrope_positions_media(two_groups, 5, 90, 91, grids, video, 1, 2, 0, pos,
+                                               &next, &err), QVL_OK);
+    assert_int_equal(pos[3], 3); /* the second group starts where the text left off */
+    assert_int_equal(next, 5);
+    const bool image[1] = {false};
+    const qvl_image_grid still[1] = {{1, 2, 2}};
+    assert_int_equal(qvl_mrope_positions_media(two_groups, 2, 90, 91, still, image, 1, 2, 0, pos,
+                                               NULL, &err), QVL_E_INVALID);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_video_api),
         cmocka_unit_test(test_prompt_and_pixels),
         cmocka_unit_test(test_model_parity),
     };

@@ -149,9 +149,10 @@ static qvl_status check_fits(int64_t n_prompt, const run_images *im, int64_t ctx
         return qvl_fail(err, QVL_E_LIMIT, "the prompt is %lld tokens but the context holds %lld: "
                         "raise --ctx (-c)", (long long)n_prompt, (long long)ctx);
     return qvl_fail(err, QVL_E_LIMIT,
-                    "the prompt is %lld tokens (%lld of them for %zu image(s)/video(s)) but the "
-                    "context holds %lld: raise --ctx (-c) or lower --image-max-tokens%s",
-                    (long long)n_prompt, (long long)im->total_tokens, im->n, (long long)ctx,
+                    "the prompt is %lld tokens (%lld of them for %zu %s) but the context "
+                    "holds %lld: raise --ctx (-c) or lower --image-max-tokens%s",
+                    (long long)n_prompt, (long long)im->total_tokens, im->n,
+                    im->n_videos ? "image(s)/video(s)" : "image(s)", (long long)ctx,
                     im->n_videos ? " / --video-max-tokens" : "");
 }
 

@@ -55,7 +55,7 @@ int run_images_collect(const char *prog, int argc, char **argv, run_images *im) 
     if (!im->paths || !im->is_video || !im->videos) return -1;
     int out = 0;
     static const char *const flags[] = {"--image", "--video-frames", "--video-fps"};
-    static const char *const values[] = {"FILE", "DIR|F1,F2,...", "R"};
+    static const char *const values[] = {"a FILE", "DIR or F1,F2,...", "a rate R"};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) { /* the rest is positional: keep it as it is */
             while (i < argc) argv[out++] = argv[i++];
