@@ -26,3 +26,15 @@ set_tests_properties(test_vision_parity_minimal PROPERTIES TIMEOUT 900
 add_test(NAME test_vision_parity_reference_unfused COMMAND test_vision_parity)
 set_tests_properties(test_vision_parity_reference_unfused PROPERTIES TIMEOUT 900
   ENVIRONMENT "QVL_PLUGINS=${QVL_NOFUSE_PLUGINS};QVL_PARITY_BACKENDS=reference")
+# Videos given as frames: prompt ids, grids, positions, pixels, encoder and logits against
+# transformers (fixture_videos.json, scripts/make_video_fixtures.py); $QVL_PARITY_BACKENDS picks
+# the backends as for the image parity test.
+qvl_add_test(test_video_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_video_parity.c
+  LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
+add_dependencies(test_video_parity qvl-reference)
+add_test(NAME test_video_parity_kv_f32 COMMAND test_video_parity)
+set_tests_properties(test_video_parity_kv_f32 PROPERTIES TIMEOUT 900
+  ENVIRONMENT "QVL_PARITY_KV_TYPE=f32")
+add_test(NAME cli_qvl_video COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl_video.sh $<TARGET_FILE:qvl>
+  ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_qvl_video PROPERTIES TIMEOUT 300)

@@ -19,13 +19,15 @@
 #include "qvl/file_write.h"
 #include "qvl/generate.h"
 #include "qvl/log.h"
+#include "qvl/video_preprocess.h"
 #include "qvl_commands.h"
 #include "run_answer.h"
 #include "run_session.h"
 
 enum {
     OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_SEED, OPT_MIN_PIXELS,
-    OPT_MAX_PIXELS, OPT_MIN_TOKENS, OPT_MAX_TOKENS, OPT_THREADS, OPT_COUNT
+    OPT_MAX_PIXELS, OPT_MIN_TOKENS, OPT_MAX_TOKENS, OPT_THREADS, OPT_V_MAX_FRAMES,
+    OPT_V_MIN_FRAMES, OPT_V_MAX_TOKENS, OPT_V_MAX_PIXELS, OPT_COUNT
 };
 
 /* llama.cpp's spellings. */
@@ -147,9 +149,11 @@ static qvl_status check_fits(int64_t n_prompt, const run_images *im, int64_t ctx
         return qvl_fail(err, QVL_E_LIMIT, "the prompt is %lld tokens but the context holds %lld: "
                         "raise --ctx (-c)", (long long)n_prompt, (long long)ctx);
     return qvl_fail(err, QVL_E_LIMIT,
-                    "the prompt is %lld tokens (%lld of them for %zu image(s)) but the context "
-                    "holds %lld: raise --ctx (-c) or lower --image-max-tokens",
-                    (long long)n_prompt, (long long)im->total_tokens, im->n, (long long)ctx);
+                    "the prompt is %lld tokens (%lld of them for %zu %s) but the context "
+                    "holds %lld: raise --ctx (-c) or lower --image-max-tokens%s",
+                    (long long)n_prompt, (long long)im->total_tokens, im->n,
+                    im->n_videos ? "image(s)/video(s)" : "image(s)", (long long)ctx,
+                    im->n_videos ? " / --video-max-tokens" : "");
 }
 
 /* -f FILE, or -p - (stdin): the prompt text, one trailing newline run dropped. */
@@ -237,15 +241,37 @@ static int check_usage(const char *prog, const run_args *a, bool chat_mode) {
 
 /* Prompt ids for qvl run from text: the chat template over it. */
 static qvl_status run_prompt_ids(const run_args *a, const char *text, qvl_tokenizer *tok,
-                                 const run_images *im, int32_t **ids, int64_t *n,
+                                 run_images *im, int32_t **ids, int64_t *n,
                                  qvl_error *err) {
     qvl_chat *chat = NULL;
     char *rendered = NULL;
     qvl_status st = qvl_chat_create(&chat, err);
     if (st == QVL_OK && a->system) st = qvl_chat_add(chat, QVL_CHAT_SYSTEM, a->system, err);
-    if (st == QVL_OK) st = run_add_user_message(chat, text, im->n, err);
+    if (st == QVL_OK)
+        st = im->n_videos ? run_add_user_media(chat, text, im, err)
+                          : run_add_user_message(chat, text, im->n, err);
     if (st == QVL_OK) st = qvl_chat_render(chat, true, &rendered, NULL, err);
+    if (st == QVL_OK && im->n_videos) { /* each video pad becomes its timestamped groups */
+        const char **texts = calloc(im->n_videos, sizeof *texts);
+        char *full = NULL;
+        size_t k = 0;
+        for (size_t i = 0; texts && i < im->n; i++)
+            if (im->is_video[i]) texts[k++] = im->videos[i].text;
+        st = texts ? qvl_video_expand_text(rendered, texts, k, &full, err)
+                   : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        free(texts);
+        free(rendered);
+        rendered = full;
+    }
     if (st == QVL_OK) st = run_encode_text(tok, rendered, im, ids, n, err);
+    if (st == QVL_OK && im->n_videos) {
+        st = run_videos_fit(im, *ids, *n, a->ctx, err);
+        if (st == QVL_OK) st = run_videos_expand(im, ids, n, err);
+        if (st != QVL_OK) {
+            free(*ids);
+            *ids = NULL;
+        }
+    }
     free(rendered);
     qvl_chat_free(chat);
     return st;
@@ -261,6 +287,11 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     if ((rc = check_model_dir(prog, a.model))) return rc;
     char path[PATH_MAX];
     struct stat sb;
+    if (im->n_videos > 0 && (chat_mode || a.ids)) {
+        fprintf(stderr, "%s: --video-frames goes with qvl run -p/-f only (not --ids or a chat)\n",
+                prog);
+        return 2;
+    }
     if (chat_mode) { /* on the engine (chat_session.h) */
         snprintf(path, sizeof path, "%s/tokenizer.json", a.model);
         if (stat(path, &sb) != 0) {
@@ -314,7 +345,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
         QVL_LOG_I("%s not found: greedy decoding, no stop token", path);
         st = QVL_OK;
     }
-    if (st == QVL_OK && text && im->n > 0) { /* before reading any picture */
+    if (st == QVL_OK && text && im->n > 0 && im->n_videos == 0) { /* before reading any picture */
         size_t n_markers = run_count_markers(text);
         if (n_markers > 0 && n_markers != im->n)
             st = qvl_fail(&err, QVL_E_INVALID, "the prompt has %zu <image> markers but %zu --image "
@@ -384,6 +415,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
     run_args a = {.n_predict = 256, .ctx = 4096, .batch = 512,
                   .bounds = {.max_tokens = RUN_IMAGE_MAX_TOKENS_DEFAULT}};
     run_image_bounds *b = &a.bounds;
+    run_video_bounds *vb = &a.vbounds;
     cli_opt opts[] = {
         [OPT_TEMP] = {"temp", 0, CLI_FLOAT, &a.temp, "T", "sampling temperature; 0 = greedy (default: generation_config.json)", 0, 100, false},
         [OPT_TOP_K] = {"top-k", 0, CLI_INT, &a.top_k, "K", "keep the K most likely tokens; 0 = off", 0, 1e9, false},
@@ -397,6 +429,12 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         [OPT_MIN_TOKENS] = {"image-min-tokens", 0, CLI_INT, &b->min_tokens, "N", "resize pictures to at least N tokens (N x (patch x merge)^2 pixels)", 1, 1 << 24, false},
         [OPT_MAX_TOKENS] = {"image-max-tokens", 0, CLI_INT, &b->max_tokens, "N", "resize pictures to at most N tokens (default 4096, as the processor would with N x (patch x merge)^2 max pixels)", 1, 1 << 24, false},
         [OPT_THREADS] = {"threads", 't', CLI_INT, &a.be.threads, "N", "CPU threads of the backend (its `threads` option; overrides plugins.yaml; 0 = all cores)", 0, 4096, false},
+        [OPT_V_MAX_FRAMES] = {"video-max-frames", 0, CLI_INT, &vb->max_frames, "N", "keep at most N frames of a video (default: video_preprocessor_config.json, else 768)", 1, 1 << 20, false},
+        [OPT_V_MIN_FRAMES] = {"video-min-frames", 0, CLI_INT, &vb->min_frames, "N", "keep at least N frames of a video when it has them (default: the config, else 4)", 1, 1 << 20, false},
+        [OPT_V_MAX_TOKENS] = {"video-max-tokens", 0, CLI_INT, &vb->max_tokens, "N", "resize each video's frames to at most N tokens in all (default: an even share of what the context has left)", 1, 1 << 24, false},
+        [OPT_V_MAX_PIXELS] = {"video-max-pixels", 0, CLI_INT, &vb->max_pixels, "N", "the processor's pixel bound of a video, all kept frames together (default: the config's size.longest_edge, else 786432)", 1, 1e12, false},
+        {"video-frames", 0, CLI_STRING, &a.video_help, "DIR|F1,F2,...", "a video as frames: a directory's pictures in name order, or a comma-separated list; repeatable, in order with --image, before the text", 0, 0, false},
+        {"video-fps", 0, CLI_STRING, &a.video_fps_help, "R", "the frame rate of the --video-frames before it (default 24, as transformers assumes)", 0, 0, false},
         {"image", 0, CLI_STRING, &a.image_help, "FILE", "a picture (JPEG, PNG, WebP, GIF, PPM/PGM) for the prompt; repeatable; placed at <image> markers in the text, else before it", 0, 0, false},
         {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
         {"prompt", 'p', CLI_STRING, &a.prompt, "TEXT", "the user's message; - reads it from stdin", 0, 0, false},
@@ -453,6 +491,11 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
     b->max_pixels_set = opts[OPT_MAX_PIXELS].seen;
     b->min_tokens_set = opts[OPT_MIN_TOKENS].seen;
     b->max_tokens_set = opts[OPT_MAX_TOKENS].seen;
+    vb->max_frames_set = opts[OPT_V_MAX_FRAMES].seen;
+    vb->min_frames_set = opts[OPT_V_MIN_FRAMES].seen;
+    vb->max_tokens_set = opts[OPT_V_MAX_TOKENS].seen;
+    vb->max_pixels_set = opts[OPT_V_MAX_PIXELS].seen;
+    im.vb = *vb;
     im.quiet = a.quiet;
     const bool chat = chat_mode || a.interactive;
     rc = run_parsed(chat ? "chat" : "run", prog, &a, opts, chat, &im, start);

@@ -56,7 +56,8 @@ qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_
     qvl_image_features_free(&im->feats);
     memset(&im->feats, 0, sizeof im->feats);
     for (size_t i = 0; i < im->n; i++) {
-        run_progress_begin(p, "encoding image %zu/%zu (%lld tokens)", i + 1, im->n,
+        run_progress_begin(p, "encoding %s %zu/%zu (%lld tokens)",
+                           im->is_video[i] ? "video" : "image", i + 1, im->n,
                            (long long)im->tokens[i]);
         qvl_image_features one = {0};
         double t0 = run_now_seconds();
@@ -105,7 +106,7 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
                         qvl_error *err) {
     const run_images *im = pr->images && pr->images->n > 0 ? pr->images : NULL;
     const int64_t n = pr->n, vocab = qvl_model_config(m)->text.vocab_size;
-    const int32_t pad = im ? im->pad_id : -1;
+    const int32_t pad = im ? im->pad_id : -1, vpad = im && im->n_videos ? im->video_pad_id : -1;
     int32_t *pos = NULL, *pos_part = NULL;
     float *scratch = NULL;
     qvl_status st = QVL_OK;
@@ -114,7 +115,8 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
         pos = malloc((size_t)n * 3 * sizeof *pos);
         pos_part = malloc((size_t)n * 3 * sizeof *pos_part);
         if (!pos || !pos_part) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        if (st == QVL_OK) st = qvl_model_positions(m, pr->ids, n, im->grids, im->n, pos, err);
+        if (st == QVL_OK)
+            st = qvl_model_positions_media(m, pr->ids, n, im->grids, im->is_video, im->n, pos, err);
     }
     /* The last batch (1..batch tokens) goes to qvl_generate, which samples after it. */
     const int64_t head = ((n - 1) / pr->batch) * pr->batch;
@@ -133,7 +135,8 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
         }
         const int64_t len = pr->batch;
         int64_t cnt = 0;
-        for (int64_t i = 0; im && i < len; i++) cnt += pr->ids[c0 + i] == pad;
+        for (int64_t i = 0; im && i < len; i++)
+            cnt += pr->ids[c0 + i] == pad || (vpad >= 0 && pr->ids[c0 + i] == vpad);
         qvl_image_features part = {0};
         if (im) {
             st = qvl_image_features_slice(&im->feats, k0, cnt, &part, err);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "backend_args.h"
+#include "run_videos.h"
 
 /* Default of --image-max-tokens: a picture never costs more tokens than this unless asked
  * (4096 merged tokens = 4,194,304 pixels with 16-pixel patches merged 2x2). */
@@ -22,9 +23,11 @@ typedef struct run_args {
     const char *model, *prompt, *file, *system, *ids, *dump_logits, *backend, *plugins, *weights;
     const char *kv_type; /* --kv-type */
     const char *image_help; /* --image is collected before parsing (repeatable) */
+    const char *video_help, *video_fps_help; /* so are --video-frames and --video-fps */
     int64_t n_predict, top_k, seed, ctx, batch;
     backend_args be; /* -t, -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib */
     run_image_bounds bounds;
+    run_video_bounds vbounds;
     double temp, top_p, min_p, repeat_penalty, presence_penalty;
     bool print_ids, no_fuse, no_mmap, verbose, quiet, interactive;
 } run_args;

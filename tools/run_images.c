@@ -3,7 +3,9 @@
 
 #include "run_images.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,29 +26,74 @@ void run_images_free(run_images *im) {
     free(im->grids);
     free(im->tokens);
     free(im->pixels);
+    for (size_t i = 0; im->videos && i < im->n; i++) run_video_free(&im->videos[i]);
+    free(im->videos);
+    free(im->is_video);
     qvl_image_features_free(&im->feats);
     memset(im, 0, sizeof *im);
 }
 
+/* The value of "--NAME V" or "--NAME=V" at argv[*i] (advancing *i), NULL when argv[*i] is
+ * another argument; *missing when the flag has no value. */
+static const char *flag_value(const char *name, int argc, char **argv, int *i, bool *missing) {
+    const size_t len = strlen(name);
+    *missing = false;
+    if (strncmp(argv[*i], name, len) != 0) return NULL;
+    if (argv[*i][len] == '=') return argv[*i] + len + 1;
+    if (argv[*i][len] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
 int run_images_collect(const char *prog, int argc, char **argv, run_images *im) {
     im->paths = calloc((size_t)argc + 1, sizeof *im->paths);
-    if (!im->paths) return -1;
+    im->is_video = calloc((size_t)argc + 1, sizeof *im->is_video);
+    im->videos = calloc((size_t)argc + 1, sizeof *im->videos);
+    if (!im->paths || !im->is_video || !im->videos) return -1;
     int out = 0;
+    static const char *const flags[] = {"--image", "--video-frames", "--video-fps"};
+    static const char *const values[] = {"a FILE", "DIR or F1,F2,...", "a rate R"};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) { /* the rest is positional: keep it as it is */
             while (i < argc) argv[out++] = argv[i++];
             break;
         }
-        if (strcmp(argv[i], "--image") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: --image needs a FILE\n", prog);
+        int which = -1;
+        const char *v = NULL;
+        for (int f = 0; f < 3 && which < 0; f++) {
+            bool missing;
+            v = flag_value(flags[f], argc, argv, &i, &missing);
+            if (missing) {
+                fprintf(stderr, "%s: %s needs %s\n", prog, flags[f], values[f]);
                 return -1;
             }
-            im->paths[im->n++] = argv[++i];
-        } else if (strncmp(argv[i], "--image=", 8) == 0) {
-            im->paths[im->n++] = argv[i] + 8;
-        } else {
+            if (v) which = f;
+        }
+        if (which < 0) {
             argv[out++] = argv[i];
+        } else if (which == 2) { /* the rate of the video just before */
+            char *end = NULL;
+            errno = 0;
+            double r = strtod(v, &end);
+            if (im->n == 0 || !im->is_video[im->n - 1] || im->videos[im->n - 1].fps_set) {
+                fprintf(stderr, "%s: --video-fps %s must follow its --video-frames (one each)\n",
+                        prog, v);
+                return -1;
+            }
+            if (end == v || *end || errno || !isfinite(r) || r <= 0 || r > 1e6) {
+                fprintf(stderr, "%s: --video-fps %s is not a frame rate (frames per second, > 0)\n",
+                        prog, v);
+                return -1;
+            }
+            im->videos[im->n - 1].fps = r;
+            im->videos[im->n - 1].fps_set = true;
+        } else {
+            im->is_video[im->n] = which == 1;
+            im->n_videos += which == 1;
+            im->paths[im->n++] = v;
         }
     }
     return out;
@@ -141,6 +188,41 @@ static qvl_status resolve_bounds(const run_image_bounds *b, const char *source,
     return QVL_OK;
 }
 
+/* video_preprocessor_config.json (or the video processor's defaults) and the --video-* flags
+ * over it. */
+static qvl_status load_video_processor(const char *model_dir, const qvl_qwen3vl_config *cfg,
+                                       run_images *im, qvl_error *err) {
+    if (cfg->video_token_id < 0)
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s/config.json: the model has no video_token_id",
+                        model_dir);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/video_preprocessor_config.json", model_dir);
+    qvl_status st = qvl_video_config_load(path, &cfg->vision, &im->vc, err);
+    if (st == QVL_E_NOT_FOUND) {
+        QVL_LOG_I("%s not found: the Qwen3-VL video processor's defaults", path);
+        qvl_video_config_default(&cfg->vision, &im->vc);
+        st = QVL_OK;
+    }
+    if (st != QVL_OK) return st;
+    const run_video_bounds *vb = &im->vb;
+    qvl_video_config *vc = &im->vc;
+    if (vb->min_frames_set) vc->min_frames = vb->min_frames;
+    if (vb->max_frames_set) vc->max_frames = vb->max_frames;
+    if (vb->max_pixels_set) vc->pc.max_pixels = vb->max_pixels;
+    if (vc->min_frames > vc->max_frames)
+        return qvl_fail(err, QVL_E_INVALID, "min frames %lld exceed max frames %lld "
+                        "(--video-min-frames / --video-max-frames)", (long long)vc->min_frames,
+                        (long long)vc->max_frames);
+    if (vc->pc.min_pixels > vc->pc.max_pixels) /* the flag the user gave wins */
+        vc->pc.min_pixels = vc->pc.max_pixels;
+    if (vc->pc.patch_size != cfg->vision.patch_size ||
+        vc->pc.merge_size != cfg->vision.spatial_merge_size ||
+        vc->pc.temporal_patch_size != cfg->vision.temporal_patch_size)
+        return qvl_fail(err, QVL_E_INVALID, "%s: patch/merge/temporal sizes differ from config.json",
+                        path);
+    return QVL_OK;
+}
+
 /* config.json's vision sizes and preprocessor_config.json (or the processor's defaults). */
 static qvl_status load_processor(const char *model_dir, run_images *im, const char **source,
                                  qvl_error *err) {
@@ -162,6 +244,9 @@ static qvl_status load_processor(const char *model_dir, run_images *im, const ch
         *source = "the Qwen3-VL processor";
         st = QVL_OK;
     }
+    if (st != QVL_OK) return st;
+    im->video_pad_id = (int32_t)cfg.video_token_id;
+    if (st == QVL_OK && im->n_videos > 0) st = load_video_processor(model_dir, &cfg, im, err);
     if (st != QVL_OK) return st;
     const qvl_preprocess_config *pc = &im->pc;
     if (pc->patch_size != cfg.vision.patch_size || pc->merge_size != cfg.vision.spatial_merge_size ||
@@ -202,6 +287,11 @@ qvl_status run_images_plan(const char *model_dir, const run_image_bounds *b, run
     im->total_tokens = 0;
     for (size_t i = 0; i < im->n; i++) {
         const char *path = im->paths[i];
+        if (im->is_video[i]) { /* its grid waits for the token budget (run_videos_fit) */
+            st = run_video_plan(im, i, err);
+            if (st != QVL_OK) return st;
+            continue;
+        }
         st = qvl_read_file(path, (size_t)INT32_MAX, QVL_E_IO, &im->files[i], &im->file_sizes[i],
                            err);
         if (st == QVL_OK)
@@ -244,6 +334,15 @@ qvl_status run_images_decode(run_images *im, qvl_error *err) {
         qvl_image img;
         float *px = NULL;
         qvl_image_grid grid;
+        if (im->is_video[i]) {
+            qvl_status st = run_video_decode(im, i, &px, err);
+            if (st != QVL_OK) return st;
+            const int64_t n_rows = qvl_image_grid_patches(&im->grids[i]);
+            memcpy(im->pixels + rows * width, px, (size_t)(n_rows * width) * sizeof *px);
+            rows += n_rows;
+            free(px);
+            continue;
+        }
         qvl_status st = qvl_image_decode(im->files[i], im->file_sizes[i], im->paths[i], &img, err);
         free(im->files[i]);
         im->files[i] = NULL;

@@ -12,11 +12,18 @@
 #include "qvl/image_preprocess.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/status.h"
+#include "qvl/video_preprocess.h"
 #include "run_args.h"
+#include "run_videos.h"
 
+/* The media of a prompt: pictures (--image) and videos (--video-frames), in command-line
+ * order; per-item arrays are indexed alike. */
 typedef struct run_images {
     size_t n;
-    const char **paths;      /* --image values in order (point into argv) */
+    const char **paths;      /* --image / --video-frames values in order (point into argv) */
+    bool *is_video;          /* per item */
+    run_video *videos;       /* per item (used where is_video) */
+    size_t n_videos;
     char **files;            /* each file's bytes, read once, until decoded */
     size_t *file_sizes;
     int32_t *widths, *heights; /* as the picture is meant to be seen (EXIF applied) */
@@ -25,25 +32,31 @@ typedef struct run_images {
     int64_t total_tokens;
     float *pixels;           /* all images' pixel matrices, concatenated (after decode) */
     int32_t pad_id;          /* the model's image_token_id */
+    int32_t video_pad_id;    /* the model's video_token_id */
     qvl_preprocess_config pc;
+    qvl_video_config vc;     /* video_preprocessor_config.json and the --video-* flags */
+    run_video_bounds vb;
     qvl_image_features feats;
     bool quiet;              /* no per-picture line on stderr */
 } run_images;
 
 void run_images_free(run_images *im);
 
-/* Take every "--image FILE" / "--image=FILE" out of argv (the flag parser has no repeatable
- * flags); returns the new argc, or -1 when --image lacks its value (message printed). */
+/* Take every "--image FILE", "--video-frames DIR|F1,F2,..." and "--video-fps R" (the rate of
+ * the video before it) out of argv, also in their "=" forms (the flag parser has no
+ * repeatable flags); returns the new argc, or -1 on a missing or bad value (message printed). */
 int run_images_collect(const char *prog, int argc, char **argv, run_images *im);
 
-/* Read DIR's config.json and preprocessor_config.json, resolve the bounds (flags over the
+/* Read DIR's config.json, preprocessor_config.json (and video_preprocessor_config.json when
+ * there are videos: run_video_plan), resolve the bounds (flags over the
  * files; --image-max-tokens caps the processor's default size), read every file's header and
  * plan its grid. Prints one line per picture on stderr ("image 1: WxH -> grid HxW, N tokens").
  * Errors name the file or the flags the user gave. */
 qvl_status run_images_plan(const char *model_dir, const run_image_bounds *b, run_images *im,
                            qvl_error *err);
 
-/* Decode and preprocess every planned picture into im->pixels (and drop the file bytes). */
+/* Decode and preprocess every planned picture and video into im->pixels (and drop the file
+ * bytes). */
 qvl_status run_images_decode(run_images *im, qvl_error *err);
 
 #endif

@@ -55,8 +55,19 @@ qvl_status run_add_user_message(qvl_chat *chat, const char *text, size_t n_image
 static qvl_status check_typed_pads(const qvl_tokenizer *tok, const int32_t *ids, int64_t n,
                                    const run_images *im, qvl_error *err) {
     static const char pad_text[] = "<|image_pad|>";
-    const size_t n_images = im ? im->n : 0;
-    const int32_t pad = n_images > 0 ? im->pad_id : qvl_tokenizer_token_id(tok, pad_text);
+    const size_t n_images = im ? im->n - im->n_videos : 0;
+    const int32_t pad = im && im->n > 0 ? im->pad_id : qvl_tokenizer_token_id(tok, pad_text);
+    /* A video pad with no video: the same mistake (with videos run_videos_fit counts them). */
+    static const char vpad_text[] = "<|video_pad|>";
+    const int32_t vpad = im && im->n > 0 ? im->video_pad_id : qvl_tokenizer_token_id(tok, vpad_text);
+    int64_t vhave = 0;
+    for (int64_t i = 0; vpad >= 0 && (!im || im->n_videos == 0) && i < n; i++)
+        vhave += ids[i] == vpad;
+    if (vhave > 0)
+        return qvl_fail(err, QVL_E_INVALID,
+                        "the prompt holds %lld %s token(s) (id %d) typed as text, with no video "
+                        "for them: give frames with --video-frames, never the pad token itself",
+                        (long long)vhave, vpad_text, (int)vpad);
     if (pad < 0) return QVL_OK;
     int64_t have = 0;
     for (int64_t i = 0; i < n; i++) have += ids[i] == pad;
@@ -66,6 +77,17 @@ static qvl_status check_typed_pads(const qvl_tokenizer *tok, const int32_t *ids,
                     "for them: attach pictures (--image, /image in a chat; <image> places them), "
                     "never the pad token itself",
                     (long long)(have - (int64_t)n_images), pad_text, (int)pad);
+}
+
+qvl_status run_add_user_media(qvl_chat *chat, const char *text, const run_images *im,
+                              qvl_error *err) {
+    if (run_count_markers(text) > 0)
+        return qvl_fail(err, QVL_E_INVALID, "<image> markers do not go with --video-frames: the "
+                        "pictures and videos go before the text, in the order given");
+    qvl_status st = qvl_chat_add(chat, QVL_CHAT_USER, NULL, err);
+    for (size_t i = 0; st == QVL_OK && i < im->n; i++)
+        st = im->is_video[i] ? qvl_chat_add_video(chat, err) : qvl_chat_add_image(chat, err);
+    return st == QVL_OK ? qvl_chat_add_text(chat, text, err) : st;
 }
 
 qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_images *im,
@@ -86,10 +108,17 @@ qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_image
         }
         return st;
     }
+    /* The pictures' pads now; the videos' after their token budget (run_videos_fit). */
+    int64_t *counts = malloc((im->n + 1) * sizeof *counts);
+    size_t n_images = 0;
+    for (size_t i = 0; counts && i < im->n; i++)
+        if (!im->is_video[i]) counts[n_images++] = im->tokens[i];
     int32_t *expanded = NULL;
     int64_t n_expanded = 0;
-    st = qvl_expand_image_pads(*ids, *n, im->pad_id, im->tokens, im->n, &expanded, &n_expanded,
-                               err);
+    st = counts ? qvl_expand_image_pads(*ids, *n, im->pad_id, counts, n_images, &expanded,
+                                        &n_expanded, err)
+                : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    free(counts);
     free(*ids);
     *ids = expanded;
     *n = n_expanded;

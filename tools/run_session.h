@@ -47,8 +47,13 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
 qvl_status run_add_user_message(qvl_chat *chat, const char *text, size_t n_images,
                                 qvl_error *err);
 size_t run_count_markers(const char *text);
+/* With videos: every picture and video, in command-line order, then the text (<image>
+ * markers are refused). */
+qvl_status run_add_user_media(qvl_chat *chat, const char *text, const run_images *im,
+                              qvl_error *err);
 
-/* Tokenize rendered text and give each image placeholder its token count. */
+/* Tokenize rendered text and give each image placeholder its token count (video pads stay
+ * one per frame group: run_videos_fit, run_videos_expand). */
 qvl_status run_encode_text(qvl_tokenizer *tok, const char *text, const run_images *im,
                            int32_t **ids, int64_t *n, qvl_error *err);
 

@@ -1,4 +1,4 @@
-/* Qwen3-VL ChatML rendering: a hand translation of chat_template.jinja (no tools, no video). */
+/* Qwen3-VL ChatML rendering: a hand translation of chat_template.jinja (no tools). */
 #include "qvl/chat.h"
 
 #include <stdint.h>
@@ -11,8 +11,9 @@
 #define IM_START "<|im_start|>"
 #define IM_END "<|im_end|>\n"
 #define IMAGE_TOKENS "<|vision_start|><|image_pad|><|vision_end|>"
+#define VIDEO_TOKENS "<|vision_start|><|video_pad|><|vision_end|>"
 
-typedef enum part_kind { PART_TEXT, PART_IMAGE } part_kind;
+typedef enum part_kind { PART_TEXT, PART_IMAGE, PART_VIDEO } part_kind;
 
 typedef struct chat_part {
     part_kind kind;
@@ -28,7 +29,7 @@ typedef struct chat_message {
 struct qvl_chat {
     chat_message *msgs;
     size_t n_msgs, cap_msgs;
-    size_t n_images;
+    size_t n_images, n_videos;
     bool add_vision_id;
 };
 
@@ -128,6 +129,17 @@ qvl_status qvl_chat_add_image(qvl_chat *chat, qvl_error *err) {
     return s;
 }
 
+qvl_status qvl_chat_add_video(qvl_chat *chat, qvl_error *err) {
+    if (!chat) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat");
+    if (chat->n_msgs == 0 || chat->msgs[chat->n_msgs - 1].role != QVL_CHAT_USER) {
+        qvl_status s = qvl_chat_add(chat, QVL_CHAT_USER, NULL, err);
+        if (s != QVL_OK) return s;
+    }
+    qvl_status s = append_part(&chat->msgs[chat->n_msgs - 1], PART_VIDEO, NULL, err);
+    if (s == QVL_OK) chat->n_videos++;
+    return s;
+}
+
 void qvl_chat_set_add_vision_id(qvl_chat *chat, bool on) {
     if (chat) chat->add_vision_id = on;
 }
@@ -178,8 +190,10 @@ static void sb_append(strbuf *sb, const char *s, size_t n) {
 
 static void sb_puts(strbuf *sb, const char *s) { sb_append(sb, s, strlen(s)); }
 
-/* One message as the template's loop body renders it; *image_no counts images so far. */
-static void render_message(strbuf *sb, const qvl_chat *chat, size_t index, size_t *image_no) {
+/* One message as the template's loop body renders it; *image_no and *video_no count images
+ * and videos so far. */
+static void render_message(strbuf *sb, const qvl_chat *chat, size_t index, size_t *image_no,
+                           size_t *video_no) {
     const chat_message *m = &chat->msgs[index];
     /* The template renders the system turn before its loop, from messages[0] only. */
     if (m->role == QVL_CHAT_SYSTEM && index != 0) return;
@@ -190,6 +204,14 @@ static void render_message(strbuf *sb, const qvl_chat *chat, size_t index, size_
         const chat_part *p = &m->parts[j];
         if (p->kind == PART_TEXT) {
             sb_puts(sb, p->text);
+        } else if (m->role == QVL_CHAT_USER && p->kind == PART_VIDEO) {
+            ++*video_no;
+            if (chat->add_vision_id) {
+                char label[48];
+                snprintf(label, sizeof label, "Video %zu: ", *video_no);
+                sb_puts(sb, label);
+            }
+            sb_puts(sb, VIDEO_TOKENS);
         } else if (m->role == QVL_CHAT_USER) { /* images only exist in user turns */
             ++*image_no;
             if (chat->add_vision_id) {
@@ -203,11 +225,11 @@ static void render_message(strbuf *sb, const qvl_chat *chat, size_t index, size_
     sb_puts(sb, IM_END);
 }
 
-static size_t images_before(const qvl_chat *chat, size_t first) {
+static size_t parts_before(const qvl_chat *chat, size_t first, part_kind kind) {
     size_t n = 0;
     for (size_t i = 0; i < first; i++)
         for (size_t j = 0; j < chat->msgs[i].n_parts; j++)
-            if (chat->msgs[i].role == QVL_CHAT_USER && chat->msgs[i].parts[j].kind == PART_IMAGE) n++;
+            if (chat->msgs[i].role == QVL_CHAT_USER && chat->msgs[i].parts[j].kind == kind) n++;
     return n;
 }
 
@@ -216,8 +238,10 @@ static qvl_status render_range(const qvl_chat *chat, const char *prefix, size_t 
     strbuf sb = {.status = QVL_OK, .err = err};
     sb_puts(&sb, ""); /* always hand back a string, even an empty one */
     if (prefix) sb_puts(&sb, prefix);
-    size_t image_no = images_before(chat, first);
-    for (size_t i = first; i < chat->n_msgs; i++) render_message(&sb, chat, i, &image_no);
+    size_t image_no = parts_before(chat, first, PART_IMAGE);
+    size_t video_no = parts_before(chat, first, PART_VIDEO);
+    for (size_t i = first; i < chat->n_msgs; i++)
+        render_message(&sb, chat, i, &image_no, &video_no);
     if (add_generation_prompt) sb_puts(&sb, IM_START "assistant\n");
     if (sb.status != QVL_OK) {
         free(sb.data);

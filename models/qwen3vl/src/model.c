@@ -383,16 +383,20 @@ static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *i
                         (long long)img->hidden, (long long)D);
     int32_t *rows = malloc((size_t)K * sizeof *rows);
     if (!rows) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    int64_t k = 0;
+    /* Image and video pads alike take the next row: the features are in prompt order. */
+    const int64_t vpad = m->cfg.video_token_id;
+    int64_t k = 0, videos = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] != m->cfg.image_token_id) continue;
+        const bool video = vpad >= 0 && ids[i] == vpad;
+        if (ids[i] != m->cfg.image_token_id && !video) continue;
         if (k < K) rows[k] = (int32_t)i;
         k++;
+        videos += video;
     }
     qvl_status st = QVL_OK;
     if (k != K)
-        st = qvl_fail(err, QVL_E_INVALID, "the prompt has %lld image pad tokens, the images %lld",
-                      (long long)k, (long long)K);
+        st = qvl_fail(err, QVL_E_INVALID, "the prompt has %lld image pad tokens%s, the features %lld",
+                      (long long)k, videos ? " (video pads included)" : "", (long long)K);
     const size_t feat_bytes = (size_t)K * (size_t)D * sizeof(float);
     if (st == QVL_OK)
         st = qvl_split_set(sp, "image_rows", rows, (size_t)K * sizeof *rows, err);
@@ -412,6 +416,15 @@ qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n
     return qvl_mrope_positions(ids, n, (int32_t)m->cfg.image_token_id, grids, n_images,
                                m->cfg.vision.spatial_merge_size, m->seq->n_past + m->seq->rope_delta, pos,
                                NULL, err);
+}
+
+qvl_status qvl_model_positions_media(const qvl_model *m, const int32_t *ids, int64_t n,
+                                     const qvl_image_grid *grids, const bool *is_video,
+                                     size_t n_media, int32_t *pos, qvl_error *err) {
+    return qvl_mrope_positions_media(ids, n, (int32_t)m->cfg.image_token_id,
+                                     (int32_t)m->cfg.video_token_id, grids, is_video, n_media,
+                                     m->cfg.vision.spatial_merge_size,
+                                     m->seq->n_past + m->seq->rope_delta, pos, NULL, err);
 }
 
 qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_images,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "preprocess_json.h"
 #include "qvl/file.h"
 #include "qvl/image_preprocess.h"
 
@@ -32,14 +33,14 @@ int64_t qvl_preprocess_tokens_to_pixels(const qvl_preprocess_config *pc, int64_t
     return tokens * f * f;
 }
 
-static const cJSON *get(const cJSON *root, const char *key) {
+const cJSON *preprocess_json_get(const cJSON *root, const char *key) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     return it && !cJSON_IsNull(it) ? it : NULL;
 }
 
-static qvl_status opt_int(const cJSON *obj, const char *path, const char *key, int64_t lo,
+qvl_status preprocess_json_int(const cJSON *obj, const char *path, const char *key, int64_t lo,
                           int64_t hi, int64_t *out, qvl_error *err) {
-    const cJSON *it = get(obj, key);
+    const cJSON *it = preprocess_json_get(obj, key);
     if (!it) return QVL_OK;
     double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
     if (!isfinite(v) || floor(v) != v || v < (double)lo || v > (double)hi)
@@ -52,7 +53,7 @@ static qvl_status opt_int(const cJSON *obj, const char *path, const char *key, i
 /* A number or a list of 3 numbers (one per channel), each in (lo, hi]. */
 static qvl_status opt_triple(const cJSON *obj, const char *path, const char *key, double lo,
                              double hi, double out[3], qvl_error *err) {
-    const cJSON *it = get(obj, key);
+    const cJSON *it = preprocess_json_get(obj, key);
     if (!it) return QVL_OK;
     double v[3];
     if (cJSON_IsNumber(it)) {
@@ -76,28 +77,28 @@ static qvl_status opt_triple(const cJSON *obj, const char *path, const char *key
     return QVL_OK;
 }
 
-static qvl_status parse(const cJSON *root, const char *path, qvl_preprocess_config *o,
-                        qvl_error *err) {
+qvl_status preprocess_json_parse(const cJSON *root, const char *path, qvl_preprocess_config *o,
+                                 qvl_error *err) {
     if (!cJSON_IsObject(root))
         return qvl_fail(err, QVL_E_PARSE, "%s: top level must be an object", path);
     qvl_status st = QVL_OK;
     const int64_t big = (int64_t)1 << 40;
     /* Older files spell the bounds min_pixels/max_pixels; size.* wins when both are present. */
-    if (!st) st = opt_int(root, path, "min_pixels", 1, big, &o->min_pixels, err);
-    if (!st) st = opt_int(root, path, "max_pixels", 1, big, &o->max_pixels, err);
-    const cJSON *size = get(root, "size");
+    if (!st) st = preprocess_json_int(root, path, "min_pixels", 1, big, &o->min_pixels, err);
+    if (!st) st = preprocess_json_int(root, path, "max_pixels", 1, big, &o->max_pixels, err);
+    const cJSON *size = preprocess_json_get(root, "size");
     if (!st && size) {
         if (!cJSON_IsObject(size))
             return qvl_fail(err, QVL_E_INVALID, "%s: key 'size' must be an object", path);
-        st = opt_int(size, path, "shortest_edge", 1, big, &o->min_pixels, err);
-        if (!st) st = opt_int(size, path, "longest_edge", 1, big, &o->max_pixels, err);
+        st = preprocess_json_int(size, path, "shortest_edge", 1, big, &o->min_pixels, err);
+        if (!st) st = preprocess_json_int(size, path, "longest_edge", 1, big, &o->max_pixels, err);
     }
-    if (!st) st = opt_int(root, path, "patch_size", 1, 1024, &o->patch_size, err);
-    if (!st) st = opt_int(root, path, "temporal_patch_size", 1, 64, &o->temporal_patch_size, err);
-    if (!st) st = opt_int(root, path, "merge_size", 1, 64, &o->merge_size, err);
+    if (!st) st = preprocess_json_int(root, path, "patch_size", 1, 1024, &o->patch_size, err);
+    if (!st) st = preprocess_json_int(root, path, "temporal_patch_size", 1, 64, &o->temporal_patch_size, err);
+    if (!st) st = preprocess_json_int(root, path, "merge_size", 1, 64, &o->merge_size, err);
     if (!st) st = opt_triple(root, path, "image_mean", -1e9, 1e9, o->image_mean, err);
     if (!st) st = opt_triple(root, path, "image_std", 0.0, 1e9, o->image_std, err);
-    const cJSON *rf = get(root, "rescale_factor");
+    const cJSON *rf = preprocess_json_get(root, "rescale_factor");
     if (!st && rf) {
         if (!cJSON_IsNumber(rf) || !(rf->valuedouble > 0.0) || !isfinite(rf->valuedouble))
             return qvl_fail(err, QVL_E_INVALID, "%s: key 'rescale_factor' must be positive", path);
@@ -120,7 +121,7 @@ qvl_status qvl_preprocess_config_load(const char *path, const qvl_vision_config 
     free(buf);
     if (!root) return qvl_fail(err, QVL_E_PARSE, "%s: not valid JSON", path);
     qvl_preprocess_config tmp = *out;
-    qvl_status st = parse(root, path, &tmp, err);
+    qvl_status st = preprocess_json_parse(root, path, &tmp, err);
     cJSON_Delete(root);
     if (st == QVL_OK) *out = tmp;
     return st;

@@ -5,18 +5,19 @@
  *   - a system message, only as the first message: "<|im_start|>system\n{text}<|im_end|>\n"
  *     (there is no default system prompt);
  *   - a user message: "<|im_start|>user\n" + its parts concatenated with no separator
- *     (text as is; image -> "<|vision_start|><|image_pad|><|vision_end|>") + "<|im_end|>\n";
+ *     (text as is; image -> "<|vision_start|><|image_pad|><|vision_end|>", video ->
+ *     "<|vision_start|><|video_pad|><|vision_end|>") + "<|im_end|>\n";
  *   - an assistant message: "<|im_start|>assistant\n{text}<|im_end|>\n"; the Instruct template
  *     copies the text verbatim (a "<think>...</think>" inside it is kept, not stripped);
  *   - add_generation_prompt: "<|im_start|>assistant\n".
- * With add_vision_id the template writes "Picture N: " before each image (N counts images over
- * the whole conversation, from 1).
+ * With add_vision_id the template writes "Picture N: " before each image and "Video N: " before
+ * each video (N counts images, or videos, over the whole conversation, from 1).
  *
  * Differences from running the template, both about inputs the template mishandles:
  *   - a system message that is not the first message is refused by qvl_chat_add (the template
  *     silently drops it);
  *   - rendering an empty chat is an error (the template fails on messages[0]).
- * Tools and videos are not supported.
+ * Tools are not supported.
  *
  * Text is copied verbatim: special-token strings inside user text reach the tokenizer as they
  * would with the template. Rendered strings are NUL-terminated and allocated with malloc: free
@@ -56,6 +57,10 @@ qvl_status qvl_chat_add_text(qvl_chat *chat, const char *text, qvl_error *err);
  * message holding the image. Images are numbered in the order they are added; that is the
  * order in which the caller must supply the pictures' features. */
 qvl_status qvl_chat_add_image(qvl_chat *chat, qvl_error *err);
+
+/* The same for a video part (qvl_video_expand_text later replaces its pad by the frame groups'
+ * timestamps and pads). */
+qvl_status qvl_chat_add_video(qvl_chat *chat, qvl_error *err);
 
 /* "Picture N: " before each image, as the template's add_vision_id (default off). */
 void qvl_chat_set_add_vision_id(qvl_chat *chat, bool on);

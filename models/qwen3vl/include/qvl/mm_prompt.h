@@ -4,6 +4,7 @@
 #ifndef QVL_MM_PROMPT_H
 #define QVL_MM_PROMPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,16 @@ qvl_status qvl_expand_image_pads(const int32_t *ids, int64_t n, int32_t pad_id,
 qvl_status qvl_mrope_positions(const int32_t *ids, int64_t n, int32_t pad_id,
                                const qvl_image_grid *grids, size_t n_images, int64_t merge,
                                int64_t start, int32_t *pos, int64_t *next, qvl_error *err);
+
+/* The same with videos: runs of image_pad and of video_pad (video_pad -1: none) in the order
+ * of grids, is_video[i] (NULL: none is) telling which items are videos. A video of grid
+ * (t, h, w) is t runs of h'*w' video pads, one per frame group, each placed as a still image
+ * (separated in the prompt by the group's timestamp text), the position advancing by
+ * max(h', w') after each (docs/MODEL.md, "Multimodal positions"). */
+qvl_status qvl_mrope_positions_media(const int32_t *ids, int64_t n, int32_t image_pad,
+                                     int32_t video_pad, const qvl_image_grid *grids,
+                                     const bool *is_video, size_t n_media, int64_t merge,
+                                     int64_t start, int32_t *pos, int64_t *next, qvl_error *err);
 
 #ifdef __cplusplus
 }

@@ -133,7 +133,8 @@ qvl_status qvl_image_features_slice(const qvl_image_features *all, int64_t k0, i
 void qvl_positions_slice(const int32_t *pos, int64_t n, int64_t c0, int64_t len, int32_t *out);
 
 /* Run the vision encoder on n_images preprocessed images: pixels is the row-concatenation of
- * each image's pixel matrix (qvl_image_preprocess), grids their patch grids. */
+ * each image's pixel matrix (qvl_image_preprocess, or qvl_video_preprocess for a video: grid
+ * t > 1 is t frame groups, each attending only to itself), grids their patch grids. */
 qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_images,
                                    const qvl_image_grid *grids, qvl_image_features *out,
                                    qvl_error *err);
@@ -145,7 +146,14 @@ qvl_status qvl_model_positions(const qvl_model *m, const int32_t *ids, int64_t n
                                const qvl_image_grid *grids, size_t n_images, int32_t *pos,
                                qvl_error *err);
 
-/* qvl_model_eval with image features: the k-th image_token_id in ids takes row k of img
+/* The same with videos among the media: grids in prompt order, is_video[i] marking the
+ * videos (grid t = frame groups; each group is its own run of video_token_id). */
+qvl_status qvl_model_positions_media(const qvl_model *m, const int32_t *ids, int64_t n,
+                                     const qvl_image_grid *grids, const bool *is_video,
+                                     size_t n_media, int32_t *pos, qvl_error *err);
+
+/* qvl_model_eval with image features: the k-th image_token_id or video_token_id in ids takes
+ * row k of img (features of pictures and videos in prompt order)
  * (their count must equal img->n_tokens) and the deepstack rows are added after the first
  * decoder layers; pos is required (qvl_model_positions). img NULL or without rows: the same as
  * qvl_model_eval. */

@@ -1,0 +1,277 @@
+/* Videos given as frames for qvl run (run_videos.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "run_videos.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "qvl/file.h"
+#include "qvl/image.h"
+#include "qvl/mm_prompt.h"
+#include "run_images.h"
+
+void run_video_free(run_video *v) {
+    for (size_t i = 0; v->files && i < v->n_files; i++) free(v->files[i]);
+    free(v->files);
+    free(v->kept);
+    free(v->text);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- the frame list --------------------------------------------------------------------------- */
+
+static bool is_picture_name(const char *name) {
+    static const char *const ext[] = {".png", ".jpg", ".jpeg", ".webp", ".gif", ".ppm", ".pgm"};
+    const char *dot = strrchr(name, '.');
+    if (name[0] == '.' || !dot) return false;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (strcasecmp(dot, ext[i]) == 0) return true;
+    return false;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static qvl_status add_file(run_video *v, size_t *cap, const char *dir, const char *name,
+                           size_t len, const char *source, qvl_error *err) {
+    if (v->n_files >= RUN_VIDEO_MAX_FILES)
+        return qvl_fail(err, QVL_E_LIMIT, "%s: more than %d frames", source, RUN_VIDEO_MAX_FILES);
+    if (v->n_files == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        char **grown = realloc(v->files, c * sizeof *grown);
+        if (!grown) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        v->files = grown;
+        *cap = c;
+    }
+    size_t dl = dir ? strlen(dir) + 1 : 0;
+    char *p = malloc(dl + len + 1);
+    if (!p) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (dir) {
+        memcpy(p, dir, dl - 1);
+        p[dl - 1] = '/';
+    }
+    memcpy(p + dl, name, len);
+    p[dl + len] = '\0';
+    v->files[v->n_files++] = p;
+    return QVL_OK;
+}
+
+static qvl_status list_frames(const char *source, run_video *v, qvl_error *err) {
+    struct stat sb;
+    size_t cap = 0;
+    qvl_status st = QVL_OK;
+    if (stat(source, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(source);
+        if (!d) return qvl_fail(err, QVL_E_IO, "%s: cannot read the directory: %s", source,
+                                strerror(errno));
+        for (struct dirent *e = readdir(d); st == QVL_OK && e; e = readdir(d))
+            if (is_picture_name(e->d_name))
+                st = add_file(v, &cap, source, e->d_name, strlen(e->d_name), source, err);
+        closedir(d);
+        if (st == QVL_OK && v->n_files > 1)
+            qsort(v->files, v->n_files, sizeof *v->files, by_name);
+        if (st == QVL_OK && v->n_files == 0)
+            st = qvl_fail(err, QVL_E_INVALID, "%s: no picture files (png, jpg, webp, gif, ppm, "
+                          "pgm) in the directory", source);
+        return st;
+    }
+    for (const char *p = source; st == QVL_OK;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0)
+            return qvl_fail(err, QVL_E_INVALID, "--video-frames %s: an empty frame name", source);
+        st = add_file(v, &cap, NULL, p, len, source, err);
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return st;
+}
+
+/* ---- plan ------------------------------------------------------------------------------------- */
+
+qvl_status run_video_plan(run_images *im, size_t i, qvl_error *err) {
+    run_video *v = &im->videos[i];
+    const char *source = im->paths[i];
+    if (!v->fps_set) v->fps = QVL_VIDEO_DEFAULT_FPS;
+    qvl_status st = list_frames(source, v, err);
+    if (st == QVL_OK && !(v->kept = malloc(v->n_files * sizeof *v->kept)))
+        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK)
+        st = qvl_video_sample_frames((int64_t)v->n_files, v->fps, &im->vc, v->kept, &v->n_kept, err);
+    if (st == QVL_OK && v->n_kept < im->vc.pc.temporal_patch_size)
+        st = qvl_fail(err, QVL_E_INVALID, "%zu frame(s), %lld kept: a video needs at least %lld",
+                      v->n_files, (long long)v->n_kept, (long long)im->vc.pc.temporal_patch_size);
+    /* Every kept frame's header: all must be readable and of one size. */
+    for (int64_t k = 0; st == QVL_OK && k < v->n_kept; k++) {
+        const char *f = v->files[v->kept[k]];
+        char *data = NULL;
+        size_t size = 0;
+        int32_t w = 0, h = 0;
+        st = qvl_read_file(f, (size_t)INT32_MAX, QVL_E_IO, &data, &size, err);
+        if (st == QVL_OK) st = qvl_image_probe(data, size, f, &w, &h, err);
+        free(data);
+        if (st == QVL_OK && k == 0) {
+            im->widths[i] = w;
+            im->heights[i] = h;
+        } else if (st == QVL_OK && (w != im->widths[i] || h != im->heights[i])) {
+            st = qvl_fail(err, QVL_E_INVALID, "%s is %dx%d but %s is %dx%d: frames of one size "
+                          "needed", f, w, h, v->files[v->kept[0]], im->widths[i], im->heights[i]);
+        }
+    }
+    const int64_t tp = im->vc.pc.temporal_patch_size;
+    v->n_groups = st == QVL_OK ? (v->n_kept + tp - 1) / tp : 0;
+    double *secs = st == QVL_OK ? malloc((size_t)v->n_groups * sizeof *secs) : NULL;
+    if (st == QVL_OK && !secs) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK) st = qvl_video_timestamps(v->kept, v->n_kept, v->fps, tp, secs, err);
+    if (st == QVL_OK) st = qvl_video_prompt_text(secs, v->n_groups, &v->text, err);
+    free(secs);
+    if (st != QVL_OK) return qvl_error_prefix(err, "video %s", source);
+    return QVL_OK;
+}
+
+/* ---- budget ----------------------------------------------------------------------------------- */
+
+static int64_t grid_tokens(const qvl_image_grid *g, int64_t merge) {
+    return g->t * g->h * g->w / (merge * merge);
+}
+
+/* The largest grid of video i within `budget` tokens: the pixel bound shrinks until the plan
+ * fits, the lower bound following it down (the budget wins over the file's minimum). */
+static qvl_status fit_one(run_images *im, size_t i, int64_t budget, const char *why,
+                          qvl_error *err) {
+    const run_video *v = &im->videos[i];
+    qvl_video_config vc = im->vc;
+    const int64_t merge = vc.pc.merge_size;
+    for (int round = 0; round < 64; round++) {
+        qvl_image_grid g;
+        qvl_status st = qvl_video_plan_grid(v->n_kept, im->widths[i], im->heights[i], &vc, &g,
+                                            err);
+        if (st != QVL_OK) return qvl_error_prefix(err, "video %s", im->paths[i]);
+        const int64_t tokens = grid_tokens(&g, merge);
+        if (tokens <= budget) {
+            im->videos[i].min_pixels = vc.pc.min_pixels;
+            im->videos[i].max_pixels = vc.pc.max_pixels;
+            im->grids[i] = g;
+            im->tokens[i] = tokens;
+            return QVL_OK;
+        }
+        const int64_t f = vc.pc.patch_size * merge;
+        if (g.h * g.w <= merge * merge || vc.pc.max_pixels <= f * f * vc.pc.temporal_patch_size)
+            break;
+        int64_t next = (int64_t)((double)vc.pc.max_pixels * (double)budget / (double)tokens) - 1;
+        if (next >= vc.pc.max_pixels) next = vc.pc.max_pixels - 1;
+        if (next < 1) next = 1;
+        vc.pc.max_pixels = next;
+        if (vc.pc.min_pixels > next) vc.pc.min_pixels = next;
+    }
+    return qvl_fail(err, QVL_E_LIMIT,
+                    "video %s: %lld frame groups need at least %lld tokens, but %s allows %lld: "
+                    "lower --video-max-frames or raise --ctx (-c)", im->paths[i],
+                    (long long)v->n_groups, (long long)v->n_groups, why, (long long)budget);
+}
+
+qvl_status run_videos_fit(run_images *im, const int32_t *ids, int64_t n, int64_t ctx,
+                          qvl_error *err) {
+    if (im->n_videos == 0) return QVL_OK;
+    int64_t pads = 0, groups = 0;
+    for (int64_t k = 0; k < n; k++) pads += ids[k] == im->video_pad_id;
+    for (size_t i = 0; i < im->n; i++) groups += im->is_video[i] ? im->videos[i].n_groups : 0;
+    if (pads != groups)
+        return qvl_fail(err, QVL_E_INVALID, "the prompt holds %lld video pads, the videos %lld "
+                        "frame groups", (long long)pads, (long long)groups);
+    /* Everything but the videos' own tokens: text (timestamps included) and pictures. */
+    int64_t other = n - pads;
+    for (size_t i = 0; i < im->n; i++) other += im->is_video[i] ? 0 : im->tokens[i];
+    const int64_t left = ctx - other;
+    char why[160];
+    int64_t budget;
+    if (im->vb.max_tokens_set) {
+        budget = im->vb.max_tokens;
+        snprintf(why, sizeof why, "--video-max-tokens");
+    } else {
+        budget = left > 0 ? left / (int64_t)im->n_videos : 0;
+        snprintf(why, sizeof why, "the context (%lld tokens, %lld of them for the rest of the "
+                 "prompt, shared by %zu video(s))", (long long)ctx, (long long)other, im->n_videos);
+    }
+    for (size_t i = 0; i < im->n; i++) {
+        if (!im->is_video[i]) continue;
+        qvl_status st = fit_one(im, i, budget, why, err);
+        if (st != QVL_OK) return st;
+        im->total_tokens += im->tokens[i];
+        const run_video *v = &im->videos[i];
+        if (!im->quiet)
+            fprintf(stderr, "video %zu: %s, %zu frames at %g fps%s -> %lld kept, %dx%d -> grid "
+                    "%lldx%lldx%lld, %lld tokens\n", i + 1, im->paths[i], v->n_files, v->fps,
+                    v->fps_set ? "" : " (assumed: no --video-fps)", (long long)v->n_kept,
+                    im->widths[i], im->heights[i], (long long)im->grids[i].t,
+                    (long long)im->grids[i].h, (long long)im->grids[i].w,
+                    (long long)im->tokens[i]);
+    }
+    return QVL_OK;
+}
+
+qvl_status run_videos_expand(const run_images *im, int32_t **ids, int64_t *n, qvl_error *err) {
+    if (im->n_videos == 0) return QVL_OK;
+    int64_t groups = 0;
+    for (size_t i = 0; i < im->n; i++) groups += im->is_video[i] ? im->grids[i].t : 0;
+    int64_t *counts = malloc((size_t)(groups > 0 ? groups : 1) * sizeof *counts);
+    if (!counts) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    int64_t k = 0;
+    const int64_t mm = im->vc.pc.merge_size * im->vc.pc.merge_size;
+    for (size_t i = 0; i < im->n; i++)
+        for (int64_t g = 0; im->is_video[i] && g < im->grids[i].t; g++)
+            counts[k++] = im->grids[i].h * im->grids[i].w / mm;
+    int32_t *out = NULL;
+    int64_t n_out = 0;
+    qvl_status st = qvl_expand_image_pads(*ids, *n, im->video_pad_id, counts, (size_t)groups,
+                                          &out, &n_out, err);
+    free(counts);
+    if (st != QVL_OK) return st;
+    free(*ids);
+    *ids = out;
+    *n = n_out;
+    return QVL_OK;
+}
+
+/* ---- decode ----------------------------------------------------------------------------------- */
+
+qvl_status run_video_decode(const run_images *im, size_t i, float **px, qvl_error *err) {
+    const run_video *v = &im->videos[i];
+    *px = NULL;
+    qvl_image *frames = calloc((size_t)v->n_kept, sizeof *frames);
+    if (!frames) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    qvl_status st = QVL_OK;
+    int64_t loaded = 0;
+    for (; st == QVL_OK && loaded < v->n_kept; loaded++) {
+        const char *f = v->files[v->kept[loaded]];
+        st = qvl_image_load(f, &frames[loaded], err);
+        if (st == QVL_OK && (frames[loaded].width != im->widths[i] ||
+                             frames[loaded].height != im->heights[i]))
+            st = qvl_fail(err, QVL_E_PARSE, "%s: decoded size %dx%d differs from the header's "
+                          "%dx%d", f, frames[loaded].width, frames[loaded].height, im->widths[i],
+                          im->heights[i]);
+    }
+    /* The bounds the budget settled on (run_videos_fit): the grid comes out as planned. */
+    qvl_image_grid g = {0};
+    qvl_video_config vc = im->vc;
+    vc.pc.min_pixels = v->min_pixels;
+    vc.pc.max_pixels = v->max_pixels;
+    if (st == QVL_OK) st = qvl_video_preprocess(frames, (size_t)v->n_kept, &vc, px, &g, err);
+    if (st == QVL_OK && (g.t != im->grids[i].t || g.h != im->grids[i].h || g.w != im->grids[i].w)) {
+        free(*px);
+        *px = NULL;
+        st = qvl_fail(err, QVL_E_MISMATCH, "preprocessed grid differs from the plan");
+    }
+    for (int64_t k = 0; k < loaded; k++) qvl_image_free(&frames[k]);
+    free(frames);
+    if (st != QVL_OK) return qvl_error_prefix(err, "video %s", im->paths[i]);
+    return QVL_OK;
+}

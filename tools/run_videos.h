@@ -1,0 +1,58 @@
+/* Videos given as frames for qvl run (--video-frames DIR|F1,F2,... with --video-fps R): the
+ * frame list, which frames the processor keeps, their size, the token budget that decides the
+ * grid, decoding and the prompt text (timestamps) of each video. The items live in run_images
+ * (a video is one media item among the pictures, in command-line order). */
+#ifndef QVL_TOOLS_RUN_VIDEOS_H
+#define QVL_TOOLS_RUN_VIDEOS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qvl/status.h"
+
+/* At most this many frame files in one video: a mistaken directory costs one line. */
+#define RUN_VIDEO_MAX_FILES 100000
+
+typedef struct run_video {
+    double fps;       /* the frames' rate (--video-fps; transformers' 24 when not given) */
+    bool fps_set;
+    char **files;     /* every given frame, in order */
+    size_t n_files;
+    int64_t *kept;    /* indices of the frames the processor keeps */
+    int64_t n_kept;
+    int64_t n_groups; /* temporal patches */
+    char *text;       /* "<t seconds><|vision_start|><|video_pad|><|vision_end|>" per group */
+    int64_t min_pixels, max_pixels; /* the processor's bounds within the token budget */
+} run_video;
+
+/* --video-max-frames, --video-min-frames, --video-max-tokens, --video-max-pixels as given. */
+typedef struct run_video_bounds {
+    int64_t max_frames, min_frames, max_tokens, max_pixels;
+    bool max_frames_set, min_frames_set, max_tokens_set, max_pixels_set;
+} run_video_bounds;
+
+struct run_images;
+
+void run_video_free(run_video *v);
+
+/* Item i's frame list (a directory's picture files in name order, else a comma-separated
+ * list), the frames kept, their common size (each kept frame's header is read) and the
+ * timestamp text. */
+qvl_status run_video_plan(struct run_images *im, size_t i, qvl_error *err);
+
+/* After the prompt is tokenized with one pad per frame group: each video's grid within its
+ * token budget (--video-max-tokens, else an even share of what the context has left after the
+ * rest of the prompt), refused when even its smallest size does not fit. Prints a line per
+ * video unless quiet. */
+qvl_status run_videos_fit(struct run_images *im, const int32_t *ids, int64_t n, int64_t ctx,
+                          qvl_error *err);
+
+/* Each video pad of ids (one per frame group) to the group's token count. */
+qvl_status run_videos_expand(const struct run_images *im, int32_t **ids, int64_t *n,
+                             qvl_error *err);
+
+/* Decode the kept frames of item i and preprocess them into px (rows of the planned grid). */
+qvl_status run_video_decode(const struct run_images *im, size_t i, float **px, qvl_error *err);
+
+#endif
