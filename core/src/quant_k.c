@@ -19,10 +19,13 @@
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static int round_clamp(float v, int lo, int hi) {
+/* v rounded half away from zero (lroundf's rule) into lo..hi. Inline: the quantisers round
+ * millions of times per tensor and a libm call per value dominated their time. |v| + 0.5 is
+ * exact in double for any float below 2^29, so truncating it rounds exactly as lroundf. */
+static inline int round_clamp(float v, int lo, int hi) {
     if (!(v > (float)lo)) return lo; /* also NaN */
     if (v >= (float)hi) return hi;
-    return (int)lroundf(v);
+    return v >= 0 ? (int)((double)v + 0.5) : -(int)((double)-v + 0.5);
 }
 
 /* f16 of a non-negative scale, saturated instead of Inf. */
@@ -120,15 +123,18 @@ static void fit_affine(const float *x, const float *w, int n, int nmax, bool sea
     *step = hi > lo ? (hi - lo) / (float)nmax : 0.0f;
     if (!search || !(*step > 0)) return;
     double best = affine_error(x, w, n, *step, *offset, nmax);
+    double sw = 0, sx = 0; /* the same for every candidate */
+    for (int i = 0; i < n; i++) {
+        sw += w[i];
+        sx += w[i] * x[i];
+    }
     for (int k = -N_CANDIDATES; k <= N_CANDIDATES; k++) {
         float inv = ((float)nmax + 0.1f * (float)k) / (hi - lo);
-        double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+        double sq = 0, sqq = 0, sqx = 0;
         for (int i = 0; i < n; i++) {
             int q = round_clamp(inv * (x[i] - lo), 0, nmax);
-            sw += w[i];
             sq += w[i] * q;
             sqq += w[i] * q * q;
-            sx += w[i] * x[i];
             sqx += w[i] * q * x[i];
         }
         double det = sw * sqq - sq * sq, s, b; /* value = s * q + b */
