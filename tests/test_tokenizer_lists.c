@@ -55,12 +55,15 @@ typedef struct lists {
     qvl_str *tokens, *merges;
     int32_t *types;
     char **owned;
-    size_t n_owned;
+    size_t n_owned, cap_owned;
 } lists;
 
 static const char *keep(lists *x, const char *s) {
-    x->owned = realloc(x->owned, (x->n_owned + 1) * sizeof *x->owned);
-    assert_non_null(x->owned);
+    if (x->n_owned == x->cap_owned) { /* doubling: 300,000 strings for the real tokenizer */
+        x->cap_owned = x->cap_owned ? 2 * x->cap_owned : 1024;
+        x->owned = realloc(x->owned, x->cap_owned * sizeof *x->owned);
+        assert_non_null(x->owned);
+    }
     x->owned[x->n_owned] = strdup(s);
     assert_non_null(x->owned[x->n_owned]);
     return x->owned[x->n_owned++];
