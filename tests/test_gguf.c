@@ -485,7 +485,7 @@ static void test_convert_targets(void **state) {
         {QVL_GGML_IQ4_NL, 32, QVL_Q8_0}, {QVL_GGML_Q5_1, 256, QVL_Q8_0},
         {QVL_GGML_Q5_K, 256, QVL_Q8_0},  {QVL_GGML_Q2_K, 512, QVL_Q4_K},
         {QVL_GGML_Q3_K, 256, QVL_Q6_K},  {QVL_GGML_IQ4_XS, 256, QVL_Q6_K},
-        {QVL_GGML_Q4_1, 256, QVL_Q6_K},  {QVL_GGML_Q4_1, 96, QVL_Q8_0},
+        {QVL_GGML_Q4_1, 256, QVL_Q4_K},  {QVL_GGML_Q4_1, 96, QVL_Q8_0},
         {QVL_GGML_Q4_K, 256, QVL_Q4_K},  {QVL_GGML_BF16, 3, QVL_BF16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

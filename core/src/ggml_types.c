@@ -132,10 +132,10 @@ bool qvl_ggml_convert_target(uint32_t type, int64_t row_elems, qvl_dtype *out) {
     case QVL_GGML_IQ4_NL:
     case QVL_GGML_Q5_1:
     case QVL_GGML_Q5_K: *out = QVL_Q8_0; return true;
-    case QVL_GGML_Q2_K: *out = QVL_Q4_K; return true; /* rows of these are whole 256s */
+    case QVL_GGML_Q2_K: *out = QVL_Q4_K; return true; /* its rows are whole 256s */
     case QVL_GGML_Q3_K:
     case QVL_GGML_IQ4_XS: *out = QVL_Q6_K; return true;
-    case QVL_GGML_Q4_1: *out = row_elems % QVL_QK_K ? QVL_Q8_0 : QVL_Q6_K; return true;
+    case QVL_GGML_Q4_1: *out = row_elems % QVL_QK_K ? QVL_Q8_0 : QVL_Q4_K; return true;
     default: return false;
     }
 }

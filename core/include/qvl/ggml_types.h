@@ -117,14 +117,16 @@ void qvl_dequantize_row_q5_k(const void *src, float *dst, int64_t n);
 void qvl_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n);
 void qvl_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n);
 
-/* The backend dtype a converted type becomes, for rows of row_elems values:
+/* The backend dtype a converted type becomes, for rows of row_elems values: the smallest of
+ * q4_k, q6_k, q8_0 that adds at most a few percent to the RMS error the source type already
+ * carries (docs/QUANT.md has the measurements):
  *   Q4_0, Q5_0, IQ4_NL -> q8_0, exactly: each value is the block's f16 scale times an integer
  *                        in -127..127 (q - 8, q - 16, a level of K), which is a q8_0 block
  *                        with the same scale, so nothing is lost;
- *   otherwise the smallest of q4_k, q6_k, q8_0 whose quants have at least two more bits than
- *   the source's, so its rounding step is at most a quarter of the source's and adds about
- *   1/16 to the squared error already there: Q2_K -> q4_k; Q3_K, Q4_1, IQ4_XS -> q6_k;
- *   Q5_1, Q5_K -> q8_0.
+ *   Q2_K, Q4_1 -> q4_k   (Q4_1's scale and min per 32 values are a q4_k sub-block's, kept to 6
+ *                        bits of the super-block scales; Q2_K's 4 levels fit q4_k's 16);
+ *   Q3_K, IQ4_XS -> q6_k (symmetric sub-blocks, as q6_k's);
+ *   Q5_1, Q5_K -> q8_0   (q6_k would add about 9% to their error, q8_0 1%).
  * q4_k and q6_k need rows of whole 256-value super-blocks: a Q4_1 tensor with other rows
  * becomes q8_0. Native types return their own dtype. false for refused, removed or unknown
  * types and rows that are not whole blocks of the source. */
