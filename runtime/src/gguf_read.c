@@ -20,7 +20,7 @@
 #include "qvl/mapped_files.h"
 
 #define DEFAULT_ALIGNMENT 32u
-#define MIN_KV_BYTES 13     /* key length u64 + a 1-byte key + type u32 is 12; + a 1-byte value */
+#define MIN_KV_BYTES 14     /* key length u64 + a 1-byte key + type u32 + a 1-byte value */
 #define MIN_TENSOR_BYTES 25 /* name length u64 + 1 byte + n_dims u32 + type u32 + offset u64 */
 
 typedef struct cursor {
