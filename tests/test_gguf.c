@@ -544,6 +544,13 @@ static void test_convert(void **state) {
                                       q6 + 1, &split, &err), QVL_OK);
     assert_true(fabs(qvl_ggml_rel_rms(&split) - rel) < 1e-12);
 
+    /* no rows (a tensor with a zero dimension): nothing converted, nothing allocated, even for
+     * rows no buffer could hold */
+    ce = (qvl_ggml_convert_error){0};
+    assert_int_equal(qvl_ggml_convert("w", QVL_GGML_Q4_1, q41, 0, (int64_t)1 << 57, QVL_Q8_0, q8,
+                                      &ce, &err), QVL_OK);
+    assert_true(ce.err_sq == 0 && ce.ref_sq == 0);
+
     /* a NaN scale is refused, naming the tensor, the place and the type */
     uint16_t nan = 0x7E00;
     memcpy(q40 + 18 * 9, &nan, 2);

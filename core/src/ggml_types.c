@@ -186,6 +186,7 @@ qvl_status qvl_ggml_convert(const char *name, uint32_t type, const void *src, in
     uint64_t src_row;
     if (!qvl_ggml_row_bytes(type, row_elems, &src_row) || src_row > SIZE_MAX)
         return qvl_fail(err, QVL_E_LIMIT, "tensor '%.200s': rows are too large", name);
+    if (rows == 0 || row_elems == 0) return QVL_OK; /* no values: nothing to allocate */
     const bool exact = to == QVL_Q8_0 && (type == QVL_GGML_Q4_0 || type == QVL_GGML_Q5_0 ||
                                           type == QVL_GGML_IQ4_NL);
     size_t nf;
