@@ -27,13 +27,13 @@
 set -u
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-all_targets="safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index serve_request"
+all_targets="safetensors gguf config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index serve_request"
 usage() { sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 2; }
 
 # Inputs larger than the seeds matter for the tokenizer (long texts), safetensors and images.
 max_len() {
     case $1 in
-    tokenizer_load | safetensors | tokenizer_encode | image) echo 16384 ;;
+    tokenizer_load | safetensors | gguf | tokenizer_encode | image) echo 16384 ;;
     *) echo 4096 ;;
     esac
 }

@@ -11,8 +11,8 @@
 # what happens inside the decoders. The default BUILD_DIR is then build-fuzz-img (CMake keeps
 # the libraries it found, so the two kinds of build need their own directories).
 #
-# Targets: safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids
-# image weights_index
+# Targets: safetensors gguf config gen_config tokenizer_load tokenizer_encode chat plugins_yaml
+# ids image weights_index
 # (default: all). Builds BUILD_DIR (default build-fuzz) with clang and -DQVL_FUZZ=ON
 # -DQVL_SANITIZE=ON. The committed seeds (tests/fuzz/corpus/<target>) are copied into
 # BUILD_DIR/fuzz-corpus/<target>, where the fuzzer adds what it finds; the committed corpus is
@@ -39,7 +39,7 @@ shift $((OPTIND - 1))
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $build in /*) ;; *) build=$root/$build ;; esac
-targets=${*:-safetensors config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index serve_request}
+targets=${*:-safetensors gguf config gen_config tokenizer_load tokenizer_encode chat plugins_yaml ids image weights_index serve_request}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
 if [ -n "$instrumented" ]; then
@@ -61,7 +61,7 @@ cmake --build "$build" -j "$jobs" $build_args >/dev/null
 # Inputs larger than the seeds matter for the tokenizer (long texts) and safetensors (data).
 max_len() {
     case $1 in
-    tokenizer_load | safetensors | tokenizer_encode | image) echo 16384 ;;
+    tokenizer_load | safetensors | gguf | tokenizer_encode | image) echo 16384 ;;
     *) echo 4096 ;;
     esac
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages qvl needs to build and test. Run as root (or with sudo).
-# --pascal: also what the Pascal build (cmake -DQVL_PASCAL_BUILD=ON) needs: python3 + pip here,
-# then CUDA 12.9's ptxas, runtime and nvFatbin from PyPI into .pascal/ (scripts/install-pascal-sdk.sh).
+# Then the Python packages the tests use, from PyPI into .pydeps/ (scripts/install-pydeps.sh).
+# --pascal: also what the Pascal build (cmake -DQVL_PASCAL_BUILD=ON) needs: CUDA 12.9's ptxas,
+# runtime and nvFatbin from PyPI into .pascal/ (scripts/install-pascal-sdk.sh).
 set -euo pipefail
 pascal=0
 [ "${1:-}" = "--pascal" ] && pascal=1
@@ -10,11 +11,13 @@ pascal=0
 # libedit-dev: line editing and history in qvl chat.
 # nginx: the load balancer in front of qvl serve replicas (scripts/serve-replicas.sh and its
 # test); only its binary is used, run unprivileged, never the system service.
+# python3, python3-pip: the test scripts, and pip for scripts/install-pydeps.sh (gguf-py and numpy
+# into .pydeps/ for the GGUF dequantisation test).
 # clang: compiles the cuda_sm61 kernels for sm_61 as a build check when a CUDA toolkit is
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
 pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
-      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang nginx)
-[ $pascal -eq 1 ] && pkgs+=(python3 python3-pip)
+      libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang nginx
+      python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,6 +28,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# Python packages from PyPI, into .pydeps/ of this checkout (not the system's python).
+"$(dirname "$0")/install-pydeps.sh"
 if [ $pascal -eq 1 ]; then
   "$(dirname "$0")/install-pascal-sdk.sh"
 fi

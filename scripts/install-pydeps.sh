@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Puts the Python packages the tests use into .pydeps/ of this checkout, from PyPI (pip --target:
+# no root, nothing installed into the system's python, so Debian's externally-managed-environment
+# guard does not apply):
+#   gguf, numpy, pyyaml   tests/gguf_dequant_make.py: gguf-py writes a GGUF file with every tensor
+#                         type qvl reads and its own dequantisation of each, which qvl must match
+#                         bit for bit (pyyaml: gguf-py imports it)
+# The versions are pinned so every machine checks against the same gguf-py. The tests that need
+# them add .pydeps/ to their path and skip (exit 77) when it is missing.
+#
+# Usage: scripts/install-pydeps.sh          (normally through ./scripts/install-deps.sh)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="$here/.pydeps"
+pkgs=(gguf==0.19.0 numpy==2.4.6 pyyaml==6.0.2)
+
+die() { echo "install-pydeps: $*" >&2; exit 1; }
+command -v python3 >/dev/null || die "python3 is missing (Debian: apt-get install python3)"
+python3 -m pip --version >/dev/null 2>&1 || die "pip is missing (Debian: apt-get install python3-pip)"
+
+stamp="$dir/.installed"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pkgs[*]}" ]; then
+    exit 0
+fi
+rm -rf "$dir"
+# --no-deps: gguf-py's other requirements (requests, tqdm) are not imported by what the tests use.
+python3 -m pip install -q --no-deps --only-binary=:all: --disable-pip-version-check \
+    --target "$dir" "${pkgs[@]}" || die "could not install ${pkgs[*]} from PyPI"
+echo "${pkgs[*]}" > "$stamp"
