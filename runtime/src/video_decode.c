@@ -45,7 +45,8 @@ qvl_status video_check_time(const video_job *job, qvl_error *err) {
 
 qvl_status video_check_size(const video_job *job, int64_t width, int64_t height, qvl_error *err) {
     if (width <= 0 || height <= 0)
-        return qvl_fail(err, QVL_E_PARSE, "%s: the video stream has no frame size", job->what);
+        return qvl_fail(err, QVL_E_PARSE, "%s: the video stream has no usable frame size (none, "
+                        "or one too large for FFmpeg)", job->what);
     if (width > job->caps.max_pixels / height)
         return qvl_fail(err, QVL_E_LIMIT, "%s: frames of %lldx%lld exceed %lld pixels (the cap; "
                         "QVL_IMAGE_MAX_PIXELS raises it)", job->what, (long long)width,
