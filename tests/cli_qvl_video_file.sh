@@ -25,6 +25,17 @@ if "$qvl" run --help | grep -q "video FILE" && ! answer --video "$clips/h264.mp4
   exit
 fi
 
+greedy_of() { # case name -> transformers' greedy ids (fixture_videos.json), space-separated
+  tr -d ' \n' < "$fx/fixture_videos.json" | sed -E "s/.*\"name\":\"$1\",//" \
+    | sed -E 's/\},\{"name".*//' | sed -E 's/.*"greedy_ids":\[([0-9,]*)\].*/\1/' | tr ',' ' '
+}
+
+# The file case of the parity fixtures: transformers decoded h264.mp4 with PyAV.
+want=$(greedy_of vid_file)
+got=$(answer --video "$clips/h264.mp4" --backend reference 2>"$tmp/err")
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "--video h264.mp4 greedy = transformers (PyAV)" \
+  || bad "vid_file greedy: got '$got' want '$want' ($(cat "$tmp/err"))"
+
 # clip, its rate as --video-fps takes it, the summary's "(codec in container...)".
 while read -r clip fps what; do
   got=$(answer --video "$clips/$clip" 2>"$tmp/err")
