@@ -70,6 +70,10 @@ struct.pack_into("<I", d, i + 8 + 32, 50000)      # dwLength
 j = d.index(b"avih")
 struct.pack_into("<I", d, j + 8 + 16, 50000)      # dwTotalFrames
 open("lying.avi", "wb").write(bytes(d))
+# The same headers claiming 288000 frames at 8 fps: ten hours, over the duration cap.
+struct.pack_into("<I", d, i + 8 + 32, 288000)
+struct.pack_into("<I", d, j + 8 + 16, 288000)
+open("ten_hours.avi", "wb").write(bytes(d))
 # The H.264 MP4 cut in the middle of its data.
 d = open("h264.mp4", "rb").read()
 open("truncated.mp4", "wb").write(d[: len(d) * 2 // 3])

@@ -71,6 +71,8 @@ expect_fail "10000x10000 GIF over the pixel cap" 1 "big.gif: frames of 10000x100
   run_video --video "$clips/big.gif"
 expect_fail "an index that lies" 1 "lying.avi: .*declares 50000" -- \
   run_video --video "$clips/lying.avi"
+expect_fail "a 10-hour header" 1 "ten_hours.avi: lasts 36000 s, over 10800 s" -- \
+  run_video --video "$clips/ten_hours.avi"
 expect_fail "truncated MP4" 1 "truncated.mp4: .*truncated" -- \
   run_video --video "$clips/truncated.mp4"
 expect_fail "a picture is no video" 1 "not a video file" -- \

@@ -192,6 +192,7 @@ static void test_hostile_files(void **state) {
         {"huge.gif", "frame size"},          /* 16384x16384: over FFmpeg's own limit */
         {"big.gif", "exceed"},               /* 10000x10000: over the pixel cap */
         {"lying.avi", "declares 50000"},     /* 10 frames, the index says 50000 */
+        {"ten_hours.avi", "lasts 36000 s"},  /* the index says 10 hours */
         {"truncated.mp4", "truncated"},      /* the data cut a third short */
         {"h264.mp4.frames/001.png", "not a video file"},
     };
