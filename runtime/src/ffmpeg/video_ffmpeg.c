@@ -5,7 +5,8 @@
  *
  * One pass: the kept indices in order; before each, when the container's index has a key frame
  * after everything decoded so far and at or before the target, seek there (so gaps cost one
- * GOP, not the whole stretch); frames before the target are dropped without conversion. A frame
+ * GOP, not the whole stretch); frames before the target are dropped without conversion (and
+ * those no other frame refers to are not decoded at all). A frame
  * at or past a target is kept for it (a variable-rate stream may skip an index). A stream that
  * ends early gets a second pass with its true count when the shortfall is within rounding
  * (declared counts from a duration, edit lists); a larger shortfall is an error. */
@@ -317,6 +318,15 @@ static qvl_status ff_pass(ff *f, const int64_t *idx, int64_t n_kept, double fps,
                 av_packet_unref(f->pkt);
                 continue;
             } else {
+                /* A frame shown before the target is never kept: when nothing refers to it
+                 * either (a B-frame), the decoder may skip it. Only with timestamps, which
+                 * then give every index. */
+                const int64_t pts = f->pkt->pts;
+                f->dec->skip_frame =
+                    f->seekable && pts != AV_NOPTS_VALUE &&
+                            llround((double)(pts - f->start) * f->tb * fps) < idx[k]
+                        ? AVDISCARD_NONREF
+                        : AVDISCARD_DEFAULT;
                 ret = avcodec_send_packet(f->dec, f->pkt);
                 av_packet_unref(f->pkt);
                 if (ret < 0 && ret != AVERROR(EAGAIN) && ++bad > FF_MAX_BAD_PACKETS) {
