@@ -8,6 +8,8 @@ pascal=0
 [ "${1:-}" = "--pascal" ] && pascal=1
 # libjpeg62-turbo-dev, libpng-dev, libgif-dev, libwebp-dev: the picture decoders (the libraries
 # Pillow uses, so pictures decode to Hugging Face's pixels).
+# libavformat-dev, libavcodec-dev, libswscale-dev (libavutil-dev with them): video files for
+# qvl run --video (FFmpeg's libraries; optional: without them qvl builds and says how to get them).
 # libedit-dev: line editing and history in qvl chat.
 # nginx: the load balancer in front of qvl serve replicas (scripts/serve-replicas.sh and its
 # test); only its binary is used, run unprivileged, never the system service.
@@ -17,7 +19,7 @@ pascal=0
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
 pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
       libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang nginx
-      python3 python3-pip)
+      python3 python3-pip libavformat-dev libavcodec-dev libavutil-dev libswscale-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,7 +3,10 @@
 
 A video here is a list of frames (PNG files) with a frame rate, given to transformers the way a
 decoded video reaches its processor: a uint8 array [frames, h, w, 3] with video_metadata
-{total_num_frames, fps}, frame sampling on. Qwen3VLProcessor (Qwen3VLVideoProcessor + the
+{total_num_frames, fps}, frame sampling on. A file case (vid_file) is a video file of
+tests/fixtures/videos/files decoded by transformers' own loader, load_video(path,
+backend="pyav"), whose frames and metadata then reach the processor the same way (the
+processor's default loader is torchcodec, which torch 2.11's environment here lacks). Qwen3VLProcessor (Qwen3VLVideoProcessor + the
 fixture's tokenizer.json) makes the prompt ids, with the "<t seconds>" text of each frame
 group; the committed model of each fixture directory (loaded in float32) gives the positions
 (get_rope_index), the vision encoder output and the logits.
@@ -21,13 +24,14 @@ Writes, under OUT_DIR (tests/fixtures):
   <model>/<case>.logits                float32 [LAST_ROWS, vocab]: the logits of the prompt's
                                        last LAST_ROWS positions
 
-Needs torch, torchvision, transformers (5.x), PIL and numpy; runs on the CPU.
+Needs torch, torchvision, transformers (5.x), PIL, numpy and PyAV (av); runs on the CPU.
 Usage:  python3 scripts/make_video_fixtures.py OUT_DIR
 """
 import json
 import os
 import sys
 
+import av
 import numpy as np
 import torch
 import transformers
@@ -66,6 +70,9 @@ VIDEOS = {
 }
 CASES = [("vid_short", "vid_short", []), ("vid_cap", "vid_cap", []),
          ("vid_wide", "vid_wide", []), ("vid_mixed", "vid_short", ["small.png"])]
+# case -> video file under videos/ (scripts/make_video_clips.sh): the H.264 MP4, 10 frames of
+# 64 x 48 at 8 fps, 4 kept (min_frames).
+FILE_CASES = {"vid_file": "files/h264.mp4"}
 
 QUESTION = " What happens?"
 
@@ -138,6 +145,13 @@ def greedy(model, inputs, n):
     return out, min(margins)
 
 
+def load_file(root, rel):
+    """transformers' PyAV loader: every frame as rgb24 and the stream's metadata."""
+    from transformers.video_utils import load_video
+    video, meta = load_video(os.path.join(root, "videos", rel), backend="pyav")
+    return video, dict(total_num_frames=int(meta.total_num_frames), fps=float(meta.fps))
+
+
 def run_case(model_name, model, proc, out, root, case, video, pictures, frames, meta):
     cfg = model.config
     text = "<|im_start|>user\n"
@@ -170,12 +184,15 @@ def run_case(model_name, model, proc, out, root, case, video, pictures, frames, 
     vis.float().numpy().astype("<f4").tofile(os.path.join(out, case + ".vision"))
     logits[-LAST_ROWS:].numpy().astype("<f4").tofile(os.path.join(out, case + ".logits"))
     cont, margin = greedy(model, inputs, N_GREEDY)
-    n_frames, h, w, fps, _ = VIDEOS[video]
+    n_frames, h, w, fps = meta["total_num_frames"], frames.shape[1], frames.shape[2], meta["fps"]
     indices = [int(i) for i in vmeta[0].frames_indices]
     print(f"{model_name} {case}: grid={grid.tolist()} indices={indices} n_prompt={len(ids)} "
           f"greedy={cont} margin={margin:.4f}")
-    return dict(name=case, video=video, frames=[f"{k:03d}.png" for k in range(n_frames)],
-                frame_size=[h, w], fps=fps, pictures=pictures,
+    file_case = case in FILE_CASES
+    return dict(name=case, video=video,
+                frames=[] if file_case else [f"{k:03d}.png" for k in range(n_frames)],
+                video_file=f"../videos/{FILE_CASES[case]}" if file_case else None,
+                total_num_frames=n_frames, frame_size=[h, w], fps=fps, pictures=pictures,
                 image_grid_thw=inputs["image_grid_thw"].tolist() if pictures else [],
                 sampled_indices=indices, video_grid_thw=grid.tolist(), text=text,
                 prompt_ids=ids, n_prompt=len(ids), positions=pos[:, 0, :].tolist(),
@@ -197,6 +214,8 @@ def main():
     for video, (n, h, w, fps, seed) in VIDEOS.items():
         names, frames = write_frames(root, video, n, h, w, seed)
         clips[video] = (frames, dict(total_num_frames=n, fps=fps))
+    for case, rel in FILE_CASES.items():
+        clips[case] = load_file(root, rel)
     for model_name in MODELS:
         out = os.path.join(root, model_name)
         with open(os.path.join(out, "video_preprocessor_config.json"), "w") as f:
@@ -206,11 +225,15 @@ def main():
             out, dtype=torch.float32, attn_implementation="eager").eval()
         cases = [run_case(model_name, model, proc, out, root, case, video, pictures,
                           *clips[video]) for case, video, pictures in CASES]
+        cases += [run_case(model_name, model, proc, out, root, case, case, [], *clips[case])
+                  for case in FILE_CASES]
         with open(os.path.join(out, "fixture_videos.json"), "w") as f:
             json.dump(dict(model=model_name, torch_version=torch.__version__,
                            transformers_version=transformers.__version__, device="cpu",
                            compute_dtype="float32", weight_dtype="bfloat16",
-                           pillow_version=Image.__version__, cases=cases), f, indent=1)
+                           pillow_version=Image.__version__, pyav_version=av.__version__,
+                           pyav_libavcodec=".".join(map(str, av.library_versions["libavcodec"])),
+                           cases=cases), f, indent=1)
     return 0
 
 

@@ -52,7 +52,7 @@ expect_fail "--video-fps not a rate" 2 "not a frame rate" -- \
   run_video --video-frames "$vids/vid_short" --video-fps 0
 expect_fail "<image> marker with a video" 1 "markers do not go with --video-frames" -- \
   "$qvl" run -m "$fx" -q -p "<image> hi" -n 1 --image "$fx/small.png" --video-frames "$vids/vid_short"
-expect_fail "video in a chat" 2 "goes with qvl run" -- \
+expect_fail "video in a chat" 2 "go with qvl run" -- \
   "$qvl" chat -m "$fx" --video-frames "$vids/vid_short"
 # The budget: --video-max-tokens 4 gives vid_cap (4 groups) its smallest frames.
 "$qvl" run -m "$fx" --video-frames "$vids/vid_cap" --video-fps 2 --video-max-tokens 4 -p hi -n 1 \

@@ -13,7 +13,7 @@ option(QVL_FUZZ "Also build the fuzz targets as libFuzzer programs (clang only)"
 
 set(QVL_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 set(QVL_FUZZ_TARGETS safetensors config gen_config tokenizer_load tokenizer_encode chat
-    plugins_yaml ids image weights_index serve_request gguf)
+    plugins_yaml ids image weights_index serve_request gguf video)
 
 if(QVL_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -31,7 +31,7 @@ endif()
 foreach(name ${QVL_FUZZ_TARGETS})
   set(srcs ${QVL_FUZZ_SRC}/fuzz_${name}.c)
   set(libs qvl-qwen3vl qvl-core)
-  if(name MATCHES "^(safetensors|gguf|gen_config|tokenizer_load|tokenizer_encode)$")
+  if(name MATCHES "^(safetensors|gguf|gen_config|tokenizer_load|tokenizer_encode|video)$")
     set(libs qvl-runtime qvl-core) # parsers of the runtime layer need nothing model-specific
   endif()
   if(name STREQUAL "ids")

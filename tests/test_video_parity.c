@@ -7,7 +7,9 @@
  *     transformers' input ids exactly; our grids and 3-D positions equal its video_grid_thw and
  *     get_rope_index;
  *  1. pixel_values_videos: our PNG decoding + video preprocessing of the kept frames, each
- *     element within one quantisation step and at most 1% of them differing;
+ *     element within one quantisation step and at most 1% of them differing; for the file case
+ *     (vid_file) the frames come from qvl_video_decode_file with our sampling, against
+ *     transformers' PyAV loader (same frame count and rate);
  *  2. the vision encoder on transformers' pixel values (a t > 1 grid): merger and deepstack
  *     outputs within 1e-4 x max|HF|;
  *  3. end to end from our pixels (pictures and the video encoded together): the logits of the
@@ -35,6 +37,7 @@
 #include "qvl/qwen3vl_model.h"
 #include "qvl/sampling.h"
 #include "qvl/tokenizer.h"
+#include "qvl/video_decode.h"
 #include "qvl/video_preprocess.h"
 #include "parity_backends.h"
 
@@ -106,6 +109,28 @@ static void append_pixels(our_case *o, const float *px, qvl_image_grid g, bool v
     o->is_video[o->n_media++] = video;
 }
 
+static qvl_status pick_sampled(void *arg, int64_t n_total, double fps, int64_t *idx, int64_t *n,
+                               qvl_error *err) {
+    return qvl_video_sample_frames(n_total, fps, arg, idx, n, err);
+}
+
+/* A file case: qvl_video_decode_file with the processor's sampling; its frame count and rate
+ * must be the ones transformers' PyAV loader read. *frames holds the kept frames. */
+static int64_t *decode_file_case(const char *dir, const cJSON *c, const qvl_video_config *vc,
+                                 int64_t *n_kept, qvl_video_frames *frames) {
+    char path[1024];
+    qvl_error err = {0};
+    snprintf(path, sizeof path, "%s/%s", dir, item(c, "video_file")->valuestring);
+    if (qvl_video_decode_file(path, NULL, pick_sampled, (void *)vc, frames, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(frames->n_total, num(c, "total_num_frames"));
+    assert_true(frames->fps == item(c, "fps")->valuedouble);
+    int64_t *idx = calloc((size_t)frames->n, sizeof *idx);
+    memcpy(idx, frames->indices, (size_t)frames->n * sizeof *idx);
+    *n_kept = frames->n;
+    return idx;
+}
+
 static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
     memset(o, 0, sizeof *o);
     const char *name = item(c, "name")->valuestring;
@@ -138,21 +163,28 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
         qvl_image_free(&im);
     }
 
-    /* Frame sampling and the frames' pixels. */
+    /* Frame sampling and the frames' pixels (a file case: decoded by qvl_video_decode_file). */
     const cJSON *frames = item(c, "frames");
     const int n_frames_json = cJSON_GetArraySize(frames);
     const int64_t n_total = n_frames_json > 0 ? n_frames_json : 1;
     const double fps = item(c, "fps")->valuedouble;
-    assert_true(n_frames_json > 0);
-    int64_t *idx = calloc((uint32_t)n_total, sizeof *idx), n_kept = 0;
-    if (qvl_video_sample_frames(n_total, fps, &vc, idx, &n_kept, &err)) fail_msg("%s", err.msg);
+    const bool file_case = cJSON_IsString(cJSON_GetObjectItem(c, "video_file"));
+    qvl_video_frames decoded = {0};
+    assert_true(n_frames_json > 0 || file_case);
+    int64_t *idx = NULL, n_kept = 0;
+    if (file_case) {
+        idx = decode_file_case(dir, c, &vc, &n_kept, &decoded);
+    } else {
+        idx = calloc((uint32_t)n_total, sizeof *idx);
+        if (qvl_video_sample_frames(n_total, fps, &vc, idx, &n_kept, &err)) fail_msg("%s", err.msg);
+    }
     const cJSON *want_idx = item(c, "sampled_indices");
     assert_int_equal(n_kept, cJSON_GetArraySize(want_idx));
     for (int64_t i = 0; i < n_kept; i++)
         if (idx[i] != (int64_t)cJSON_GetArrayItem(want_idx, (int)i)->valuedouble)
             fail_msg("%s %s: kept frame %lld is %lld", dir, name, (long long)i, (long long)idx[i]);
-    qvl_image *imgs = calloc((uint32_t)n_kept, sizeof *imgs);
-    for (int64_t i = 0; i < n_kept; i++) {
+    qvl_image *imgs = file_case ? decoded.frames : calloc((uint32_t)n_kept, sizeof *imgs);
+    for (int64_t i = 0; !file_case && i < n_kept; i++) {
         snprintf(path, sizeof path, "%s/videos/%s/%s", FIXTURES, item(c, "video")->valuestring,
                  cJSON_GetArrayItem(frames, (int)idx[i])->valuestring);
         if (qvl_image_load(path, &imgs[i], &err)) fail_msg("%s", err.msg);
@@ -167,8 +199,12 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
                  (long long)want.h, (long long)want.w);
     append_pixels(o, px, vg, true);
     free(px);
-    for (int64_t i = 0; i < n_kept; i++) qvl_image_free(&imgs[i]);
-    free(imgs);
+    if (file_case) {
+        qvl_video_frames_free(&decoded);
+    } else {
+        for (int64_t i = 0; i < n_kept; i++) qvl_image_free(&imgs[i]);
+        free(imgs);
+    }
 
     /* The prompt: timestamps into the text, tokenize, then the pads to their counts. */
     double *secs = malloc((size_t)vg.t * sizeof *secs);
@@ -393,6 +429,12 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     return !skip_backend;
 }
 
+/* A file case needs FFmpeg; a build without it leaves those cases out (test_video_decode
+ * checks the line that says so). */
+static bool case_runs(const cJSON *c) {
+    return !cJSON_IsString(cJSON_GetObjectItem(c, "video_file")) || qvl_video_decoder_available();
+}
+
 static cJSON *load_fixture(const char *dir, char **text) {
     char path[600];
     snprintf(path, sizeof path, "%s/fixture_videos.json", dir);
@@ -410,7 +452,7 @@ static void test_prompt_and_pixels(void **state) {
         snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[i]);
         cJSON *fx = load_fixture(dir, &text);
         const cJSON *c;
-        cJSON_ArrayForEach(c, item(fx, "cases")) check_prompt_and_pixels(dir, c);
+        cJSON_ArrayForEach(c, item(fx, "cases")) if (case_runs(c)) check_prompt_and_pixels(dir, c);
         cJSON_Delete(fx);
         free(text);
     }
@@ -428,7 +470,7 @@ static void test_model_parity(void **state) {
             cJSON *fx = load_fixture(dir, &text);
             const cJSON *c;
             cJSON_ArrayForEach(c, item(fx, "cases")) {
-                if (!check_model(dir, list.names[b], c)) break;
+                if (case_runs(c) && !check_model(dir, list.names[b], c)) break;
             }
             cJSON_Delete(fx);
             free(text);

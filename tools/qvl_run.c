@@ -288,7 +288,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     char path[PATH_MAX];
     struct stat sb;
     if (im->n_videos > 0 && (chat_mode || a.ids)) {
-        fprintf(stderr, "%s: --video-frames goes with qvl run -p/-f only (not --ids or a chat)\n",
+        fprintf(stderr, "%s: --video and --video-frames go with qvl run -p/-f only (not --ids or a chat)\n",
                 prog);
         return 2;
     }
@@ -433,6 +433,10 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         [OPT_V_MIN_FRAMES] = {"video-min-frames", 0, CLI_INT, &vb->min_frames, "N", "keep at least N frames of a video when it has them (default: the config, else 4)", 1, 1 << 20, false},
         [OPT_V_MAX_TOKENS] = {"video-max-tokens", 0, CLI_INT, &vb->max_tokens, "N", "resize each video's frames to at most N tokens in all (default: an even share of what the context has left)", 1, 1 << 24, false},
         [OPT_V_MAX_PIXELS] = {"video-max-pixels", 0, CLI_INT, &vb->max_pixels, "N", "the processor's pixel bound of a video, all kept frames together (default: the config's size.longest_edge, else 786432)", 1, 1e12, false},
+        {"video-max-duration", 0, CLI_FLOAT, &vb->max_duration, "S", "refuse a --video file that declares more than S seconds (default 10800)", 1e-3, 1e9, false},
+        {"video-max-mib", 0, CLI_INT, &vb->max_mib, "N", "refuse a --video file whose kept frames need more than N MiB as RGB (default 4096)", 1, 1 << 30, false},
+        {"video-max-seconds", 0, CLI_FLOAT, &vb->max_seconds, "S", "give up decoding a --video file after S seconds (default 120)", 1e-3, 1e9, false},
+        {"video", 0, CLI_STRING, &a.video_file_help, "FILE", "a video file (MP4/MOV, MKV/WebM, AVI, animated GIF or WebP): the frames the processor keeps at the file's own rate; repeatable, in order with --image and --video-frames, before the text", 0, 0, false},
         {"video-frames", 0, CLI_STRING, &a.video_help, "DIR|F1,F2,...", "a video as frames: a directory's pictures in name order, or a comma-separated list; repeatable, in order with --image, before the text", 0, 0, false},
         {"video-fps", 0, CLI_STRING, &a.video_fps_help, "R", "the frame rate of the --video-frames before it (default 24, as transformers assumes)", 0, 0, false},
         {"image", 0, CLI_STRING, &a.image_help, "FILE", "a picture (JPEG, PNG, WebP, GIF, PPM/PGM) for the prompt; repeatable; placed at <image> markers in the text, else before it", 0, 0, false},

@@ -24,6 +24,7 @@ typedef struct run_args {
     const char *kv_type; /* --kv-type */
     const char *image_help; /* --image is collected before parsing (repeatable) */
     const char *video_help, *video_fps_help; /* so are --video-frames and --video-fps */
+    const char *video_file_help;             /* and --video */
     int64_t n_predict, top_k, seed, ctx, batch;
     backend_args be; /* -t, -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib */
     run_image_bounds bounds;

@@ -54,8 +54,8 @@ int run_images_collect(const char *prog, int argc, char **argv, run_images *im) 
     im->videos = calloc((size_t)argc + 1, sizeof *im->videos);
     if (!im->paths || !im->is_video || !im->videos) return -1;
     int out = 0;
-    static const char *const flags[] = {"--image", "--video-frames", "--video-fps"};
-    static const char *const values[] = {"a FILE", "DIR or F1,F2,...", "a rate R"};
+    static const char *const flags[] = {"--image", "--video-frames", "--video-fps", "--video"};
+    static const char *const values[] = {"a FILE", "DIR or F1,F2,...", "a rate R", "a FILE"};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) { /* the rest is positional: keep it as it is */
             while (i < argc) argv[out++] = argv[i++];
@@ -63,7 +63,7 @@ int run_images_collect(const char *prog, int argc, char **argv, run_images *im) 
         }
         int which = -1;
         const char *v = NULL;
-        for (int f = 0; f < 3 && which < 0; f++) {
+        for (int f = 0; f < 4 && which < 0; f++) {
             bool missing;
             v = flag_value(flags[f], argc, argv, &i, &missing);
             if (missing) {
@@ -78,6 +78,11 @@ int run_images_collect(const char *prog, int argc, char **argv, run_images *im) 
             char *end = NULL;
             errno = 0;
             double r = strtod(v, &end);
+            if (im->n > 0 && im->is_video[im->n - 1] && im->videos[im->n - 1].is_file) {
+                fprintf(stderr, "%s: --video-fps %s: a --video FILE's rate is the file's own "
+                        "(--video-fps goes with --video-frames)\n", prog, v);
+                return -1;
+            }
             if (im->n == 0 || !im->is_video[im->n - 1] || im->videos[im->n - 1].fps_set) {
                 fprintf(stderr, "%s: --video-fps %s must follow its --video-frames (one each)\n",
                         prog, v);
@@ -91,8 +96,9 @@ int run_images_collect(const char *prog, int argc, char **argv, run_images *im) 
             im->videos[im->n - 1].fps = r;
             im->videos[im->n - 1].fps_set = true;
         } else {
-            im->is_video[im->n] = which == 1;
-            im->n_videos += which == 1;
+            im->is_video[im->n] = which == 1 || which == 3;
+            im->videos[im->n].is_file = which == 3;
+            im->n_videos += which == 1 || which == 3;
             im->paths[im->n++] = v;
         }
     }

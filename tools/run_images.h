@@ -16,11 +16,11 @@
 #include "run_args.h"
 #include "run_videos.h"
 
-/* The media of a prompt: pictures (--image) and videos (--video-frames), in command-line
+/* The media of a prompt: pictures (--image) and videos (--video, --video-frames), in command-line
  * order; per-item arrays are indexed alike. */
 typedef struct run_images {
     size_t n;
-    const char **paths;      /* --image / --video-frames values in order (point into argv) */
+    const char **paths;      /* --image / --video / --video-frames values in order (into argv) */
     bool *is_video;          /* per item */
     run_video *videos;       /* per item (used where is_video) */
     size_t n_videos;
@@ -42,8 +42,8 @@ typedef struct run_images {
 
 void run_images_free(run_images *im);
 
-/* Take every "--image FILE", "--video-frames DIR|F1,F2,..." and "--video-fps R" (the rate of
- * the video before it) out of argv, also in their "=" forms (the flag parser has no
+/* Take every "--image FILE", "--video FILE", "--video-frames DIR|F1,F2,..." and "--video-fps R"
+ * (the rate of the --video-frames before it) out of argv, also in their "=" forms (the flag parser has no
  * repeatable flags); returns the new argc, or -1 on a missing or bad value (message printed). */
 int run_images_collect(const char *prog, int argc, char **argv, run_images *im);
 

@@ -66,7 +66,7 @@ static qvl_status check_typed_pads(const qvl_tokenizer *tok, const int32_t *ids,
     if (vhave > 0)
         return qvl_fail(err, QVL_E_INVALID,
                         "the prompt holds %lld %s token(s) (id %d) typed as text, with no video "
-                        "for them: give frames with --video-frames, never the pad token itself",
+                        "for them: give a video with --video or --video-frames, never the pad token itself",
                         (long long)vhave, vpad_text, (int)vpad);
     if (pad < 0) return QVL_OK;
     int64_t have = 0;
@@ -82,7 +82,7 @@ static qvl_status check_typed_pads(const qvl_tokenizer *tok, const int32_t *ids,
 qvl_status run_add_user_media(qvl_chat *chat, const char *text, const run_images *im,
                               qvl_error *err) {
     if (run_count_markers(text) > 0)
-        return qvl_fail(err, QVL_E_INVALID, "<image> markers do not go with --video-frames: the "
+        return qvl_fail(err, QVL_E_INVALID, "<image> markers do not go with --video-frames or --video: the "
                         "pictures and videos go before the text, in the order given");
     qvl_status st = qvl_chat_add(chat, QVL_CHAT_USER, NULL, err);
     for (size_t i = 0; st == QVL_OK && i < im->n; i++)

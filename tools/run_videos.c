@@ -22,6 +22,7 @@ void run_video_free(run_video *v) {
     free(v->files);
     free(v->kept);
     free(v->text);
+    qvl_video_frames_free(&v->decoded);
     memset(v, 0, sizeof *v);
 }
 
@@ -97,7 +98,69 @@ static qvl_status list_frames(const char *source, run_video *v, qvl_error *err) 
 
 /* ---- plan ------------------------------------------------------------------------------------- */
 
+static qvl_status enough_frames(const run_images *im, const run_video *v, qvl_error *err) {
+    if (v->n_kept >= im->vc.pc.temporal_patch_size) return QVL_OK;
+    return qvl_fail(err, QVL_E_INVALID, "%zu frame(s), %lld kept: a video needs at least %lld",
+                    v->n_files, (long long)v->n_kept, (long long)im->vc.pc.temporal_patch_size);
+}
+
+/* The processor's sampling, as the decoder asks for it once it knows the stream. */
+static qvl_status pick_frames(void *arg, int64_t n_total, double fps, int64_t *idx,
+                              int64_t *n_kept, qvl_error *err) {
+    return qvl_video_sample_frames(n_total, fps, arg, idx, n_kept, err);
+}
+
+/* A --video FILE: its kept frames decoded now, under the caps the flags set. */
+static qvl_status plan_file(run_images *im, size_t i, qvl_error *err) {
+    run_video *v = &im->videos[i];
+    qvl_video_caps caps;
+    qvl_video_caps_default(&caps);
+    if (im->vb.max_duration > 0) caps.max_duration_s = im->vb.max_duration;
+    if (im->vb.max_seconds > 0) caps.max_seconds = im->vb.max_seconds;
+    if (im->vb.max_mib > 0) caps.max_bytes = im->vb.max_mib << 20;
+    qvl_status st = qvl_video_decode_file(im->paths[i], &caps, pick_frames, &im->vc, &v->decoded,
+                                          err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "video");
+    const qvl_video_frames *d = &v->decoded;
+    v->fps = d->fps;
+    v->fps_set = true;
+    v->n_files = (size_t)d->n_total;
+    v->n_kept = d->n;
+    if (!(v->kept = malloc((size_t)d->n * sizeof *v->kept)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    memcpy(v->kept, d->indices, (size_t)d->n * sizeof *v->kept);
+    im->widths[i] = d->width;
+    im->heights[i] = d->height;
+    st = enough_frames(im, v, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "video %s", im->paths[i]);
+    return QVL_OK;
+}
+
+static qvl_status plan_frames(run_images *im, size_t i, qvl_error *err);
+
 qvl_status run_video_plan(run_images *im, size_t i, qvl_error *err) {
+    run_video *v = &im->videos[i];
+    const char *source = im->paths[i];
+    if (v->is_file) {
+        qvl_status st = plan_file(im, i, err);
+        if (st != QVL_OK) return st;
+    } else {
+        qvl_status st = plan_frames(im, i, err);
+        if (st != QVL_OK) return qvl_error_prefix(err, "video %s", source);
+    }
+    const int64_t tp = im->vc.pc.temporal_patch_size;
+    v->n_groups = (v->n_kept + tp - 1) / tp;
+    double *secs = malloc((size_t)v->n_groups * sizeof *secs);
+    qvl_status st = secs ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK) st = qvl_video_timestamps(v->kept, v->n_kept, v->fps, tp, secs, err);
+    if (st == QVL_OK) st = qvl_video_prompt_text(secs, v->n_groups, &v->text, err);
+    free(secs);
+    if (st != QVL_OK) return qvl_error_prefix(err, "video %s", source);
+    return QVL_OK;
+}
+
+/* --video-frames: the list, the sampling and every kept frame's header. */
+static qvl_status plan_frames(run_images *im, size_t i, qvl_error *err) {
     run_video *v = &im->videos[i];
     const char *source = im->paths[i];
     if (!v->fps_set) v->fps = QVL_VIDEO_DEFAULT_FPS;
@@ -106,9 +169,7 @@ qvl_status run_video_plan(run_images *im, size_t i, qvl_error *err) {
         st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     if (st == QVL_OK)
         st = qvl_video_sample_frames((int64_t)v->n_files, v->fps, &im->vc, v->kept, &v->n_kept, err);
-    if (st == QVL_OK && v->n_kept < im->vc.pc.temporal_patch_size)
-        st = qvl_fail(err, QVL_E_INVALID, "%zu frame(s), %lld kept: a video needs at least %lld",
-                      v->n_files, (long long)v->n_kept, (long long)im->vc.pc.temporal_patch_size);
+    if (st == QVL_OK) st = enough_frames(im, v, err);
     /* Every kept frame's header: all must be readable and of one size. */
     for (int64_t k = 0; st == QVL_OK && k < v->n_kept; k++) {
         const char *f = v->files[v->kept[k]];
@@ -126,15 +187,7 @@ qvl_status run_video_plan(run_images *im, size_t i, qvl_error *err) {
                           "needed", f, w, h, v->files[v->kept[0]], im->widths[i], im->heights[i]);
         }
     }
-    const int64_t tp = im->vc.pc.temporal_patch_size;
-    v->n_groups = st == QVL_OK ? (v->n_kept + tp - 1) / tp : 0;
-    double *secs = st == QVL_OK ? malloc((size_t)v->n_groups * sizeof *secs) : NULL;
-    if (st == QVL_OK && !secs) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (st == QVL_OK) st = qvl_video_timestamps(v->kept, v->n_kept, v->fps, tp, secs, err);
-    if (st == QVL_OK) st = qvl_video_prompt_text(secs, v->n_groups, &v->text, err);
-    free(secs);
-    if (st != QVL_OK) return qvl_error_prefix(err, "video %s", source);
-    return QVL_OK;
+    return st;
 }
 
 /* ---- budget ----------------------------------------------------------------------------------- */
@@ -207,10 +260,19 @@ qvl_status run_videos_fit(run_images *im, const int32_t *ids, int64_t n, int64_t
         if (st != QVL_OK) return st;
         im->total_tokens += im->tokens[i];
         const run_video *v = &im->videos[i];
+        char what[128] = "";
+        if (v->is_file)
+            snprintf(what, sizeof what, " (%s in %s%s)", v->decoded.codec, v->decoded.container,
+                     v->decoded.rotation == 90    ? ", turned 90"
+                     : v->decoded.rotation == 180 ? ", turned 180"
+                     : v->decoded.rotation == 270 ? ", turned 270"
+                                                  : "");
+        else if (!v->fps_set)
+            snprintf(what, sizeof what, " (assumed: no --video-fps)");
         if (!im->quiet)
             fprintf(stderr, "video %zu: %s, %zu frames at %g fps%s -> %lld kept, %dx%d -> grid "
                     "%lldx%lldx%lld, %lld tokens\n", i + 1, im->paths[i], v->n_files, v->fps,
-                    v->fps_set ? "" : " (assumed: no --video-fps)", (long long)v->n_kept,
+                    what, (long long)v->n_kept,
                     im->widths[i], im->heights[i], (long long)im->grids[i].t,
                     (long long)im->grids[i].h, (long long)im->grids[i].w,
                     (long long)im->tokens[i]);
@@ -243,14 +305,14 @@ qvl_status run_videos_expand(const run_images *im, int32_t **ids, int64_t *n, qv
 
 /* ---- decode ----------------------------------------------------------------------------------- */
 
-qvl_status run_video_decode(const run_images *im, size_t i, float **px, qvl_error *err) {
-    const run_video *v = &im->videos[i];
+qvl_status run_video_decode(run_images *im, size_t i, float **px, qvl_error *err) {
+    run_video *v = &im->videos[i];
     *px = NULL;
-    qvl_image *frames = calloc((size_t)v->n_kept, sizeof *frames);
+    qvl_image *frames = v->is_file ? v->decoded.frames : calloc((size_t)v->n_kept, sizeof *frames);
     if (!frames) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     qvl_status st = QVL_OK;
     int64_t loaded = 0;
-    for (; st == QVL_OK && loaded < v->n_kept; loaded++) {
+    for (; !v->is_file && st == QVL_OK && loaded < v->n_kept; loaded++) {
         const char *f = v->files[v->kept[loaded]];
         st = qvl_image_load(f, &frames[loaded], err);
         if (st == QVL_OK && (frames[loaded].width != im->widths[i] ||
@@ -270,8 +332,12 @@ qvl_status run_video_decode(const run_images *im, size_t i, float **px, qvl_erro
         *px = NULL;
         st = qvl_fail(err, QVL_E_MISMATCH, "preprocessed grid differs from the plan");
     }
-    for (int64_t k = 0; k < loaded; k++) qvl_image_free(&frames[k]);
-    free(frames);
+    if (v->is_file) { /* held since planning; not needed any more */
+        qvl_video_frames_free(&v->decoded);
+    } else {
+        for (int64_t k = 0; k < loaded; k++) qvl_image_free(&frames[k]);
+        free(frames);
+    }
     if (st != QVL_OK) return qvl_error_prefix(err, "video %s", im->paths[i]);
     return QVL_OK;
 }
