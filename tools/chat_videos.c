@@ -159,9 +159,10 @@ qvl_status chat_video_plan(const qvl_video_rules *r, const char *arg, size_t num
     bool fps_set = false;
     qvl_status st = split_rate(arg, &out->path, &out->fps, &fps_set, err);
     struct stat sb;
+    const char *base = st == QVL_OK ? strrchr(out->path, '/') : NULL;
     const bool is_file = st == QVL_OK && !strchr(out->path, ',') &&
                          stat(out->path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-                         !is_picture_name(out->path);
+                         !is_picture_name(base ? base + 1 : out->path);
     int64_t n_kept = 0;
     int32_t w = 0, h = 0;
     double *times = NULL;
