@@ -10,3 +10,11 @@ if(Python3_Interpreter_FOUND)
 else()
   message(STATUS "qvl: no python3: the cli_chat test is not registered")
 endif()
+
+# qvl chat's /video (tests/cli_chat_video.py) on the tiny-tied fixture model: greedy ids against
+# transformers, the video reused by the next turn, bad videos in one line.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME cli_chat_video COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/cli_chat_video.py $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(cli_chat_video PROPERTIES TIMEOUT 600)
+endif()

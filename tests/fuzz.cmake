@@ -41,7 +41,8 @@ foreach(name ${QVL_FUZZ_TARGETS})
     pkg_check_modules(QVL_FUZZ_CJSON REQUIRED IMPORTED_TARGET libcjson)
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_json.c
-      ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c)
+      ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c
+      ${CMAKE_SOURCE_DIR}/tools/serve/serve_video.c ${CMAKE_SOURCE_DIR}/tools/video_files.c)
     list(APPEND libs qvl-engine PkgConfig::QVL_FUZZ_CJSON Threads::Threads)
   endif()
 

@@ -32,3 +32,12 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_LIST_DIR}/serve_hostile_conn_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR})
   set_tests_properties(serve_hostile_conn PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
+
+# qvl serve with videos (tests/serve_video_test.py) on the tiny-tied fixture model: frame lists
+# against qvl run --video-frames, streamed, prefix reuse across turns, the video limits, hostile
+# frame lists, video_url without a file decoder.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_video COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_video_test.py $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(serve_video PROPERTIES TIMEOUT 600)
+endif()

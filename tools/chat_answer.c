@@ -52,6 +52,7 @@ qvl_status chat_engine_open(chat_state *cs, qvl_error *err) {
         fprintf(stderr, "placement: %s\n", place);
     }
     const qvl_picture_rules *base = qvl_engine_picture_rules(cs->engine);
+    cs->video_rules = qvl_engine_video_rules(cs->engine);
     if (!base) return QVL_OK;
     return chat_picture_rules(base, &a->bounds, &cs->rules, cs->cap_what, sizeof cs->cap_what,
                               err);
@@ -59,8 +60,12 @@ qvl_status chat_engine_open(chat_state *cs, qvl_error *err) {
 
 /* ---- the conversation as one request --------------------------------------------------------- */
 
-/* The user's message: the pictures at "<image>" markers in the text when it has as many, else
- * all pictures first and then the text (without pictures "<image>" is just text). */
+static qvl_status add_media(qvl_prompt *p, const chat_picture *pic, qvl_error *err) {
+    return pic->is_video ? qvl_prompt_add_video(p, err) : qvl_prompt_add_picture(p, err);
+}
+
+/* The user's message: the pictures and videos at "<image>" markers in the text when it has as
+ * many, else all of them first and then the text (without any "<image>" is just text). */
 static qvl_status add_user(qvl_prompt *p, const chat_turn *t, qvl_error *err) {
     size_t n_markers = 0;
     if (t->n_pics > 0)
@@ -68,10 +73,11 @@ static qvl_status add_user(qvl_prompt *p, const chat_turn *t, qvl_error *err) {
             n_markers++;
     qvl_status st = qvl_prompt_add(p, QVL_ROLE_USER, NULL, err);
     if (st == QVL_OK && n_markers != t->n_pics) {
-        for (size_t i = 0; st == QVL_OK && i < t->n_pics; i++) st = qvl_prompt_add_picture(p, err);
+        for (size_t i = 0; st == QVL_OK && i < t->n_pics; i++) st = add_media(p, &t->pics[i], err);
         return st == QVL_OK ? qvl_prompt_add_text(p, t->user, err) : st;
     }
     const char *at = t->user;
+    size_t k = 0;
     for (const char *q = strstr(at, image_marker); st == QVL_OK && q; q = strstr(at, image_marker)) {
         if (q > at) {
             char *part = strndup(at, (size_t)(q - at));
@@ -79,7 +85,7 @@ static qvl_status add_user(qvl_prompt *p, const chat_turn *t, qvl_error *err) {
             st = qvl_prompt_add_text(p, part, err);
             free(part);
         }
-        if (st == QVL_OK) st = qvl_prompt_add_picture(p, err);
+        if (st == QVL_OK) st = add_media(p, &t->pics[k++], err);
         at = q + strlen(image_marker);
     }
     if (st == QVL_OK && *at) st = qvl_prompt_add_text(p, at, err);
@@ -129,13 +135,17 @@ static qvl_status prepare(chat_state *cs, size_t from, bool with_reply, qvl_job 
     if (st == QVL_OK && n > 0 && !(r->pictures = calloc(n, sizeof *r->pictures)))
         st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     for (size_t i = from; st == QVL_OK && i < cs->n_turns; i++)
-        for (size_t k = 0; k < cs->turns[i].n_pics; k++) {
+        for (size_t k = 0; st == QVL_OK && k < cs->turns[i].n_pics; k++) {
+            const chat_picture *c = &cs->turns[i].pics[k];
             qvl_picture *p = &r->pictures[r->n_pictures++];
-            *p = cs->turns[i].pics[k].pic;
+            *p = c->pic;
             p->pixels = NULL;
-            p->n_tokens = cs->turns[i].pics[k].n_tokens; /* planned: also before it is made */
+            p->text = NULL;
+            p->n_tokens = c->n_tokens; /* planned: also before it is made */
             p->give_back = NULL;
             p->reserved = 0;
+            if (c->is_video && !(p->text = strdup(c->text)))
+                st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
         }
     if (st != QVL_OK) {
         qvl_engine_request_free(r);
@@ -168,6 +178,7 @@ static qvl_status add_pixels(chat_state *cs, size_t from, qvl_job *j, qvl_error 
             qvl_status st = qvl_picture_copy(cs->rules, &cs->turns[i].pics[k].pic, &copy, err);
             if (st != QVL_OK) return st;
             dst->pixels = copy.pixels;
+            free(copy.text); /* the job has its own (prepare) */
         }
     return QVL_OK;
 }
@@ -337,7 +348,8 @@ qvl_status chat_send(chat_state *cs, bool *sent, qvl_error *err) {
     for (const char *const *v = qvl_prompt_vision_tokens; st == QVL_OK && *v; v++)
         if (strstr(t->user, *v))
             st = qvl_fail(&e, QVL_E_INVALID, "the message holds %s typed as text: it is not sent "
-                          "(attach pictures with /image; <image> places them)", *v);
+                          "(attach pictures with /image, videos with /video; <image> places "
+                          "them)", *v);
     /* Whether it fits is known from the pictures' planned sizes: nothing is decoded for a
      * message that is not sent. (Counted without the pictures' digests, so counted again.) */
     bool unmade = false;
@@ -349,8 +361,9 @@ qvl_status chat_send(chat_state *cs, bool *sent, qvl_error *err) {
         j = NULL;
     }
     for (size_t i = 0; st == QVL_OK && i < t->n_pics; i++) {
-        run_progress_begin(cs->progress, "decoding image %zu/%zu", i + 1, t->n_pics);
-        st = chat_picture_make(cs->rules, &t->pics[i], &e);
+        run_progress_begin(cs->progress, "decoding %s %zu/%zu",
+                           t->pics[i].is_video ? "video" : "image", i + 1, t->n_pics);
+        st = chat_picture_make(cs->rules, cs->video_rules, &t->pics[i], &e);
         run_progress_end(cs->progress);
     }
     if (st == QVL_OK) st = choose(cs, false, &from, &j, why, sizeof why, &e);

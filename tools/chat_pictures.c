@@ -10,6 +10,7 @@
 #include "qvl/file.h"
 #include "qvl/image.h"
 #include "qvl/log.h"
+#include "chat_videos.h"
 
 /* One side of the size window and where it came from, for messages. */
 typedef struct bound {
@@ -131,8 +132,10 @@ qvl_status chat_picture_plan(const qvl_picture_rules *r, const char *path, size_
     return QVL_OK;
 }
 
-qvl_status chat_picture_make(const qvl_picture_rules *r, chat_picture *p, qvl_error *err) {
+qvl_status chat_picture_make(const qvl_picture_rules *r, const qvl_video_rules *vr,
+                             chat_picture *p, qvl_error *err) {
     if (p->made) return QVL_OK;
+    if (p->is_video) return chat_video_make(vr, p, err);
     qvl_image img;
     qvl_status st = qvl_image_decode(p->file, p->file_size, p->path, &img, err);
     if (st == QVL_OK) st = qvl_picture_make(r, &img, &p->pic, err); /* frees img */
@@ -151,6 +154,10 @@ qvl_status chat_picture_make(const qvl_picture_rules *r, chat_picture *p, qvl_er
 
 void chat_picture_free(chat_picture *p) {
     if (p->made) qvl_picture_free(&p->pic);
+    for (size_t i = 0; p->frames && i < p->n_frames; i++) free(p->frames[i]);
+    free(p->frames);
+    free(p->kept);
+    free(p->text);
     free(p->file);
     free(p->path);
     memset(p, 0, sizeof *p);

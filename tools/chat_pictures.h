@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "qvl/engine_picture.h"
+#include "qvl/engine_video.h"
 #include "qvl/status.h"
 #include "run_args.h"
 
@@ -22,6 +23,15 @@ typedef struct chat_picture {
     int64_t n_tokens;   /* prompt tokens */
     qvl_picture pic;    /* once made: what the engine takes (a copy of it each turn) */
     bool made;
+    /* A video (/video, chat_videos.h): its frame files, the ones kept and their plan; pic's
+     * is_video, grid and n_tokens are set from the plan before it is made. */
+    bool is_video;
+    char **frames;
+    size_t n_frames;
+    double fps;
+    int64_t *kept;
+    qvl_video_plan plan;
+    char *text;         /* its prompt text (timestamps), known from the plan */
 } chat_picture;
 
 /* The engine's rules with the size window of the flags (flags replace the model's bounds;
@@ -36,8 +46,9 @@ qvl_status chat_picture_plan(const qvl_picture_rules *r, const char *path, size_
                              bool quiet, const char *cap_what, chat_picture *out,
                              qvl_error *err);
 
-/* Decode and preprocess (no-op once made). */
-qvl_status chat_picture_make(const qvl_picture_rules *r, chat_picture *p, qvl_error *err);
+/* Decode and preprocess (no-op once made); a video through vr (chat_video_make). */
+qvl_status chat_picture_make(const qvl_picture_rules *r, const qvl_video_rules *vr,
+                             chat_picture *p, qvl_error *err);
 
 void chat_picture_free(chat_picture *p);
 

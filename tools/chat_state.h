@@ -25,6 +25,7 @@ typedef struct chat_state {
     backend_args be;            /* -t etc. laid over plugins.yaml (outlives the engine) */
     qvl_engine *engine;
     qvl_picture_rules *rules;   /* NULL: the model has no vision encoder */
+    const qvl_video_rules *video_rules; /* the engine's; NULL: the model takes no videos */
     char cap_what[128];         /* the pictures' upper size bound, for the per-picture line */
     run_progress *progress;
     run_timings timings;

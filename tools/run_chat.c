@@ -17,6 +17,7 @@
 
 #include "chat_input.h"
 #include "chat_state.h"
+#include "chat_videos.h"
 
 void chat_turn_free(chat_turn *t) {
     for (size_t i = 0; i < t->n_pics; i++) chat_picture_free(&t->pics[i]);
@@ -39,6 +40,8 @@ void chat_drop_oldest(chat_state *cs, size_t n) {
 static void print_help(void) {
     fprintf(stderr,
             "  /image PATH   attach a picture to the next message (repeatable)\n"
+            "  /video PATH[@FPS]  attach a video: a directory of frames (name order) or a comma\n"
+            "                list of frame files, at FPS frames per second (default 24)\n"
             "  /clear        forget the conversation (and the attached pictures)\n"
             "  /help         this list\n"
             "  /exit         end the chat (also /quit, Ctrl-D, Ctrl-C at the prompt)\n"
@@ -83,17 +86,22 @@ static void clear_chat(chat_state *cs) {
     chat_turn_free(&cs->pending);
 }
 
-/* A picture for the next message, sized from the file's header now (decoded when sent).
- * QVL_OK also when it is refused (told in one line). */
-static qvl_status attach(chat_state *cs, const char *path, qvl_error *err) {
+/* A picture (or a video) for the next message, sized from the file's header now (decoded
+ * when sent). QVL_OK also when it is refused (told in one line). */
+static qvl_status attach(chat_state *cs, const char *path, bool video, qvl_error *err) {
     chat_turn *p = &cs->pending;
     qvl_error e = {0};
     qvl_status st = QVL_OK;
-    if (!cs->rules)
-        st = qvl_fail(&e, QVL_E_UNSUPPORTED, "%s: the model has no vision encoder: not attached",
-                      path);
+    if (!cs->rules || (video && !cs->video_rules))
+        st = qvl_fail(&e, QVL_E_UNSUPPORTED, "%s: the model takes no %s: not attached", path,
+                      video ? "videos" : "pictures (no vision encoder)");
     chat_picture pic;
-    if (st == QVL_OK)
+    int64_t before = 0; /* tokens of what is attached already */
+    for (size_t i = 0; i < p->n_pics; i++) before += p->pics[i].n_tokens;
+    const int64_t budget = qvl_engine_ctx(cs->engine) - 2 - before;
+    if (st == QVL_OK && video)
+        st = chat_video_plan(cs->video_rules, path, p->n_pics + 1, cs->a->quiet, budget, &pic, &e);
+    else if (st == QVL_OK)
         st = chat_picture_plan(cs->rules, path, p->n_pics + 1, cs->a->quiet, cs->cap_what, &pic,
                                &e);
     if (st == QVL_OK) {
@@ -126,8 +134,8 @@ static qvl_status attach(chat_state *cs, const char *path, qvl_error *err) {
     return QVL_OK;
 }
 
-/* /image PATH (quoted as a terminal pastes a dropped file, or not). */
-static qvl_status attach_command(chat_state *cs, const char *arg, qvl_error *err) {
+/* /image PATH or /video PATH[@FPS] (quoted as a terminal pastes a dropped file, or not). */
+static qvl_status attach_command(chat_state *cs, const char *arg, bool video, qvl_error *err) {
     while (*arg == ' ' || *arg == '\t') arg++;
     size_t len = strlen(arg);
     while (len > 0 && (arg[len - 1] == ' ' || arg[len - 1] == '\t')) len--;
@@ -136,12 +144,12 @@ static qvl_status attach_command(chat_state *cs, const char *arg, qvl_error *err
         len -= 2;
     }
     if (len == 0) {
-        fprintf(stderr, "qvl chat: /image needs a PATH\n");
+        fprintf(stderr, "qvl chat: /%s needs a PATH\n", video ? "video" : "image");
         return QVL_OK;
     }
     char *path = strndup(arg, len);
     if (!path) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    qvl_status st = attach(cs, path, err);
+    qvl_status st = attach(cs, path, video, err);
     free(path);
     return st;
 }
@@ -159,7 +167,9 @@ static bool command(chat_state *cs, const char *line, qvl_status *st, qvl_error 
         clear_chat(cs);
         fprintf(stderr, "qvl chat: the conversation is cleared\n");
     } else if (name == 6 && strncmp(line, "/image", 6) == 0) {
-        *st = attach_command(cs, arg, err);
+        *st = attach_command(cs, arg, false, err);
+    } else if (name == 6 && strncmp(line, "/video", 6) == 0) {
+        *st = attach_command(cs, arg, true, err);
     } else {
         fprintf(stderr, "qvl chat: unknown command %.*s (/help lists the commands; start with // "
                 "to send a line beginning with /)\n", (int)(name > 64 ? 64 : name), line);

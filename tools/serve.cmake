@@ -33,6 +33,7 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_request.c
   ${QVL_SERVE_DIR}/serve_json.c
   ${QVL_SERVE_DIR}/serve_image.c
+  ${QVL_SERVE_DIR}/serve_video.c
   ${QVL_SERVE_DIR}/serve_metrics.c
   ${QVL_SERVE_DIR}/serve_auth.c
   ${QVL_SERVE_DIR}/serve_budget.c)

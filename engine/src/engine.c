@@ -39,8 +39,9 @@ struct qvl_engine {
     qvl_gen_config gen;
     qvl_sampling_params defaults;
     qvl_picture_rules pictures;
-    bool has_vision;
-    int32_t pad_id;
+    qvl_video_rules videos;
+    bool has_vision, has_video;
+    int32_t pad_id, video_pad_id;
     qvl_model *model; /* one copy of the weights; each slot decodes its own sequence on it */
     engine_slot *slots;
     int n_slots;
@@ -167,6 +168,17 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
         int64_t cap = qvl_preprocess_tokens_to_pixels(pc, c->ctx);
         if (cap > 0 && cap < pc->max_pixels) pc->max_pixels = cap;
         if (pc->min_pixels > pc->max_pixels) pc->min_pixels = pc->max_pixels;
+    }
+    e->has_video = e->has_vision && cfg->video_token_id >= 0;
+    e->video_pad_id = (int32_t)cfg->video_token_id;
+    if (e->has_video) {
+        snprintf(path, sizeof path, "%s/video_preprocessor_config.json", c->model);
+        st = qvl_video_config_load(path, &cfg->vision, &e->videos.vc, err);
+        if (st == QVL_E_NOT_FOUND) {
+            qvl_video_config_default(&cfg->vision, &e->videos.vc);
+            st = QVL_OK;
+        }
+        if (st != QVL_OK) return st;
     }
     return QVL_OK;
 }
@@ -380,6 +392,10 @@ const qvl_picture_rules *qvl_engine_picture_rules(qvl_engine *e) {
     return e->has_vision ? &e->pictures : NULL;
 }
 
+const qvl_video_rules *qvl_engine_video_rules(qvl_engine *e) {
+    return e->has_video ? &e->videos : NULL;
+}
+
 int64_t qvl_engine_ctx(qvl_engine *e) { return e->opts.ctx; }
 
 int qvl_engine_slots(qvl_engine *e) { return e->opts.slots; }
@@ -397,55 +413,114 @@ int qvl_engine_slot_info_get(qvl_engine *e, qvl_engine_slot_info *out, int max) 
 }
 
 /* Per token, what its KV cache entry depends on (qvl/prefix_cache.h): the id, or for the k-th
- * pad of a picture the picture's digest and k. images gets each picture's pads and digest. */
-static void make_keys(const int32_t *ids, int64_t n, int32_t pad, const qvl_engine_request *r,
-                      uint64_t *keys, qvl_prefix_image *images) {
-    size_t img = 0;
+ * pad of a picture or video the item's digest and k. images gets each item's span (a video's
+ * runs from its first pad to its last, the timestamps between them included) and digest.
+ * Items come in prompt order; a pad of the other kind than the current item's is refused. */
+static qvl_status make_keys(const int32_t *ids, int64_t n, int32_t pad, int32_t video_pad,
+                            const qvl_engine_request *r, uint64_t *keys, qvl_prefix_image *images,
+                            qvl_error *err) {
+    size_t item = 0;
     int64_t k = 0;
     for (int64_t t = 0; t < n; t++) {
-        if (ids[t] == pad && img < r->n_pictures) {
-            const qvl_picture *im = &r->pictures[img];
-            if (k == 0) {
-                images[img].at = t;
-                images[img].n_tokens = im->n_tokens;
-                memcpy(images[img].digest, im->digest, sizeof images[img].digest);
-            }
-            keys[t] = qvl_prefix_pad_key(im->digest, k);
-            if (++k == im->n_tokens) {
-                img++;
-                k = 0;
-            }
-        } else {
+        const bool is_pad = ids[t] == pad || (video_pad >= 0 && ids[t] == video_pad);
+        if (!is_pad) {
             keys[t] = qvl_prefix_text_key(ids[t]);
+            continue;
+        }
+        const qvl_picture *im = item < r->n_pictures ? &r->pictures[item] : NULL;
+        if (!im || (ids[t] == video_pad) != im->is_video)
+            return qvl_fail(err, QVL_E_INVALID, "the prompt's picture and video placeholders are "
+                            "not in the order of its pictures and videos");
+        if (k == 0) {
+            images[item].at = t;
+            memcpy(images[item].digest, im->digest, sizeof images[item].digest);
+        }
+        keys[t] = qvl_prefix_pad_key(im->digest, k);
+        if (++k == im->n_tokens) {
+            images[item].n_tokens = t + 1 - images[item].at;
+            item++;
+            k = 0;
         }
     }
+    return QVL_OK;
 }
 
-/* The prompt's ids with each picture's one placeholder expanded to its tokens. */
+/* The rendered prompt with each video placeholder replaced by its video's text. */
+static qvl_status video_text(const qvl_engine_request *req, char **out, qvl_error *err) {
+    *out = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < req->n_pictures; i++) n += req->pictures[i].is_video;
+    if (n == 0) return QVL_OK;
+    const char **texts = malloc(n * sizeof *texts);
+    if (!texts) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    size_t k = 0;
+    qvl_status st = QVL_OK;
+    for (size_t i = 0; i < req->n_pictures; i++) {
+        if (!req->pictures[i].is_video) continue;
+        if (!req->pictures[i].text)
+            st = qvl_fail(err, QVL_E_INVALID, "a video without its prompt text");
+        texts[k++] = req->pictures[i].text;
+    }
+    if (st == QVL_OK) st = qvl_video_expand_text(req->prompt, texts, n, out, err);
+    free(texts);
+    return st;
+}
+
+/* Each pad of kind `pad` in *ids expanded: the k-th to counts[k] tokens. */
+static qvl_status expand(int32_t **ids, int64_t *n, int32_t pad, const int64_t *counts,
+                         size_t n_counts, qvl_error *err) {
+    int32_t *out = NULL;
+    int64_t n_out = 0;
+    qvl_status st = qvl_expand_image_pads(*ids, *n, pad, counts, n_counts, &out, &n_out, err);
+    if (st != QVL_OK) return st;
+    free(*ids);
+    *ids = out;
+    *n = n_out;
+    return QVL_OK;
+}
+
+/* The prompt's ids with each picture's one placeholder expanded to its tokens, and each
+ * video's groups (one placeholder each) to theirs. */
 static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t **out,
                            int64_t *n_out, qvl_error *err) {
-    int32_t *ids = NULL, *expanded = NULL;
+    int32_t *ids = NULL;
     size_t count = 0;
+    char *with_videos = NULL;
+    qvl_status st = video_text(req, &with_videos, err);
+    if (st == QVL_E_NOMEM) return st;
+    if (st != QVL_OK) return QVL_E_INVALID;
+    const char *text = with_videos ? with_videos : req->prompt;
     pthread_mutex_lock(&e->tok_mu);
-    qvl_status st = qvl_tokenizer_encode(e->tok, req->prompt, strlen(req->prompt), &ids, &count,
-                                         err);
+    st = qvl_tokenizer_encode(e->tok, text, strlen(text), &ids, &count, err);
     pthread_mutex_unlock(&e->tok_mu);
+    free(with_videos);
     int64_t n = (int64_t)count;
     /* Also without pictures: a pad token in the text (a front end refuses the ones it can see
      * in the rendered prompt; this is the tokenizer's own count) has no pixels behind it, and
      * reaching a slot it would fail there and cost the slot its cache. */
+    size_t n_groups = 0, n_images = 0;
+    for (size_t i = 0; i < req->n_pictures; i++)
+        if (req->pictures[i].is_video) n_groups += (size_t)req->pictures[i].grid_t;
+        else n_images++;
+    int64_t *counts = st == QVL_OK ? malloc((n_images + n_groups + 1) * sizeof *counts) : NULL;
+    if (st == QVL_OK && !counts) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     if (st == QVL_OK) {
-        int64_t *counts = malloc((req->n_pictures + 1) * sizeof *counts);
-        if (!counts) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        for (size_t i = 0; st == QVL_OK && i < req->n_pictures; i++)
-            counts[i] = req->pictures[i].n_tokens;
-        if (st == QVL_OK)
-            st = qvl_expand_image_pads(ids, n, e->pad_id, counts, req->n_pictures, &expanded, &n,
-                                       err);
-        free(counts);
-        free(ids);
-        ids = expanded;
+        size_t k = 0;
+        for (size_t i = 0; i < req->n_pictures; i++)
+            if (!req->pictures[i].is_video) counts[k++] = req->pictures[i].n_tokens;
+        st = expand(&ids, &n, e->pad_id, counts, n_images, err);
     }
+    if (st == QVL_OK && e->has_video) {
+        size_t k = 0;
+        for (size_t i = 0; i < req->n_pictures; i++) {
+            const qvl_picture *p = &req->pictures[i];
+            for (int64_t g = 0; p->is_video && g < p->grid_t; g++) counts[k++] = p->n_tokens / p->grid_t;
+        }
+        st = expand(&ids, &n, e->video_pad_id, counts, n_groups, err);
+    } else if (st == QVL_OK && n_groups > 0) {
+        st = qvl_fail(err, QVL_E_INVALID, "this model takes no videos");
+    }
+    free(counts);
     if (st != QVL_OK) {
         free(ids);
         /* A text that spells out the picture placeholder token breaks the count. */
@@ -483,7 +558,11 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
-    make_keys(ids, n, e->pad_id, req, keys, images);
+    st = make_keys(ids, n, e->pad_id, e->has_video ? e->video_pad_id : -1, req, keys, images, err);
+    if (st != QVL_OK) {
+        qvl_job_release(j);
+        return QVL_E_INVALID;
+    }
     qvl_partition_make(QVL_PARTITION_NO_KEY, NULL, &j->partition);
     *out = j;
     return QVL_OK;

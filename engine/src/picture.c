@@ -1,4 +1,6 @@
 /* Pictures: the model's preprocessing behind the engine's picture type. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "qvl/engine_picture.h"
 
 #include <stdlib.h>
@@ -81,6 +83,8 @@ void qvl_picture_free(qvl_picture *p) {
     if (!p) return;
     free(p->pixels);
     p->pixels = NULL;
+    free(p->text);
+    p->text = NULL;
     if (p->give_back && p->reserved > 0) p->give_back(p->give_back_arg, p->reserved);
     p->reserved = 0;
     p->give_back = NULL;
@@ -112,9 +116,15 @@ qvl_status qvl_picture_copy(const qvl_picture_rules *r, const qvl_picture *src, 
     const size_t bytes = (size_t)held_bytes(&grid, &r->pc);
     float *px = malloc(bytes);
     if (!px) return qvl_fail(err, QVL_E_NOMEM, "out of memory for a picture");
+    char *text = src->text ? strdup(src->text) : NULL;
+    if (src->text && !text) {
+        free(px);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory for a video's text");
+    }
     memcpy(px, src->pixels, bytes);
     *out = *src;
     out->pixels = px;
+    out->text = text;
     out->give_back = NULL;
     out->give_back_arg = NULL;
     out->reserved = 0;

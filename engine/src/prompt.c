@@ -14,8 +14,10 @@ struct qvl_prompt {
 const char *const qvl_prompt_vision_tokens[] = {"<|image_pad|>", "<|vision_start|>",
                                                 "<|vision_end|>", "<|video_pad|>", NULL};
 
-size_t qvl_prompt_vision_token_count(const char *token, size_t n_pictures) {
-    return strcmp(token, "<|video_pad|>") == 0 ? 0 : n_pictures;
+size_t qvl_prompt_vision_token_count(const char *token, size_t n_pictures, size_t n_videos) {
+    if (strcmp(token, "<|video_pad|>") == 0) return n_videos;
+    if (strcmp(token, "<|image_pad|>") == 0) return n_pictures;
+    return n_pictures + n_videos; /* <|vision_start|>, <|vision_end|> */
 }
 
 qvl_status qvl_prompt_create(qvl_prompt **out, qvl_error *err) {
@@ -53,6 +55,10 @@ qvl_status qvl_prompt_add_text(qvl_prompt *p, const char *text, qvl_error *err) 
 
 qvl_status qvl_prompt_add_picture(qvl_prompt *p, qvl_error *err) {
     return qvl_chat_add_image(p->chat, err);
+}
+
+qvl_status qvl_prompt_add_video(qvl_prompt *p, qvl_error *err) {
+    return qvl_chat_add_video(p->chat, err);
 }
 
 qvl_status qvl_prompt_render(const qvl_prompt *p, bool add_generation_prompt, char **out,

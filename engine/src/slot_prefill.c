@@ -1,5 +1,5 @@
-/* A slot's prompt: prefix reuse, the pictures through the vision encoder, then the prompt's
- * tokens in chunks.
+/* A slot's prompt: prefix reuse, the pictures and videos through the vision encoder, then the
+ * prompt's tokens in chunks.
  *
  * Chunks start at fixed places (keep, keep + chunk, keep + 2 chunk, ...), so a job's chunks do
  * not depend on what else the engine runs: the same prompt gives the same cache and the same
@@ -45,15 +45,22 @@ static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t
     int32_t *all = malloc((size_t)n * 3 * sizeof *all);
     int32_t *part = malloc((size_t)k * 3 * sizeof *part);
     qvl_image_grid *grids = calloc(r->n_pictures + 1, sizeof *grids);
-    qvl_status st = all && part && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    for (size_t i = 0; st == QVL_OK && i < r->n_pictures; i++)
+    bool *is_video = calloc(r->n_pictures + 1, sizeof *is_video);
+    qvl_status st = all && part && grids && is_video ? QVL_OK
+                                                     : qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; st == QVL_OK && i < r->n_pictures; i++) {
         grids[i] = qvl_picture_grid(&r->pictures[i]);
+        is_video[i] = r->pictures[i].is_video;
+    }
     if (st == QVL_OK)
-        st = qvl_mrope_positions(j->ids, n, (int32_t)cfg->image_token_id, grids, r->n_pictures,
-                                 cfg->vision.spatial_merge_size, 0, all, NULL, err);
+        st = qvl_mrope_positions_media(j->ids, n, (int32_t)cfg->image_token_id,
+                                       (int32_t)cfg->video_token_id, grids, is_video,
+                                       r->n_pictures, cfg->vision.spatial_merge_size, 0, all,
+                                       NULL, err);
     if (st == QVL_OK) qvl_positions_slice(all, n, from, k, part);
     free(all);
     free(grids);
+    free(is_video);
     if (st != QVL_OK) {
         free(part);
         return st;
@@ -191,9 +198,11 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
     const double t0 = now_seconds();
     const int64_t at = s->prefill_at, len = engine_slot_chunk_length(s, chunk);
     const int64_t rest = j->n_ids - s->keep;
-    const int32_t pad = (int32_t)qvl_model_config(s->m)->image_token_id;
-    int64_t pads = 0; /* picture rows this chunk takes (pictures before keep are not in ids) */
-    for (int64_t i = at; s->feats.n_tokens > 0 && i < at + len; i++) pads += j->ids[i] == pad;
+    const qvl_qwen3vl_config *cfg = qvl_model_config(s->m);
+    const int32_t pad = (int32_t)cfg->image_token_id, video_pad = (int32_t)cfg->video_token_id;
+    int64_t pads = 0; /* encoder rows this chunk takes (items before keep are not in feats) */
+    for (int64_t i = at; s->feats.n_tokens > 0 && i < at + len; i++)
+        pads += j->ids[i] == pad || (video_pad >= 0 && j->ids[i] == video_pad);
     qvl_image_features part;
     qvl_error err = {0};
     qvl_status st = qvl_image_features_slice(&s->feats, s->feat_row, pads, &part, &err);

@@ -97,7 +97,10 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
                                .client_gone = client_gone, .client_arg = c};
     serve_parse_ctx ctx = {.defaults = qvl_engine_sampling_defaults(s->engine),
                            .pictures = qvl_engine_picture_rules(s->engine),
+                           .videos = qvl_engine_video_rules(s->engine),
                            .image_dir = s->image_dir, .max_images = s->cfg->max_images,
+                           .max_video_frames = s->cfg->max_video_frames,
+                           .max_video_seconds = s->cfg->max_video_seconds,
                            .max_file_bytes = s->cfg->max_body, .ctx = s->cfg->ctx,
                            .guard = &guard};
     serve_request *req = NULL;

@@ -22,7 +22,9 @@ typedef struct serve_config {
     size_t n_api_keys;
     int64_t max_image_memory; /* bytes pictures may hold at once (serve_budget.h) */
     const char *image_dir; /* NULL: local image files are refused */
-    int max_images;        /* pictures per request */
+    int max_images;        /* pictures and videos per request */
+    int64_t max_video_frames; /* frames one video part may give */
+    int max_video_seconds; /* seconds one video may last (its frames / its fps) */
     size_t max_body;       /* request body bytes */
     int timeout;           /* seconds a connection may stay idle (slow or stalled clients) */
     int request_timeout;   /* seconds from queueing after which a request generates no more

@@ -17,11 +17,6 @@
 /* Pictures decode on their connections' threads, several at once: what bounds their memory is
  * the budget (serve_budget.h), not a lock. */
 
-/* Bytes per pixel a decode may need at its peak: the RGB output (3) plus the largest working
- * buffer a decoder keeps for the whole picture: libwebp's two RGBA canvases (8); a progressive
- * JPEG's coefficients take 6 (a 16-bit coefficient per sample of 3 components), and an EXIF
- * rotation's copy (3) comes after the decoder's buffers are gone. */
-#define DECODE_BYTES_PER_PIXEL 11
 /* The client is looked at (a non-blocking peek at its socket) at most this often. */
 #define CLIENT_CHECK_SECONDS 0.05
 /* A wait for budget asks whether to give up this often (ms). */
@@ -114,7 +109,7 @@ static int preprocess(qvl_image *img, const qvl_picture_rules *rules, const char
     return 0;
 }
 
-static int stopped_status(const serve_image_guard *g, const char *what, char *msg, size_t msg_len) {
+int serve_image_stopped(const serve_image_guard *g, const char *what, char *msg, size_t msg_len) {
     switch (g ? g->why : SERVE_IMAGE_GO_ON) {
     case SERVE_IMAGE_DEADLINE:
         return failf(msg, msg_len, 503, "%s: the request's deadline passed (--request-timeout) "
@@ -126,10 +121,8 @@ static int stopped_status(const serve_image_guard *g, const char *what, char *ms
     }
 }
 
-/* Reserve the picture's decoding bytes, waiting for room (bounded by the guard). */
-static int reserve(const serve_image_limits *lim, int64_t bytes, const char *what,
-                   serve_image *out, char *msg, size_t msg_len) {
-    serve_image_guard *g = lim->guard;
+int serve_image_reserve(serve_image_guard *g, int64_t bytes, const char *what, serve_image *out,
+                        char *msg, size_t msg_len) {
     if (!g || !g->budget) return 0;
     switch (serve_budget_reserve(g->budget, bytes, guard_stop, g, BUDGET_POLL_MS)) {
     case SERVE_BUDGET_OK:
@@ -148,7 +141,7 @@ static int reserve(const serve_image_limits *lim, int64_t bytes, const char *wha
     case SERVE_BUDGET_GAVE_UP:
         break;
     }
-    return stopped_status(g, what, msg, msg_len);
+    return serve_image_stopped(g, what, msg, msg_len);
 }
 
 /* Encoded picture bytes -> *out. The size is read from the headers first, so a picture that
@@ -159,7 +152,7 @@ static int from_bytes(const unsigned char *bytes, size_t n, const char *what,
     int32_t w = 0, h = 0;
     qvl_picture_plan plan;
     if (qvl_image_probe(bytes, n, what, &w, &h, &err) != QVL_OK ||
-        qvl_picture_plan_for(lim->rules, w, h, DECODE_BYTES_PER_PIXEL, &plan, &err) != QVL_OK)
+        qvl_picture_plan_for(lim->rules, w, h, SERVE_DECODE_BYTES_PER_PIXEL, &plan, &err) != QVL_OK)
         return failf(msg, msg_len, 400, "%s", err.msg);
     const int64_t tokens = plan.n_tokens;
     if (tokens > lim->token_budget)
@@ -167,14 +160,14 @@ static int from_bytes(const unsigned char *bytes, size_t n, const char *what,
                      "left in a slot's context (--ctx)", what, (int)w, (int)h, (long long)tokens,
                      (long long)lim->token_budget);
     const int64_t need = plan.decode_bytes;
-    int rc = reserve(lim, need, what, out, msg, msg_len);
+    int rc = serve_image_reserve(lim->guard, need, what, out, msg, msg_len);
     if (rc != 0) return rc;
     serve_image_guard *g = lim->guard;
     const qvl_image_stop stop = {.should_stop = guard_stop, .arg = g};
     qvl_image img;
     qvl_status st = qvl_image_decode_stoppable(bytes, n, what, g ? &stop : NULL, &img, &err);
     if (st == QVL_OK) rc = preprocess(&img, lim->rules, what, out, msg, msg_len);
-    else if (g && g->why != SERVE_IMAGE_GO_ON) rc = stopped_status(g, what, msg, msg_len);
+    else if (g && g->why != SERVE_IMAGE_GO_ON) rc = serve_image_stopped(g, what, msg, msg_len);
     else rc = failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "%s", err.msg);
     if (rc != 0) {
         qvl_picture_free(out); /* gives the reservation back */
@@ -189,35 +182,33 @@ static int from_bytes(const unsigned char *bytes, size_t n, const char *what,
     return 0;
 }
 
-static int from_data_url(const char *url, const serve_image_limits *lim, serve_image *out,
-                         char *msg, size_t msg_len) {
+/* A base64 data: URL's bytes (malloc'd). */
+static int data_url_bytes(const char *url, const char *what, const char *media,
+                          unsigned char **out, size_t *out_n, char *msg, size_t msg_len) {
     const char *comma = strchr(url, ',');
     const char *meta = url + 5; /* after "data:" */
     if (!comma)
-        return failf(msg, msg_len, 400, "image_url: a data: URL needs a ',' before its data");
+        return failf(msg, msg_len, 400, "%s: a data: URL needs a ',' before its data", what);
     size_t meta_len = (size_t)(comma - meta);
     static const char b64[] = ";base64";
     if (meta_len < sizeof b64 - 1 || strncmp(comma - (sizeof b64 - 1), b64, sizeof b64 - 1) != 0)
         return failf(msg, msg_len, 400,
-                     "image_url: only base64 data: URLs are accepted (data:image/png;base64,...)");
-    if (strncmp(meta, "image/", 6) != 0)
-        return failf(msg, msg_len, 400, "image_url: the data: URL's media type must be image/...");
+                     "%s: only base64 data: URLs are accepted (data:%spng;base64,...)", what, media);
+    if (strncmp(meta, media, strlen(media)) != 0)
+        return failf(msg, msg_len, 400, "%s: the data: URL's media type must be %s...", what, media);
     const char *data = comma + 1;
     size_t n = strlen(data);
     unsigned char *bytes = malloc(n / 4 * 3 + 3);
-    if (!bytes) return failf(msg, msg_len, 500, "out of memory for an image");
+    if (!bytes) return failf(msg, msg_len, 500, "out of memory for %s", what);
     int64_t got = serve_base64_decode(data, n, bytes);
-    if (got < 0) {
+    if (got <= 0) {
         free(bytes);
-        return failf(msg, msg_len, 400, "image_url: the data: URL is not valid base64");
+        return failf(msg, msg_len, 400, got < 0 ? "%s: the data: URL is not valid base64"
+                                                : "%s: the data: URL holds no data", what);
     }
-    if (got == 0) {
-        free(bytes);
-        return failf(msg, msg_len, 400, "image_url: the data: URL holds no data");
-    }
-    int rc = from_bytes(bytes, (size_t)got, "image_url", lim, out, msg, msg_len);
-    free(bytes);
-    return rc;
+    *out = bytes;
+    *out_n = (size_t)got;
+    return 0;
 }
 
 /* "%2F" -> '/' in a file: URL path; false on a malformed escape or an escaped NUL. */
@@ -246,54 +237,77 @@ static bool percent_decode(const char *in, char *out, size_t cap) {
     return true;
 }
 
-static int from_file(const char *path, const serve_image_limits *lim, serve_image *out, char *msg,
-                     size_t msg_len) {
-    const char *image_dir = lim->image_dir;
+/* A file under image_dir (path relative to it, or absolute inside it). */
+static int file_bytes(const char *path, const char *what, const char *image_dir,
+                      size_t max_file_bytes, unsigned char **out, size_t *out_n, char *msg,
+                      size_t msg_len) {
     if (!image_dir)
-        return failf(msg, msg_len, 400, "image_url: local files are refused (the server was not "
-                     "started with --image-dir)");
+        return failf(msg, msg_len, 400, "%s: local files are refused (the server was not "
+                     "started with --image-dir)", what);
     char joined[PATH_MAX], real[PATH_MAX];
     int w = path[0] == '/' ? snprintf(joined, sizeof joined, "%s", path)
                            : snprintf(joined, sizeof joined, "%s/%s", image_dir, path);
     if (w < 0 || (size_t)w >= sizeof joined)
-        return failf(msg, msg_len, 400, "image_url: the file path is too long");
+        return failf(msg, msg_len, 400, "%s: the file path is too long", what);
     /* The resolved path (symbolic links followed) must lie inside the directory. A path that
      * does not resolve and one that resolves outside get the same answer, so that a client
      * cannot learn which files exist elsewhere on the machine. */
     size_t dl = strlen(image_dir);
     if (!realpath(joined, real) || strncmp(real, image_dir, dl) != 0 ||
         (real[dl] != '/' && !(dl == 1 && image_dir[0] == '/')))
-        return failf(msg, msg_len, 400, "image_url: no such file under --image-dir (the path, "
-                     "symbolic links followed, must name a file inside it)");
+        return failf(msg, msg_len, 400, "%s: no such file under --image-dir (the path, "
+                     "symbolic links followed, must name a file inside it)", what);
     qvl_error err = {0};
     char *bytes = NULL;
     size_t n = 0;
-    qvl_status st = qvl_read_file(real, lim->max_file_bytes, QVL_E_IO, &bytes, &n, &err);
+    qvl_status st = qvl_read_file(real, max_file_bytes, QVL_E_IO, &bytes, &n, &err);
     if (st != QVL_OK)
-        return failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "image_url: %s", err.msg);
-    int rc = from_bytes((const unsigned char *)bytes, n, path, lim, out, msg, msg_len);
-    free(bytes);
+        return failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "%s: %s", what, err.msg);
+    *out = (unsigned char *)bytes;
+    *out_n = n;
+    return 0;
+}
+
+int serve_url_read(const char *url, const char *what, const char *media, const char *image_dir,
+                   size_t max_file_bytes, unsigned char **bytes, size_t *n, char *name,
+                   size_t name_len, char *msg, size_t msg_len) {
+    *bytes = NULL;
+    *n = 0;
+    snprintf(name, name_len, "%s", what);
+    if (strncmp(url, "data:", 5) == 0)
+        return data_url_bytes(url, what, media, bytes, n, msg, msg_len);
+    char path[PATH_MAX];
+    const char *p = url;
+    if (strncmp(url, "file://", 7) == 0) {
+        p = url + 7;
+        if (strncmp(p, "localhost/", 10) == 0) p += 9;
+        if (p[0] != '/')
+            return failf(msg, msg_len, 400, "%s: a file: URL needs an absolute path "
+                         "(file:///dir/name)", what);
+        if (!percent_decode(p, path, sizeof path))
+            return failf(msg, msg_len, 400, "%s: malformed %%-escape in the file: URL", what);
+        p = path;
+    } else if (strstr(url, "://") || strncmp(url, "http:", 5) == 0 ||
+               strncmp(url, "https:", 6) == 0) {
+        return failf(msg, msg_len, 400, "%s: only data: URLs and files under --image-dir "
+                     "are accepted; the server fetches nothing from the network", what);
+    } else if (url[0] == '\0') {
+        return failf(msg, msg_len, 400, "%s: the URL is empty", what);
+    }
+    int rc = file_bytes(p, what, image_dir, max_file_bytes, bytes, n, msg, msg_len);
+    if (rc == 0) snprintf(name, name_len, "%s", p);
     return rc;
 }
 
 int serve_image_from_url(const char *url, const serve_image_limits *lim, serve_image *out,
                          char *msg, size_t msg_len) {
     memset(out, 0, sizeof *out);
-    if (strncmp(url, "data:", 5) == 0) return from_data_url(url, lim, out, msg, msg_len);
-    if (strncmp(url, "file://", 7) == 0) {
-        const char *p = url + 7;
-        if (strncmp(p, "localhost/", 10) == 0) p += 9;
-        if (p[0] != '/')
-            return failf(msg, msg_len, 400, "image_url: a file: URL needs an absolute path "
-                         "(file:///dir/picture.png)");
-        char path[PATH_MAX];
-        if (!percent_decode(p, path, sizeof path))
-            return failf(msg, msg_len, 400, "image_url: malformed %%-escape in the file: URL");
-        return from_file(path, lim, out, msg, msg_len);
-    }
-    if (strstr(url, "://") || strncmp(url, "http:", 5) == 0 || strncmp(url, "https:", 6) == 0)
-        return failf(msg, msg_len, 400, "image_url: only data: URLs and files under --image-dir "
-                     "are accepted; the server fetches nothing from the network");
-    if (url[0] == '\0') return failf(msg, msg_len, 400, "image_url: the URL is empty");
-    return from_file(url, lim, out, msg, msg_len);
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    char name[PATH_MAX];
+    int rc = serve_url_read(url, "image_url", "image/", lim->image_dir, lim->max_file_bytes,
+                            &bytes, &n, name, sizeof name, msg, msg_len);
+    if (rc == 0) rc = from_bytes(bytes, n, name, lim, out, msg, msg_len);
+    free(bytes);
+    return rc;
 }

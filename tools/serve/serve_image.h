@@ -18,6 +18,12 @@ typedef qvl_picture serve_image;
  * outside the alphabet, data after padding, or a dangling final character. */
 int64_t serve_base64_decode(const char *in, size_t n, unsigned char *out);
 
+/* Bytes per pixel a decode may need at its peak: the RGB output (3) plus the largest working
+ * buffer a decoder keeps for the whole picture: libwebp's two RGBA canvases (8); a progressive
+ * JPEG's coefficients take 6 (a 16-bit coefficient per sample of 3 components), and an EXIF
+ * rotation's copy (3) comes after the decoder's buffers are gone. */
+#define SERVE_DECODE_BYTES_PER_PIXEL 11
+
 /* Why a picture's decode (or its wait for budget) stopped early. */
 typedef enum serve_image_stop {
     SERVE_IMAGE_GO_ON = 0,
@@ -47,6 +53,24 @@ typedef struct serve_image_limits {
     size_t max_file_bytes;  /* largest local file read */
     int64_t token_budget;   /* tokens the picture may take at most */
 } serve_image_limits;
+
+/* The bytes (malloc'd) a URL names: a base64 data: URL whose media type starts with `media`
+ * ("image/"), or a file under image_dir (a path, or file:///path; NULL image_dir: refused).
+ * Nothing is fetched from the network. `what` names the part in messages; name gets the file's
+ * path, else `what`. Returns 0, or the HTTP status (400, 500 out of memory) with a one-line
+ * reason in msg. */
+int serve_url_read(const char *url, const char *what, const char *media, const char *image_dir,
+                   size_t max_file_bytes, unsigned char **bytes, size_t *n, char *name,
+                   size_t name_len, char *msg, size_t msg_len);
+
+/* Reserve `bytes` of g's budget for out (waiting for room, bounded by the guard; g NULL or
+ * without a budget: nothing is counted): out's accounting fields then give them back when
+ * qvl_picture_free frees it. Returns 0 or the HTTP status with msg (400 over the whole
+ * budget, 503 when stopped). */
+int serve_image_reserve(serve_image_guard *g, int64_t bytes, const char *what, serve_image *out,
+                        char *msg, size_t msg_len);
+/* The 503 and its one line for a decode that stopped early (g->why). */
+int serve_image_stopped(const serve_image_guard *g, const char *what, char *msg, size_t msg_len);
 
 /* url -> *out. On failure returns the HTTP status (400 for the client's mistakes, 500 when out
  * of memory, 503 when stopped: lim->guard->why says why) and writes a one-line reason into

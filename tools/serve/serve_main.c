@@ -59,12 +59,14 @@ static int wait_for_stop(const sigset_t *stop, qvl_engine *e, const serve_server
 
 int qvl_cmd_serve(int argc, char **argv) {
     serve_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16,
-                        .ctx = 4096, .max_images = 8, .max_body = (size_t)24 << 20,
+                        .ctx = 4096, .max_images = 8, .max_video_frames = 768,
+                        .max_video_seconds = 600, .max_body = (size_t)24 << 20,
                         .timeout = 30, .request_timeout = 600, .max_connections = 64,
                         .max_connections_per_ip = 32, .receive_timeout = 60};
     int64_t port = cfg.port, parallel = cfg.parallel, queue = cfg.queue, max_images = cfg.max_images;
     int64_t max_body = (int64_t)cfg.max_body, timeout = cfg.timeout, max_conn = cfg.max_connections;
     int64_t request_timeout = cfg.request_timeout;
+    int64_t max_video_frames = cfg.max_video_frames, max_video_seconds = cfg.max_video_seconds;
     int64_t batch_size = 512; /* llama.cpp's default physical batch */
     int64_t max_image_mib = 1024; /* docs/serving.md, "Picture memory": why this default */
     int64_t max_conn_per_ip = cfg.max_connections_per_ip, receive_timeout = cfg.receive_timeout;
@@ -81,7 +83,9 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"api-key-file", 0, CLI_STRING, &cfg.api_key_file, "FILE", "accept each key in FILE (one per line; # comments) as --api-key does; prefix reuse never crosses keys", 0, 0, false},
         {"max-image-memory", 0, CLI_INT, &max_image_mib, "MIB", "memory pictures may hold at once, decoding or waiting for their prefill; more waits (default 1024)", 1, 1 << 24, false},
         {"image-dir", 0, CLI_STRING, &cfg.image_dir, "DIR", "allow image_url to name files inside DIR (default: data: URLs only)", 0, 0, false},
-        {"max-images", 0, CLI_INT, &max_images, "N", "pictures per request (default 8)", 0, 1024, false},
+        {"max-images", 0, CLI_INT, &max_images, "N", "pictures and videos per request (default 8)", 0, 1024, false},
+        {"max-video-frames", 0, CLI_INT, &max_video_frames, "N", "frames one video may give, before the processor keeps some (default 768)", 1, 1 << 20, false},
+        {"max-video-seconds", 0, CLI_INT, &max_video_seconds, "S", "seconds one video may last (frames / fps) (default 600)", 1, 1 << 24, false},
         {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body; larger is 413 (default 25165824: 8 phone photos as base64, docs/serving.md)", 1024, 1LL << 32, false},
         {"timeout", 0, CLI_INT, &timeout, "S", "close a connection idle for S seconds (default 30)", 1, 86400, false},
         {"request-timeout", 0, CLI_INT, &request_timeout, "S", "stop a request S seconds after it was queued: the answer so far with finish_reason length, or 503 if no slot took it yet; 0 = never (default 600)", 0, 1 << 30, false},
@@ -119,6 +123,8 @@ int qvl_cmd_serve(int argc, char **argv) {
     cfg.parallel = (int)parallel;
     cfg.queue = (int)queue;
     cfg.max_images = (int)max_images;
+    cfg.max_video_frames = max_video_frames;
+    cfg.max_video_seconds = (int)max_video_seconds;
     cfg.max_body = (size_t)max_body;
     cfg.timeout = (int)timeout;
     cfg.request_timeout = (int)request_timeout;

@@ -48,9 +48,9 @@ static bool check_text(const char *text, const char *param, serve_bad *bad) {
 /* The rendered conversation holds each vision token exactly as often as the template writes
  * it: more means text parts joined into one (a part ending "<|image_" and the next starting
  * "pad|>"), which the per-string check cannot see. */
-static bool check_prompt(const char *prompt, size_t n_images, serve_bad *bad) {
+static bool check_prompt(const char *prompt, size_t n_images, size_t n_videos, serve_bad *bad) {
     for (const char *const *t = qvl_prompt_vision_tokens; *t; t++) {
-        const size_t want = qvl_prompt_vision_token_count(*t, n_images);
+        const size_t want = qvl_prompt_vision_token_count(*t, n_images, n_videos);
         size_t have = 0;
         for (const char *p = prompt; (p = strstr(p, *t)) != NULL; p++) have++;
         if (have != want)
@@ -208,6 +208,19 @@ static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
     return true;
 }
 
+/* Room for one more picture or video, and the tokens the ones before it left: every item and
+ * at least one text token and one answer token must fit the context. */
+static bool media_room(serve_request *r, const serve_parse_ctx *ctx, const char *param,
+                       int64_t *budget, serve_bad *bad) {
+    if ((int)r->gen->n_pictures >= ctx->max_images)
+        return bad_set(bad, 400, param, "invalid_value", "more than %d images and videos in one "
+                       "request (--max-images)", ctx->max_images);
+    int64_t used = 0;
+    for (size_t i = 0; i < r->gen->n_pictures; i++) used += r->gen->pictures[i].n_tokens;
+    *budget = ctx->ctx - 2 - used;
+    return true;
+}
+
 static bool add_image(qvl_prompt *chat, serve_request *r, const serve_parse_ctx *ctx,
                       const cJSON *part, const char *param, serve_bad *bad) {
     const cJSON *iu = field(part, "image_url");
@@ -216,15 +229,10 @@ static bool add_image(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
         return bad_set(bad, 400, param, "invalid_type", "an image_url part needs image_url.url (a string)");
     if (!ctx->pictures)
         return bad_set(bad, 400, param, "unsupported_value", "this model has no vision encoder");
-    if ((int)r->gen->n_pictures >= ctx->max_images)
-        return bad_set(bad, 400, param, "invalid_value", "more than %d images in one request "
-                       "(--max-images)", ctx->max_images);
-    /* Every picture and at least one text token and one answer token must fit the context. */
-    int64_t used = 0;
-    for (size_t i = 0; i < r->gen->n_pictures; i++) used += r->gen->pictures[i].n_tokens;
+    int64_t budget = 0;
+    if (!media_room(r, ctx, param, &budget, bad)) return false;
     serve_image_limits lim = {.rules = ctx->pictures, .guard = ctx->guard, .image_dir = ctx->image_dir,
-                              .max_file_bytes = ctx->max_file_bytes,
-                              .token_budget = ctx->ctx - 2 - used};
+                              .max_file_bytes = ctx->max_file_bytes, .token_budget = budget};
     serve_image im;
     char msg[400];
     int st = serve_image_from_url(url->valuestring, &lim, &im, msg, sizeof msg);
@@ -232,6 +240,65 @@ static bool add_image(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
     r->gen->pictures[r->gen->n_pictures++] = im;
     qvl_error err = {0};
     if (qvl_prompt_add_picture(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+    return true;
+}
+
+/* {"type": "video", "video": [frame URLs...], "fps": R} (fps beside the list, default as
+ * transformers assumes), or {"type": "video_url", "video_url": {"url": ...}} (a file). */
+static bool add_video(qvl_prompt *chat, serve_request *r, const serve_parse_ctx *ctx,
+                      const cJSON *part, bool is_file, const char *param, serve_bad *bad) {
+    const cJSON *frames = NULL, *url = NULL;
+    if (is_file) {
+        const cJSON *vu = field(part, "video_url");
+        url = cJSON_IsObject(vu) ? field(vu, "url") : vu;
+        if (!cJSON_IsString(url))
+            return bad_set(bad, 400, param, "invalid_type", "a video_url part needs video_url.url (a string)");
+    } else {
+        frames = field(part, "video");
+        if (!cJSON_IsArray(frames))
+            return bad_set(bad, 400, param, "invalid_type", "a video part needs 'video': a list of "
+                           "frames (data: URLs or files under --image-dir)");
+    }
+    if (!ctx->videos)
+        return bad_set(bad, 400, param, "unsupported_value", "this model takes no videos");
+    bool seen = false;
+    double fps = QVL_VIDEO_FPS_DEFAULT;
+    if (!get_number(part, "fps", 1e-3, 1e6, &seen, &fps, bad)) {
+        snprintf(bad->param, sizeof bad->param, "%.80s.fps", param);
+        return false;
+    }
+    int64_t budget = 0;
+    if (!media_room(r, ctx, param, &budget, bad)) return false;
+    serve_video_limits lim = {.rules = ctx->videos, .guard = ctx->guard, .image_dir = ctx->image_dir,
+                              .max_file_bytes = ctx->max_file_bytes, .token_budget = budget,
+                              .max_frames = ctx->max_video_frames,
+                              .max_seconds = ctx->max_video_seconds};
+    serve_image im;
+    char msg[400];
+    int st;
+    if (is_file) {
+        st = serve_video_from_url(url->valuestring, &lim, &im, msg, sizeof msg);
+    } else {
+        const size_t n = (size_t)cJSON_GetArraySize(frames);
+        const char **urls = calloc(n + 1, sizeof *urls);
+        if (!urls) return bad_set(bad, 500, NULL, NULL, "out of memory");
+        size_t k = 0;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, frames) {
+            if (!cJSON_IsString(f)) {
+                free(urls);
+                return bad_set(bad, 400, param, "invalid_type", "video frame %zu is not a string "
+                               "(a data: URL or a file under --image-dir)", k + 1);
+            }
+            urls[k++] = f->valuestring;
+        }
+        st = serve_video_from_frames(urls, k, fps, &lim, &im, msg, sizeof msg);
+        free(urls);
+    }
+    if (st != 0) return bad_set(bad, st, param, st == 400 ? "invalid_video" : NULL, "%s", msg);
+    r->gen->pictures[r->gen->n_pictures++] = im;
+    qvl_error err = {0};
+    if (qvl_prompt_add_video(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
     return true;
 }
 
@@ -257,10 +324,16 @@ static bool add_parts(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
             if (!user)
                 return bad_set(bad, 400, param, "invalid_value", "only user messages may hold images");
             if (!add_image(chat, r, ctx, part, param, bad)) return false;
+        } else if (strcmp(type->valuestring, "video") == 0 ||
+                   strcmp(type->valuestring, "video_url") == 0) {
+            if (!user)
+                return bad_set(bad, 400, param, "invalid_value", "only user messages may hold videos");
+            if (!add_video(chat, r, ctx, part, type->valuestring[5] == '_', param, bad))
+                return false;
         } else {
             return bad_set(bad, 400, param, "unsupported_value",
-                           "content part type '%.40s' is not supported (text, image_url)",
-                           type->valuestring);
+                           "content part type '%.40s' is not supported (text, image_url, video, "
+                           "video_url)", type->valuestring);
         }
     }
     return true;
@@ -337,7 +410,9 @@ static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_
     }
     if (ok && qvl_prompt_render(chat, true, &r->gen->prompt, NULL, &err) != QVL_OK)
         ok = bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
-    if (ok) ok = check_prompt(r->gen->prompt, r->gen->n_pictures, bad);
+    size_t n_videos = 0;
+    for (size_t i = 0; i < r->gen->n_pictures; i++) n_videos += r->gen->pictures[i].is_video;
+    if (ok) ok = check_prompt(r->gen->prompt, r->gen->n_pictures - n_videos, n_videos, bad);
     qvl_prompt_free(chat);
     return ok;
 }

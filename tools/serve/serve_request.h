@@ -10,6 +10,7 @@
 #include "qvl/engine_job.h"
 #include "qvl/sampling.h"
 #include "serve_image.h"
+#include "serve_video.h"
 
 /* Bounds on what one request may ask for. */
 #define SERVE_MAX_JSON_DEPTH 32   /* nesting of the body; the API needs 5 */
@@ -19,8 +20,8 @@
 
 typedef struct serve_request {
     /* What the engine generates from (qvl/engine_job.h): the conversation rendered by the
-     * model's chat template with the generation prompt, one picture placeholder per picture,
-     * the pictures in prompt order, sampling, max_tokens, stop strings. NULL once the engine
+     * model's chat template with the generation prompt, one placeholder per picture or video,
+     * the pictures and videos in prompt order, sampling, max_tokens, stop strings. NULL once the engine
      * took it (qvl_engine_prepare). */
     qvl_engine_request *gen;
     bool stream, include_usage;
@@ -31,8 +32,11 @@ typedef struct serve_request {
 typedef struct serve_parse_ctx {
     const qvl_sampling_params *defaults; /* from generation_config.json */
     const qvl_picture_rules *pictures;   /* NULL: the model has no vision encoder */
+    const qvl_video_rules *videos;       /* NULL: the model takes no videos */
     const char *image_dir;               /* real path of --image-dir, or NULL */
-    int max_images;
+    int max_images;                      /* pictures and videos */
+    int64_t max_video_frames;            /* frames one video may give */
+    double max_video_seconds;            /* frames / fps one video may last */
     size_t max_file_bytes;               /* largest local picture file */
     int64_t ctx;                         /* a slot's context: the pictures must leave room */
     serve_image_guard *guard;            /* the request's picture budget, deadline and client

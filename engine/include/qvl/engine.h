@@ -20,6 +20,7 @@
 #include "qvl/backend.h" /* qvl_options */
 #include "qvl/engine_job.h"
 #include "qvl/engine_picture.h"
+#include "qvl/engine_video.h"
 #include "qvl/sampling.h"
 #include "qvl/status.h"
 
@@ -82,14 +83,18 @@ const qvl_sampling_params *qvl_engine_sampling_defaults(qvl_engine *e); /* gener
 /* How pictures are prepared; NULL when the model has no vision encoder. Pictures larger than a
  * slot's context are already ruled out by its pixel bounds. */
 const qvl_picture_rules *qvl_engine_picture_rules(qvl_engine *e);
+/* How videos are prepared (qvl/engine_video.h); NULL when the model takes none. */
+const qvl_video_rules *qvl_engine_video_rules(qvl_engine *e);
 int64_t qvl_engine_ctx(qvl_engine *e);
 /* Where the model's layers run, in one line (as qvl run prints it with -ngl). */
 void qvl_engine_placement(qvl_engine *e, char *out, size_t size);
 int qvl_engine_slots(qvl_engine *e);
 
-/* Tokenize a request into a job (takes req, also on failure). Errors: QVL_E_LIMIT when the
- * prompt does not fit a slot's context, QVL_E_NOMEM, else QVL_E_INVALID (a picture
- * placeholder spelled in the text, a count that does not match the pictures). The job's
+/* Tokenize a request into a job (takes req, also on failure): each video placeholder becomes
+ * its video's text, each picture's and frame group's pad its tokens. Nothing is encoded yet.
+ * Errors: QVL_E_LIMIT when the prompt does not fit a slot's context, QVL_E_NOMEM, else
+ * QVL_E_INVALID (a picture placeholder spelled in the text, a count that does not match the
+ * pictures and videos). The job's
  * partition is no API key and no salt, its deadline none: set them before submitting. */
 qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **out,
                               qvl_error *err);

@@ -27,8 +27,8 @@ extern "C" {
  * sample and stop. Owned by the job once prepared (qvl_engine_prepare); every pointer is
  * malloc'd and freed by qvl_engine_request_free. */
 typedef struct qvl_engine_request {
-    char *prompt;          /* one picture placeholder per picture */
-    qvl_picture *pictures; /* in prompt order */
+    char *prompt;          /* one placeholder per picture and per video */
+    qvl_picture *pictures; /* pictures and videos (is_video), in prompt order */
     size_t n_pictures;
     int64_t max_tokens;    /* -1: until a stop or the end of the context */
     qvl_sampling_params sampling;
@@ -58,7 +58,7 @@ typedef struct qvl_job {
     int32_t *ids;        /* the prompt's tokens, each picture's pads expanded */
     int64_t n_ids;
     uint64_t *keys;      /* per token: what the KV cache entry depends on (qvl/prefix_cache.h) */
-    qvl_prefix_image *images; /* per picture: where its pads are, and its digest */
+    qvl_prefix_image *images; /* per picture or video: its span in ids, and its digest */
     qvl_partition partition;  /* whose cached prefixes it may reuse (API key, cache_salt) */
     double deadline;     /* qvl_job_now() seconds after which no token is generated; 0: none */
 

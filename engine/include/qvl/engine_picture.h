@@ -24,13 +24,16 @@ extern "C" {
  * qvl_picture_rules_create for tools and tests that have a preprocessing config at hand). */
 typedef struct qvl_picture_rules qvl_picture_rules;
 
-/* One picture ready for the vision encoder. */
+/* One picture, or one video (qvl/engine_video.h), ready for the vision encoder. */
 typedef struct qvl_picture {
     int64_t grid_t, grid_h, grid_w; /* patch grid (frames, rows, columns) */
     float *pixels;    /* [n_rows, rules' row width] f32; NULL once the prefill consumed them */
     int64_t n_rows;   /* patches */
-    int64_t n_tokens; /* merged tokens the picture takes in the prompt */
+    int64_t n_tokens; /* merged tokens the picture takes in the prompt (a video: its pads) */
     uint8_t digest[QVL_SHA256_BYTES]; /* stays when the pixels are freed */
+    bool is_video;    /* grid_t frame groups, each its own run of video pads */
+    char *text;       /* a video's prompt text: its groups' "<t seconds>" and placeholders
+                       * (malloc'd; freed with the pixels, which is after tokenizing) */
     /* Memory accounting of the caller's (optional): qvl_picture_free calls give_back(arg,
      * reserved) once, when it frees the pixels. */
     void (*give_back)(void *arg, int64_t bytes);
@@ -55,8 +58,8 @@ qvl_status qvl_picture_plan_for(const qvl_picture_rules *r, int64_t width, int64
 qvl_status qvl_picture_make(const qvl_picture_rules *r, qvl_image *img, qvl_picture *out,
                             qvl_error *err);
 
-/* Free the pixels and give the reserved bytes back (grid, tokens and digest stay).
- * Idempotent. */
+/* Free the pixels (and a video's text) and give the reserved bytes back (grid, tokens and
+ * digest stay). Idempotent. */
 void qvl_picture_free(qvl_picture *p);
 
 /* The size window pictures are resized into, in pixels. */
@@ -69,7 +72,8 @@ int64_t qvl_picture_tokens_to_pixels(const qvl_picture_rules *r, int64_t tokens)
 qvl_picture_rules *qvl_picture_rules_with_window(const qvl_picture_rules *r, int64_t min_pixels,
                                                  int64_t max_pixels);
 
-/* out = src with pixels of its own (src must still hold its pixels; accounting fields zero):
+/* out = src with pixels (and a video's text) of its own (src must still hold its pixels;
+ * accounting fields zero):
  * a front end that submits the same picture again (a conversation's earlier turns) keeps one
  * copy and hands the engine another, which the engine frees once it is encoded or reused. */
 qvl_status qvl_picture_copy(const qvl_picture_rules *r, const qvl_picture *src, qvl_picture *out,
