@@ -59,6 +59,19 @@ check("next turn: the video comes from the cache (not encoded again)",
       ok and int(jobs[1][2]) >= int(jobs[0][1]) - 1 and jobs[1][3] == "0" and jobs[1][4] == "1",
       (jobs, err))
 
+# A file through FFmpeg: transformers' greedy ids on h264.mp4 decoded by PyAV (vid_file).
+clip = os.path.join(videos, "files", "h264.mp4")
+probe = subprocess.run([qvl, "run", "-m", model, "-p", "x", "-n", "1", "--video", clip],
+                       capture_output=True, text=True, timeout=300)
+has_decoder = "apt-get install libavformat-dev" not in probe.stderr
+if has_decoder:
+    want_file = [str(i) for i in cases["vid_file"]["greedy_ids"]]
+    rc, got, err = piped([f"/video {clip}", " What happens?"], "-n", str(len(want_file)))
+    check("/video FILE.mp4: greedy ids = transformers (PyAV)", rc == 0 and got == [want_file],
+          (got, want_file, err))
+else:
+    print("note: this qvl was built without FFmpeg; /video FILE checks only its refusal")
+
 tmp = tempfile.mkdtemp()
 mixed = os.path.join(tmp, "mixed")
 os.makedirs(mixed)
@@ -74,7 +87,7 @@ bad = [
     (f"/video {short}@0", "not a frame rate"),
     (f"/video {os.path.join(short, '000.png')}", "at least 2"),
     (f"/video {tmp}/missing.png,{tmp}/missing2.png@1", "missing"),
-    (f"/video {tmp}/clip.mp4", "not supported by this build"),
+    (f"/video {tmp}/clip.mp4", "clip.mp4" if has_decoder else "not supported by this build"),
     ("/video", "/video needs a PATH"),
 ]
 for line, words in bad:

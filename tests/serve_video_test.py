@@ -10,8 +10,10 @@ chunks inside the video's pads); streamed = not streamed; the video of one turn 
 next (cached_tokens covers it and only the new tokens are prefilled); --max-video-frames,
 --max-video-seconds and the context as one-line 400s; hostile frame lists (mixed sizes, bad
 data: URLs, a non-image media type, a frame that is not a string, empty, one frame, a bad fps,
-a video in an assistant message); video_url answers that this build reads no video files; the
-OpenAI Python client passes the part through (when installed); a clean exit."""
+a video in an assistant message); a video_url file (data: URL) answers as `qvl run --video` on
+the same file, a broken or mislabelled file and the --max-video-seconds cap are one-line 400s,
+and a build without FFmpeg says so in one; the OpenAI Python client passes the part through
+(when installed); a clean exit."""
 import base64
 import glob
 import os
@@ -24,6 +26,7 @@ import serve_util
 QVL, SRC = sys.argv[1], sys.argv[2]
 MODEL = os.path.join(SRC, "tests", "fixtures", "tiny-tied")
 VIDEOS = os.path.join(SRC, "tests", "fixtures", "videos")
+FILES = os.path.join(VIDEOS, "files")
 check = serve_util.Checks()
 content_of = serve_util.content_of
 
@@ -158,9 +161,6 @@ def test_hostile(s):
         ("video not a list", {"type": "video", "video": "data:image/png;base64,AAAA"},
          ["list of frames"]),
         ("fps 0", video_part(None, 0, short), ["fps"]),
-        ("video_url: no decoder in this build",
-         {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}},
-         ["not supported by this build"]),
     ]
     for name, part, words in cases:
         status, _, body = ask(s, [part, {"type": "text", "text": "hi"}])
@@ -173,6 +173,46 @@ def test_hostile(s):
     check("hostile: <|video_pad|> typed as text -> 400", is_400(status, body, "<|video_pad|>"), body)
     status, _, body = ask(s, [video_part("vid_short", 4), {"type": "text", "text": " What happens?"}])
     check("the server still answers after the hostile requests", status == 200, body)
+
+
+def has_decoder():
+    """Whether this qvl was built with FFmpeg (else --video says how to get it)."""
+    r = subprocess.run([QVL, "run", "-m", MODEL, "-p", "x", "-n", "1", "--video",
+                        os.path.join(FILES, "h264.mp4")], capture_output=True, timeout=300)
+    return b"apt-get install libavformat-dev" not in r.stderr
+
+
+def test_video_url(s, s_small):
+    part = {"type": "video_url", "video_url": {"url": data_url(os.path.join(FILES, "h264.mp4"),
+                                                               "video/mp4")}}
+    text = {"type": "text", "text": " What happens?"}
+    if not has_decoder():
+        status, _, body = ask(s, [part, text])
+        check("video_url without FFmpeg: 400 in one line", is_400(
+            status, body, "not supported by this build"), body)
+        return
+    want = run_qvl(["--video", os.path.join(FILES, "h264.mp4")])
+    status, _, body = ask(s, [part, text])
+    check("video_url (data: URL of an MP4): greedy = qvl run --video", status == 200 and
+          content_of(body) == want and want is not None, (body, want))
+    status, _, body = ask(s, [{"type": "image_url", "image_url": {"url": data_url(
+        frames_of("vid_short")[0])}}, part, text])
+    check("a picture, then a video_url", status == 200, body)
+    cases = [
+        ("a broken file", "data:video/mp4;base64," + base64.b64encode(
+            b"\0\0\0\x18ftypmp42" + b"\0" * 64).decode(), ["video_url"]),
+        ("a truncated file", data_url(os.path.join(FILES, "truncated.mp4"), "video/mp4"),
+         ["video_url"]),
+        ("a picture's media type", data_url(frames_of("vid_short")[0]), ["video/"]),
+    ]
+    for name, url, words in cases:
+        status, _, body = ask(s, [{"type": "video_url", "video_url": {"url": url}}, text])
+        check("video_url: " + name + " -> 400 in one line", is_400(status, body, *words), body)
+    long_file = {"type": "video_url", "video_url": {"url": data_url(
+        os.path.join(FILES, "ten_hours.avi"), "video/x-msvideo")}}
+    status, _, body = ask(s_small, [long_file, text])
+    check("video_url: a 10-hour file over --max-video-seconds -> 400 naming it",
+          is_400(status, body, "--max-video-seconds"), body)
 
 
 def test_openai_client(s):
@@ -203,6 +243,7 @@ def main():
         test_parity(s)
         test_reuse(s)
         test_hostile(s)
+        test_video_url(s, small)
         test_openai_client(s)
         test_limits(small)
     finally:

@@ -140,7 +140,7 @@ static qvl_status plan_kept(const qvl_video_rules *r, chat_picture *v, int64_t n
 /* A video file through the file decoder: decoded, planned and made at once. */
 static qvl_status from_file(const qvl_video_rules *r, chat_picture *v, int64_t budget,
                             qvl_error *err) {
-    const video_file_caps caps = {.max_frames = CHAT_VIDEO_MAX_FILES, .max_seconds = 1e9};
+    const video_file_caps caps = {0}; /* the decoder's built-in caps */
     video_file_frames vf = {0};
     qvl_status st = video_file_decode_path(v->path, r, &caps, &vf, err);
     if (st == QVL_OK && vf.n < 1) st = qvl_fail(err, QVL_E_INVALID, "the file holds no frames");

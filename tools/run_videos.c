@@ -115,6 +115,9 @@ static qvl_status plan_file(run_images *im, size_t i, qvl_error *err) {
     run_video *v = &im->videos[i];
     qvl_video_caps caps;
     qvl_video_caps_default(&caps);
+    caps.duration_flag = "--video-max-duration";
+    caps.bytes_flag = "--video-max-mib";
+    caps.seconds_flag = "--video-max-seconds";
     if (im->vb.max_duration > 0) caps.max_duration_s = im->vb.max_duration;
     if (im->vb.max_seconds > 0) caps.max_seconds = im->vb.max_seconds;
     if (im->vb.max_mib > 0) caps.max_bytes = im->vb.max_mib << 20;

@@ -2,8 +2,8 @@
  * one place where the runtime's file decoder plugs in. The decoder (qvl_video_decode_file and
  * qvl_video_decode_memory of runtime/include/qvl/video_decode.h, FFmpeg's libraries) returns
  * the frames the processor keeps, decoded RGB, with their times; video_files.c adapts them to
- * this interface. A build without that decoder says so in one line (video_files_supported()
- * is false): the front ends answer before reading anything. */
+ * this interface. A build without FFmpeg says so in one line (video_files_supported() is
+ * false): the front ends answer before reading anything. */
 #ifndef QVL_TOOLS_VIDEO_FILES_H
 #define QVL_TOOLS_VIDEO_FILES_H
 
@@ -16,12 +16,16 @@
 #include "qvl/status.h"
 
 /* Why a build cannot read video files (the front ends' one-line answer). */
-#define VIDEO_FILES_UNSUPPORTED "video files are not supported by this build (no video file " \
-    "decoder); send the video as its frames"
+#define VIDEO_FILES_UNSUPPORTED "video files are not supported by this build (built without " \
+    "FFmpeg's libraries); send the video as its frames"
 
+/* An unset field (0, NULL) takes the decoder's built-in cap (qvl/video_decode.h). */
 typedef struct video_file_caps {
-    int64_t max_frames;  /* frames in the file, at most */
-    double max_seconds;  /* its duration, at most */
+    int64_t max_frames;  /* frames the processor keeps, at most */
+    double max_seconds;  /* the duration the file declares, at most */
+    int64_t max_bytes;   /* RGB bytes of the kept frames, all together */
+    qvl_image_stop stop; /* asked while decoding (a client gone, a deadline) */
+    const char *frames_flag, *duration_flag, *bytes_flag; /* options named when hit (NULL: none) */
 } video_file_caps;
 
 /* A decoded file's kept frames (all of one size) and their times in seconds. */
@@ -34,7 +38,7 @@ typedef struct video_file_frames {
 bool video_files_supported(void);
 
 /* The file at path, or the n bytes at data, decoded to the frames the processor (r) keeps.
- * Without a decoder: QVL_E_UNSUPPORTED, VIDEO_FILES_UNSUPPORTED. */
+ * Errors name the file (or "video") in one line; QVL_E_LIMIT for a cap. */
 qvl_status video_file_decode_path(const char *path, const qvl_video_rules *r,
                                   const video_file_caps *caps, video_file_frames *out,
                                   qvl_error *err);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,6 +29,12 @@ void qvl_video_caps_default(qvl_video_caps *caps) {
 
 bool qvl_video_decoder_available(void) { return video_ffmpeg_available(); }
 
+const char *video_cap_hint(const char *flag, char *buf, size_t size) {
+    if (flag) snprintf(buf, size, "the cap; %s raises it", flag);
+    else snprintf(buf, size, "the cap");
+    return buf;
+}
+
 double video_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -37,9 +44,10 @@ double video_now(void) {
 qvl_status video_check_time(const video_job *job, qvl_error *err) {
     if (job->caps.stop.should_stop && job->caps.stop.should_stop(job->caps.stop.arg))
         return qvl_fail(err, QVL_E_LIMIT, "%s: decoding stopped", job->what);
+    char hint[96];
     if (video_now() > job->deadline)
-        return qvl_fail(err, QVL_E_LIMIT, "%s: decoding took over %g s (the cap; "
-                        "--video-max-seconds raises it)", job->what, job->caps.max_seconds);
+        return qvl_fail(err, QVL_E_LIMIT, "%s: decoding took over %g s (%s)", job->what,
+                        job->caps.max_seconds, video_cap_hint(job->caps.seconds_flag, hint, sizeof hint));
     return QVL_OK;
 }
 
@@ -71,10 +79,11 @@ qvl_status video_plan(const video_job *job, int64_t n_total, double fps, int64_t
         return qvl_fail(err, QVL_E_LIMIT, "%s: the stream declares %lld frames, over %lld (the cap)",
                         job->what, (long long)n_total, (long long)job->caps.max_frames);
     const double duration = (double)n_total / fps;
+    char hint[96];
     if (duration > job->caps.max_duration_s)
-        return qvl_fail(err, QVL_E_LIMIT, "%s: %lld frames at %g fps last %.0f s, over %.0f s (the "
-                        "cap; --video-max-duration raises it)", job->what, (long long)n_total, fps,
-                        duration, job->caps.max_duration_s);
+        return qvl_fail(err, QVL_E_LIMIT, "%s: %lld frames at %g fps last %.0f s, over %.0f s (%s)",
+                        job->what, (long long)n_total, fps, duration, job->caps.max_duration_s,
+                        video_cap_hint(job->caps.duration_flag, hint, sizeof hint));
     int64_t *k = malloc((size_t)n_total * sizeof *k);
     if (!k) return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", job->what);
     int64_t n = n_total;
@@ -101,9 +110,9 @@ qvl_status video_plan(const video_job *job, int64_t n_total, double fps, int64_t
     if (bytes > (double)job->caps.max_bytes) {
         free(k);
         return qvl_fail(err, QVL_E_LIMIT, "%s: %lld kept frames of %lldx%lld need %.0f MiB, over "
-                        "%lld MiB (the cap; keep fewer frames or raise --video-max-mib)", job->what,
-                        (long long)n, (long long)width, (long long)height, bytes / 1048576.0,
-                        (long long)(job->caps.max_bytes >> 20));
+                        "%lld MiB (%s)", job->what, (long long)n, (long long)width,
+                        (long long)height, bytes / 1048576.0, (long long)(job->caps.max_bytes >> 20),
+                        video_cap_hint(job->caps.bytes_flag, hint, sizeof hint));
     }
     *idx = k;
     *n_kept = n;

@@ -29,6 +29,9 @@ typedef struct video_job {
 /* Seconds on the monotonic clock. */
 double video_now(void);
 
+/* "the cap", or "the cap; FLAG raises it" when the caller named its option: buf. */
+const char *video_cap_hint(const char *flag, char *buf, size_t size);
+
 /* QVL_E_LIMIT once the deadline passed or the stop callback says so. */
 qvl_status video_check_time(const video_job *job, qvl_error *err);
 

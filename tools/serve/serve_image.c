@@ -55,6 +55,10 @@ bool serve_image_should_stop(serve_image_guard *g) {
 
 static bool guard_stop(void *arg) { return serve_image_should_stop(arg); }
 
+qvl_image_stop serve_image_stop_of(serve_image_guard *g) {
+    return (qvl_image_stop){.should_stop = g ? guard_stop : NULL, .arg = g};
+}
+
 static int b64_value(unsigned char c) {
     if (c >= 'A' && c <= 'Z') return c - 'A';
     if (c >= 'a' && c <= 'z') return c - 'a' + 26;
@@ -163,7 +167,7 @@ static int from_bytes(const unsigned char *bytes, size_t n, const char *what,
     int rc = serve_image_reserve(lim->guard, need, what, out, msg, msg_len);
     if (rc != 0) return rc;
     serve_image_guard *g = lim->guard;
-    const qvl_image_stop stop = {.should_stop = guard_stop, .arg = g};
+    const qvl_image_stop stop = serve_image_stop_of(g);
     qvl_image img;
     qvl_status st = qvl_image_decode_stoppable(bytes, n, what, g ? &stop : NULL, &img, &err);
     if (st == QVL_OK) rc = preprocess(&img, lim->rules, what, out, msg, msg_len);

@@ -45,6 +45,8 @@ typedef struct serve_image_guard {
 
 /* Whether a decode or wait guarded so should stop now (records why in g->why). */
 bool serve_image_should_stop(serve_image_guard *g);
+/* The decoders' stop callback asking g (NULL: never stop). */
+qvl_image_stop serve_image_stop_of(serve_image_guard *g);
 
 typedef struct serve_image_limits {
     const qvl_picture_rules *rules;

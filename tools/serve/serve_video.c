@@ -164,11 +164,20 @@ int serve_video_from_url(const char *url, const serve_video_limits *lim, serve_i
     int rc = serve_url_read(url, "video_url", "video/", lim->image_dir, lim->max_file_bytes,
                             &bytes, &n, name, sizeof name, msg, msg_len);
     if (rc != 0) return rc;
-    const video_file_caps caps = {.max_frames = lim->max_frames, .max_seconds = lim->max_seconds};
+    /* The kept frames' RGB is bounded by the whole picture budget before decoding (their size
+     * is known only from the stream); what stays afterwards is reserved from it below. */
+    serve_image_guard *g = lim->guard;
+    const video_file_caps caps = {
+        .max_frames = lim->max_frames, .max_seconds = lim->max_seconds,
+        .max_bytes = g && g->budget ? g->budget->cap : 0, .stop = serve_image_stop_of(g),
+        .frames_flag = "--max-video-frames", .duration_flag = "--max-video-seconds",
+        .bytes_flag = "--max-image-memory"};
     video_file_frames vf = {0};
     qvl_error err = {0};
     qvl_status st = video_file_decode_memory(bytes, n, lim->rules, &caps, &vf, &err);
     free(bytes);
+    if (st != QVL_OK && g && g->why != SERVE_IMAGE_GO_ON)
+        return serve_image_stopped(g, "video_url", msg, msg_len);
     if (st != QVL_OK)
         return failf(msg, msg_len, st == QVL_E_NOMEM ? 500 : 400, "video_url: %s", err.msg);
     qvl_video_plan plan;

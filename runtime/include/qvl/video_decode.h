@@ -54,6 +54,9 @@ typedef struct qvl_video_caps {
     int64_t max_bytes;      /* RGB bytes of the kept frames, all together */
     double max_seconds;     /* wall time of the decode */
     qvl_image_stop stop;    /* asked between packets and frames (NULL function: never stop) */
+    /* The caller's option that raises the duration, bytes and wall-time caps, named in their
+     * error lines (NULL: the line names none). The runtime knows no command line. */
+    const char *duration_flag, *bytes_flag, *seconds_flag;
 } qvl_video_caps;
 
 void qvl_video_caps_default(qvl_video_caps *caps);

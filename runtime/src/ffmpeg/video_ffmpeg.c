@@ -390,10 +390,11 @@ static qvl_status ff_pass(ff *f, const int64_t *idx, int64_t n_kept, double fps,
 static qvl_status frame_count(ff *f, const video_source *src, double fps, int64_t *n,
                               qvl_error *err) {
     const double dur = declared_duration(f);
+    char hint[96];
     if (dur > f->job->caps.max_duration_s)
-        return qvl_fail(err, QVL_E_LIMIT, "%s: lasts %.0f s, over %.0f s (the cap; "
-                        "--video-max-duration raises it)", f->job->what, dur,
-                        f->job->caps.max_duration_s);
+        return qvl_fail(err, QVL_E_LIMIT, "%s: lasts %.0f s, over %.0f s (%s)", f->job->what, dur,
+                        f->job->caps.max_duration_s,
+                        video_cap_hint(f->job->caps.duration_flag, hint, sizeof hint));
     if (f->st->nb_frames > 0) {
         *n = f->st->nb_frames;
         return QVL_OK;
