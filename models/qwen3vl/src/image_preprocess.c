@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "patch_pack.h"
 #include "qvl/checked.h"
 
 int64_t qvl_image_grid_patches(const qvl_image_grid *g) { return g->t * g->h * g->w; }
@@ -246,13 +247,8 @@ qvl_status qvl_image_preprocess(const qvl_image *img, const qvl_preprocess_confi
         return st;
     }
 
-    /* Fused rescale + normalise as the fast processor: (x - mean/r) / (std/r) in f32. */
-    float mean[3], stdv[3];
-    for (int c = 0; c < 3; c++) {
-        float inv_r = (float)(1.0 / pc->rescale_factor);
-        mean[c] = (float)pc->image_mean[c] * inv_r;
-        stdv[c] = (float)pc->image_std[c] * inv_r;
-    }
+    patch_norm nm;
+    patch_norm_init(pc, &nm);
     const int64_t gh = rh / p, gw = rw / p, width = 3 * tp * p * p;
     const qvl_image_grid g = {.t = 1, .h = gh, .w = gw}; /* one frame repeated tp times */
     float *out = malloc((size_t)(gh * gw * width) * sizeof *out);
@@ -260,24 +256,8 @@ qvl_status qvl_image_preprocess(const qvl_image *img, const qvl_preprocess_confi
         free(rs);
         return qvl_fail(err, QVL_E_NOMEM, "image preprocess: out of memory");
     }
-    /* Row s = window-order patch index, element e = ((c*tp + t)*p + py)*p + px
-     * (docs/MODEL.md, "Patch order"). */
-    int64_t s = 0;
-    for (int64_t bh = 0; bh < gh / m; bh++)
-        for (int64_t bw = 0; bw < gw / m; bw++)
-            for (int64_t mh = 0; mh < m; mh++)
-                for (int64_t mw = 0; mw < m; mw++, s++) {
-                    const int64_t y0 = (bh * m + mh) * p, x0 = (bw * m + mw) * p;
-                    float *row = out + s * width;
-                    for (int c = 0; c < 3; c++)
-                        for (int64_t t = 0; t < tp; t++)
-                            for (int64_t py = 0; py < p; py++)
-                                for (int64_t px = 0; px < p; px++) {
-                                    uint8_t v = rs[((y0 + py) * rw + x0 + px) * 3 + c];
-                                    row[((c * tp + t) * p + py) * p + px] =
-                                        ((float)v - mean[c]) / stdv[c];
-                                }
-                }
+    const uint8_t *frame = rs;
+    patch_pack_group(&frame, 1, rh, rw, pc, &nm, out);
     free(rs);
     *pixels = out;
     *grid = g;

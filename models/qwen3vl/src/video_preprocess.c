@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "patch_pack.h"
 #include "qvl/checked.h"
 
 #define VIDEO_PAD "<|video_pad|>"
@@ -140,30 +141,6 @@ qvl_status qvl_video_plan_grid(int64_t n_frames, int64_t width, int64_t height,
 
 /* ---- pixels --------------------------------------------------------------------------------- */
 
-/* Group g's rows: frames fr[0..tp) (already resized to rw x rh) along the temporal axis. */
-static void write_group(uint8_t *const *fr, int64_t rh, int64_t rw, const qvl_preprocess_config *pc,
-                        const float mean[3], const float stdv[3], float *out) {
-    (void)rh;
-    const int64_t p = pc->patch_size, tp = pc->temporal_patch_size, m = pc->merge_size;
-    const int64_t gh = rh / p, gw = rw / p, width = 3 * tp * p * p;
-    int64_t s = 0;
-    for (int64_t bh = 0; bh < gh / m; bh++)
-        for (int64_t bw = 0; bw < gw / m; bw++)
-            for (int64_t mh = 0; mh < m; mh++)
-                for (int64_t mw = 0; mw < m; mw++, s++) {
-                    const int64_t y0 = (bh * m + mh) * p, x0 = (bw * m + mw) * p;
-                    float *row = out + s * width;
-                    for (int c = 0; c < 3; c++)
-                        for (int64_t t = 0; t < tp; t++)
-                            for (int64_t py = 0; py < p; py++)
-                                for (int64_t px = 0; px < p; px++) {
-                                    uint8_t v = fr[t][((y0 + py) * rw + x0 + px) * 3 + c];
-                                    row[((c * tp + t) * p + py) * p + px] =
-                                        ((float)v - mean[c]) / stdv[c];
-                                }
-                }
-}
-
 qvl_status qvl_video_preprocess(const qvl_image *frames, size_t n_frames,
                                 const qvl_video_config *vc, float **pixels, qvl_image_grid *grid,
                                 qvl_error *err) {
@@ -186,12 +163,8 @@ qvl_status qvl_video_preprocess(const qvl_image *frames, size_t n_frames,
     const int64_t p = pc->patch_size, tp = pc->temporal_patch_size;
     if (tp > 64) return qvl_fail(err, QVL_E_INVALID, "video preprocess: temporal patch too large");
     const int64_t rh = g.h * p, rw = g.w * p, hw = g.h * g.w, width = 3 * tp * p * p;
-    float mean[3], stdv[3];
-    for (int c = 0; c < 3; c++) { /* fused rescale + normalise, as the image processor */
-        float inv_r = (float)(1.0 / pc->rescale_factor);
-        mean[c] = (float)pc->image_mean[c] * inv_r;
-        stdv[c] = (float)pc->image_std[c] * inv_r;
-    }
+    patch_norm nm;
+    patch_norm_init(pc, &nm);
     float *out = malloc((size_t)(g.t * hw * width) * sizeof *out);
     uint8_t *buf[64] = {0};
     for (int64_t t = 0; out && t < tp; t++)
@@ -200,18 +173,16 @@ qvl_status qvl_video_preprocess(const qvl_image *frames, size_t n_frames,
         st = qvl_fail(err, QVL_E_NOMEM, "video preprocess: out of memory");
     }
     for (int64_t gi = 0; st == QVL_OK && gi < g.t; gi++) {
-        uint8_t *fr[64];
-        for (int64_t t = 0; st == QVL_OK && t < tp; t++) {
+        /* The last group may run out of frames: the packer repeats its last one to fill it. */
+        const uint8_t *fr[64];
+        int64_t n_fr = 0;
+        for (int64_t t = 0; st == QVL_OK && t < tp && gi * tp + t < (int64_t)n_frames; t++) {
             int64_t k = gi * tp + t;
-            if (k >= (int64_t)n_frames) { /* the last frame repeated to fill the group */
-                fr[t] = fr[t - 1];
-                continue;
-            }
             st = qvl_image_resize_bicubic(&frames[k], (int32_t)rw, (int32_t)rh, buf[t], err);
-            fr[t] = buf[t];
+            fr[n_fr++] = buf[t];
             if (st != QVL_OK) qvl_error_prefix(err, "video frame %lld", (long long)(k + 1));
         }
-        if (st == QVL_OK) write_group(fr, rh, rw, pc, mean, stdv, out + gi * hw * width);
+        if (st == QVL_OK) patch_pack_group(fr, n_fr, rh, rw, pc, &nm, out + gi * hw * width);
     }
     for (int64_t t = 0; t < tp; t++) free(buf[t]);
     if (st != QVL_OK) {
