@@ -2,13 +2,9 @@
  * (docs/MODEL.md, "Video preprocessing"). */
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <stdlib.h>
 
 #include "preprocess_json.h"
-#include "qvl/file.h"
 #include "qvl/video_preprocess.h"
-
-#define VIDEO_CONFIG_MAX_BYTES (1u << 20)
 
 void qvl_video_config_default(const qvl_vision_config *v, qvl_video_config *out) {
     qvl_preprocess_config pc;
@@ -28,19 +24,8 @@ void qvl_video_config_default(const qvl_vision_config *v, qvl_video_config *out)
     };
 }
 
-static qvl_status opt_bool(const cJSON *root, const char *path, const char *key, bool *out,
-                           qvl_error *err) {
-    const cJSON *it = preprocess_json_get(root, key);
-    if (!it) return QVL_OK;
-    if (!cJSON_IsBool(it))
-        return qvl_fail(err, QVL_E_INVALID, "%s: key '%s' must be true or false", path, key);
-    *out = cJSON_IsTrue(it);
-    return QVL_OK;
-}
-
 static qvl_status parse(const cJSON *root, const char *path, qvl_video_config *o, qvl_error *err) {
-    if (!cJSON_IsObject(root))
-        return qvl_fail(err, QVL_E_PARSE, "%s: top level must be an object", path);
+    /* preprocess_json_parse refuses a top level that is not an object. */
     qvl_status st = preprocess_json_parse(root, path, &o->pc, err);
     const cJSON *fps = preprocess_json_get(root, "fps");
     if (!st && fps) {
@@ -52,8 +37,10 @@ static qvl_status parse(const cJSON *root, const char *path, qvl_video_config *o
     const int64_t most = (int64_t)1 << 20;
     if (!st) st = preprocess_json_int(root, path, "min_frames", 1, most, &o->min_frames, err);
     if (!st) st = preprocess_json_int(root, path, "max_frames", 1, most, &o->max_frames, err);
-    if (!st) st = opt_bool(root, path, "do_sample_frames", &o->do_sample_frames, err);
-    if (!st) st = opt_bool(root, path, "cap_pixels_per_frame", &o->cap_pixels_per_frame, err);
+    if (!st) st = preprocess_json_bool(root, path, "do_sample_frames", &o->do_sample_frames, err);
+    if (!st)
+        st = preprocess_json_bool(root, path, "cap_pixels_per_frame", &o->cap_pixels_per_frame,
+                                  err);
     if (!st)
         st = preprocess_json_int(root, path, "max_video_tokens", 1, most, &o->max_video_tokens, err);
     if (!st && o->min_frames > o->max_frames)
@@ -65,15 +52,11 @@ static qvl_status parse(const cJSON *root, const char *path, qvl_video_config *o
 qvl_status qvl_video_config_load(const char *path, const qvl_vision_config *v,
                                  qvl_video_config *out, qvl_error *err) {
     qvl_video_config_default(v, out);
-    char *buf;
-    size_t n;
-    qvl_status rs = qvl_read_file(path, VIDEO_CONFIG_MAX_BYTES, QVL_E_NOT_FOUND, &buf, &n, err);
-    if (rs != QVL_OK) return rs;
-    cJSON *root = cJSON_ParseWithLength(buf, n);
-    free(buf);
-    if (!root) return qvl_fail(err, QVL_E_PARSE, "%s: not valid JSON", path);
+    cJSON *root;
+    qvl_status st = preprocess_json_read(path, &root, err);
+    if (st != QVL_OK) return st;
     qvl_video_config tmp = *out;
-    qvl_status st = parse(root, path, &tmp, err);
+    st = parse(root, path, &tmp, err);
     cJSON_Delete(root);
     if (st == QVL_OK) *out = tmp;
     return st;
