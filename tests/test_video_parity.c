@@ -30,16 +30,14 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "qvl/gen_config.h"
-#include "qvl/generate.h"
 #include "qvl/image.h"
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_model.h"
-#include "qvl/sampling.h"
 #include "qvl/tokenizer.h"
 #include "qvl/video_decode.h"
 #include "qvl/video_preprocess.h"
 #include "parity_backends.h"
+#include "parity_cases.h"
 
 #define FIXTURES QVL_SOURCE_DIR "/tests/fixtures"
 static const char *const models[] = {"tiny-tied", "tiny-untied"};
@@ -52,38 +50,10 @@ static const char *const models[] = {"tiny-tied", "tiny-untied"};
 
 static parity_backends list;
 
-static const char *kv_type(void) { return parity_env("QVL_PARITY_KV_TYPE"); }
-static bool kv_is_f32(void) { return kv_type() && strcmp(kv_type(), "f32") == 0; }
-
-static const cJSON *item(const cJSON *c, const char *key) {
-    const cJSON *it = cJSON_GetObjectItem(c, key);
-    if (!it) fail_msg("fixture key %s missing", key);
-    return it;
-}
-
-static int64_t num(const cJSON *c, const char *key) { return (int64_t)item(c, key)->valuedouble; }
-
-static int32_t *json_ids(const cJSON *arr, int64_t *n) {
-    *n = cJSON_GetArraySize(arr);
-    int32_t *ids = malloc((size_t)(*n ? *n : 1) * sizeof *ids);
-    for (int64_t i = 0; i < *n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
-    return ids;
-}
-
 static qvl_image_grid json_grid(const cJSON *g) {
     return (qvl_image_grid){(int64_t)cJSON_GetArrayItem(g, 0)->valuedouble,
                             (int64_t)cJSON_GetArrayItem(g, 1)->valuedouble,
                             (int64_t)cJSON_GetArrayItem(g, 2)->valuedouble};
-}
-
-static void *read_bytes(const char *dir, const char *file, size_t bytes) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    size_t got = 0;
-    void *v = parity_read_file(path, &got);
-    if (!v) fail_msg("%s: cannot read", path);
-    if (got != bytes) fail_msg("%s: %zu bytes, expected %zu", path, got, bytes);
-    return v;
 }
 
 /* One case through our side: the pictures and the video preprocessed (pictures first, as the
@@ -120,11 +90,11 @@ static int64_t *decode_file_case(const char *dir, const cJSON *c, const qvl_vide
                                  int64_t *n_kept, qvl_video_frames *frames) {
     char path[1024];
     qvl_error err = {0};
-    snprintf(path, sizeof path, "%s/%s", dir, item(c, "video_file")->valuestring);
+    snprintf(path, sizeof path, "%s/%s", dir, parity_item(c, "video_file")->valuestring);
     if (qvl_video_decode_file(path, NULL, pick_sampled, (void *)vc, frames, &err))
         fail_msg("%s", err.msg);
-    assert_int_equal(frames->n_total, num(c, "total_num_frames"));
-    assert_true(frames->fps == item(c, "fps")->valuedouble);
+    assert_int_equal(frames->n_total, parity_num(c, "total_num_frames"));
+    assert_true(frames->fps == parity_item(c, "fps")->valuedouble);
     int64_t *idx = calloc((size_t)frames->n, sizeof *idx);
     memcpy(idx, frames->indices, (size_t)frames->n * sizeof *idx);
     *n_kept = frames->n;
@@ -133,7 +103,7 @@ static int64_t *decode_file_case(const char *dir, const cJSON *c, const qvl_vide
 
 static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
     memset(o, 0, sizeof *o);
-    const char *name = item(c, "name")->valuestring;
+    const char *name = parity_item(c, "name")->valuestring;
     char path[1024];
     qvl_error err = {0};
     qvl_qwen3vl_config cfg;
@@ -150,7 +120,7 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
     int64_t image_tokens[MAX_MEDIA];
     size_t n_images = 0;
     const cJSON *p;
-    cJSON_ArrayForEach(p, item(c, "pictures")) {
+    cJSON_ArrayForEach(p, parity_item(c, "pictures")) {
         snprintf(path, sizeof path, "%s/%s", dir, p->valuestring);
         qvl_image im;
         float *px = NULL;
@@ -164,10 +134,10 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
     }
 
     /* Frame sampling and the frames' pixels (a file case: decoded by qvl_video_decode_file). */
-    const cJSON *frames = item(c, "frames");
+    const cJSON *frames = parity_item(c, "frames");
     const int n_frames_json = cJSON_GetArraySize(frames);
     const int64_t n_total = n_frames_json > 0 ? n_frames_json : 1;
-    const double fps = item(c, "fps")->valuedouble;
+    const double fps = parity_item(c, "fps")->valuedouble;
     const bool file_case = cJSON_IsString(cJSON_GetObjectItem(c, "video_file"));
     qvl_video_frames decoded = {0};
     assert_true(n_frames_json > 0 || file_case);
@@ -178,21 +148,22 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
         idx = calloc((uint32_t)n_total, sizeof *idx);
         if (qvl_video_sample_frames(n_total, fps, &vc, idx, &n_kept, &err)) fail_msg("%s", err.msg);
     }
-    const cJSON *want_idx = item(c, "sampled_indices");
+    const cJSON *want_idx = parity_item(c, "sampled_indices");
     assert_int_equal(n_kept, cJSON_GetArraySize(want_idx));
     for (int64_t i = 0; i < n_kept; i++)
         if (idx[i] != (int64_t)cJSON_GetArrayItem(want_idx, (int)i)->valuedouble)
             fail_msg("%s %s: kept frame %lld is %lld", dir, name, (long long)i, (long long)idx[i]);
     qvl_image *imgs = file_case ? decoded.frames : calloc((uint32_t)n_kept, sizeof *imgs);
     for (int64_t i = 0; !file_case && i < n_kept; i++) {
-        snprintf(path, sizeof path, "%s/videos/%s/%s", FIXTURES, item(c, "video")->valuestring,
+        snprintf(path, sizeof path, "%s/videos/%s/%s", FIXTURES,
+                 parity_item(c, "video")->valuestring,
                  cJSON_GetArrayItem(frames, (int)idx[i])->valuestring);
         if (qvl_image_load(path, &imgs[i], &err)) fail_msg("%s", err.msg);
     }
     float *px = NULL;
     qvl_image_grid vg;
     if (qvl_video_preprocess(imgs, (size_t)n_kept, &vc, &px, &vg, &err)) fail_msg("%s", err.msg);
-    qvl_image_grid want = json_grid(cJSON_GetArrayItem(item(c, "video_grid_thw"), 0));
+    qvl_image_grid want = json_grid(cJSON_GetArrayItem(parity_item(c, "video_grid_thw"), 0));
     if (vg.t != want.t || vg.h != want.h || vg.w != want.w)
         fail_msg("%s %s: grid %lldx%lldx%lld, transformers %lldx%lldx%lld", dir, name,
                  (long long)vg.t, (long long)vg.h, (long long)vg.w, (long long)want.t,
@@ -213,7 +184,7 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
         qvl_video_prompt_text(secs, vg.t, &vtext, &err))
         fail_msg("%s", err.msg);
     const char *texts[1] = {vtext};
-    if (qvl_video_expand_text(item(c, "text")->valuestring, texts, 1, &full, &err))
+    if (qvl_video_expand_text(parity_item(c, "text")->valuestring, texts, 1, &full, &err))
         fail_msg("%s", err.msg);
     qvl_tokenizer *tok = NULL;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
@@ -240,11 +211,11 @@ static void run_our_side(const char *dir, const cJSON *c, our_case *o) {
 
 /* Stages 0 and 1 (no model). */
 static void check_prompt_and_pixels(const char *dir, const cJSON *c) {
-    const char *name = item(c, "name")->valuestring;
+    const char *name = parity_item(c, "name")->valuestring;
     our_case o;
     run_our_side(dir, c, &o);
     int64_t n_prompt;
-    int32_t *want = json_ids(item(c, "prompt_ids"), &n_prompt);
+    int32_t *want = parity_json_ids(parity_item(c, "prompt_ids"), &n_prompt);
     if (o.n_ids != n_prompt) fail_msg("%s %s: %lld ids, transformers %lld", dir, name,
                                       (long long)o.n_ids, (long long)n_prompt);
     for (int64_t i = 0; i < n_prompt; i++)
@@ -263,7 +234,7 @@ static void check_prompt_and_pixels(const char *dir, const cJSON *c) {
                                   (int32_t)cfg.video_token_id, o.grids, o.is_video, o.n_media,
                                   cfg.vision.spatial_merge_size, 0, pos, &next, &err))
         fail_msg("%s %s: %s", dir, name, err.msg);
-    const cJSON *hp = item(c, "positions");
+    const cJSON *hp = parity_item(c, "positions");
     for (int a = 0; a < 3; a++)
         for (int64_t i = 0; i < n_prompt; i++) {
             int32_t w = (int32_t)cJSON_GetArrayItem(cJSON_GetArrayItem(hp, a), (int)i)->valuedouble;
@@ -271,7 +242,7 @@ static void check_prompt_and_pixels(const char *dir, const cJSON *c) {
                 fail_msg("%s %s: position axis %d token %lld is %d, transformers %d", dir, name, a,
                          (long long)i, pos[a * n_prompt + i], w);
         }
-    assert_int_equal(next - n_prompt, num(c, "rope_delta"));
+    assert_int_equal(next - n_prompt, parity_num(c, "rope_delta"));
     printf("%s %s: %lld prompt ids, grids and positions as transformers\n", dir, name,
            (long long)n_prompt);
 
@@ -279,7 +250,7 @@ static void check_prompt_and_pixels(const char *dir, const cJSON *c) {
     if (cJSON_IsString(pf)) {
         const int64_t vrows = o.rows - o.video_row0;
         const size_t count = (size_t)(vrows * o.width);
-        uint8_t *codes = read_bytes(dir, pf->valuestring, count);
+        uint8_t *codes = parity_read_exact(dir, pf->valuestring, count);
         double max_diff = 0;
         size_t differing = 0;
         for (size_t i = 0; i < count; i++) {
@@ -300,44 +271,18 @@ static void check_prompt_and_pixels(const char *dir, const cJSON *c) {
     free(o.pixels);
 }
 
-static void compare_block(const char *what, const float *ours, const float *hf, size_t count,
-                          double rtol) {
-    double max_ref = 0, max_err = 0;
-    for (size_t i = 0; i < count; i++) max_ref = fmax(max_ref, fabs(hf[i]));
-    for (size_t i = 0; i < count; i++) max_err = fmax(max_err, fabs((double)ours[i] - hf[i]));
-    printf("%s: max |ref| %.3f, max abs error %.3g (allowed %.3g)\n", what, max_ref, max_err,
-           rtol * max_ref);
-    if (!(max_err <= rtol * max_ref)) fail_msg("%s: outside the tolerance", what);
-}
-
-static void greedy_ids(int32_t id, void *user) {
-    int32_t **cursor = user;
-    *(*cursor)++ = id;
-}
-
-static bool unsupported(const char *backend, qvl_status st, const qvl_error *err) {
-    if (st == QVL_E_UNSUPPORTED && !list.strict && strcmp(backend, "reference") != 0) {
-        printf("skipping the video cases on backend %s: %s\n", backend, err->msg);
-        return true;
-    }
-    return false;
-}
-
 /* Stages 2 and 3 on one backend; false when the backend cannot run them. */
 static bool check_model(const char *dir, const char *backend, const cJSON *c) {
-    const char *name = item(c, "name")->valuestring;
+    const char *name = parity_item(c, "name")->valuestring;
     qvl_error err = {0};
     qvl_model *m = NULL;
-    qvl_model_options mo = {.backend_name = backend, .ctx = 128, .kv_type = kv_type(),
-                            .gpu_layers = parity_env("QVL_PARITY_GPU_LAYERS"),
-                            .cpu_backend_name = parity_env("QVL_PARITY_CPU_BACKEND"),
-                            .vision_backend_name = parity_env("QVL_PARITY_VISION_BACKEND")};
+    qvl_model_options mo = parity_model_options(backend, 128);
     assert_int_equal(qvl_model_open(dir, &mo, &m, &err), QVL_OK);
-    const int64_t K = num(c, "n_visual_tokens"), n_ds = num(c, "n_deepstack");
+    const int64_t K = parity_num(c, "n_visual_tokens"), n_ds = parity_num(c, "n_deepstack");
     const int64_t D = qvl_model_config(m)->text.hidden_size;
     our_case o;
     run_our_side(dir, c, &o);
-    float *hf_vis = read_bytes(dir, item(c, "vision_file")->valuestring,
+    float *hf_vis = parity_read_exact(dir, parity_item(c, "vision_file")->valuestring,
                                (size_t)((1 + n_ds) * K * D) * sizeof(float));
     qvl_image_features f;
     qvl_status st;
@@ -348,13 +293,13 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     if (cJSON_IsString(pf)) {
         assert_int_equal(o.n_media, 1);
         const size_t count = (size_t)(o.rows * o.width);
-        uint8_t *codes = read_bytes(dir, pf->valuestring, count);
+        uint8_t *codes = parity_read_exact(dir, pf->valuestring, count);
         float *hf_px = malloc(count * sizeof *hf_px);
         for (size_t i = 0; i < count; i++) hf_px[i] = ((float)codes[i] - 127.5f) / 127.5f;
         free(codes);
         st = qvl_model_encode_images(m, hf_px, 1, o.grids, &f, &err);
         free(hf_px);
-        if (unsupported(backend, st, &err)) {
+        if (parity_unsupported(&list, backend, "video", st, &err)) {
             free(hf_vis);
             free(o.pixels);
             free(o.ids);
@@ -365,11 +310,11 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
         assert_int_equal(f.n_tokens, K);
         assert_int_equal(f.n_deepstack, n_ds);
         snprintf(what, sizeof what, "%s %s on %s: merger", dir, name, backend);
-        compare_block(what, f.embeds, hf_vis, (size_t)(K * D), VISION_RTOL);
+        parity_compare_block(what, f.embeds, hf_vis, (size_t)(K * D), VISION_RTOL);
         for (int64_t k = 0; k < n_ds; k++) {
             snprintf(what, sizeof what, "%s %s on %s: deepstack %lld", dir, name, backend,
                      (long long)k);
-            compare_block(what, f.deepstack + k * K * D, hf_vis + (1 + k) * K * D,
+            parity_compare_block(what, f.deepstack + k * K * D, hf_vis + (1 + k) * K * D,
                           (size_t)(K * D), VISION_RTOL);
         }
         qvl_image_features_free(&f);
@@ -379,37 +324,28 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     st = qvl_model_encode_images(m, o.pixels, o.n_media, o.grids, &f, &err);
     if (st != QVL_OK) fail_msg("%s %s on %s: %s", dir, name, backend, err.msg);
     assert_int_equal(f.n_tokens, K);
-    const int64_t n_prompt = o.n_ids, vocab = num(c, "vocab"), rows = num(c, "logits_rows");
+    const int64_t n_prompt = o.n_ids, vocab = parity_num(c, "vocab");
+    const int64_t rows = parity_num(c, "logits_rows");
     int64_t n_greedy;
-    int32_t *expect = json_ids(item(c, "greedy_ids"), &n_greedy);
-    float *hf = read_bytes(dir, item(c, "logits_file")->valuestring,
+    int32_t *expect = parity_json_ids(parity_item(c, "greedy_ids"), &n_greedy);
+    float *hf = parity_read_exact(dir, parity_item(c, "logits_file")->valuestring,
                            (size_t)(rows * vocab) * sizeof(float));
     int32_t *pos = malloc((size_t)(3 * n_prompt) * sizeof *pos);
     if (qvl_model_positions_media(m, o.ids, n_prompt, o.grids, o.is_video, o.n_media, pos, &err))
         fail_msg("%s %s: %s", dir, name, err.msg);
-    qvl_gen_config gen;
-    qvl_gen_config_defaults(&gen);
-    qvl_sampling_params sp;
-    qvl_sampling_params_default(&sp);
-    sp.temperature = 0;
-    qvl_sampler *sampler = NULL;
-    assert_int_equal(qvl_sampler_create(&sp, (int32_t)vocab, &sampler, &err), QVL_OK);
     float *logits = malloc((size_t)(n_prompt * vocab) * sizeof *logits);
     int32_t *got = calloc((size_t)n_greedy, sizeof *got);
-    int32_t *cursor = got;
-    qvl_generation g = {.max_new = n_greedy, .stop = &gen, .sampler = sampler,
-                        .on_token = greedy_ids, .user = &cursor, .prompt_logits = logits,
-                        .prompt_pos = pos, .images = &f};
-    qvl_generation_result res;
-    st = qvl_generate(m, o.ids, n_prompt, &g, &res, &err);
-    bool skip_backend = unsupported(backend, st, &err);
+    int64_t n_generated = 0;
+    st = parity_greedy(m, o.ids, n_prompt, pos, &f, vocab, n_greedy, logits, got, &n_generated,
+                       &err);
+    bool skip_backend = parity_unsupported(&list, backend, "video", st, &err);
     if (st != QVL_OK && !skip_backend) fail_msg("%s %s on %s: %s", dir, name, backend, err.msg);
     if (!skip_backend) {
-        assert_int_equal(res.n_generated, n_greedy);
+        assert_int_equal(n_generated, n_greedy);
         snprintf(what, sizeof what, "%s %s on %s, %s KV: last %lld rows of logits", dir, name,
-                 backend, kv_is_f32() ? "f32" : "f16", (long long)rows);
-        compare_block(what, logits + (n_prompt - rows) * vocab, hf, (size_t)(rows * vocab),
-                      kv_is_f32() ? LOGIT_RTOL : LOGIT_RTOL_KV_F16);
+                 backend, parity_kv_is_f32() ? "f32" : "f16", (long long)rows);
+        parity_compare_block(what, logits + (n_prompt - rows) * vocab, hf, (size_t)(rows * vocab),
+                      parity_kv_is_f32() ? LOGIT_RTOL : LOGIT_RTOL_KV_F16);
         for (int64_t i = 0; i < n_greedy; i++)
             if (got[i] != expect[i])
                 fail_msg("%s %s on %s: greedy token %lld is %d, transformers gave %d", dir, name,
@@ -417,7 +353,6 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     }
     free(got);
     free(logits);
-    qvl_sampler_free(sampler);
     free(pos);
     free(hf);
     free(expect);
@@ -452,7 +387,9 @@ static void test_prompt_and_pixels(void **state) {
         snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[i]);
         cJSON *fx = load_fixture(dir, &text);
         const cJSON *c;
-        cJSON_ArrayForEach(c, item(fx, "cases")) if (case_runs(c)) check_prompt_and_pixels(dir, c);
+        cJSON_ArrayForEach(c, parity_item(fx, "cases")) {
+            if (case_runs(c)) check_prompt_and_pixels(dir, c);
+        }
         cJSON_Delete(fx);
         free(text);
     }
@@ -469,7 +406,7 @@ static void test_model_parity(void **state) {
             snprintf(dir, sizeof dir, "%s/%s", FIXTURES, models[i]);
             cJSON *fx = load_fixture(dir, &text);
             const cJSON *c;
-            cJSON_ArrayForEach(c, item(fx, "cases")) {
+            cJSON_ArrayForEach(c, parity_item(fx, "cases")) {
                 if (case_runs(c) && !check_model(dir, list.names[b], c)) break;
             }
             cJSON_Delete(fx);

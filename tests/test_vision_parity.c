@@ -27,13 +27,11 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "qvl/gen_config.h"
-#include "qvl/generate.h"
 #include "qvl/image.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/qwen3vl_model.h"
-#include "qvl/sampling.h"
 #include "parity_backends.h"
+#include "parity_cases.h"
 
 #define FIXTURES QVL_SOURCE_DIR "/tests/fixtures"
 static const char *const models[] = {"tiny-tied", "tiny-untied"};
@@ -44,43 +42,18 @@ static const char *const models[] = {"tiny-tied", "tiny-untied"};
 /* $QVL_PARITY_KV_TYPE picks the KV cache (ctest runs f32 and the default, f16). LOGIT_RTOL holds
  * for f32; f16 rounds every cached key and value to 11 significant bits and is held to 2e-3 as
  * in test_parity.c (measured figures: docs/QUANT.md), with greedy tokens still identical. The encoder (stage 2) has no KV cache. */
-#define KV_TYPE_ENV "QVL_PARITY_KV_TYPE"
 #define LOGIT_RTOL_KV_F16 2e-3
 
 /* ctest's *_split variants also set $QVL_PARITY_GPU_LAYERS (decoder layers on the backend under
  * test) and $QVL_PARITY_CPU_BACKEND (the rest): the tolerances do not change, a split moves
  * activations between backends, it does not round them. */
 
-static const char *kv_type(void) { return parity_env(KV_TYPE_ENV); } /* NULL: the default */
-
-static bool kv_is_f32(void) { return kv_type() && strcmp(kv_type(), "f32") == 0; }
-
 /* The backends under test (parity_backends.h): filled by test_model_parity, read by
- * unsupported() (a default backend that lacks an op is skipped, a named one fails). */
+ * parity_unsupported() (a default backend that lacks an op is skipped, a named one fails). */
 static parity_backends list;
 
 static float *read_floats(const char *dir, const char *file, size_t count) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    size_t bytes = 0;
-    float *v = (float *)parity_read_file(path, &bytes);
-    if (!v) fail_msg("%s: cannot read", path);
-    if (bytes != count * sizeof(float))
-        fail_msg("%s: %zu bytes, expected %zu", path, bytes, count * sizeof(float));
-    return v;
-}
-
-static int32_t *json_ids(const cJSON *arr, int64_t *n) {
-    *n = cJSON_GetArraySize(arr);
-    int32_t *ids = malloc((size_t)(*n ? *n : 1) * sizeof *ids);
-    for (int64_t i = 0; i < *n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
-    return ids;
-}
-
-static int64_t num(const cJSON *c, const char *key) {
-    const cJSON *it = cJSON_GetObjectItem(c, key);
-    if (!cJSON_IsNumber(it)) fail_msg("fixture key %s missing", key);
-    return (int64_t)it->valuedouble;
+    return parity_read_exact(dir, file, count * sizeof(float));
 }
 
 /* One case's pictures through our decoder and processor. */
@@ -155,41 +128,14 @@ static void check_pixels(const char *dir, const cJSON *c) {
     free(o.pixels);
 }
 
-static void compare_block(const char *what, const float *ours, const float *hf, size_t count) {
-    double max_ref = 0, max_err = 0;
-    for (size_t i = 0; i < count; i++) max_ref = fmax(max_ref, fabs(hf[i]));
-    for (size_t i = 0; i < count; i++) max_err = fmax(max_err, fabs((double)ours[i] - hf[i]));
-    printf("%s: max |ref| %.3f, max abs error %.3g (allowed %.3g)\n", what, max_ref, max_err,
-           VISION_RTOL * max_ref);
-    if (!(max_err <= VISION_RTOL * max_ref)) fail_msg("%s: outside the tolerance", what);
-}
-
-static void greedy_ids(int32_t id, void *user) {
-    int32_t **cursor = user;
-    *(*cursor)++ = id;
-}
-
-/* A backend other than the reference one may not offer every op yet (QVL_E_UNSUPPORTED):
- * that backend is then skipped with a message, unless $QVL_PARITY_BACKENDS named it; anything
- * else fails. */
-static bool unsupported(const char *backend, qvl_status st, const qvl_error *err) {
-    if (st == QVL_E_UNSUPPORTED && !list.strict && strcmp(backend, "reference") != 0) {
-        printf("skipping the image cases on backend %s: %s\n", backend, err->msg);
-        return true;
-    }
-    return false;
-}
-
 /* Stages 2 and 3 on one backend; false when the backend cannot run them. */
 static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
     qvl_error err = {0};
     qvl_model *m = NULL;
-    qvl_model_options mo = {.backend_name = backend, .ctx = 64, .kv_type = kv_type(),
-                            .gpu_layers = parity_env("QVL_PARITY_GPU_LAYERS"),
-                            .cpu_backend_name = parity_env("QVL_PARITY_CPU_BACKEND"), .vision_backend_name = parity_env("QVL_PARITY_VISION_BACKEND")};
+    qvl_model_options mo = parity_model_options(backend, 64);
     assert_int_equal(qvl_model_open(dir, &mo, &m, &err), QVL_OK);
-    const int64_t K = num(c, "n_image_tokens"), n_ds = num(c, "n_deepstack");
+    const int64_t K = parity_num(c, "n_image_tokens"), n_ds = parity_num(c, "n_deepstack");
     const int64_t D = qvl_model_config(m)->text.hidden_size;
     our_images o;
     preprocess_case(dir, c, &o);
@@ -201,7 +147,7 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
                                 (size_t)((1 + n_ds) * K * D));
     qvl_image_features f;
     qvl_status st = qvl_model_encode_images(m, hf_px, o.n, o.grids, &f, &err);
-    if (unsupported(backend, st, &err)) {
+    if (parity_unsupported(&list, backend, "image", st, &err)) {
         free(hf_px);
         free(hf_vis);
         free(o.pixels);
@@ -213,10 +159,11 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     assert_int_equal(f.n_deepstack, n_ds);
     char what[1024];
     snprintf(what, sizeof what, "%s %s on %s: merger", dir, name, backend);
-    compare_block(what, f.embeds, hf_vis, (size_t)(K * D));
+    parity_compare_block(what, f.embeds, hf_vis, (size_t)(K * D), VISION_RTOL);
     for (int64_t k = 0; k < n_ds; k++) {
         snprintf(what, sizeof what, "%s %s on %s: deepstack %lld", dir, name, backend, (long long)k);
-        compare_block(what, f.deepstack + k * K * D, hf_vis + (1 + k) * K * D, (size_t)(K * D));
+        parity_compare_block(what, f.deepstack + k * K * D, hf_vis + (1 + k) * K * D,
+                             (size_t)(K * D), VISION_RTOL);
     }
     qvl_image_features_free(&f);
     free(hf_px);
@@ -226,41 +173,31 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     if (qvl_model_encode_images(m, o.pixels, o.n, o.grids, &f, &err) != QVL_OK)
         fail_msg("%s %s on %s: %s", dir, name, backend, err.msg);
     int64_t n_prompt, n_greedy;
-    int32_t *prompt = json_ids(cJSON_GetObjectItem(c, "prompt_ids"), &n_prompt);
-    int32_t *expect = json_ids(cJSON_GetObjectItem(c, "greedy_ids"), &n_greedy);
-    const int64_t vocab = num(c, "vocab");
+    int32_t *prompt = parity_json_ids(cJSON_GetObjectItem(c, "prompt_ids"), &n_prompt);
+    int32_t *expect = parity_json_ids(cJSON_GetObjectItem(c, "greedy_ids"), &n_greedy);
+    const int64_t vocab = parity_num(c, "vocab");
     float *hf = read_floats(dir, cJSON_GetObjectItem(c, "logits_file")->valuestring,
                             (size_t)(n_prompt * vocab));
     int32_t *pos = malloc((size_t)(3 * n_prompt) * sizeof *pos);
     if (qvl_model_positions(m, prompt, n_prompt, o.grids, o.n, pos, &err) != QVL_OK)
         fail_msg("%s %s: %s", dir, name, err.msg);
 
-    qvl_gen_config gen;
-    qvl_gen_config_defaults(&gen);
-    qvl_sampling_params sp;
-    qvl_sampling_params_default(&sp);
-    sp.temperature = 0;
-    qvl_sampler *sampler = NULL;
-    assert_int_equal(qvl_sampler_create(&sp, (int32_t)vocab, &sampler, &err), QVL_OK);
     float *logits = malloc((size_t)(n_prompt * vocab) * sizeof *logits);
     int32_t *got = calloc((size_t)n_greedy, sizeof *got);
-    int32_t *cursor = got;
-    qvl_generation g = {.max_new = n_greedy, .stop = &gen, .sampler = sampler,
-                        .on_token = greedy_ids, .user = &cursor, .prompt_logits = logits,
-                        .prompt_pos = pos, .images = &f};
-    qvl_generation_result res;
-    st = qvl_generate(m, prompt, n_prompt, &g, &res, &err);
-    bool skip_backend = unsupported(backend, st, &err);
+    int64_t n_generated = 0;
+    st = parity_greedy(m, prompt, n_prompt, pos, &f, vocab, n_greedy, logits, got, &n_generated,
+                       &err);
+    bool skip_backend = parity_unsupported(&list, backend, "image", st, &err);
     if (st != QVL_OK && !skip_backend) fail_msg("%s %s on %s: %s", dir, name, backend, err.msg);
     if (!skip_backend) {
-    assert_int_equal(res.n_generated, n_greedy);
+    assert_int_equal(n_generated, n_greedy);
     double max_ref = 0, max_err = 0;
     for (int64_t i = 0; i < n_prompt * vocab; i++) max_ref = fmax(max_ref, fabs(hf[i]));
     for (int64_t i = 0; i < n_prompt * vocab; i++) max_err = fmax(max_err, fabs(hf[i] - logits[i]));
-    const double rtol = kv_is_f32() ? LOGIT_RTOL : LOGIT_RTOL_KV_F16;
+    const double rtol = parity_kv_is_f32() ? LOGIT_RTOL : LOGIT_RTOL_KV_F16;
     printf("%s %s on %s, %s KV: max |logit| %.3f, max abs error %.3g = %.3g x max|logit| "
-           "(allowed %.3g)\n", dir, name, backend, kv_is_f32() ? "f32" : "f16", max_ref, max_err,
-           max_err / max_ref, rtol * max_ref);
+           "(allowed %.3g)\n", dir, name, backend, parity_kv_is_f32() ? "f32" : "f16", max_ref,
+           max_err, max_err / max_ref, rtol * max_ref);
     assert_true(max_err <= rtol * max_ref);
     for (int64_t i = 0; i < n_greedy; i++)
         if (got[i] != expect[i])
@@ -269,7 +206,6 @@ static bool check_model(const char *dir, const char *backend, const cJSON *c) {
     }
     free(got);
     free(logits);
-    qvl_sampler_free(sampler);
     free(pos);
     free(hf);
     free(prompt);

@@ -8,6 +8,7 @@ qvl_add_test(test_scatter_ops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scatter_ops
 add_dependencies(test_scatter_ops qvl-reference)
 pkg_check_modules(CJSON_VISION_TEST REQUIRED IMPORTED_TARGET libcjson)
 qvl_add_test(test_vision_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_vision_parity.c
+  ${CMAKE_CURRENT_LIST_DIR}/support/parity_cases.c
   LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
 add_dependencies(test_vision_parity qvl-reference)
 # The vision graph a model keeps between encodes: bit for bit what a fresh graph gives.
@@ -30,6 +31,7 @@ set_tests_properties(test_vision_parity_reference_unfused PROPERTIES TIMEOUT 900
 # transformers (fixture_videos.json, scripts/make_video_fixtures.py); $QVL_PARITY_BACKENDS picks
 # the backends as for the image parity test.
 qvl_add_test(test_video_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_video_parity.c
+  ${CMAKE_CURRENT_LIST_DIR}/support/parity_cases.c
   LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
 add_dependencies(test_video_parity qvl-reference)
 add_test(NAME test_video_parity_kv_f32 COMMAND test_video_parity)
