@@ -3,85 +3,15 @@
 
 #include "chat_videos.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
-#include "qvl/file.h"
 #include "qvl/image.h"
 #include "video_files.h"
-
-static bool is_picture_name(const char *name) {
-    static const char *const ext[] = {".png", ".jpg", ".jpeg", ".webp", ".gif", ".ppm", ".pgm"};
-    const char *dot = strrchr(name, '.');
-    if (name[0] == '.' || !dot) return false;
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
-        if (strcasecmp(dot, ext[i]) == 0) return true;
-    return false;
-}
-
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static qvl_status add_frame(chat_picture *v, size_t *cap, const char *dir, const char *name,
-                            size_t len, qvl_error *err) {
-    if (v->n_frames >= CHAT_VIDEO_MAX_FILES)
-        return qvl_fail(err, QVL_E_LIMIT, "more than %d frames", CHAT_VIDEO_MAX_FILES);
-    if (v->n_frames == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        char **grown = realloc(v->frames, c * sizeof *grown);
-        if (!grown) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        v->frames = grown;
-        *cap = c;
-    }
-    size_t dl = dir ? strlen(dir) + 1 : 0;
-    char *p = malloc(dl + len + 1);
-    if (!p) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (dir) {
-        memcpy(p, dir, dl - 1);
-        p[dl - 1] = '/';
-    }
-    memcpy(p + dl, name, len);
-    p[dl + len] = '\0';
-    v->frames[v->n_frames++] = p;
-    return QVL_OK;
-}
-
-/* A directory's picture files in name order, else a comma-separated list of files. */
-static qvl_status list_frames(const char *source, chat_picture *v, qvl_error *err) {
-    struct stat sb;
-    size_t cap = 0;
-    qvl_status st = QVL_OK;
-    if (stat(source, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(source);
-        if (!d) return qvl_fail(err, QVL_E_IO, "cannot read the directory: %s", strerror(errno));
-        for (struct dirent *e = readdir(d); st == QVL_OK && e; e = readdir(d))
-            if (is_picture_name(e->d_name))
-                st = add_frame(v, &cap, source, e->d_name, strlen(e->d_name), err);
-        closedir(d);
-        if (st == QVL_OK && v->n_frames > 1)
-            qsort(v->frames, v->n_frames, sizeof *v->frames, by_name);
-        if (st == QVL_OK && v->n_frames == 0)
-            st = qvl_fail(err, QVL_E_INVALID, "no picture files (png, jpg, webp, gif, ppm, pgm) "
-                          "in the directory");
-        return st;
-    }
-    for (const char *p = source; st == QVL_OK;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (len == 0) return qvl_fail(err, QVL_E_INVALID, "an empty frame name in the list");
-        st = add_frame(v, &cap, NULL, p, len, err);
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return st;
-}
+#include "video_frames.h"
 
 /* "PATH@FPS": the rate after the last '@' when it is a positive number; else all is PATH. */
 static qvl_status split_rate(const char *arg, char **path, double *fps, bool *fps_set,
@@ -97,29 +27,6 @@ static qvl_status split_rate(const char *arg, char **path, double *fps, bool *fp
     *path = *fps_set ? strndup(arg, (size_t)(at - arg)) : strdup(arg);
     if (!*path) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     if (!**path) return qvl_fail(err, QVL_E_INVALID, "%s: no PATH before the '@'", arg);
-    return QVL_OK;
-}
-
-/* The kept frames' headers: readable and of one size. */
-static qvl_status probe_kept(chat_picture *v, int64_t n_kept, int32_t *w, int32_t *h,
-                             qvl_error *err) {
-    for (int64_t k = 0; k < n_kept; k++) {
-        const char *f = v->frames[v->kept[k]];
-        char *data = NULL;
-        size_t size = 0;
-        int32_t fw = 0, fh = 0;
-        qvl_status st = qvl_read_file(f, (size_t)INT32_MAX, QVL_E_IO, &data, &size, err);
-        if (st == QVL_OK) st = qvl_image_probe(data, size, f, &fw, &fh, err);
-        free(data);
-        if (st != QVL_OK) return st;
-        if (k == 0) {
-            *w = fw;
-            *h = fh;
-        } else if (fw != *w || fh != *h) {
-            return qvl_fail(err, QVL_E_INVALID, "%s is %dx%d but %s is %dx%d: frames of one size "
-                            "needed", f, fw, fh, v->frames[v->kept[0]], *w, *h);
-        }
-    }
     return QVL_OK;
 }
 
@@ -162,19 +69,19 @@ qvl_status chat_video_plan(const qvl_video_rules *r, const char *arg, size_t num
     const char *base = st == QVL_OK ? strrchr(out->path, '/') : NULL;
     const bool is_file = st == QVL_OK && !strchr(out->path, ',') &&
                          stat(out->path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-                         !is_picture_name(base ? base + 1 : out->path);
+                         !video_frames_is_picture(base ? base + 1 : out->path);
     int64_t n_kept = 0;
     int32_t w = 0, h = 0;
     double *times = NULL;
     if (st == QVL_OK && is_file) {
         st = from_file(r, out, token_budget, err);
     } else if (st == QVL_OK) {
-        st = list_frames(out->path, out, err);
+        st = video_frames_list(out->path, &out->frames, &out->n_frames, err);
         if (st == QVL_OK && !(out->kept = malloc(out->n_frames * sizeof *out->kept)))
             st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
         if (st == QVL_OK)
             st = qvl_video_keep(r, (int64_t)out->n_frames, out->fps, out->kept, &n_kept, err);
-        if (st == QVL_OK) st = probe_kept(out, n_kept, &w, &h, err);
+        if (st == QVL_OK) st = video_frames_probe(out->frames, out->kept, n_kept, &w, &h, err);
         if (st == QVL_OK && !(times = malloc((size_t)n_kept * sizeof *times)))
             st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
         for (int64_t k = 0; st == QVL_OK && k < n_kept; k++) times[k] = (double)out->kept[k] / out->fps;

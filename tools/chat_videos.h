@@ -15,9 +15,6 @@
 #include "qvl/engine_video.h"
 #include "qvl/status.h"
 
-/* At most this many frame files in one video: a mistaken directory costs one line. */
-#define CHAT_VIDEO_MAX_FILES 100000
-
 /* arg ("PATH" or "PATH@FPS") -> out, within token_budget video tokens; prints "video N: ..."
  * unless quiet. Errors are one line naming the path. */
 qvl_status chat_video_plan(const qvl_video_rules *r, const char *arg, size_t number, bool quiet,

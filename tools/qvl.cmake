@@ -29,6 +29,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/run_videos.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_videos.c
   ${CMAKE_CURRENT_LIST_DIR}/video_files.c
+  ${CMAKE_CURRENT_LIST_DIR}/video_frames.c
   ${CMAKE_CURRENT_LIST_DIR}/run_progress.c
   ${CMAKE_CURRENT_LIST_DIR}/run_prompt.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_version.c

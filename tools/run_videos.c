@@ -3,19 +3,14 @@
 
 #include "run_videos.h"
 
-#include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
 
-#include "qvl/file.h"
 #include "qvl/image.h"
 #include "qvl/mm_prompt.h"
 #include "run_images.h"
+#include "video_frames.h"
 
 void run_video_free(run_video *v) {
     for (size_t i = 0; v->files && i < v->n_files; i++) free(v->files[i]);
@@ -24,76 +19,6 @@ void run_video_free(run_video *v) {
     free(v->text);
     qvl_video_frames_free(&v->decoded);
     memset(v, 0, sizeof *v);
-}
-
-/* ---- the frame list --------------------------------------------------------------------------- */
-
-static bool is_picture_name(const char *name) {
-    static const char *const ext[] = {".png", ".jpg", ".jpeg", ".webp", ".gif", ".ppm", ".pgm"};
-    const char *dot = strrchr(name, '.');
-    if (name[0] == '.' || !dot) return false;
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
-        if (strcasecmp(dot, ext[i]) == 0) return true;
-    return false;
-}
-
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static qvl_status add_file(run_video *v, size_t *cap, const char *dir, const char *name,
-                           size_t len, const char *source, qvl_error *err) {
-    if (v->n_files >= RUN_VIDEO_MAX_FILES)
-        return qvl_fail(err, QVL_E_LIMIT, "%s: more than %d frames", source, RUN_VIDEO_MAX_FILES);
-    if (v->n_files == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        char **grown = realloc(v->files, c * sizeof *grown);
-        if (!grown) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        v->files = grown;
-        *cap = c;
-    }
-    size_t dl = dir ? strlen(dir) + 1 : 0;
-    char *p = malloc(dl + len + 1);
-    if (!p) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (dir) {
-        memcpy(p, dir, dl - 1);
-        p[dl - 1] = '/';
-    }
-    memcpy(p + dl, name, len);
-    p[dl + len] = '\0';
-    v->files[v->n_files++] = p;
-    return QVL_OK;
-}
-
-static qvl_status list_frames(const char *source, run_video *v, qvl_error *err) {
-    struct stat sb;
-    size_t cap = 0;
-    qvl_status st = QVL_OK;
-    if (stat(source, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(source);
-        if (!d) return qvl_fail(err, QVL_E_IO, "%s: cannot read the directory: %s", source,
-                                strerror(errno));
-        for (struct dirent *e = readdir(d); st == QVL_OK && e; e = readdir(d))
-            if (is_picture_name(e->d_name))
-                st = add_file(v, &cap, source, e->d_name, strlen(e->d_name), source, err);
-        closedir(d);
-        if (st == QVL_OK && v->n_files > 1)
-            qsort(v->files, v->n_files, sizeof *v->files, by_name);
-        if (st == QVL_OK && v->n_files == 0)
-            st = qvl_fail(err, QVL_E_INVALID, "%s: no picture files (png, jpg, webp, gif, ppm, "
-                          "pgm) in the directory", source);
-        return st;
-    }
-    for (const char *p = source; st == QVL_OK;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (len == 0)
-            return qvl_fail(err, QVL_E_INVALID, "--video-frames %s: an empty frame name", source);
-        st = add_file(v, &cap, NULL, p, len, source, err);
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return st;
 }
 
 /* ---- plan ------------------------------------------------------------------------------------- */
@@ -167,71 +92,38 @@ static qvl_status plan_frames(run_images *im, size_t i, qvl_error *err) {
     run_video *v = &im->videos[i];
     const char *source = im->paths[i];
     if (!v->fps_set) v->fps = QVL_VIDEO_DEFAULT_FPS;
-    qvl_status st = list_frames(source, v, err);
+    qvl_status st = video_frames_list(source, &v->files, &v->n_files, err);
     if (st == QVL_OK && !(v->kept = malloc(v->n_files * sizeof *v->kept)))
         st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
     if (st == QVL_OK)
         st = qvl_video_sample_frames((int64_t)v->n_files, v->fps, &im->vc, v->kept, &v->n_kept, err);
     if (st == QVL_OK) st = enough_frames(im, v, err);
-    /* Every kept frame's header: all must be readable and of one size. */
-    for (int64_t k = 0; st == QVL_OK && k < v->n_kept; k++) {
-        const char *f = v->files[v->kept[k]];
-        char *data = NULL;
-        size_t size = 0;
-        int32_t w = 0, h = 0;
-        st = qvl_read_file(f, (size_t)INT32_MAX, QVL_E_IO, &data, &size, err);
-        if (st == QVL_OK) st = qvl_image_probe(data, size, f, &w, &h, err);
-        free(data);
-        if (st == QVL_OK && k == 0) {
-            im->widths[i] = w;
-            im->heights[i] = h;
-        } else if (st == QVL_OK && (w != im->widths[i] || h != im->heights[i])) {
-            st = qvl_fail(err, QVL_E_INVALID, "%s is %dx%d but %s is %dx%d: frames of one size "
-                          "needed", f, w, h, v->files[v->kept[0]], im->widths[i], im->heights[i]);
-        }
-    }
+    if (st == QVL_OK)
+        st = video_frames_probe(v->files, v->kept, v->n_kept, &im->widths[i], &im->heights[i],
+                                err);
     return st;
 }
 
 /* ---- budget ----------------------------------------------------------------------------------- */
 
-static int64_t grid_tokens(const qvl_image_grid *g, int64_t merge) {
-    return g->t * g->h * g->w / (merge * merge);
-}
-
-/* The largest grid of video i within `budget` tokens: the pixel bound shrinks until the plan
- * fits, the lower bound following it down (the budget wins over the file's minimum). */
+/* The largest grid of video i within `budget` tokens (qvl_video_fit_grid). */
 static qvl_status fit_one(run_images *im, size_t i, int64_t budget, const char *why,
                           qvl_error *err) {
-    const run_video *v = &im->videos[i];
-    qvl_video_config vc = im->vc;
-    const int64_t merge = vc.pc.merge_size;
-    for (int round = 0; round < 64; round++) {
-        qvl_image_grid g;
-        qvl_status st = qvl_video_plan_grid(v->n_kept, im->widths[i], im->heights[i], &vc, &g,
-                                            err);
-        if (st != QVL_OK) return qvl_error_prefix(err, "video %s", im->paths[i]);
-        const int64_t tokens = grid_tokens(&g, merge);
-        if (tokens <= budget) {
-            im->videos[i].min_pixels = vc.pc.min_pixels;
-            im->videos[i].max_pixels = vc.pc.max_pixels;
-            im->grids[i] = g;
-            im->tokens[i] = tokens;
-            return QVL_OK;
-        }
-        const int64_t f = vc.pc.patch_size * merge;
-        if (g.h * g.w <= merge * merge || vc.pc.max_pixels <= f * f * vc.pc.temporal_patch_size)
-            break;
-        int64_t next = (int64_t)((double)vc.pc.max_pixels * (double)budget / (double)tokens) - 1;
-        if (next >= vc.pc.max_pixels) next = vc.pc.max_pixels - 1;
-        if (next < 1) next = 1;
-        vc.pc.max_pixels = next;
-        if (vc.pc.min_pixels > next) vc.pc.min_pixels = next;
-    }
-    return qvl_fail(err, QVL_E_LIMIT,
-                    "video %s: %lld frame groups need at least %lld tokens, but %s allows %lld: "
-                    "lower --video-max-frames or raise --ctx (-c)", im->paths[i],
-                    (long long)v->n_groups, (long long)v->n_groups, why, (long long)budget);
+    run_video *v = &im->videos[i];
+    qvl_video_fit fit;
+    qvl_status st = qvl_video_fit_grid(v->n_kept, im->widths[i], im->heights[i], &im->vc, budget,
+                                       &fit, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "video %s", im->paths[i]);
+    if (!fit.fits)
+        return qvl_fail(err, QVL_E_LIMIT,
+                        "video %s: %lld frame groups need at least %lld tokens, but %s allows "
+                        "%lld: lower --video-max-frames or raise --ctx (-c)", im->paths[i],
+                        (long long)v->n_groups, (long long)v->n_groups, why, (long long)budget);
+    v->min_pixels = fit.min_pixels;
+    v->max_pixels = fit.max_pixels;
+    im->grids[i] = fit.grid;
+    im->tokens[i] = fit.tokens;
+    return QVL_OK;
 }
 
 qvl_status run_videos_fit(run_images *im, const int32_t *ids, int64_t n, int64_t ctx,

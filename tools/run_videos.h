@@ -14,9 +14,6 @@
 #include "qvl/status.h"
 #include "qvl/video_decode.h"
 
-/* At most this many frame files in one video: a mistaken directory costs one line. */
-#define RUN_VIDEO_MAX_FILES 100000
-
 typedef struct run_video {
     double fps;       /* the frames' rate (--video-fps; transformers' 24 when not given; a file's) */
     bool fps_set;

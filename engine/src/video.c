@@ -31,45 +31,29 @@ qvl_status qvl_video_plan_for(const qvl_video_rules *r, int64_t n_kept, int64_t 
                               int64_t decode_bytes_per_pixel, qvl_video_plan *out,
                               qvl_error *err) {
     memset(out, 0, sizeof *out);
-    qvl_video_config vc = r->vc;
-    const int64_t merge = vc.pc.merge_size, f = vc.pc.patch_size * merge;
-    const int64_t groups = (n_kept + vc.pc.temporal_patch_size - 1) / vc.pc.temporal_patch_size;
-    /* Each round scales the pixel bound by budget / tokens: a few rounds settle it (the grid
-     * moves in whole merge windows); 64 bounds a pathological config. */
-    for (int round = 0; round < 64; round++) {
-        qvl_image_grid g;
-        qvl_status st = qvl_video_plan_grid(n_kept, width, height, &vc, &g, err);
-        if (st != QVL_OK) return st;
-        const int64_t tokens = g.t * g.h * g.w / (merge * merge);
-        if (tokens <= token_budget) {
-            *out = (qvl_video_plan){.n_kept = n_kept, .width = width, .height = height,
-                                    .grid_t = g.t, .grid_h = g.h, .grid_w = g.w,
-                                    .n_tokens = tokens, .n_groups = g.t,
-                                    .min_pixels = vc.pc.min_pixels,
-                                    .max_pixels = vc.pc.max_pixels};
-            out->held_bytes = pixel_bytes(&vc, g.t, g.h, g.w);
-            /* Every kept frame's RGB, one frame's decode at its peak, the temporal patch's
-             * resized frames and one resampling pass's intermediate, and the f32 pixels:
-             * summed, a bound. */
-            const int64_t rw = g.w * vc.pc.patch_size, rh = g.h * vc.pc.patch_size;
-            out->decode_bytes = n_kept * width * height * 3 +
-                                width * height * decode_bytes_per_pixel +
-                                vc.pc.temporal_patch_size * rw * rh * 3 + height * rw * 3 +
-                                out->held_bytes;
-            return QVL_OK;
-        }
-        if (g.h * g.w <= merge * merge || vc.pc.max_pixels <= f * f * vc.pc.temporal_patch_size)
-            break;
-        int64_t next = (int64_t)((double)vc.pc.max_pixels * (double)token_budget / (double)tokens) - 1;
-        if (next >= vc.pc.max_pixels) next = vc.pc.max_pixels - 1;
-        if (next < 1) next = 1;
-        vc.pc.max_pixels = next;
-        if (vc.pc.min_pixels > next) vc.pc.min_pixels = next;
-    }
-    return qvl_fail(err, QVL_E_LIMIT, "%lld frame groups of %lldx%lld need more than the %lld "
-                    "tokens left in a slot's context (--ctx) even at their smallest size",
-                    (long long)groups, (long long)width, (long long)height,
-                    (long long)(token_budget > 0 ? token_budget : 0));
+    const qvl_video_config *vc = &r->vc;
+    const int64_t groups = (n_kept + vc->pc.temporal_patch_size - 1) / vc->pc.temporal_patch_size;
+    qvl_video_fit fit;
+    qvl_status st = qvl_video_fit_grid(n_kept, width, height, vc, token_budget, &fit, err);
+    if (st != QVL_OK) return st;
+    if (!fit.fits)
+        return qvl_fail(err, QVL_E_LIMIT, "%lld frame groups of %lldx%lld need more than the %lld "
+                        "tokens left in a slot's context (--ctx) even at their smallest size",
+                        (long long)groups, (long long)width, (long long)height,
+                        (long long)(token_budget > 0 ? token_budget : 0));
+    const qvl_image_grid g = fit.grid;
+    *out = (qvl_video_plan){.n_kept = n_kept, .width = width, .height = height,
+                            .grid_t = g.t, .grid_h = g.h, .grid_w = g.w,
+                            .n_tokens = fit.tokens, .n_groups = g.t,
+                            .min_pixels = fit.min_pixels, .max_pixels = fit.max_pixels};
+    out->held_bytes = pixel_bytes(vc, g.t, g.h, g.w);
+    /* Every kept frame's RGB, one frame's decode at its peak, the temporal patch's resized
+     * frames and one resampling pass's intermediate, and the f32 pixels: summed, a bound. */
+    const int64_t rw = g.w * vc->pc.patch_size, rh = g.h * vc->pc.patch_size;
+    out->decode_bytes = n_kept * width * height * 3 + width * height * decode_bytes_per_pixel +
+                        vc->pc.temporal_patch_size * rw * rh * 3 + height * rw * 3 +
+                        out->held_bytes;
+    return QVL_OK;
 }
 
 /* Every preprocessing parameter, the frame times, the grid and the pixels, each field at a

@@ -139,6 +139,36 @@ qvl_status qvl_video_plan_grid(int64_t n_frames, int64_t width, int64_t height,
     return QVL_OK;
 }
 
+qvl_status qvl_video_fit_grid(int64_t n_frames, int64_t width, int64_t height,
+                              const qvl_video_config *vc, int64_t budget, qvl_video_fit *out,
+                              qvl_error *err) {
+    memset(out, 0, sizeof *out);
+    qvl_video_config c = *vc;
+    const int64_t merge = c.pc.merge_size, f = c.pc.patch_size * merge;
+    /* Each round scales the pixel bound by budget / tokens: a few rounds settle it (the grid
+     * moves in whole merge windows); 64 bounds a pathological config. */
+    for (int round = 0; round < 64; round++) {
+        qvl_image_grid g;
+        qvl_status st = qvl_video_plan_grid(n_frames, width, height, &c, &g, err);
+        if (st != QVL_OK) return st;
+        *out = (qvl_video_fit){.grid = g, .tokens = g.t * g.h * g.w / (merge * merge),
+                               .min_pixels = c.pc.min_pixels, .max_pixels = c.pc.max_pixels};
+        if (out->tokens <= budget) {
+            out->fits = true;
+            return QVL_OK;
+        }
+        if (g.h * g.w <= merge * merge || c.pc.max_pixels <= f * f * c.pc.temporal_patch_size)
+            break;
+        int64_t next =
+            (int64_t)((double)c.pc.max_pixels * (double)budget / (double)out->tokens) - 1;
+        if (next >= c.pc.max_pixels) next = c.pc.max_pixels - 1;
+        if (next < 1) next = 1;
+        c.pc.max_pixels = next;
+        if (c.pc.min_pixels > next) c.pc.min_pixels = next;
+    }
+    return QVL_OK;
+}
+
 /* ---- pixels --------------------------------------------------------------------------------- */
 
 qvl_status qvl_video_preprocess(const qvl_image *frames, size_t n_frames,

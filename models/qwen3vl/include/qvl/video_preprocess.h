@@ -59,6 +59,21 @@ qvl_status qvl_video_sample_frames(int64_t n_total, double video_fps, const qvl_
 qvl_status qvl_video_plan_grid(int64_t n_frames, int64_t width, int64_t height,
                                const qvl_video_config *vc, qvl_image_grid *grid, qvl_error *err);
 
+/* The largest grid of n_frames frames of width x height within budget video tokens: the pixel
+ * bound (max_pixels) shrinks by budget / tokens each round, the lower bound following it down
+ * (the budget wins over the config's minimum), until the plan fits or cannot shrink further. */
+typedef struct qvl_video_fit {
+    bool fits;            /* false: even the smallest grid tried needs more than budget */
+    qvl_image_grid grid;  /* the last grid tried (the fitting one when fits) */
+    int64_t tokens;       /* its merged tokens */
+    int64_t min_pixels, max_pixels; /* the bounds that give it (for qvl_video_preprocess) */
+} qvl_video_fit;
+/* Errors are qvl_video_plan_grid's; not fitting is QVL_OK with fits false, for the caller to
+ * word (its budget has its own source: a flag, a slot's context). */
+qvl_status qvl_video_fit_grid(int64_t n_frames, int64_t width, int64_t height,
+                              const qvl_video_config *vc, int64_t budget, qvl_video_fit *out,
+                              qvl_error *err);
+
 /* The kept frames (all width x height) to the vision encoder's input: *pixels (malloc'd) is
  * [t*h*w, 3*temporal*patch*patch] f32, temporal group after group, each in merge-window order
  * with the group's frames along the temporal axis of a row. */
