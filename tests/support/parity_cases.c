@@ -57,6 +57,20 @@ void parity_compare_block(const char *what, const float *ours, const float *hf, 
     if (!(max_err <= rtol * max_ref)) fail_msg("%s: outside the tolerance", what);
 }
 
+void parity_compare_features(const char *who, const qvl_image_features *f, const float *hf_vis,
+                             int64_t K, int64_t D, int64_t n_ds, double rtol) {
+    assert_int_equal(f->n_tokens, K);
+    assert_int_equal(f->n_deepstack, n_ds);
+    char what[1024];
+    snprintf(what, sizeof what, "%s: merger", who);
+    parity_compare_block(what, f->embeds, hf_vis, (size_t)(K * D), rtol);
+    for (int64_t k = 0; k < n_ds; k++) {
+        snprintf(what, sizeof what, "%s: deepstack %lld", who, (long long)k);
+        parity_compare_block(what, f->deepstack + k * K * D, hf_vis + (1 + k) * K * D,
+                             (size_t)(K * D), rtol);
+    }
+}
+
 qvl_model_options parity_model_options(const char *backend, int64_t ctx) {
     return (qvl_model_options){.backend_name = backend, .ctx = ctx, .kv_type = parity_kv_type(),
                                .gpu_layers = parity_env("QVL_PARITY_GPU_LAYERS"),

@@ -30,6 +30,12 @@ void *parity_read_exact(const char *dir, const char *file, size_t bytes);
 void parity_compare_block(const char *what, const float *ours, const float *hf, size_t count,
                           double rtol);
 
+/* The encoder's output f against transformers' hf_vis (the merger's K x D rows, then each of
+ * the n_ds deepstack outputs'): token and deepstack counts equal, every block within rtol
+ * (parity_compare_block). Messages start with who (e.g. "DIR CASE on BACKEND"). */
+void parity_compare_features(const char *who, const qvl_image_features *f, const float *hf_vis,
+                             int64_t K, int64_t D, int64_t n_ds, double rtol);
+
 /* Model options for backend under test: ctx positions, the KV type and the split switches
  * ($QVL_PARITY_GPU_LAYERS, $QVL_PARITY_CPU_BACKEND, $QVL_PARITY_VISION_BACKEND). */
 qvl_model_options parity_model_options(const char *backend, int64_t ctx);
