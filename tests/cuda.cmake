@@ -3,7 +3,7 @@
 # without one, e.g. in CI, the test prints one line saying why and is reported as skipped.
 if(TARGET qvl-cuda_sm61)
   qvl_add_test(test_cuda_backend
-    SOURCES test_cuda_backend.c
+    SOURCES test_cuda_backend.c cuda_mirror.c
     LIBS qvl-test-support m
     DEFS QVL_REFERENCE_SO="$<TARGET_FILE:qvl-reference>"
          QVL_CUDA_SO="$<TARGET_FILE:qvl-cuda_sm61>")
