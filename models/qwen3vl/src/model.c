@@ -19,11 +19,54 @@
 #include "qvl/log.h"
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
+#include "qvl/qwen3vl_gguf.h"
 #include "qvl/weight_convert.h"
 #include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 
 static double now_seconds(void);
+
+/* The config and weights: from DIR/config.json and its safetensors, or from GGUF files. */
+static qvl_status model_open_source(const char *dir, const char *mmproj, qvl_qwen3vl_config *cfg,
+                                    qvl_weights **w, qvl_model_load_stats *ls, qvl_error *err) {
+    double t0 = now_seconds();
+    char *model_file = NULL, *dir_mmproj = NULL;
+    qvl_status st = QVL_OK;
+    if (!qvl_is_gguf_path(dir)) {
+        st = qvl_gguf_dir_files(dir, &model_file, &dir_mmproj, err);
+        if (st == QVL_E_NOT_FOUND && !mmproj) { /* a Hugging Face directory */
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/config.json", dir);
+            st = qvl_qwen3vl_config_load(path, cfg, err);
+            ls->config_seconds = now_seconds() - t0;
+            t0 = now_seconds();
+            if (st == QVL_OK) st = qvl_weights_open(dir, cfg, w, err);
+            ls->map_seconds = now_seconds() - t0;
+            return st;
+        }
+        if (st == QVL_E_NOT_FOUND)
+            st = qvl_fail(err, QVL_E_INVALID, "--mmproj goes with a GGUF model (-m FILE.gguf); "
+                          "%s holds none", dir);
+        if (st != QVL_OK) return st;
+    }
+    qvl_gguf *text = NULL, *vision = NULL;
+    const char *vision_path = mmproj ? mmproj : dir_mmproj;
+    st = qvl_gguf_open(model_file ? model_file : dir, &text, err);
+    if (st == QVL_OK && vision_path) st = qvl_gguf_open(vision_path, &vision, err);
+    if (st == QVL_OK) st = qvl_qwen3vl_gguf_config(text, vision, cfg, err);
+    ls->config_seconds = now_seconds() - t0;
+    t0 = now_seconds();
+    free(model_file);
+    free(dir_mmproj);
+    if (st != QVL_OK) {
+        qvl_gguf_close(text);
+        qvl_gguf_close(vision);
+        return st;
+    }
+    st = qvl_qwen3vl_gguf_weights(text, vision, cfg, w, err);
+    ls->map_seconds = now_seconds() - t0;
+    return st;
+}
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
 static qvl_status check_kv_attention(const qvl_model *m, qvl_error *err);
@@ -49,15 +92,9 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     m->no_fuse = opts->no_fuse;
     m->no_mmap = opts->no_mmap;
 
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.json", dir);
     qvl_model_load_stats *ls = &m->inst.load;
-    double t0 = now_seconds();
-    qvl_status st = qvl_qwen3vl_config_load(path, &m->cfg, err);
-    ls->config_seconds = now_seconds() - t0;
-    t0 = now_seconds();
-    if (st == QVL_OK) st = qvl_weights_open(dir, &m->cfg, &m->weights, err);
-    ls->map_seconds = now_seconds() - t0;
+    double t0 = 0;
+    qvl_status st = model_open_source(dir, opts->mmproj, &m->cfg, &m->weights, ls, err);
     if (st == QVL_OK) {
         /* The graphs read matrices in the embedding's dtype and vectors in the first norm's. */
         const qvl_st_tensor *emb =
