@@ -43,3 +43,9 @@ set_tests_properties(cli_qvl_video PROPERTIES TIMEOUT 300)
 qvl_add_test(test_gguf_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf_parity.c
   LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
 add_dependencies(test_gguf_parity qvl-reference)
+# The config, tokenizer and generation settings a GGUF gives, against its directory's files.
+qvl_add_test(test_gguf_files SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf_files.c
+  LIBS qvl-qwen3vl)
+add_test(NAME cli_gguf COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_gguf.sh $<TARGET_FILE:qvl>
+  ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_gguf PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
