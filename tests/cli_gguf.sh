@@ -27,10 +27,10 @@ got=$(run_ids -m "$gg/tiny-tied-f32.gguf" --mmproj "$gg/mmproj-tiny-tied-f16.ggu
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "image: GGUF + mmproj = directory" \
   || bad "image: GGUF gave '$got', the directory '$want' ($(cat "$tmp/err"))"
 
-want=$("$qvl" tokenize -m "$fx/tiny-untied" "Hello <|im_start|>user, 你好 🦙" 2>&1)
-got=$("$qvl" tokenize -m "$gg/tiny-untied-q8_0.gguf" "Hello <|im_start|>user, 你好 🦙" 2>&1)
-[ -n "$want" ] && [ "$got" = "$want" ] && ok "qvl tokenize: GGUF = tokenizer.json" \
-  || bad "qvl tokenize: GGUF gave '$got', tokenizer.json '$want'"
+tok_want=$("$qvl" tokenize -m "$fx/tiny-untied" "Hello <|im_start|>user, 你好 🦙" 2>&1)
+tok_got=$("$qvl" tokenize -m "$gg/tiny-untied-q8_0.gguf" "Hello <|im_start|>user, 你好 🦙" 2>&1)
+[ -n "$tok_want" ] && [ "$tok_got" = "$tok_want" ] && ok "qvl tokenize: GGUF = tokenizer.json" \
+  || bad "qvl tokenize: GGUF gave '$tok_got', tokenizer.json '$tok_want'"
 
 # A directory with exactly one model GGUF and one mmproj GGUF.
 mkdir "$tmp/pair"
