@@ -40,6 +40,15 @@ got=$(run_ids -m "$tmp/pair" "${px[@]}" --image "$fx/tiny-tied/photo.jpg" -p "De
 [ "$got" = "$want" ] && ok "a directory of GGUF files = directory" \
   || bad "GGUF directory gave '$got', want '$want' ($(cat "$tmp/err"))"
 
+# config.json makes a directory a Hugging Face one, a GGUF file beside it or not.
+mkdir "$tmp/hf"
+for f in "$fx/tiny-tied"/*; do ln -s "$f" "$tmp/hf/"; done
+ln -s "$gg/tiny-untied-f32.gguf" "$tmp/hf/stray.gguf"
+got=$(run_ids -m "$tmp/hf" -p "Hello there")
+want_text=$(run_ids -m "$fx/tiny-tied" -p "Hello there")
+[ "$got" = "$want_text" ] && ok "a directory with config.json loads its safetensors" \
+  || bad "directory with config.json and a GGUF gave '$got', want '$want_text'"
+
 expect_fail "text-only GGUF with a picture" 1 "vision part of the model is missing (pass --mmproj" \
   -- "$qvl" run -m "$gg/tiny-tied-bf16.gguf" --image "$fx/tiny-tied/photo.jpg" -p hi -n 1
 ln -s "$gg/tiny-tied-f32.gguf" "$tmp/pair/Tiny-F32.gguf"

@@ -19,6 +19,7 @@
 #include "qvl/log.h"
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
+#include "qvl/model_files.h"
 #include "qvl/qwen3vl_gguf.h"
 #include "qvl/weight_convert.h"
 #include "qvl/weight_mix.h"
@@ -26,38 +27,32 @@
 
 static double now_seconds(void);
 
-/* The config and weights: from DIR/config.json and its safetensors, or from GGUF files. */
+/* The config and weights: from DIR/config.json and its safetensors, or from GGUF files
+ * (qvl/model_files.h decides which). */
 static qvl_status model_open_source(const char *dir, const char *mmproj, qvl_qwen3vl_config *cfg,
                                     qvl_weights **w, qvl_model_load_stats *ls, qvl_error *err) {
     double t0 = now_seconds();
-    char *model_file = NULL, *dir_mmproj = NULL;
-    qvl_status st = QVL_OK;
-    if (!qvl_is_gguf_path(dir)) {
-        st = qvl_gguf_dir_files(dir, &model_file, &dir_mmproj, err);
-        if (st == QVL_E_NOT_FOUND && !mmproj) { /* a Hugging Face directory */
-            char path[PATH_MAX];
-            snprintf(path, sizeof path, "%s/config.json", dir);
-            st = qvl_qwen3vl_config_load(path, cfg, err);
-            ls->config_seconds = now_seconds() - t0;
-            t0 = now_seconds();
-            if (st == QVL_OK) st = qvl_weights_open(dir, cfg, w, err);
-            ls->map_seconds = now_seconds() - t0;
-            return st;
-        }
-        if (st == QVL_E_NOT_FOUND)
-            st = qvl_fail(err, QVL_E_INVALID, "--mmproj goes with a GGUF model (-m FILE.gguf); "
-                          "%s holds none", dir);
-        if (st != QVL_OK) return st;
+    qvl_model_files files;
+    qvl_status st = qvl_model_files_find(dir, mmproj, &files, err);
+    if (st != QVL_OK) return st;
+    if (files.dir) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        st = qvl_qwen3vl_config_load(path, cfg, err);
+        ls->config_seconds = now_seconds() - t0;
+        t0 = now_seconds();
+        if (st == QVL_OK) st = qvl_weights_open(dir, cfg, w, err);
+        ls->map_seconds = now_seconds() - t0;
+        qvl_model_files_free(&files);
+        return st;
     }
     qvl_gguf *text = NULL, *vision = NULL;
-    const char *vision_path = mmproj ? mmproj : dir_mmproj;
-    st = qvl_gguf_open(model_file ? model_file : dir, &text, err);
-    if (st == QVL_OK && vision_path) st = qvl_gguf_open(vision_path, &vision, err);
+    st = qvl_gguf_open(files.gguf, &text, err);
+    if (st == QVL_OK && files.mmproj) st = qvl_gguf_open(files.mmproj, &vision, err);
     if (st == QVL_OK) st = qvl_qwen3vl_gguf_config(text, vision, cfg, err);
     ls->config_seconds = now_seconds() - t0;
     t0 = now_seconds();
-    free(model_file);
-    free(dir_mmproj);
+    qvl_model_files_free(&files);
     if (st != QVL_OK) {
         qvl_gguf_close(text);
         qvl_gguf_close(vision);
@@ -67,6 +62,7 @@ static qvl_status model_open_source(const char *dir, const char *mmproj, qvl_qwe
     ls->map_seconds = now_seconds() - t0;
     return st;
 }
+
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
 static qvl_status check_kv_attention(const qvl_model *m, qvl_error *err);

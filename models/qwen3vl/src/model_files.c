@@ -26,12 +26,22 @@ qvl_status qvl_model_files_find(const char *model, const char *mmproj, qvl_model
     struct stat sb;
     if (!model || stat(model, &sb) != 0)
         return qvl_fail(err, QVL_E_NOT_FOUND, "model not found: %s", model ? model : "(none)");
-    if (mmproj && stat(mmproj, &sb) != 0)
+    struct stat mb;
+    if (mmproj && stat(mmproj, &mb) != 0)
         return qvl_fail(err, QVL_E_NOT_FOUND, "--mmproj: file not found: %s", mmproj);
+    char config_path[PATH_MAX];
+    snprintf(config_path, sizeof config_path, "%s/config.json", model);
     qvl_status st = QVL_OK;
     if (qvl_is_gguf_path(model)) {
         if (!(out->gguf = strdup(model))) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    } else if (stat(model, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    } else if (S_ISDIR(sb.st_mode) && stat(config_path, &mb) == 0) {
+        /* config.json makes it a Hugging Face directory, whatever GGUF files lie beside it */
+        if (mmproj)
+            st = qvl_fail(err, QVL_E_INVALID, "--mmproj goes with a GGUF model (-m FILE.gguf); "
+                          "%s is a Hugging Face directory (config.json)", model);
+        else if (!(out->dir = strdup(model)))
+            st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    } else if (S_ISDIR(sb.st_mode)) {
         st = qvl_gguf_dir_files(model, &out->gguf, &out->mmproj, err);
         if (st == QVL_E_NOT_FOUND && mmproj) {
             st = qvl_fail(err, QVL_E_INVALID, "--mmproj goes with a GGUF model (-m FILE.gguf); "

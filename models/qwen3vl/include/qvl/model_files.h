@@ -1,7 +1,8 @@
 /* Where a model's parts come from, for the tools: a Hugging Face directory (config.json,
  * *.safetensors, tokenizer.json, generation_config.json, preprocessor_config.json,
  * video_preprocessor_config.json) or llama.cpp's GGUF files (-m MODEL.gguf [--mmproj
- * MMPROJ.gguf], or a directory holding one model GGUF and at most one mmproj GGUF).
+ * MMPROJ.gguf], or a directory without config.json holding one model GGUF and at most one
+ * mmproj GGUF; a directory with config.json is a Hugging Face one, GGUF files beside it or not).
  *
  * For GGUF, what the files do not carry comes from Qwen3-VL's documented defaults
  * (docs/MODEL.md, "GGUF files"): the image and video processors' pixel bounds, frame rate and

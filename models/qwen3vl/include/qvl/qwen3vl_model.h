@@ -59,7 +59,8 @@ typedef struct qvl_model_options {
 
 /* Read DIR/config.json, map the weights, check them against the config, open the backend and
  * allocate the KV cache. DIR may also be a GGUF text model (with opts->mmproj for pictures) or a
- * directory holding exactly one model GGUF and at most one mmproj GGUF. */
+ * directory without config.json holding exactly one model GGUF and at most one mmproj GGUF
+ * (qvl/model_files.h). */
 qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_model **out,
                           qvl_error *err);
 void qvl_model_close(qvl_model *m);
