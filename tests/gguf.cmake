@@ -16,3 +16,13 @@ if(Python3_Interpreter_FOUND)
     $<TARGET_FILE:test_gguf_dequant>)
   set_tests_properties(gguf_dequant PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+
+# gguf_convert: a model GGUF with Q4_0/Q5_0/Q4_1/Q5_1 matrices (written by gguf-py from the
+# converter's F32 fixture): one warning line per converted tensor, and the exact conversions give
+# the logits of gguf-py's dequantisation bit for bit. Skipped (77) without gguf-py and numpy.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME gguf_convert COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/gguf_convert_check.py $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/gguf_convert)
+  set_tests_properties(gguf_convert PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

@@ -40,3 +40,14 @@ set_tests_properties(test_video_parity_kv_f32 PROPERTIES TIMEOUT 900
 add_test(NAME cli_qvl_video COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_qvl_video.sh $<TARGET_FILE:qvl>
   ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_qvl_video PROPERTIES TIMEOUT 300)
+# GGUF files made by llama.cpp's converter (tests/fixtures/gguf) against the directories they
+# were made from: logits, greedy tokens, image features (test_gguf_parity.c says how close).
+qvl_add_test(test_gguf_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf_parity.c
+  LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
+add_dependencies(test_gguf_parity qvl-reference)
+# The config, tokenizer and generation settings a GGUF gives, against its directory's files.
+qvl_add_test(test_gguf_files SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf_files.c
+  LIBS qvl-qwen3vl)
+add_test(NAME cli_gguf COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_gguf.sh $<TARGET_FILE:qvl>
+  ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_gguf PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

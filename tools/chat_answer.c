@@ -24,7 +24,7 @@ qvl_status chat_engine_open(chat_state *cs, qvl_error *err) {
     cs->be = a->be;
     cs->be.threads_seen = cs->seen->threads;
     qvl_engine_options o = {
-        .model = a->model, .slots = 1, .queue = 1, .ctx = a->ctx, .prefill_chunk = a->batch,
+        .model = a->model, .mmproj = a->mmproj, .slots = 1, .queue = 1, .ctx = a->ctx, .prefill_chunk = a->batch,
         .backend = a->backend,
         .plugins = a->plugins, .weights = a->weights, .kv_type = a->kv_type,
         .gpu_layers = cs->be.gpu_layers, .cpu_backend = cs->be.cpu_backend,

@@ -28,6 +28,7 @@
 #include "qvl/image.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/log.h"
+#include "qvl/model_files.h"
 #include "qvl/qwen3vl_model.h"
 
 #define PROG "qvl-bench"
@@ -35,6 +36,7 @@
 
 typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image, *kv_type;
+    const char *mmproj; /* --mmproj: the vision GGUF of a -m MODEL.gguf */
     int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx, parallel;
     bool json, no_profile, no_probe, no_mmap, verbose;
     backend_args be; /* -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib (threads: above) */
@@ -212,10 +214,13 @@ static qvl_status run_vision(qvl_model *m, const bench_args *a, bench_results *r
         return QVL_OK;
     }
     qvl_preprocess_config pc;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", a->model);
-    qvl_status st = qvl_preprocess_config_load(path, &cfg->vision, &pc, err);
-    if (st == QVL_E_NOT_FOUND) st = QVL_OK; /* the defaults stay */
+    qvl_model_files files;
+    const char *source = NULL;
+    qvl_status st = qvl_model_files_find(a->model, a->mmproj, &files, err);
+    if (st == QVL_OK) {
+        st = qvl_model_files_preprocess(&files, &cfg->vision, &pc, &source, err);
+        qvl_model_files_free(&files);
+    }
     qvl_image img = {0};
     float *pixels = NULL;
     if (st == QVL_OK) st = synthetic_picture(r->image_w, r->image_h, &img, err);
@@ -261,6 +266,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     qvl_model_options mo = {
         .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->ctx ? a->ctx : a->n_prompt + a->n_gen,
         .weight_dtype = a->weights, .kv_type = a->kv_type, .no_mmap = a->no_mmap,
+        .mmproj = a->mmproj,
     };
     backend_args be = a->be;
     be.threads = a->threads;
@@ -368,7 +374,8 @@ int main(int argc, char **argv) {
     enum { OPT_THREADS = 0 };
     cli_opt opts[] = {
         [OPT_THREADS] = {"threads", 't', CLI_INT, &a.threads, "N", "backend option threads (0 = all cores); also the probes' thread count (default: backend default; probes use all cores)", 0, 4096, false},
-        {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors)", 0, 0, false},
+        {"model", 'm', CLI_STRING, &a.model, "DIR|FILE", "model directory (config.json, *.safetensors) or llama.cpp GGUF file", 0, 0, false},
+        {"mmproj", 0, CLI_STRING, &a.mmproj, "FILE", "the vision part of a GGUF model (llama.cpp's mmproj GGUF), for --image", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
         {"weights", 0, CLI_STRING, &a.weights, "DTYPE", "convert matrix weights once at load: bf16, f16, f32, q8_0, q4_k, q6_k or q4_k_m (default: the backend's weights: option in plugins.yaml, else as stored)", 0, 0, false},

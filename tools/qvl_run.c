@@ -19,6 +19,7 @@
 #include "qvl/file_write.h"
 #include "qvl/generate.h"
 #include "qvl/log.h"
+#include "qvl/qwen3vl_gguf.h"
 #include "qvl/video_preprocess.h"
 #include "qvl_commands.h"
 #include "run_answer.h"
@@ -201,14 +202,22 @@ static qvl_status read_prompt(const char *path, char **out, qvl_error *err) {
     return QVL_OK;
 }
 
-static int check_model_dir(const char *prog, const char *dir) {
+/* -m names a model directory or a GGUF file (qvl/model_files.h). */
+static int check_model_dir(const char *prog, const char *dir, const char *mmproj,
+                           qvl_model_files *files) {
     struct stat sb;
     if (stat(dir, &sb) != 0) {
         fprintf(stderr, "%s: model directory not found: %s\n", prog, dir);
         return 1;
     }
-    if (!S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "%s: %s is not a directory (-m takes the model's directory)\n", prog, dir);
+    if (!S_ISDIR(sb.st_mode) && !qvl_is_gguf_path(dir)) {
+        fprintf(stderr, "%s: %s is not a directory (-m takes the model's directory or a GGUF "
+                "file)\n", prog, dir);
+        return 1;
+    }
+    qvl_error err = {0};
+    if (qvl_model_files_find(dir, mmproj, files, &err) != QVL_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
         return 1;
     }
     return 0;
@@ -278,13 +287,26 @@ static qvl_status run_prompt_ids(const run_args *a, const char *text, qvl_tokeni
 }
 
 /* Everything after the command line is parsed. */
+static int run_files(const char *cmd, const char *prog, const run_args *args, const cli_opt *opts,
+                     bool chat_mode, run_images *im, double start, const qvl_model_files *files);
+
 static int run_parsed(const char *cmd, const char *prog, const run_args *args, const cli_opt *opts,
                       bool chat_mode, run_images *im, double start) {
     const run_args a = *args;
     int rc = check_usage(prog, &a, chat_mode);
     if (rc) return rc;
     if (a.verbose) qvl_log_level_set(QVL_LOG_INFO);
-    if ((rc = check_model_dir(prog, a.model))) return rc;
+    qvl_model_files files;
+    if ((rc = check_model_dir(prog, a.model, a.mmproj, &files))) return rc;
+    rc = run_files(cmd, prog, &a, opts, chat_mode, im, start, &files);
+    qvl_model_files_free(&files);
+    return rc;
+}
+
+static int run_files(const char *cmd, const char *prog, const run_args *args, const cli_opt *opts,
+                     bool chat_mode, run_images *im, double start, const qvl_model_files *files) {
+    const run_args a = *args;
+    int rc = 0;
     char path[PATH_MAX];
     struct stat sb;
     if (im->n_videos > 0 && (chat_mode || a.ids)) {
@@ -294,7 +316,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
     }
     if (chat_mode) { /* on the engine (chat_session.h) */
         snprintf(path, sizeof path, "%s/tokenizer.json", a.model);
-        if (stat(path, &sb) != 0) {
+        if (files->dir && stat(path, &sb) != 0) {
             fprintf(stderr, "%s: %s: not found (needed to tokenize the prompt)\n", prog, path);
             return 1;
         }
@@ -325,24 +347,22 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
         return fail(cmd, &err);
     }
     /* The tokenizer is needed unless ids go in and ids come out. */
-    snprintf(path, sizeof path, "%s/tokenizer.json", a.model);
     bool need_tokenizer = !a.ids || !a.print_ids;
     qvl_tokenizer *tok = NULL;
-    if (stat(path, &sb) == 0) {
-        st = qvl_tokenizer_load(path, &tok, &err);
-    } else if (need_tokenizer) {
-        fprintf(stderr, "%s: %s: not found (needed to %s; --ids with --print-ids runs without it)\n",
-                prog, path, a.ids ? "print the answer as text" : "tokenize the prompt");
+    st = qvl_model_files_tokenizer(files, &tok, &err);
+    if (st == QVL_E_NOT_FOUND && need_tokenizer) {
+        fprintf(stderr, "%s: %s (needed to %s; --ids with --print-ids runs without it)\n",
+                prog, err.msg, a.ids ? "print the answer as text" : "tokenize the prompt");
         free(text);
         free(ids);
         return 1;
     }
+    if (st == QVL_E_NOT_FOUND) st = QVL_OK;
 
     qvl_gen_config gen;
-    snprintf(path, sizeof path, "%s/generation_config.json", a.model);
-    if (st == QVL_OK) st = qvl_gen_config_load(path, &gen, &err);
+    if (st == QVL_OK) st = qvl_model_files_gen_config(files, &gen, &err);
     if (st == QVL_E_NOT_FOUND) {
-        QVL_LOG_I("%s not found: greedy decoding, no stop token", path);
+        QVL_LOG_I("%s: no generation_config.json: greedy decoding, no stop token", a.model);
         st = QVL_OK;
     }
     if (st == QVL_OK && text && im->n > 0 && im->n_videos == 0) { /* before reading any picture */
@@ -351,7 +371,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
             st = qvl_fail(&err, QVL_E_INVALID, "the prompt has %zu <image> markers but %zu --image "
                           "files were given", n_markers, im->n);
     }
-    if (st == QVL_OK) st = run_images_plan(a.model, &a.bounds, im, &err);
+    if (st == QVL_OK) st = run_images_plan(files, &a.bounds, im, &err);
 
     if (st == QVL_OK && text) st = run_prompt_ids(&a, text, tok, im, &ids, &n_ids, &err);
     if (st == QVL_OK && a.ids && im->n > 0) st = check_id_pads(ids, n_ids, im, &err);
@@ -374,7 +394,8 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
 
     qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
                             .no_fuse = a.no_fuse, .no_mmap = a.no_mmap,
-                            .weight_dtype = a.weights, .kv_type = a.kv_type};
+                            .weight_dtype = a.weights, .kv_type = a.kv_type,
+                            .mmproj = a.mmproj};
     backend_args be = a.be;
     be.threads_seen = opts[OPT_THREADS].seen;
     backend_args_apply(&be, &mo);
@@ -440,7 +461,8 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"video-frames", 0, CLI_STRING, &a.video_help, "DIR|F1,F2,...", "a video as frames: a directory's pictures in name order, or a comma-separated list; repeatable, in order with --image, before the text", 0, 0, false},
         {"video-fps", 0, CLI_STRING, &a.video_fps_help, "R", "the frame rate of the --video-frames before it (default 24, as transformers assumes)", 0, 0, false},
         {"image", 0, CLI_STRING, &a.image_help, "FILE", "a picture (JPEG, PNG, WebP, GIF, PPM/PGM) for the prompt; repeatable; placed at <image> markers in the text, else before it", 0, 0, false},
-        {"model", 'm', CLI_STRING, &a.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
+        {"model", 'm', CLI_STRING, &a.model, "DIR|FILE", "model directory (config.json, *.safetensors, tokenizer.json) or llama.cpp GGUF file", 0, 0, false},
+        {"mmproj", 0, CLI_STRING, &a.mmproj, "FILE", "the vision part of a GGUF model (llama.cpp's mmproj GGUF), for --image and --video", 0, 0, false},
         {"prompt", 'p', CLI_STRING, &a.prompt, "TEXT", "the user's message; - reads it from stdin", 0, 0, false},
         {"file", 'f', CLI_STRING, &a.file, "FILE", "read the user's message from FILE", 0, 0, false},
         {"system", 0, CLI_STRING, &a.system, "TEXT", "a system message before the conversation", 0, 0, false},

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "qvl/model_files.h"
 #include "qvl/file.h"
 #include "qvl/tokenizer.h"
 #include "qvl_commands.h"
@@ -95,7 +96,7 @@ static char *read_input(const char *path, size_t *len, qvl_error *err) {
 int qvl_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *decode = NULL;
     cli_opt opts[] = {
-        {"model", 'm', CLI_STRING, &model, "DIR", "model directory holding tokenizer.json", 0, 0, false},
+        {"model", 'm', CLI_STRING, &model, "DIR|FILE", "model directory holding tokenizer.json, or a GGUF model", 0, 0, false},
         {"file", 'f', CLI_STRING, &file, "FILE", "read the text from FILE ('-' = stdin)", 0, 0, false},
         {"decode", 0, CLI_STRING, &decode, "\"IDS\"", "print the text of these token ids instead", 0, 0, false},
     };
@@ -116,11 +117,16 @@ int qvl_cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "qvl tokenize: give -m MODEL_DIR and exactly one of -f FILE, TEXT or --decode\n");
         return 2;
     }
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/tokenizer.json", model);
+    /* tokenizer.json of a directory, or tokenizer.ggml.* of a GGUF model */
     qvl_error err = {0};
     qvl_tokenizer *tok = NULL;
-    if (qvl_tokenizer_load(path, &tok, &err) != QVL_OK) {
+    qvl_model_files files;
+    qvl_status st = qvl_model_files_find(model, NULL, &files, &err);
+    if (st == QVL_OK) {
+        st = qvl_model_files_tokenizer(&files, &tok, &err);
+        qvl_model_files_free(&files);
+    }
+    if (st != QVL_OK) {
         fprintf(stderr, "qvl tokenize: %s\n", err.msg);
         return 1;
     }

@@ -196,19 +196,13 @@ static qvl_status resolve_bounds(const run_image_bounds *b, const char *source,
 
 /* video_preprocessor_config.json (or the video processor's defaults) and the --video-* flags
  * over it. */
-static qvl_status load_video_processor(const char *model_dir, const qvl_qwen3vl_config *cfg,
+static qvl_status load_video_processor(const qvl_model_files *files, const qvl_qwen3vl_config *cfg,
                                        run_images *im, qvl_error *err) {
     if (cfg->video_token_id < 0)
-        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s/config.json: the model has no video_token_id",
-                        model_dir);
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/video_preprocessor_config.json", model_dir);
-    qvl_status st = qvl_video_config_load(path, &cfg->vision, &im->vc, err);
-    if (st == QVL_E_NOT_FOUND) {
-        QVL_LOG_I("%s not found: the Qwen3-VL video processor's defaults", path);
-        qvl_video_config_default(&cfg->vision, &im->vc);
-        st = QVL_OK;
-    }
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s: the model has no video_token_id",
+                        files->model);
+    const char *path = files->model;
+    qvl_status st = qvl_model_files_video(files, &cfg->vision, &im->vc, err);
     if (st != QVL_OK) return st;
     const run_video_bounds *vb = &im->vb;
     qvl_video_config *vc = &im->vc;
@@ -229,30 +223,20 @@ static qvl_status load_video_processor(const char *model_dir, const qvl_qwen3vl_
     return QVL_OK;
 }
 
-/* config.json's vision sizes and preprocessor_config.json (or the processor's defaults). */
-static qvl_status load_processor(const char *model_dir, run_images *im, const char **source,
+/* The vision config (config.json or the GGUF keys) and the image processor
+ * (preprocessor_config.json, the mmproj's, or the processor's defaults). */
+static qvl_status load_processor(const qvl_model_files *files, run_images *im, const char **source,
                                  qvl_error *err) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    const char *path = files->model;
     qvl_qwen3vl_config cfg;
-    qvl_status st = qvl_qwen3vl_config_load(path, &cfg, err);
+    qvl_status st = qvl_model_files_config(files, &cfg, err);
     if (st != QVL_OK) return st;
-    if (!cfg.has_vision || cfg.image_token_id < 0)
-        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s: the model has no vision_config / image_token_id",
-                        path);
+    if (!cfg.has_vision || cfg.image_token_id < 0) return qvl_model_files_no_vision(files, err);
     im->pad_id = (int32_t)cfg.image_token_id;
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", model_dir);
-    *source = "preprocessor_config.json";
-    st = qvl_preprocess_config_load(path, &cfg.vision, &im->pc, err);
-    if (st == QVL_E_NOT_FOUND) {
-        QVL_LOG_I("%s not found: the Qwen3-VL defaults", path);
-        qvl_preprocess_config_default(&cfg.vision, &im->pc);
-        *source = "the Qwen3-VL processor";
-        st = QVL_OK;
-    }
+    st = qvl_model_files_preprocess(files, &cfg.vision, &im->pc, source, err);
     if (st != QVL_OK) return st;
     im->video_pad_id = (int32_t)cfg.video_token_id;
-    if (st == QVL_OK && im->n_videos > 0) st = load_video_processor(model_dir, &cfg, im, err);
+    if (st == QVL_OK && im->n_videos > 0) st = load_video_processor(files, &cfg, im, err);
     if (st != QVL_OK) return st;
     const qvl_preprocess_config *pc = &im->pc;
     if (pc->patch_size != cfg.vision.patch_size || pc->merge_size != cfg.vision.spatial_merge_size ||
@@ -271,11 +255,11 @@ static qvl_status probe_size(const char *path, const char *data, size_t size, in
     return qvl_image_probe(data, size, path, w, h, err);
 }
 
-qvl_status run_images_plan(const char *model_dir, const run_image_bounds *b, run_images *im,
+qvl_status run_images_plan(const qvl_model_files *files, const run_image_bounds *b, run_images *im,
                            qvl_error *err) {
     if (im->n == 0) return QVL_OK;
     const char *source = NULL;
-    qvl_status st = load_processor(model_dir, im, &source, err);
+    qvl_status st = load_processor(files, im, &source, err);
     char cap_what[128] = "";
     if (st == QVL_OK) st = resolve_bounds(b, source, &im->pc, cap_what, sizeof cap_what, err);
     if (st != QVL_OK) return st;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "qvl/image_preprocess.h"
+#include "qvl/model_files.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/status.h"
 #include "qvl/video_preprocess.h"
@@ -52,7 +53,7 @@ int run_images_collect(const char *prog, int argc, char **argv, run_images *im);
  * files; --image-max-tokens caps the processor's default size), read every file's header and
  * plan its grid. Prints one line per picture on stderr ("image 1: WxH -> grid HxW, N tokens").
  * Errors name the file or the flags the user gave. */
-qvl_status run_images_plan(const char *model_dir, const run_image_bounds *b, run_images *im,
+qvl_status run_images_plan(const qvl_model_files *files, const run_image_bounds *b, run_images *im,
                            qvl_error *err);
 
 /* Decode and preprocess every planned picture and video into im->pixels (and drop the file

@@ -14,6 +14,7 @@
 #include "qvl/image_preprocess.h"
 #include "qvl/log.h"
 #include "qvl/mm_prompt.h"
+#include "qvl/model_files.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/tokenizer.h"
 #include "picture_rules.h"
@@ -108,16 +109,26 @@ static void set_state(qvl_engine *e, qvl_engine_phase st, const char *error) {
     pthread_mutex_unlock(&e->mu);
 }
 
+static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_error *err);
+
 static qvl_status load(qvl_engine *e, qvl_error *err) {
     const qvl_engine_options *c = &e->opts;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/tokenizer.json", c->model);
-    qvl_status st = qvl_tokenizer_load(path, &e->tok, err);
+    qvl_model_files files;
+    qvl_status st = qvl_model_files_find(c->model, c->mmproj, &files, err);
     if (st != QVL_OK) return st;
-    snprintf(path, sizeof path, "%s/generation_config.json", c->model);
-    st = qvl_gen_config_load(path, &e->gen, err);
+    st = load_parts(e, &files, err);
+    qvl_model_files_free(&files);
+    return st;
+}
+
+/* The tokenizer, generation settings, model and processors from the model's files. */
+static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_error *err) {
+    const qvl_engine_options *c = &e->opts;
+    qvl_status st = qvl_model_files_tokenizer(files, &e->tok, err);
+    if (st != QVL_OK) return st;
+    st = qvl_model_files_gen_config(files, &e->gen, err);
     if (st == QVL_E_NOT_FOUND) {
-        QVL_LOG_I("%s not found: greedy decoding, no stop token", path);
+        QVL_LOG_I("%s: no generation_config.json: greedy decoding, no stop token", c->model);
         st = QVL_OK;
     }
     if (st != QVL_OK) return st;
@@ -128,7 +139,7 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
                             .no_fuse = c->no_fuse, .no_mmap = c->no_mmap,
                             .backend_options = c->backend_options, .gpu_layers = c->gpu_layers,
                             .cpu_backend_name = c->cpu_backend,
-                            .vision_backend_name = c->vision_backend};
+                            .vision_backend_name = c->vision_backend, .mmproj = c->mmproj};
     st = qvl_model_open(c->model, &mo, &e->model, err);
     if (st != QVL_OK) return st;
     for (int i = 0; i < c->slots; i++) {
@@ -156,12 +167,8 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
     e->has_vision = cfg->has_vision && cfg->image_token_id >= 0;
     e->pad_id = (int32_t)cfg->image_token_id;
     if (e->has_vision) {
-        snprintf(path, sizeof path, "%s/preprocessor_config.json", c->model);
-        st = qvl_preprocess_config_load(path, &cfg->vision, &e->pictures.pc, err);
-        if (st == QVL_E_NOT_FOUND) {
-            qvl_preprocess_config_default(&cfg->vision, &e->pictures.pc);
-            st = QVL_OK;
-        }
+        const char *source = NULL;
+        st = qvl_model_files_preprocess(files, &cfg->vision, &e->pictures.pc, &source, err);
         if (st != QVL_OK) return st;
         /* No picture may take more tokens than a slot's context holds. */
         qvl_preprocess_config *pc = &e->pictures.pc;
@@ -172,12 +179,7 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
     e->has_video = e->has_vision && cfg->video_token_id >= 0;
     e->video_pad_id = (int32_t)cfg->video_token_id;
     if (e->has_video) {
-        snprintf(path, sizeof path, "%s/video_preprocessor_config.json", c->model);
-        st = qvl_video_config_load(path, &cfg->vision, &e->videos.vc, err);
-        if (st == QVL_E_NOT_FOUND) {
-            qvl_video_config_default(&cfg->vision, &e->videos.vc);
-            st = QVL_OK;
-        }
+        st = qvl_model_files_video(files, &cfg->vision, &e->videos.vc, err);
         if (st != QVL_OK) return st;
     }
     return QVL_OK;

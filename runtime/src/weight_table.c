@@ -28,6 +28,10 @@ typedef struct entry {
 struct qvl_weights {
     qvl_safetensors **files;
     size_t n_files;
+    qvl_st_tensor *given;          /* qvl_weights_open_tensors: the caller's tensors */
+    size_t n_given;
+    void *owner;                   /* what keeps the given tensors' data alive */
+    void (*owner_free)(void *);
     qvl_tensor_spec *specs;
     const qvl_st_tensor **tensors; /* per spec */
     entry *by_name;                /* spec names sorted, .idx = spec index */
@@ -57,6 +61,8 @@ void qvl_weights_close(qvl_weights *w) {
     if (!w) return;
     for (size_t i = 0; i < w->n_files; i++) qvl_safetensors_close(w->files[i]);
     free(w->files);
+    free(w->given);
+    if (w->owner_free) w->owner_free(w->owner);
     free(w->specs);
     free(w->tensors);
     free(w->by_name);
@@ -238,6 +244,7 @@ static qvl_status check_against_specs(qvl_weights *w, const char *where,
                                       qvl_error *err) {
     size_t n_all = 0;
     for (size_t i = 0; i < w->n_files; i++) n_all += qvl_safetensors_count(w->files[i]);
+    n_all += w->n_given;
     entry *all = malloc((n_all ? n_all : 1) * sizeof *all);
     const char **missing = malloc((w->n ? w->n : 1) * sizeof *missing);
     const char **badshape = malloc((w->n ? w->n : 1) * sizeof *badshape);
@@ -254,9 +261,14 @@ static qvl_status check_against_specs(qvl_weights *w, const char *where,
             const qvl_st_tensor *t = qvl_safetensors_at(w->files[i], j);
             all[k++] = (entry){t->name, t, i};
         }
+    for (size_t i = 0; i < w->n_given; i++) all[k++] = (entry){w->given[i].name, &w->given[i], 0};
     qsort(all, n_all, sizeof *all, cmp_entry);
     for (size_t i = 1; i < n_all; i++)
-        if (!strcmp(all[i - 1].name, all[i].name)) {
+        if (!strcmp(all[i - 1].name, all[i].name) && w->n_given) {
+            s = qvl_fail(err, QVL_E_INVALID, "%s: tensor '%.200s' is given twice", where,
+                         all[i].name);
+            goto done;
+        } else if (!strcmp(all[i - 1].name, all[i].name)) {
             s = qvl_fail(err, QVL_E_INVALID, "%s: tensor '%.200s': stored in both %s and %s", where,
                          all[i].name, qvl_safetensors_path(w->files[all[i - 1].idx]),
                          qvl_safetensors_path(w->files[all[i].idx]));
@@ -319,6 +331,56 @@ done:
     return s;
 }
 
+/* The table's spec arrays (copied specs, and their names sorted for lookup). */
+static qvl_status set_specs(qvl_weights *w, const char *where, const qvl_tensor_spec *specs,
+                            size_t n, qvl_error *err) {
+    w->specs = malloc((n ? n : 1) * sizeof *w->specs);
+    w->tensors = calloc(n ? n : 1, sizeof *w->tensors);
+    w->by_name = malloc((n ? n : 1) * sizeof *w->by_name);
+    if (!w->specs || !w->tensors || !w->by_name)
+        return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", where);
+    if (n) memcpy(w->specs, specs, n * sizeof *specs);
+    w->n = n;
+    for (size_t i = 0; i < w->n; i++) w->by_name[i] = (entry){w->specs[i].name, NULL, i};
+    qsort(w->by_name, w->n, sizeof *w->by_name, cmp_entry);
+    return QVL_OK;
+}
+
+qvl_status qvl_weights_open_tensors(const char *where, const qvl_tensor_spec *specs, size_t n,
+                                    const qvl_st_tensor *tensors, size_t n_tensors,
+                                    const char *const *ignored, size_t n_ignored, void *owner,
+                                    void (*owner_free)(void *), qvl_weights **out,
+                                    qvl_error *err) {
+    qvl_weights *w = NULL;
+    qvl_status s = QVL_OK;
+    if (out) *out = NULL;
+    if (!where || (!specs && n) || (!tensors && n_tensors) || (!ignored && n_ignored) || !out) {
+        s = qvl_fail(err, QVL_E_INVALID, "weights: missing argument");
+    } else if (!(w = calloc(1, sizeof *w))) {
+        s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", where);
+    }
+    if (!w) {
+        if (owner_free) owner_free(owner);
+        return s;
+    }
+    w->owner = owner;
+    w->owner_free = owner_free;
+    s = set_specs(w, where, specs, n, err);
+    if (s == QVL_OK && !(w->given = malloc((n_tensors ? n_tensors : 1) * sizeof *w->given)))
+        s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", where);
+    if (s == QVL_OK) {
+        if (n_tensors) memcpy(w->given, tensors, n_tensors * sizeof *tensors);
+        w->n_given = n_tensors;
+        s = check_against_specs(w, where, ignored, n_ignored, err);
+    }
+    if (s != QVL_OK) {
+        qvl_weights_close(w);
+        return s;
+    }
+    *out = w;
+    return QVL_OK;
+}
+
 qvl_status qvl_weights_open_specs(const char *model_dir, const qvl_tensor_spec *specs, size_t n,
                                   const char *const *ignored, size_t n_ignored,
                                   qvl_weights **out, qvl_error *err) {
@@ -335,21 +397,7 @@ qvl_status qvl_weights_open_specs(const char *model_dir, const qvl_tensor_spec *
         s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", model_dir);
         goto fail;
     }
-    w->specs = malloc((n ? n : 1) * sizeof *w->specs);
-    if (!w->specs) {
-        s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", model_dir);
-        goto fail;
-    }
-    if (n) memcpy(w->specs, specs, n * sizeof *specs);
-    w->n = n;
-    w->tensors = calloc(w->n ? w->n : 1, sizeof *w->tensors);
-    w->by_name = malloc((w->n ? w->n : 1) * sizeof *w->by_name);
-    if (!w->tensors || !w->by_name) {
-        s = qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", model_dir);
-        goto fail;
-    }
-    for (size_t i = 0; i < w->n; i++) w->by_name[i] = (entry){w->specs[i].name, NULL, i};
-    qsort(w->by_name, w->n, sizeof *w->by_name, cmp_entry);
+    if ((s = set_specs(w, model_dir, specs, n, err)) != QVL_OK) goto fail;
 
     if (is_file(single)) {
         where = single;

@@ -9,7 +9,8 @@
 #include "qvl/backend.h" /* qvl_options */
 
 typedef struct serve_config {
-    const char *model;     /* model directory */
+    const char *model;     /* model directory or GGUF file */
+    const char *mmproj;    /* --mmproj: the vision GGUF of a GGUF model */
     const char *model_id;  /* the name /v1/models reports and responses carry */
     const char *host;      /* address to bind: an IPv4 or IPv6 literal */
     int port;

@@ -72,7 +72,8 @@ int qvl_cmd_serve(int argc, char **argv) {
     int64_t max_conn_per_ip = cfg.max_connections_per_ip, receive_timeout = cfg.receive_timeout;
     backend_args be = {.threads = -1}; /* -1: -t not given (the parser allows 0 and up) */
     cli_opt opts[] = {
-        {"model", 'm', CLI_STRING, &cfg.model, "DIR", "model directory (config.json, *.safetensors, tokenizer.json)", 0, 0, false},
+        {"model", 'm', CLI_STRING, &cfg.model, "DIR|FILE", "model directory (config.json, *.safetensors, tokenizer.json) or llama.cpp GGUF file", 0, 0, false},
+        {"mmproj", 0, CLI_STRING, &cfg.mmproj, "FILE", "the vision part of a GGUF model (llama.cpp's mmproj GGUF), for pictures and videos", 0, 0, false},
         {"host", 0, CLI_STRING, &cfg.host, "ADDR", "address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or :: for all)", 0, 0, false},
         {"port", 0, CLI_INT, &port, "N", "TCP port (default 8080; 0 picks a free one)", 0, 65535, false},
         {"parallel", 0, CLI_INT, &parallel, "N", "slots: requests answered at once, each with its own KV cache (default 1)", 1, 256, false},
@@ -185,7 +186,7 @@ int qvl_cmd_serve(int argc, char **argv) {
     }
     serve_metrics_set_image_budget(metrics, &budget);
     qvl_error err = {0};
-    qvl_engine_options eo = {.model = cfg.model, .slots = cfg.parallel, .queue = cfg.queue,
+    qvl_engine_options eo = {.model = cfg.model, .mmproj = cfg.mmproj, .slots = cfg.parallel, .queue = cfg.queue,
                              .ctx = cfg.ctx, .prefill_chunk = batch_size,
                              .backend = cfg.backend, .plugins = cfg.plugins,
                              .weights = cfg.weights, .gpu_layers = cfg.gpu_layers,

@@ -51,7 +51,8 @@ typedef struct qvl_engine_observer {
 } qvl_engine_observer;
 
 typedef struct qvl_engine_options {
-    const char *model;      /* model directory */
+    const char *model;      /* model directory or text GGUF (qvl/model_files.h) */
+    const char *mmproj;     /* the vision GGUF of a GGUF model (NULL: none, or in its directory) */
     int slots;              /* sequences decoded at once (>= 1) */
     int queue;              /* jobs that may wait for a slot beyond the idle slots */
     int64_t ctx;            /* KV cache capacity of each slot, in tokens */

@@ -19,11 +19,50 @@
 #include "qvl/log.h"
 #include "qvl/mm_prompt.h"
 #include "qvl/qwen3vl_graph.h"
+#include "qvl/model_files.h"
+#include "qvl/qwen3vl_gguf.h"
 #include "qvl/weight_convert.h"
 #include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 
 static double now_seconds(void);
+
+/* The config and weights: from DIR/config.json and its safetensors, or from GGUF files
+ * (qvl/model_files.h decides which). */
+static qvl_status model_open_source(const char *dir, const char *mmproj, qvl_qwen3vl_config *cfg,
+                                    qvl_weights **w, qvl_model_load_stats *ls, qvl_error *err) {
+    double t0 = now_seconds();
+    qvl_model_files files;
+    qvl_status st = qvl_model_files_find(dir, mmproj, &files, err);
+    if (st != QVL_OK) return st;
+    if (files.dir) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        st = qvl_qwen3vl_config_load(path, cfg, err);
+        ls->config_seconds = now_seconds() - t0;
+        t0 = now_seconds();
+        if (st == QVL_OK) st = qvl_weights_open(dir, cfg, w, err);
+        ls->map_seconds = now_seconds() - t0;
+        qvl_model_files_free(&files);
+        return st;
+    }
+    qvl_gguf *text = NULL, *vision = NULL;
+    st = qvl_gguf_open(files.gguf, &text, err);
+    if (st == QVL_OK && files.mmproj) st = qvl_gguf_open(files.mmproj, &vision, err);
+    if (st == QVL_OK) st = qvl_qwen3vl_gguf_config(text, vision, cfg, err);
+    ls->config_seconds = now_seconds() - t0;
+    t0 = now_seconds();
+    qvl_model_files_free(&files);
+    if (st != QVL_OK) {
+        qvl_gguf_close(text);
+        qvl_gguf_close(vision);
+        return st;
+    }
+    st = qvl_qwen3vl_gguf_weights(text, vision, cfg, w, err);
+    ls->map_seconds = now_seconds() - t0;
+    return st;
+}
+
 static qvl_status choose_matrix_dtype(qvl_model *m, const char *name, qvl_error *err);
 static qvl_status choose_kv_dtype(qvl_model *m, const qvl_model_options *opts, qvl_error *err);
 static qvl_status check_kv_attention(const qvl_model *m, qvl_error *err);
@@ -49,15 +88,9 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     m->no_fuse = opts->no_fuse;
     m->no_mmap = opts->no_mmap;
 
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.json", dir);
     qvl_model_load_stats *ls = &m->inst.load;
-    double t0 = now_seconds();
-    qvl_status st = qvl_qwen3vl_config_load(path, &m->cfg, err);
-    ls->config_seconds = now_seconds() - t0;
-    t0 = now_seconds();
-    if (st == QVL_OK) st = qvl_weights_open(dir, &m->cfg, &m->weights, err);
-    ls->map_seconds = now_seconds() - t0;
+    double t0 = 0;
+    qvl_status st = model_open_source(dir, opts->mmproj, &m->cfg, &m->weights, ls, err);
     if (st == QVL_OK) {
         /* The graphs read matrices in the embedding's dtype and vectors in the first norm's. */
         const qvl_st_tensor *emb =

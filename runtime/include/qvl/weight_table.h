@@ -42,6 +42,16 @@ typedef struct qvl_weights qvl_weights;
 qvl_status qvl_weights_open_specs(const char *model_dir, const qvl_tensor_spec *specs, size_t n,
                                   const char *const *ignored, size_t n_ignored,
                                   qvl_weights **out, qvl_error *err);
+/* The same checks over tensors the caller already holds under the names the specs use (a GGUF
+ * file's tensors renamed to the checkpoint's names, qvl/qwen3vl_gguf.h). tensors[0..n_tensors)
+ * is copied (names and data are not: they must live until close). owner, when not NULL, is
+ * released with owner_free at close, or here when opening fails: it is what keeps the data
+ * alive (mappings, converted copies). where names the source in error messages. */
+qvl_status qvl_weights_open_tensors(const char *where, const qvl_tensor_spec *specs, size_t n,
+                                    const qvl_st_tensor *tensors, size_t n_tensors,
+                                    const char *const *ignored, size_t n_ignored, void *owner,
+                                    void (*owner_free)(void *), qvl_weights **out,
+                                    qvl_error *err);
 void qvl_weights_close(qvl_weights *w); /* NULL is fine */
 
 /* The tensor called name, NULL when it is not one of the expected tensors. */

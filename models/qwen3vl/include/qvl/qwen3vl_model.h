@@ -52,10 +52,15 @@ typedef struct qvl_model_options {
     /* Laid over the plugins.yaml options of every backend that is opened (same key: this value
      * wins), e.g. {threads: 4} from qvl-bench -t. NULL: plugins.yaml's options only. */
     const qvl_options *backend_options;
+    /* --mmproj: the vision tower's GGUF file when the model is a GGUF file (NULL: text only,
+     * unless the model's directory holds one; qvl/qwen3vl_gguf.h). */
+    const char *mmproj;
 } qvl_model_options;
 
 /* Read DIR/config.json, map the weights, check them against the config, open the backend and
- * allocate the KV cache. */
+ * allocate the KV cache. DIR may also be a GGUF text model (with opts->mmproj for pictures) or a
+ * directory without config.json holding exactly one model GGUF and at most one mmproj GGUF
+ * (qvl/model_files.h). */
 qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_model **out,
                           qvl_error *err);
 void qvl_model_close(qvl_model *m);
