@@ -96,6 +96,7 @@ typedef struct linear_job {
     const float *qd;      /* q8_0, q4_k, q6_k: a block scales [M, K/32] */
     avx_qrows qrows;      /* q4_k, q6_k: qa, qd and the block sums */
     float *packed_a;      /* f32 GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
+    bool gemm;            /* the GEMMs (f32 and int8) rather than the GEMVs */
     bool any_f32_gemm;    /* GEMM: a part whose weights take the f32 GEMM */
     bool any_qgemm;       /* GEMM: a part whose weights take the int8 GEMM (avx_qgemm.h) */
     int64_t M, K;
@@ -454,7 +455,7 @@ static void linear_worker(void *ctx, int tid, int nth) {
     linear_job *jb = ctx;
     (void)tid;
     (void)nth;
-    const bool gemm = jb->M > AVX_GEMV_MAX_ROWS;
+    const bool gemm = jb->gemm;
     float *bpack = NULL;
     unsigned char *qpack = NULL;
     if (gemm && jb->any_f32_gemm &&
@@ -543,7 +544,10 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     int8_t *qa = NULL;
     int16_t *qs16 = NULL;
     qvl_status s = QVL_OK;
-    if (M > AVX_GEMV_MAX_ROWS) {
+    bool all_kq = true;
+    for (int p = 0; p < n_parts; p++) all_kq &= is_block_dtype(parts[p].w->dt);
+    jb.gemm = M > AVX_GEMV_MAX_ROWS || (all_kq && M >= AVX_QGEMM_MIN_ROWS);
+    if (jb.gemm) {
         for (int p = 0; p < n_parts; p++) {
             if (is_block_dtype(parts[p].w->dt)) jb.any_qgemm = true;
             else jb.any_f32_gemm = true;

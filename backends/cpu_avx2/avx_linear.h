@@ -61,6 +61,11 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
  * server's batched decode step) it stays bound by reading the weights once; the f32 GEMM
  * converts the weights to panels and pays off only for many rows. */
 #define AVX_GEMV_MAX_ROWS 8
+/* From this many rows q4_k / q6_k products (every part of the call) take the int8 GEMM
+ * instead: its panels serve 4 rows per weight load against the GEMV's 3, with no horizontal
+ * sums, and at 8 rows that outweighs repacking the weights (docs/BENCHMARKS.md); at 4 to 6
+ * rows the two were within the noise. */
+#define AVX_QGEMM_MIN_ROWS 8
 typedef struct avx_linear_part {
     const avx_wmat *w;
     const float *bias; /* [w->rows] or NULL */
