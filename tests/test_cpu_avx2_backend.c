@@ -116,19 +116,19 @@ static int64_t whole_blocks(qvl_dtype dt, int64_t K) {
     return (K + be - 1) / be * be;
 }
 
-/* The GEMM (more than AVX_GEMV_MAX_ROWS = 8 rows) converts bf16, f16, q8_0, q4_k and q6_k weights to f32 exactly while
- * packing its panels and then runs one f32 kernel: its result must be bit for bit the result
- * for the same values stored as f32. Widths that leave partial 16-column panels, K with a
- * tail past the last 8 values (block dtypes: whole blocks) and several K blocks of 256. */
+/* The f32 GEMM (more than AVX_GEMV_MAX_ROWS = 8 rows) converts bf16 and f16 weights to f32
+ * exactly while packing its panels and then runs one f32 kernel: its result must be bit for
+ * bit the result for the same values stored as f32. Widths that leave partial 16-column
+ * panels, K with a tail past the last 8 values and several K blocks of 256. (q8_0, q4_k and
+ * q6_k take the int8 GEMM, which rounds the activations: the conformance suite's bound.) */
 static void test_matmul_gemm_exact_conversion(void **state) {
     (void)state;
     skip_without_avx2();
     static const int64_t shapes[][3] = {{9, 45, 21}, {15, 600, 37}, {13, 264, 16}, {11, 1031, 50}};
-    static const qvl_dtype dts[] = {QVL_BF16, QVL_F16, QVL_Q8_0, QVL_Q4_K, QVL_Q6_K};
+    static const qvl_dtype dts[] = {QVL_BF16, QVL_F16};
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int64_t M = shapes[s][0], N = shapes[s][2], K = shapes[s][1];
-            if (dts[d] != QVL_BF16 && dts[d] != QVL_F16) K = whole_blocks(dts[d], K + 1);
             qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(dts[d], 2, SHAPE(N, K), -1, 1);
             qvl_tensor *wf = tt_mk(QVL_F32, 2, SHAPE(N, K));
             for (int64_t i = 0; i < N * K; i++) ((float *)wf->data)[i] = (float)tt_value(w, i);
@@ -166,19 +166,38 @@ static void test_matmul_gemv_rows(void **state) {
             }
 }
 
-/* q4_k / q6_k decode at the extremes of the quants and scales: every q4_k quant 15 with
- * 6-bit scales and mins of 63, every q6_k quant 63 with scales of 127 or -128, against
- * activations of +-1 (int8 +-127 after quantisation), so the integer partial sums of the
- * one-row kernels reach their largest magnitudes (a wrapped int16 or int32 sum would be off by
- * 65536 or more). N = 5: a 4-row tile and a single row; M = 1 and 2. The activations round to
- * 127 * (1/127 in f32), within 1e-7 of 1, so the tolerance is relative 1e-5. */
+/* q4_k / q6_k / q8_0 products at the extremes of the quants and scales: every q4_k quant 15
+ * with 6-bit scales and mins of 63, every q6_k quant 63 with scales of 127 or -128, every q8_0
+ * quant -128, against activations of +-1 (int8 +-127 after quantisation), so the integer
+ * partial sums reach their largest magnitudes (a wrapped int16 or int32 sum would be off by
+ * 65536 or more, a saturated maddubs by at least 256). N = 13: a 4-row GEMV tile and single
+ * rows, one whole 8-row int8 GEMM panel and a partial one; M = 1, 2 and 7 (the GEMVs; q8_0 up to
+ * 8), 8 and 14 (the int8 GEMM from AVX_QGEMM_MIN_ROWS: whole and partial 4-row tiles). The activations round to 127 * (1/127 in
+ * f32), within 1e-7 of 1, so the tolerance is relative 1e-5. */
 static void test_matmul_kquant_extremes(void **state) {
     (void)state;
     skip_without_avx2();
-    const int64_t K = 512, N = 5;
-    for (int dt = 0; dt < 2; dt++)
+    const int64_t K = 512, N = 13;
+    static const int64_t Ms[] = {1, 2, 7, 8, 14};
+    static const char *names[] = {"q4_k extremes", "q6_k extremes", "q8_0 extremes"};
+    for (int dt = 0; dt < 3; dt++)
         for (int sign = -1; sign <= 1; sign += 2)
-            for (int64_t M = 1; M <= 2; M++) {
+            for (int mi = 0; mi < 5; mi++) {
+                const int64_t M = Ms[mi];
+                if (dt == 2) {
+                    qvl_tensor *w = tt_mk(QVL_Q8_0, 2, SHAPE(N, K));
+                    for (int64_t b = 0; b < N * K / QVL_Q8_0_BLOCK; b++) {
+                        qvl_block_q8_0 *blk = (qvl_block_q8_0 *)w->data + b;
+                        memset(blk->qs, 0x80, sizeof blk->qs); /* -128 */
+                        blk->d = 0x3C00;                       /* 1.0 */
+                    }
+                    qvl_tensor *a = tt_mk(QVL_F32, 2, SHAPE(M, K));
+                    for (int64_t i = 0; i < M * K; i++) ((float *)a->data)[i] = (float)sign;
+                    qvl_tensor *ro, *ao;
+                    run_both(QVL_OP_MATMUL, NULL, QVL_F32, 2, SHAPE(M, N), SRC(a, w), &ro, &ao);
+                    compare(names[dt], ro, ao, 0, 1e-5, NULL);
+                    continue;
+                }
                 qvl_tensor *w = tt_mk(dt ? QVL_Q6_K : QVL_Q4_K, 2, SHAPE(N, K));
                 for (int64_t b = 0; b < N * K / QVL_QK_K; b++) {
                     if (dt) {
@@ -200,7 +219,7 @@ static void test_matmul_kquant_extremes(void **state) {
                 for (int64_t i = 0; i < M * K; i++) ((float *)a->data)[i] = (float)sign;
                 qvl_tensor *ro, *ao;
                 run_both(QVL_OP_MATMUL, NULL, QVL_F32, 2, SHAPE(M, N), SRC(a, w), &ro, &ao);
-                compare(dt ? "q6_k extremes" : "q4_k extremes", ro, ao, 0, 1e-5, NULL);
+                compare(names[dt], ro, ao, 0, 1e-5, NULL);
             }
 }
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "avx_kquant.h"
 #include "qvl/dtype.h"
 
 #define AVX_INLINE static inline __attribute__((always_inline))
@@ -15,8 +14,6 @@
 #define GEMM_MC 144 /* rows per block: 24 tiles, 144 KB of packed a in L2 */
 #define GEMM_NC 512 /* columns per packed weight block: 512 KB in L2 */
 
-/* q4_k / q6_k rows are whole 256-element super-blocks, so K blocks start on one */
-_Static_assert(GEMM_KC % QVL_QK_K == 0, "a K block must hold whole q4_k/q6_k super-blocks");
 
 /* ---- a ---- */
 
@@ -126,36 +123,9 @@ AVX_INLINE void pack_panel_dt(qvl_dtype dt, const avx_wmat *w, int64_t j0, int64
             panel[k * GEMM_NR + c] = rows[c] ? scalar_f32(dt, rows[c], k0 + k) : 0.0f;
 }
 
-/* The same for q4_k / q6_k (k0 and kn whole super-blocks): 8 rows at a time dequantised a
- * super-block each into tmp, then transposed 8 x 8 into the panel. */
-static void pack_panel_kq(const avx_wmat *w, int64_t j0, int64_t jn, int64_t k0, int64_t kn,
-                          float *panel) {
-    float tmp[8][QVL_QK_K] __attribute__((aligned(32)));
-    const int64_t bb = (int64_t)qvl_dtype_block_bytes(w->dt);
-    for (int64_t kb = 0; kb < kn; kb += QVL_QK_K)
-        for (int h = 0; h < GEMM_NR; h += 8) {
-            for (int i = 0; i < 8; i++) {
-                if (h + i < jn)
-                    avx_dequant_kq(w->dt, row_ptr(w, j0 + h + i) + (k0 + kb) / QVL_QK_K * bb,
-                                   tmp[i], QVL_QK_K);
-                else
-                    memset(tmp[i], 0, sizeof tmp[i]);
-            }
-            for (int k = 0; k < QVL_QK_K; k += 8) {
-                __m256 r[8];
-                for (int i = 0; i < 8; i++) r[i] = _mm256_load_ps(tmp[i] + k);
-                transpose8(r);
-                for (int i = 0; i < 8; i++)
-                    _mm256_store_ps(panel + (kb + k + i) * GEMM_NR + h, r[i]);
-            }
-        }
-}
-
 static void pack_panel(const avx_wmat *w, int64_t j0, int64_t jn, int64_t k0, int64_t kn,
                        float *panel) {
     switch (w->dt) {
-    case QVL_Q4_K:
-    case QVL_Q6_K: pack_panel_kq(w, j0, jn, k0, kn, panel); break;
     case QVL_BF16: pack_panel_dt(QVL_BF16, w, j0, jn, k0, kn, panel); break;
     case QVL_F16: pack_panel_dt(QVL_F16, w, j0, jn, k0, kn, panel); break;
     case QVL_Q8_0: pack_panel_dt(QVL_Q8_0, w, j0, jn, k0, kn, panel); break;

@@ -1,12 +1,12 @@
-/* The GEMM behind avx_linear for more than AVX_GEMV_MAX_ROWS rows (prefill, vision), every
- * weight dtype:
+/* The f32 GEMM behind avx_linear for more than AVX_GEMV_MAX_ROWS rows (prefill, vision), every
+ * weight dtype but q4_k and q6_k (those take the int8 GEMM, avx_qgemm.h):
  * out[m, j] = add[m, j] + bias[j] + a[m] . w[j], blocked the way the caches want it.
  *
  *  - a is packed once per op into tiles of 6 rows, [K block][tile][k][6] (avx_gemm_pack_a,
  *    split over threads by tiles), so the micro-kernel's broadcasts read one sequential
  *    stream, and so do the tiles one after the other.
  *  - Each call computes a range of output columns. For each block of GEMM_NC columns and
- *    GEMM_KC values of K it converts the weights to f32 once (q8_0, q4_k, q6_k dequantised to
+ *    GEMM_KC values of K it converts the weights to f32 once (q8_0 dequantised to
  *    values exact in f32, so no activation rounding either), transposed into panels of 16
  *    columns, [panel][k][16] (GEMM_KC * 64 bytes each: one panel stays in L1 while every
  *    6-row tile of a block of GEMM_MC rows streams past from L2).

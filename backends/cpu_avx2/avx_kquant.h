@@ -20,8 +20,9 @@
  * backend targets, maddubs, madd, the conversion and the FMA all share two ports, while the
  * horizontal adds run mostly on the otherwise idle shuffle port.
  *
- * Prefill (more rows) uses the f32 GEMM (avx_gemm.h), which dequantises the weights per K block
- * with avx_dequant_kq: the values are exact (docs/QUANT.md: d*sc*q and dmin*m are exact in
+ * Prefill (more rows) uses the int8 GEMM (avx_qgemm.h) on the same activation blocks. The f32
+ * GEMM (avx_gemm.h), for weights converted to f32 or mixed into a call with float weights, is
+ * also able to dequantise them per K block with avx_dequant_kq: the values are exact (docs/QUANT.md: d*sc*q and dmin*m are exact in
  * f32, so q4_k's value is one correctly rounded subtraction and q6_k's is exact), the same
  * bits qvl_to_f32 gives. */
 #ifndef QVL_AVX_KQUANT_H

@@ -11,6 +11,7 @@
 #include "avx_gemm.h"
 #include "avx_kernels.h"
 #include "avx_kquant.h"
+#include "avx_qgemm.h"
 #include "avx_math.h"
 #include "qvl/dtype.h"
 
@@ -94,7 +95,10 @@ typedef struct linear_job {
     const int8_t *qa;     /* q8_0, q4_k, q6_k: quantised a [M, K] */
     const float *qd;      /* q8_0, q4_k, q6_k: a block scales [M, K/32] */
     avx_qrows qrows;      /* q4_k, q6_k: qa, qd and the block sums */
-    float *packed_a;      /* GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
+    float *packed_a;      /* f32 GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
+    bool gemm;            /* the GEMMs (f32 and int8) rather than the GEMVs */
+    bool any_f32_gemm;    /* GEMM: a part whose weights take the f32 GEMM */
+    bool any_qgemm;       /* GEMM: a part whose weights take the int8 GEMM (avx_qgemm.h) */
     int64_t M, K;
     lin_part parts[AVX_LINEAR_MAX_PARTS];
     int n_parts;
@@ -414,9 +418,20 @@ static bool grab_chunk(linear_job *jb, bool gemm, int64_t *lo, int64_t *hi) {
     }
 }
 
+/* Weights the int8 GEMM takes (avx_qgemm.h). q8_0 stays on the f32 GEMM: with signed weights
+ * the int8 product needs a sign step and a widening per 4 values (maddubs pairs of two int8
+ * reach 32512, so no int16 accumulation), as many vector ops per multiply-add as f32 FMAs,
+ * and measured slower than dequantising to f32 panels (docs/BENCHMARKS.md). */
+static bool is_block_dtype(qvl_dtype dt) { return dt == QVL_Q4_K || dt == QVL_Q6_K; }
+
 /* Rows [lo, hi) of part pt (part-local). */
 static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t lo, int64_t hi,
-                     float *bpack) {
+                     float *bpack, unsigned char *qpack) {
+    if (gemm && is_block_dtype(pt->w->dt)) {
+        avx_qgemm_cols(&jb->qrows, jb->M, pt->w, pt->bias, pt->add, pt->out, jb->ldo, lo, hi,
+                       qpack);
+        return;
+    }
     if (gemm) {
         avx_gemm_cols(jb->packed_a, jb->M, pt->w, pt->bias, pt->add, pt->out, jb->ldo, lo, hi,
                       bpack);
@@ -440,10 +455,18 @@ static void linear_worker(void *ctx, int tid, int nth) {
     linear_job *jb = ctx;
     (void)tid;
     (void)nth;
-    const bool gemm = jb->M > AVX_GEMV_MAX_ROWS;
+    const bool gemm = jb->gemm;
     float *bpack = NULL;
-    if (gemm && !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, GEMM_CHUNK) * sizeof(float)))) {
+    unsigned char *qpack = NULL;
+    if (gemm && jb->any_f32_gemm &&
+        !(bpack = aligned_alloc(64, (size_t)avx_gemm_bpack_len(jb->K, GEMM_CHUNK) * sizeof(float)))) {
         atomic_store(&jb->failed, 1);
+        return;
+    }
+    if (gemm && jb->any_qgemm &&
+        !(qpack = aligned_alloc(64, (size_t)avx_qgemm_scratch_bytes(jb->K)))) {
+        atomic_store(&jb->failed, 1);
+        free(bpack);
         return;
     }
     int64_t lo, hi;
@@ -454,11 +477,25 @@ static void linear_worker(void *ctx, int tid, int nth) {
             int64_t b = lo > pt->start ? lo : pt->start;
             int64_t e = hi < pt->start + pt->w->rows ? hi : pt->start + pt->w->rows;
             if (b >= e) continue;
-            run_rows(jb, pt, gemm, b - pt->start, e - pt->start, bpack);
+            run_rows(jb, pt, gemm, b - pt->start, e - pt->start, bpack, qpack);
             if (pt->act != QVL_ACT_NONE) act_cols(jb, pt, b - pt->start, e - pt->start);
         }
     }
     free(bpack);
+    free(qpack);
+}
+
+/* The int8 GEMM's activation rows, split over the threads by rows. */
+static void quant_a_worker(void *ctx, int tid, int nth) {
+    linear_job *jb = ctx;
+    const avx_qrows *q = &jb->qrows;
+    const int64_t K = jb->K, nb = K / QVL_Q8_0_BLOCK;
+    int64_t lo, hi;
+    avx_split(jb->M, tid, nth, 1, &lo, &hi);
+    for (int64_t m = lo; m < hi; m++)
+        avx_quantize_row_q8(jb->a + m * K, K, (int8_t *)q->q + m * K, (float *)q->d + m * nb,
+                            q->s32 ? (float *)q->s32 + m * nb : NULL,
+                            q->s16 ? (int16_t *)q->s16 + m * 2 * nb : NULL);
 }
 
 static void pack_a_worker(void *ctx, int tid, int nth) {
@@ -507,10 +544,32 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     int8_t *qa = NULL;
     int16_t *qs16 = NULL;
     qvl_status s = QVL_OK;
-    if (M > AVX_GEMV_MAX_ROWS) {
-        if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
-        jb.packed_a = packed_a;
-        avx_pool_run(be->pool, pack_a_worker, &jb);
+    bool all_kq = true;
+    for (int p = 0; p < n_parts; p++) all_kq &= is_block_dtype(parts[p].w->dt);
+    jb.gemm = M > AVX_GEMV_MAX_ROWS || (all_kq && M >= AVX_QGEMM_MIN_ROWS);
+    if (jb.gemm) {
+        for (int p = 0; p < n_parts; p++) {
+            if (is_block_dtype(parts[p].w->dt)) jb.any_qgemm = true;
+            else jb.any_f32_gemm = true;
+        }
+        if (jb.any_f32_gemm) {
+            if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
+            jb.packed_a = packed_a;
+            avx_pool_run(be->pool, pack_a_worker, &jb);
+        }
+        if (jb.any_qgemm) {
+            const int64_t nb = K / QVL_Q8_0_BLOCK;
+            qa = malloc((size_t)(M * K) + 32);
+            qd = avx_scratch(M * nb);
+            if (!qa || !qd) { s = QVL_E_NOMEM; goto done; }
+            if (any_kq) {
+                qs32 = avx_scratch(M * nb);
+                qs16 = malloc((size_t)(M * 2 * nb) * sizeof *qs16 + 32);
+                if (!qs32 || !qs16) { s = QVL_E_NOMEM; goto done; }
+            }
+            jb.qrows = (avx_qrows){qa, qd, qs32, qs16, K};
+            avx_pool_run(be->pool, quant_a_worker, &jb);
+        }
     } else {
         if (any_q8 || any_kq) {
             const int64_t nb = K / QVL_Q8_0_BLOCK;

@@ -7,8 +7,10 @@
  *    threads; bf16 is widened by shifting into the high half of f32 lanes (the even/odd
  *    elements of a 16-element load, against an activation row permuted to match once per op),
  *    f16 with F16C.
- *  - more rows (prefill, vision), every dtype: the blocked GEMM of avx_gemm.h (weights converted
- *    to f32 panels once per op, 6x16 register tiles).
+ *  - more rows (prefill, vision, a batched decode step of 9 or more sequences): q4_k and q6_k
+ *    take the int8 GEMM of avx_qgemm.h (activations quantised as below, weights repacked into
+ *    8-row int8 panels); every other dtype, q8_0 included, the blocked f32 GEMM of avx_gemm.h
+ *    (weights converted to f32 panels once per op, 6x16 register tiles).
  *  - q8_0 with few rows (decode): a is quantised to int8 blocks of 32 per row (scale
  *    max|x|/127, kept in f32) and dot products run on int8 with maddubs/madd, exact in int32
  *    per block. The only error added beyond the reference's is the activation rounding: each
@@ -59,6 +61,11 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
  * server's batched decode step) it stays bound by reading the weights once; the f32 GEMM
  * converts the weights to panels and pays off only for many rows. */
 #define AVX_GEMV_MAX_ROWS 8
+/* From this many rows q4_k / q6_k products (every part of the call) take the int8 GEMM
+ * instead: its panels serve 4 rows per weight load against the GEMV's 3, with no horizontal
+ * sums, and at 8 rows that outweighs repacking the weights (docs/BENCHMARKS.md); at 4 to 6
+ * rows the two were within the noise. */
+#define AVX_QGEMM_MIN_ROWS 8
 typedef struct avx_linear_part {
     const avx_wmat *w;
     const float *bias; /* [w->rows] or NULL */
