@@ -455,44 +455,20 @@ qvl_status qvl_gguf_open(const char *path, qvl_gguf **out, qvl_error *err) {
         free(g);
         return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
     }
-    qvl_status s;
-    /* O_NONBLOCK: a FIFO under a model's name fails the regular-file check instead of blocking */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        s = qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
-        goto fail;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        s = qvl_fail(err, QVL_E_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        s = qvl_fail(err, QVL_E_LIMIT, "%s: file too large to map", path);
-        goto fail;
-    }
-    if (sb.st_size < 24) {
-        s = qvl_fail(err, QVL_E_PARSE, "%s: header: file is %lld bytes, shorter than a GGUF header "
-                     "(24)", path, (long long)sb.st_size);
-        goto fail;
-    }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-        s = qvl_fail(err, QVL_E_IO, "%s: cannot map: %s", path, strerror(errno));
-        goto fail;
-    }
-    close(fd);
-    fd = -1;
+    unsigned char *map;
+    qvl_status s = qvl_mapped_open(path, &map, &g->map_size, &g->map_slot, err);
     g->map = map;
-    g->map_size = (size_t)sb.st_size;
-    g->map_slot = qvl_mapped_register(map, g->map_size, path);
+    if (s != QVL_OK) goto fail;
+    if (g->map_size < 24) {
+        s = qvl_fail(err, QVL_E_PARSE, "%s: header: file is %lld bytes, shorter than a GGUF header "
+                     "(24)", path, (long long)g->map_size);
+        goto fail;
+    }
     cursor c = {.g = g, .err = err, .what = "header"};
     if ((s = parse(&c)) != QVL_OK) goto fail;
     *out = g;
     return QVL_OK;
 fail:
-    if (fd >= 0) close(fd);
     qvl_gguf_close(g);
     return s;
 }

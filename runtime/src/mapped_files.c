@@ -4,6 +4,11 @@
 #define _GNU_SOURCE /* SA_SIGINFO fields */
 #include "qvl/mapped_files.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -77,4 +82,35 @@ int qvl_mapped_register(const void *addr, size_t len, const char *path) {
 void qvl_mapped_forget(int slot) {
     if (slot < 0 || slot >= SLOTS) return;
     atomic_store_explicit(&slots[slot].start, 0, memory_order_release);
+}
+
+qvl_status qvl_mapped_open(const char *path, unsigned char **map, size_t *size, int *slot,
+                           qvl_error *err) {
+    *map = NULL;
+    *size = 0;
+    *slot = -1;
+    /* O_NONBLOCK: a FIFO planted under a model file's name must fail the regular-file check
+     * below instead of blocking open() forever; it changes nothing for regular files. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s",
+                        path, strerror(errno));
+    struct stat sb;
+    qvl_status s = QVL_OK;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        s = qvl_fail(err, QVL_E_IO, "%s: not a regular file", path);
+    else if ((uint64_t)sb.st_size > SIZE_MAX)
+        s = qvl_fail(err, QVL_E_LIMIT, "%s: file too large to map", path);
+    if (s != QVL_OK || sb.st_size == 0) {
+        close(fd);
+        return s;
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) s = qvl_fail(err, QVL_E_IO, "%s: cannot map: %s", path, strerror(errno));
+    close(fd);
+    if (s != QVL_OK) return s;
+    *map = m;
+    *size = (size_t)sb.st_size;
+    *slot = qvl_mapped_register(m, *size, path);
+    return QVL_OK;
 }

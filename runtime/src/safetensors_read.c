@@ -447,42 +447,18 @@ qvl_status qvl_safetensors_open(const char *path, qvl_safetensors **out, qvl_err
         free(st);
         return qvl_fail(err, QVL_E_NOMEM, "%s: out of memory", path);
     }
-    qvl_status s = QVL_OK;
     char *hdr = NULL;
-    /* O_NONBLOCK: a FIFO planted under a model file's name must fail the regular-file check
-     * below instead of blocking open() forever; it changes nothing for regular files. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        s = qvl_fail(err, errno == ENOENT ? QVL_E_NOT_FOUND : QVL_E_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
-        goto fail;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        s = qvl_fail(err, QVL_E_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        s = qvl_fail(err, QVL_E_LIMIT, "%s: file too large to map", path);
-        goto fail;
-    }
-    size_t size = (size_t)sb.st_size;
+    unsigned char *map;
+    qvl_status s = qvl_mapped_open(path, &map, &st->map_size, &st->map_slot, err);
+    st->map = map;
+    if (s != QVL_OK) goto fail;
+    size_t size = st->map_size;
     if (size < 8) {
         s = qvl_fail(err, QVL_E_PARSE,
                      "%s: header: file is %zu bytes, shorter than the 8-byte header length", path,
                      size);
         goto fail;
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-        s = qvl_fail(err, QVL_E_IO, "%s: cannot map: %s", path, strerror(errno));
-        goto fail;
-    }
-    close(fd);
-    fd = -1;
-    st->map = map;
-    st->map_size = size;
-    st->map_slot = qvl_mapped_register(map, size, path);
 
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | st->map[i];
@@ -513,7 +489,6 @@ qvl_status qvl_safetensors_open(const char *path, qvl_safetensors **out, qvl_err
     *out = st;
     return QVL_OK;
 fail:
-    if (fd >= 0) close(fd);
     free(hdr);
     qvl_safetensors_close(st);
     return s;

@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 
+#include "qvl/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,6 +26,13 @@ extern "C" {
 int qvl_mapped_register(const void *addr, size_t len, const char *path);
 /* Unregisters slot (before munmap). -1 is ignored. */
 void qvl_mapped_forget(int slot);
+
+/* Maps the regular file at path read-only and registers the mapping: *map, *size, *slot. An
+ * empty file gives *map NULL and *size 0 (nothing to map; the caller's size check refuses it).
+ * Errors name the path: QVL_E_NOT_FOUND, QVL_E_IO (not a regular file, cannot map),
+ * QVL_E_LIMIT (larger than the address space). */
+qvl_status qvl_mapped_open(const char *path, unsigned char **map, size_t *size, int *slot,
+                           qvl_error *err);
 
 #ifdef __cplusplus
 }
