@@ -35,6 +35,7 @@
 #include "qvl/qwen3vl_model.h"
 #include "qvl/sampling.h"
 #include "parity_backends.h"
+#include "parity_cases.h"
 
 #define FIXTURES QVL_SOURCE_DIR "/tests/fixtures"
 static const char *const models[] = {"tiny-tied", "tiny-untied"};
@@ -85,16 +86,6 @@ static qvl_model *open_model(const char *path, const char *mmproj, const char *b
     if (qvl_model_open(path, &mo, &m, &err) != QVL_OK) fail_msg("%s on %s: %s", path, backend,
                                                                err.msg);
     return m;
-}
-
-/* max |a - b| <= rtol x max |a|, printed with what was compared. */
-static void compare(const char *what, const float *ref, const float *got, size_t n, double rtol) {
-    double max_ref = 0, max_err = 0;
-    for (size_t i = 0; i < n; i++) max_ref = fmax(max_ref, fabs(ref[i]));
-    for (size_t i = 0; i < n; i++) max_err = fmax(max_err, fabs((double)got[i] - ref[i]));
-    printf("%s: max |ref| %.3f, max abs difference %.3g (allowed %.3g)\n", what, max_ref, max_err,
-           rtol * max_ref);
-    if (!(max_err <= rtol * max_ref)) fail_msg("%s: outside the tolerance", what);
 }
 
 static void greedy_ids(int32_t id, void *user) {
@@ -156,7 +147,7 @@ static void text_cases(const char *dir, const char *type, const char *backend, q
         char what[2048];
         snprintf(what, sizeof what, "%s %s %s on %s: logits vs %s", dir, type,
                  cJSON_GetObjectItem(c, "name")->valuestring, backend, a->what);
-        compare(what, la, lb, (size_t)(n * vocab), a->rtol);
+        parity_compare_block(what, lb, la, (size_t)(n * vocab), a->rtol);
         if (a->tokens) check_tokens(what, ta, tb);
         free(la);
         free(lb);
@@ -196,11 +187,12 @@ static void image_cases(const char *dir, const char *type, const char *backend, 
         char what[2048];
         snprintf(what, sizeof what, "%s %s %s on %s: merger vs transformers", dir, type, name,
                  backend);
-        compare(what, hf, f.embeds, K * D, HF_VISION_RTOL);
+        parity_compare_block(what, f.embeds, hf, K * D, HF_VISION_RTOL);
         for (int32_t k = 0; k < f.n_deepstack; k++) {
             snprintf(what, sizeof what, "%s %s %s on %s: deepstack %d vs transformers", dir, type,
                      name, backend, (int)k);
-            compare(what, hf + (1 + k) * K * D, f.deepstack + k * K * D, K * D, HF_VISION_RTOL);
+            parity_compare_block(what, f.deepstack + k * K * D, hf + (1 + k) * K * D, K * D,
+                                 HF_VISION_RTOL);
         }
         free(hf);
         int64_t n;
@@ -217,7 +209,7 @@ static void image_cases(const char *dir, const char *type, const char *backend, 
         generate(gg, ids, n, pos, &f, lb, tb);
         snprintf(what, sizeof what, "%s %s %s on %s: logits vs %s", dir, type, name, backend,
                  a->what);
-        compare(what, la, lb, (size_t)(n * vocab), a->rtol);
+        parity_compare_block(what, lb, la, (size_t)(n * vocab), a->rtol);
         if (a->tokens) check_tokens(what, ta, tb);
         free(la);
         free(lb);

@@ -43,6 +43,7 @@ set_tests_properties(cli_qvl_video PROPERTIES TIMEOUT 300)
 # GGUF files made by llama.cpp's converter (tests/fixtures/gguf) against the directories they
 # were made from: logits, greedy tokens, image features (test_gguf_parity.c says how close).
 qvl_add_test(test_gguf_parity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf_parity.c
+  ${CMAKE_CURRENT_LIST_DIR}/support/parity_cases.c
   LIBS qvl-qwen3vl qvl-test-support PkgConfig::CJSON_VISION_TEST m)
 add_dependencies(test_gguf_parity qvl-reference)
 # The config, tokenizer and generation settings a GGUF gives, against its directory's files.
