@@ -19,6 +19,7 @@ add_library(qvl-conformance STATIC
   ${QVL_CONF_DIR}/conf_gen_rope.c
   ${QVL_CONF_DIR}/conf_gen_attention.c
   ${QVL_CONF_DIR}/conf_gen_rows.c
+  ${QVL_CONF_DIR}/conf_gen_slots.c
   ${QVL_CONF_DIR}/conf_errors.c)
 target_include_directories(qvl-conformance PUBLIC ${QVL_CONF_DIR})
 target_link_libraries(qvl-conformance PUBLIC qvl-test-support m)

@@ -1,7 +1,9 @@
 /* Batched decode (qvl_model_decode_batch) on every parity backend: several sequences on one
  * model's weights, stepped together, give the logits and greedy tokens each gives stepped
  * alone; a batch that changes (a sequence done, one freed) still gives them; bad batches are
- * one clear error and leave the sequences as they were. */
+ * one clear error and leave the sequences as they were. Three ways: caches of their own
+ * (attention per sequence), all in the model's KV pool (one attention node per layer for the
+ * batch), and a pool too small for all (mixed batches fall back to per-sequence nodes). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,8 +35,9 @@ static int32_t argmax(const float *v, int64_t n) {
     return best;
 }
 
-static qvl_model *open_model(const char *backend) {
-    qvl_model_options mo = {.backend_name = backend, .ctx = 32, .kv_type = "f32"};
+static qvl_model *open_model(const char *backend, int kv_slots) {
+    qvl_model_options mo = {.backend_name = backend, .ctx = 32, .kv_type = "f32",
+                            .kv_slots = kv_slots};
     qvl_model *m = NULL;
     qvl_error err = {0};
     if (qvl_model_open(FIXTURE, &mo, &m, &err) != QVL_OK) fail_msg("%s: %s", backend, err.msg);
@@ -43,7 +46,7 @@ static qvl_model *open_model(const char *backend) {
 
 /* Each sequence alone: prompt, then STEPS greedy steps; logits of every step into want. */
 static void alone(const char *backend, float *want, int32_t *tokens, int64_t vocab) {
-    qvl_model *m = open_model(backend);
+    qvl_model *m = open_model(backend, 0);
     qvl_error err = {0};
     for (int s = 0; s < N_SEQS; s++) {
         qvl_model_truncate(m, 0);
@@ -69,8 +72,8 @@ static double rel_err(const float *a, const float *b, int64_t n) {
     return max_err / (max_ref > 0 ? max_ref : 1);
 }
 
-static void check_backend(const char *backend) {
-    qvl_model *probe = open_model(backend);
+static void check_backend(const char *backend, int kv_slots) {
+    qvl_model *probe = open_model(backend, 0);
     const int64_t vocab = qvl_model_config(probe)->text.vocab_size;
     qvl_model_close(probe);
     float *want = malloc((size_t)N_SEQS * STEPS * vocab * sizeof *want);
@@ -79,7 +82,7 @@ static void check_backend(const char *backend) {
     int32_t want_tok[N_SEQS * STEPS];
     alone(backend, want, want_tok, vocab);
 
-    qvl_model *m = open_model(backend);
+    qvl_model *m = open_model(backend, kv_slots);
     qvl_error err = {0};
     qvl_seq *seqs[N_SEQS];
     for (int s = 0; s < N_SEQS; s++) {
@@ -106,9 +109,17 @@ static void check_backend(const char *backend) {
             assert_int_equal(ids[s], want_tok[s * STEPS + k]);
         }
     }
-    printf("batched decode on %s: %d sequences, %d steps, worst logit difference %.3g x "
-           "max|logit| (allowed %.0e), greedy tokens identical\n", backend, N_SEQS, STEPS, worst,
-           LOGIT_RTOL);
+    /* Which graph ran: pooled steps exactly when every sequence of the batch has a pool slot
+     * (the model's own sequence takes one). */
+    qvl_model_step_stats stats;
+    qvl_model_get_step_stats(m, &stats);
+    const int pooled_seqs = kv_slots > 1 ? kv_slots - 1 : 0;
+    const uint64_t want_pooled = pooled_seqs >= N_SEQS ? STEPS - 1
+                                 : pooled_seqs >= N_SEQS - 1 ? STEPS - 1 - 3 : 0;
+    assert_int_equal(stats.batch_pooled, want_pooled);
+    printf("batched decode on %s, kv_slots %d: %d sequences, %d steps (%llu pooled), worst logit "
+           "difference %.3g x max|logit| (allowed %.0e), greedy tokens identical\n", backend,
+           kv_slots, N_SEQS, STEPS, (unsigned long long)stats.batch_pooled, worst, LOGIT_RTOL);
 
     /* Bad batches: refused, nothing moves. */
     qvl_model_set_seq(m, seqs[0]);
@@ -145,7 +156,11 @@ static void batched_equals_alone(void **state) {
     parity_backends l;
     parity_backends_get(&l);
     for (size_t b = 0; b < l.n; b++)
-        if (parity_backend_loads(&l, b)) check_backend(l.names[b]);
+        if (parity_backend_loads(&l, b)) {
+            check_backend(l.names[b], 0);          /* caches of their own */
+            check_backend(l.names[b], N_SEQS + 1); /* all pooled */
+            check_backend(l.names[b], N_SEQS);     /* the last sequence unpooled */
+        }
 }
 
 int main(void) {

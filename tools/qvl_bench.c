@@ -267,6 +267,8 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
         .plugins_path = a->plugins, .backend_name = a->backend, .ctx = a->ctx ? a->ctx : a->n_prompt + a->n_gen,
         .weight_dtype = a->weights, .kv_type = a->kv_type, .no_mmap = a->no_mmap,
         .mmproj = a->mmproj,
+        /* --parallel's sequences pooled beside the model's own (batched attention) */
+        .kv_slots = a->parallel > 1 ? (int)a->parallel + 1 : 1,
     };
     backend_args be = a->be;
     be.threads = a->threads;

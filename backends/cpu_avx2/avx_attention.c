@@ -409,3 +409,50 @@ done:
     free(seg_hi);
     return s;
 }
+
+/* ---- ATTENTION_SLOTS: one query per sequence, each over its own slot of the pooled cache ---- */
+
+typedef struct slots_job {
+    attn_job *rows; /* per row: the single-query job over its slot (N = 1) */
+    int64_t Hq;
+} slots_job;
+
+static void slots_item(void *ctx, int64_t item, float *scratch) {
+    const slots_job *sj = ctx;
+    attn_item(&sj->rows[item / sj->Hq], item % sj->Hq, scratch);
+}
+
+/* All rows' heads in one parallel pass (not a pass per row): a decode step of N sequences
+ * has only N x Hq (query, head) items to share out between the threads. */
+qvl_status avx_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = avx_begin(be, n, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *q = n->src[0];
+    const int64_t N = q->desc.shape[0], Hq = q->desc.shape[1], D = q->desc.shape[2];
+    qvl_slot_row *rows = malloc((size_t)N * sizeof *rows);
+    attn_job *jobs = malloc((size_t)N * sizeof *jobs);
+    if (!rows || !jobs) {
+        s = avx_fail(n, err, QVL_E_NOMEM, "out of memory for %lld rows", (long long)N);
+        goto done;
+    }
+    for (int64_t i = 0; i < N && s == QVL_OK; i++) {
+        if ((s = qvl_slot_row_node(AVX_NAME, n, i, &rows[i], err)) != QVL_OK) break;
+        const qvl_tensor *k = rows[i].node.src[1];
+        jobs[i] = (attn_job){.n = &rows[i].node, .N = 1, .Hq = Hq, .D = D, .L = k->desc.shape[0],
+                             .group = Hq / k->desc.shape[1], .n_past = rows[i].at_value};
+    }
+    if (s == QVL_OK) {
+        slots_job sj = {jobs, Hq};
+        s = avx_for_rows(be, N * Hq, 4 * D + KEY_BLOCK, slots_item, &sj);
+        if (s != QVL_OK) s = avx_fail(n, err, s, "out of memory for head size %lld", (long long)D);
+    }
+done:
+    free(rows);
+    free(jobs);
+    return s;
+}
+
+qvl_status avx_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = avx_begin(be, n, err);
+    return s != QVL_OK ? s : qvl_run_slot_rows(AVX_NAME, be, n, avx_store_rows_at, err);
+}

@@ -26,6 +26,8 @@ qvl_status avx_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_attention(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status avx_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status avx_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);

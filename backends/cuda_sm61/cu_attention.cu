@@ -93,9 +93,10 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
     __shared__ float acc_s[CU_ATTN_WARPS][CU_ATTN_MAX_D];
     __shared__ float m_s[CU_ATTN_WARPS], l_s[CU_ATTN_WARPS];
 
-    const cu_view &q = p.q, &k = p.k, &v = p.v;
-    int64_t Hq = q.shape[1], D = q.shape[2], L = k.shape[0], Hkv = k.shape[1];
+    const cu_view &q = p.q;
+    int64_t Hq = q.shape[1], D = q.shape[2], L = p.k.shape[0], Hkv = p.k.shape[1];
     int64_t row = blockIdx.x, i = row / Hq, h = row % Hq, g = h / (Hq / Hkv);
+    const cu_view k = cu_attn_kv_of(p.k, p, i, q.shape[0]), v = cu_attn_kv_of(p.v, p, i, q.shape[0]);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
     /* q first: its loads do not wait for the key range (a load of `at` for CAUSAL_AT) */
@@ -277,6 +278,16 @@ static void cu_attention_rows_launch(dim3 grid, unsigned threads, cu_stream s,
     else k_attention<REGS, KU, false, false><<<grid, threads, 0, s>>>(p);
 }
 
+/* Few queries: the decode kernel where it applies, else a block per (query, head). */
+static int cu_attention_few_rows(cu_stream s, const cu_attn_args &p) {
+    if (cu_launch_attention_decode(s, p) != -1) return (int)cudaGetLastError();
+    dim3 grid((unsigned)(p.q.shape[0] * p.q.shape[1]), (unsigned)p.splits);
+    unsigned threads = CU_ATTN_WARPS * CU_WARP;
+    if (p.q.shape[2] <= 4 * CU_WARP) cu_attention_rows_launch<4, 4>(grid, threads, s, p);
+    else cu_attention_rows_launch<CU_ATTN_REGS, 1>(grid, threads, s, p);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
                                    int mask, int64_t n_past, const int32_t *at,
                                    const int32_t *seg, int64_t seg_stride, int64_t n_bounds,
@@ -302,10 +313,23 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
         k_attention_tiled<<<tgrid, CU_AT_Q, 0, s>>>(p);
         return (int)cudaGetLastError();
     }
-    if (cu_launch_attention_decode(s, p) != -1) return (int)cudaGetLastError();
-    dim3 grid((unsigned)rows, (unsigned)splits);
-    unsigned threads = CU_ATTN_WARPS * CU_WARP;
-    if (D <= 4 * CU_WARP) cu_attention_rows_launch<4, 4>(grid, threads, s, p);
-    else cu_attention_rows_launch<CU_ATTN_REGS, 1>(grid, threads, s, p);
-    return (int)cudaGetLastError();
+    return cu_attention_few_rows(s, p);
+}
+
+extern "C" int cu_launch_attention_slots(cu_stream s, cu_view q, cu_view k, cu_view v,
+                                         float scale, const int32_t *slot, const int32_t *at,
+                                         int64_t n_slots, int64_t slot_elems, int splits,
+                                         float *part, float *out) {
+    int64_t rows = q.shape[0] * q.shape[1], D = q.shape[2];
+    if (D > CU_ATTN_MAX_D || rows > 0x7fffffff || splits < 1 || splits > CU_ATTN_MAX_SPLITS ||
+        (splits > 1 && (!part || rows > CU_ATTN_COUNTERS)))
+        return (int)cudaErrorInvalidConfiguration;
+    cu_attn_job job = {q, k, v, scale, CU_MASK_SLOTS, 0, at, NULL, 0, 0, out,
+                       slot, n_slots, slot_elems};
+    cu_attn_args p;
+    static_cast<cu_attn_job &>(p) = job;
+    p.count = (unsigned *)part;
+    p.part = part ? part + CU_ATTN_COUNTERS : NULL;
+    p.splits = splits;
+    return cu_attention_few_rows(s, p); /* one query per sequence: never the tiled kernels */
 }

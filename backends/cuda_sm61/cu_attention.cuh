@@ -18,7 +18,29 @@ struct cu_attn_job {
     const int32_t *seg;
     int64_t seg_stride, n_bounds;
     float *out;
+    /* ATTENTION_SLOTS (mask CU_MASK_SLOTS): k and v are slot 0 of pools of n_slots slots,
+     * slot_elems elements apart; query i reads slot slot[i] and keys [0, at[i]] (both [N],
+     * unit stride). */
+    const int32_t *slot;
+    int64_t n_slots, slot_elems;
 };
+
+/* The mask of ATTENTION_SLOTS rows (not a qvl_mask_kind: the op has its own number). */
+#define CU_MASK_SLOTS 100
+
+/* k or v of query i: under CU_MASK_SLOTS its slot of the pool (slot 0 when out of range:
+ * cu_attn_range then gives the query no keys), else x itself. */
+__device__ __forceinline__ cu_view cu_attn_kv_of(cu_view x, const cu_attn_job &p, int64_t i,
+                                                int64_t N) {
+    if (p.mask != CU_MASK_SLOTS || i >= N) return x;
+    int64_t s = p.slot[i];
+    if (s < 0 || s >= p.n_slots) s = 0;
+    int64_t e = s * p.slot_elems; /* whole q8_0 blocks: the contract's rows are */
+    int64_t bytes = x.dtype == QVL_Q8_0 ? e / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0)
+                    : e * (x.dtype == QVL_F32 ? 4 : 2);
+    x.data = (const char *)x.data + bytes;
+    return x;
+}
 
 /* Segment of position i (the bounds are validated on the host). */
 __device__ __forceinline__ int64_t cu_attn_segment_of(const int32_t *seg, int64_t stride,
@@ -42,6 +64,9 @@ __device__ __forceinline__ void cu_attn_range(const cu_attn_job &p, int64_t i, i
     } else if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
         int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
         b = n_past + i + 1 < L ? n_past + i + 1 : L;
+    } else if (p.mask == CU_MASK_SLOTS) { /* one query of its own sequence */
+        int64_t s = p.slot[i], at = p.at[i];
+        b = s < 0 || s >= p.n_slots || at < 0 || at >= L ? 0 : at + 1;
     } else if (p.mask == QVL_MASK_SEGMENTS) {
         int64_t sg = cu_attn_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
         a = p.seg[sg * p.seg_stride];

@@ -53,9 +53,10 @@ __global__ void __launch_bounds__(CU_DEC_WARPS *CU_WARP) k_attention_decode(cu_a
     __shared__ float acc_s[CU_DEC_WARPS][GB][CU_DEC_D];
     __shared__ float m_s[CU_DEC_WARPS][GB], l_s[CU_DEC_WARPS][GB];
 
-    const cu_view &q = p.q, &k = p.k, &v = p.v;
-    int64_t N = q.shape[0], Hq = q.shape[1], L = k.shape[0], Hkv = k.shape[1];
+    const cu_view &q = p.q;
+    int64_t N = q.shape[0], Hq = q.shape[1], L = p.k.shape[0], Hkv = p.k.shape[1];
     int64_t per_token = Hq / GB, i = blockIdx.x / per_token, h0 = (blockIdx.x % per_token) * GB;
+    const cu_view k = cu_attn_kv_of(p.k, p, i, N), v = cu_attn_kv_of(p.v, p, i, N);
     int64_t g = h0 / (Hq / Hkv);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
@@ -180,7 +181,7 @@ int cu_launch_attention_decode(cu_stream s, const cu_attn_args &p) {
     const cu_view &q = p.q, &k = p.k, &v = p.v;
     int64_t N = q.shape[0], Hq = q.shape[1], Hkv = k.shape[1];
     if (q.shape[2] != CU_DEC_D || k.dtype != v.dtype || Hkv < 1 || Hq % Hkv != 0 ||
-        !cu_dec_vec_ok(k) || !cu_dec_vec_ok(v))
+        !cu_dec_vec_ok(k) || !cu_dec_vec_ok(v) || (p.mask == CU_MASK_SLOTS && p.slot_elems % 4))
         return -1;
     int gb = cu_attn_heads_per_block(Hq, Hkv);
     int64_t blocks = N * (Hq / gb);

@@ -38,6 +38,14 @@ static qvl_status accepts_rope(const qvl_node *n, qvl_error *err) {
     return s;
 }
 
+/* The batched decode ops read each row's slot and at as [N] device vectors of unit stride. */
+static qvl_status accepts_slot_rows(const qvl_node *n, uint32_t first, qvl_error *err) {
+    for (uint32_t i = first; i < first + 2; i++)
+        if (n->src[i]->desc.stride[0] != 1)
+            return cu_fail(n, err, QVL_E_UNSUPPORTED, "input %u must have unit stride", i);
+    return n->op == QVL_OP_ATTENTION_SLOTS ? accepts_head(n, CU_ATTN_MAX_D, err) : QVL_OK;
+}
+
 qvl_status cu_accepts(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     (void)be;
     switch (n->op) {
@@ -45,6 +53,8 @@ qvl_status cu_accepts(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     case QVL_OP_ATTENTION: return accepts_head(n, CU_ATTN_MAX_D, err);
     case QVL_OP_NORM_ROPE: return accepts_head(n, CU_NORM_ROPE_MAX_D, err);
     case QVL_OP_ROPE: return accepts_rope(n, err);
+    case QVL_OP_STORE_SLOT_ROWS: return accepts_slot_rows(n, 2, err);
+    case QVL_OP_ATTENTION_SLOTS: return accepts_slot_rows(n, 3, err);
     default: return QVL_OK;
     }
 }

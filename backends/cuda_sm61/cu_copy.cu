@@ -110,3 +110,31 @@ extern "C" int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs,
     k_store_rows_at<<<blocks, CU_THREADS, 0, s>>>(a);
     return (int)cudaGetLastError();
 }
+
+/* STORE_SLOT_ROWS: each source row goes to its own sequence's slot of the pool, its place
+ * read from device memory per row; a row out of range writes nothing. A q8_0 row is whole
+ * blocks (the contract), so a warp never spans two rows there and skips or writes a block
+ * whole (cu_store_q8_0_warp). */
+__global__ void k_store_slot_rows(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
+                                  int64_t n_slots, int64_t dst_rows, const int32_t *slot,
+                                  const int32_t *at) {
+    int64_t row_size = n / src.shape[0];
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        float v = cu_view_load(src, cu_flat_at(src, e, CU_FLAT_64));
+        int64_t r = e / row_size, sl = slot[r], a = at[r];
+        if (sl < 0 || sl >= n_slots || a < 0 || a >= dst_rows) continue;
+        int64_t o = (sl * dst_rows + a) * row_size + e % row_size;
+        if (dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(dst, o, v);
+        else cu_store(dst, dst_dtype, o, v);
+    }
+}
+
+extern "C" int cu_launch_store_slot_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
+                                         int64_t n_slots, int64_t dst_rows, const int32_t *slot,
+                                         const int32_t *at) {
+    int64_t n = cu_nelem(src);
+    k_store_slot_rows<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(src, n, dst, dst_dtype, n_slots,
+                                                               dst_rows, slot, at);
+    return (int)cudaGetLastError();
+}

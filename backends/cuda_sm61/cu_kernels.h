@@ -108,6 +108,12 @@ int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v, float scal
                         int64_t n_past, const int32_t *at, const int32_t *seg,
                         int64_t seg_stride, int64_t n_bounds, int splits, float *part,
                         float *out);
+/* ATTENTION_SLOTS: k and v [L, Hkv, D] are slot 0 of pools of n_slots slots, slot_elems
+ * elements apart; query i reads slot slot[i], keys [0, at[i]] (slot and at: [N] device i32,
+ * unit stride; a row out of range gets zeros). splits and part as for cu_launch_attention. */
+int cu_launch_attention_slots(cu_stream s, cu_view q, cu_view k, cu_view v, float scale,
+                              const int32_t *slot, const int32_t *at, int64_t n_slots,
+                              int64_t slot_elems, int splits, float *part, float *out);
 
 
 /* ---- cu_matmul.cu ---- */
@@ -177,6 +183,11 @@ int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
                          int64_t first_elem);
 /* STORE_ROWS_AT (cu_store_at_job above): one or two independent jobs per launch. */
 int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs, int n_jobs);
+/* STORE_SLOT_ROWS: source row r into row at[r] of slot slot[r] of dst [n_slots, dst_rows, ...]
+ * (slot, at: [N] device i32, unit stride; a row out of range writes nothing). */
+int cu_launch_store_slot_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
+                              int64_t n_slots, int64_t dst_rows, const int32_t *slot,
+                              const int32_t *at);
 
 /* ---- cu_scatter.cu ---- */
 /* out [N, D] = x with src rows set into (add = 0) or added to (add = 1) rows idx[k], k in

@@ -461,6 +461,51 @@ qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *er
     return s != QVL_OK ? s : cu_launched(n, cu_launch_store_rows_at(be->stream, &j, 1), err);
 }
 
+/* ---- the batched decode step over pooled caches: places come from device memory per row ---- */
+
+qvl_status cu_op_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(be, n, err);
+    if (s != QVL_OK) return s;
+    if (n->dst->data != n->src[0]->data)
+        return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+    const qvl_tensor_desc *d = &n->src[0]->desc;
+    return cu_launched(n, cu_launch_store_slot_rows(be->stream, view_of(n->src[1]), n->dst->data,
+                                                    (int32_t)d->dtype, d->shape[0], d->shape[1],
+                                                    n->src[2]->data, n->src[3]->data),
+                       err);
+}
+
+/* Slot 0 of a pool [S, L, Hkv, D] as [L, Hkv, D] (the kernel moves to each row's slot). */
+static cu_view slot0_of(const qvl_tensor *pool) {
+    cu_view v = view_of(pool);
+    v.ndim = 3;
+    for (int i = 0; i < 3; i++) {
+        v.shape[i] = pool->desc.shape[i + 1];
+        v.stride[i] = pool->desc.stride[i + 1];
+    }
+    v.shape[3] = v.stride[3] = 1;
+    return v;
+}
+
+qvl_status cu_op_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(be, n, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor_desc *q = &n->src[0]->desc, *k = &n->src[1]->desc;
+    int64_t N = q->shape[0], Hq = q->shape[1], D = q->shape[2], L = k->shape[1];
+    int splits = cu_attention_splits(N, Hq, k->shape[2], L);
+    float *part = NULL;
+    if (splits > 1 &&
+        (s = scratch_f32(be, n, CU_SCRATCH_C, cu_attention_part_floats(N, Hq, D, splits), &part,
+                         err)) != QVL_OK)
+        return s;
+    return cu_launched(n, cu_launch_attention_slots(be->stream, view_of(n->src[0]),
+                                                    slot0_of(n->src[1]), slot0_of(n->src[2]),
+                                                    n->params.attention.scale, n->src[3]->data,
+                                                    n->src[4]->data, k->shape[0], k->stride[0],
+                                                    splits, part, n->dst->data),
+                       err);
+}
+
 /* ---- SET_ROWS / ADD_ROWS ---- */
 
 /* The indices stay on the device: the kernel skips one outside [0, N) (the host would have to

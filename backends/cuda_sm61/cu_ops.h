@@ -31,6 +31,8 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
 qvl_status cu_op_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status cu_op_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status cu_op_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
 
 

@@ -175,3 +175,15 @@ done:
     free(seg_id);
     return s;
 }
+
+/* ---- the batched decode step's ops over pooled caches: row by row (core's qvl_slot_row) ---- */
+
+qvl_status ref_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_begin(be, n, err);
+    return s != QVL_OK ? s : qvl_run_slot_rows(REF_NAME, be, n, ref_attention, err);
+}
+
+qvl_status ref_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_begin(be, n, err);
+    return s != QVL_OK ? s : qvl_run_slot_rows(REF_NAME, be, n, ref_store_rows_at, err);
+}

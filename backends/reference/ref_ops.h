@@ -35,6 +35,8 @@ qvl_status ref_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 /* ref_view.c */
 qvl_status ref_get_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_cont(qvl_backend *be, const qvl_node *n, qvl_error *err);

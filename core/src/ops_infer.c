@@ -490,6 +490,64 @@ static qvl_status infer_store_rows_at(const infer_ctx *c, qvl_tensor_desc *out) 
     return QVL_OK;
 }
 
+/* slot and at of the batched decode ops: [N] i32 each, one per query/source row. */
+static qvl_status want_row_values(const infer_ctx *c, uint32_t i, int64_t n) {
+    const qvl_tensor_desc *d;
+    TRY(need(c, i, &d));
+    TRY(want_dtype(c, i, QVL_I32));
+    if (d->ndim != 1 || d->shape[0] != n)
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected one i32 per row [%lld]", in(c, i).s, dt(d).s,
+                    (long long)n);
+    return QVL_OK;
+}
+
+static qvl_status infer_store_slot_rows(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_tensor_desc *dst, *src;
+    TRY(need(c, 0, &dst));
+    TRY(need(c, 1, &src));
+    TRY(want_cache_dtype(c, 0));
+    TRY(want_dtype(c, 1, QVL_F32));
+    if (!qvl_desc_is_contiguous(dst))
+        return fail(c, QVL_E_SHAPE, "%s is %s and must be contiguous", in(c, 0).s, dt(dst).s);
+    bool rows_match = dst->ndim >= 2 && src->ndim == dst->ndim - 1;
+    for (int i = 1; rows_match && i < src->ndim; i++) rows_match = src->shape[i] == dst->shape[i + 1];
+    if (!rows_match)
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected rows shaped like those of each slot of %s %s",
+                    in(c, 1).s, dt(src).s, in(c, 0).s, dt(dst).s);
+    TRY(want_row_values(c, 2, src->shape[0]));
+    TRY(want_row_values(c, 3, src->shape[0]));
+    *out = *dst; /* the alias: all of dst */
+    return QVL_OK;
+}
+
+static qvl_status infer_attention_slots(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_attention_params *p = &c->params->attention;
+    const qvl_tensor_desc *q, *k, *v;
+    TRY(need(c, 0, &q));
+    TRY(need(c, 1, &k));
+    TRY(need(c, 2, &v));
+    TRY(want_dtype(c, 0, QVL_F32));
+    TRY(want_ndim(c, 0, 3, 3, "3-D [N, Hq, D]"));
+    for (uint32_t i = 1; i <= 2; i++) {
+        TRY(want_ndim(c, i, 4, 4, "4-D [S, L, Hkv, D]"));
+        TRY(want_cache_dtype(c, i));
+    }
+    if (!qvl_desc_same_shape(k, v))
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected the shape of %s %s", in(c, 2).s, dt(v).s, in(c, 1).s,
+                    dt(k).s);
+    if (k->shape[3] != q->shape[2] || q->shape[1] % k->shape[2] != 0)
+        return fail(c, QVL_E_SHAPE, "%s is %s: expected head dim %lld and a head count dividing the %lld "
+                    "heads of %s %s", in(c, 1).s, dt(k).s, (long long)q->shape[2],
+                    (long long)q->shape[1], in(c, 0).s, dt(q).s);
+    if (!isfinite(p->scale)) return fail(c, QVL_E_INVALID, "scale %g is not finite", (double)p->scale);
+    if (p->mask != QVL_MASK_CAUSAL_AT)
+        return fail(c, QVL_E_INVALID, "mask kind %d: only causal_at (%d) is defined", (int)p->mask,
+                    (int)QVL_MASK_CAUSAL_AT);
+    TRY(want_row_values(c, 3, q->shape[0]));
+    TRY(want_row_values(c, 4, q->shape[0]));
+    return out_like(c, out, q);
+}
+
 static qvl_status infer_norm_linear(const infer_ctx *c, qvl_tensor_desc *out) {
     const qvl_norm_linear_params *p = &c->params->norm_linear;
     const qvl_tensor_desc *x, *gamma;
@@ -703,6 +761,8 @@ qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
     case QVL_OP_STORE_ROWS_AT: return infer_store_rows_at(&c, out);
     case QVL_OP_MASK_CAUSAL_AT: return infer_mask_causal_at(&c, out);
     case QVL_OP_NORM_ROPE: return infer_norm_rope(&c, out);
+    case QVL_OP_STORE_SLOT_ROWS: return infer_store_slot_rows(&c, out);
+    case QVL_OP_ATTENTION_SLOTS: return infer_attention_slots(&c, out);
     case QVL_OP_COUNT: break;
     }
     return fail(&c, QVL_E_UNSUPPORTED, "no shape rule for this op");

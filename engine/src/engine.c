@@ -139,7 +139,10 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
                             .no_fuse = c->no_fuse, .no_mmap = c->no_mmap,
                             .backend_options = c->backend_options, .gpu_layers = c->gpu_layers,
                             .cpu_backend_name = c->cpu_backend,
-                            .vision_backend_name = c->vision_backend, .mmproj = c->mmproj};
+                            .vision_backend_name = c->vision_backend, .mmproj = c->mmproj,
+                            /* the model's own sequence and one per slot: batched steps over
+                             * the slots then run one attention node per layer */
+                            .kv_slots = c->slots + 1};
     st = qvl_model_open(c->model, &mo, &e->model, err);
     if (st != QVL_OK) return st;
     for (int i = 0; i < c->slots; i++) {

@@ -53,6 +53,9 @@ static void params_str(const qvl_gtensor *r, char *buf, size_t size) {
                  m >= 0 && m < 4 ? masks[m] : "?", (long long)p->attention.n_past);
         break;
     }
+    case QVL_OP_ATTENTION_SLOTS:
+        snprintf(buf, size, " {scale=%g}", (double)p->attention.scale);
+        break;
     case QVL_OP_MLP_RESIDUAL: snprintf(buf, size, " {act=%s}", qvl_act_name(p->mlp.act)); break;
     default: break;
     }

@@ -119,9 +119,9 @@ uint32_t qvl_gi_n_src(const qvl_graph *g, qvl_tid t);
 qvl_tid qvl_gi_storage_root(const qvl_graph *g, qvl_tid t, int64_t *elem_off);
 /* True when t's output aliases another tensor's storage (VIEW, STORE_ROWS). */
 bool qvl_gi_is_alias(const qvl_graph *g, qvl_tid t);
-/* STORE_ROWS and STORE_ROWS_AT: write into their destination and alias it. */
+/* STORE_ROWS, STORE_ROWS_AT and STORE_SLOT_ROWS: write into their destination and alias it. */
 static inline bool qvl_gi_is_store_op(qvl_op op) {
-    return op == QVL_OP_STORE_ROWS || op == QVL_OP_STORE_ROWS_AT;
+    return op == QVL_OP_STORE_ROWS || op == QVL_OP_STORE_ROWS_AT || op == QVL_OP_STORE_SLOT_ROWS;
 }
 /* Bytes of a contiguous tensor's storage; false on overflow or a bad layout. */
 bool qvl_gi_bytes(const qvl_tensor_desc *d, size_t *out);

@@ -114,3 +114,29 @@ qvl_tid qvl_g_store_rows_at(qvl_graph *g, qvl_tid dst, qvl_tid src, qvl_tid at) 
     qvl_params p = no_params();
     return node(g, QVL_OP_STORE_ROWS_AT, &p, dst, src, at);
 }
+
+qvl_tid qvl_g_store_slot_rows(qvl_graph *g, qvl_tid dst, qvl_tid src, qvl_tid slot, qvl_tid at) {
+    qvl_params p = no_params();
+    qvl_tid in[QVL_MAX_SRC];
+    for (int i = 0; i < QVL_MAX_SRC; i++) in[i] = -1;
+    in[0] = dst;
+    in[1] = src;
+    in[2] = slot;
+    in[3] = at;
+    return qvl_g_node(g, QVL_OP_STORE_SLOT_ROWS, &p, in, NULL, NULL);
+}
+
+qvl_tid qvl_g_attention_slots(qvl_graph *g, qvl_tid q, qvl_tid k, qvl_tid v, qvl_tid slot,
+                              qvl_tid at, float scale) {
+    qvl_params p = no_params();
+    p.attention.scale = scale;
+    p.attention.mask = QVL_MASK_CAUSAL_AT;
+    qvl_tid in[QVL_MAX_SRC];
+    for (int i = 0; i < QVL_MAX_SRC; i++) in[i] = -1;
+    in[0] = q;
+    in[1] = k;
+    in[2] = v;
+    in[3] = slot;
+    in[4] = at;
+    return qvl_g_node(g, QVL_OP_ATTENTION_SLOTS, &p, in, NULL, NULL);
+}

@@ -166,6 +166,8 @@ void conf_gen_mlp_residual(conf_case *c, int i);
 void conf_gen_set_rows(conf_case *c, int i);
 void conf_gen_add_rows(conf_case *c, int i);
 void conf_gen_store_rows_at(conf_case *c, int i);
+void conf_gen_store_slot_rows(conf_case *c, int i);
+void conf_gen_attention_slots(conf_case *c, int i);
 void conf_gen_mask_causal_at(conf_case *c, int i);
 void conf_gen_norm_rope(conf_case *c, int i);
 

@@ -57,6 +57,30 @@ static void bad_store_at(conf_case *c, int32_t at) {
     c->check = cache;
 }
 
+/* One row into a pool of 3 slots of 10 rows [3, 10, 2, 32] at (slot, at), or attention of
+ * one query over such pools (keys [0, at] of the slot): one of them out of range. */
+static void bad_slot_row(conf_case *c, int32_t slot, int32_t at) {
+    conf_describe(c, " slot %d at %d, pools of 3 x 10 rows", (int)slot, (int)at);
+    int pool = conf_rand(c, QVL_F16, 4, CONF_SHAPE(3, 10, 2, 32), -1, 1);
+    if (c->op == QVL_OP_STORE_SLOT_ROWS) {
+        c->src[0] = pool;
+        c->src[1] = conf_rand(c, QVL_F32, 3, CONF_SHAPE(1, 2, 32), -1, 1);
+        c->src[2] = conf_i32(c, 1, &slot);
+        c->src[3] = conf_i32(c, 1, &at);
+        c->dst = conf_view(c, pool, 4, CONF_SHAPE(3, 10, 2, 32), CONF_SHAPE(640, 64, 32, 1), 0);
+        c->check = pool;
+        return;
+    }
+    c->params.attention.scale = 0.25f;
+    c->params.attention.mask = QVL_MASK_CAUSAL_AT;
+    c->src[0] = conf_rand(c, QVL_F32, 3, CONF_SHAPE(1, 4, 32), -1, 1);
+    c->src[1] = pool;
+    c->src[2] = conf_rand(c, QVL_F16, 4, CONF_SHAPE(3, 10, 2, 32), -1, 1);
+    c->src[3] = conf_i32(c, 1, &slot);
+    c->src[4] = conf_i32(c, 1, &at);
+    conf_out(c, QVL_F32, 3, CONF_SHAPE(1, 4, 32));
+}
+
 /* bad_store_at into a q8_0 cache [10, 64] (rows of two blocks). */
 static void bad_store_at_q8_0(conf_case *c, int32_t at) {
     conf_describe(c, " at %d, 2 rows into a q8_0 cache of 10", (int)at);
@@ -225,6 +249,12 @@ static bool build(err_case *e, int k, conf_rng *r) {
         conf_case_init(&e->c, QVL_OP_STORE_ROWS_AT, r);
         bad_store_at_q8_0(&e->c, k == 28 ? -1 : 9);
         e->device_rule = MAY_SKIP_WRITE;
+    } else if (k < 38) {
+        static const int32_t bad[4][2] = {{-1, 0}, {3, 0}, {0, -1}, {1, 10}}; /* slot, at */
+        bool store = k < 34;
+        conf_case_init(&e->c, store ? QVL_OP_STORE_SLOT_ROWS : QVL_OP_ATTENTION_SLOTS, r);
+        bad_slot_row(&e->c, bad[(k - 30) % 4][0], bad[(k - 30) % 4][1]);
+        e->device_rule = store ? MAY_SKIP_WRITE : MAY_RUN;
     } else {
         return false;
     }

@@ -48,6 +48,8 @@ static const conf_op_cases op_cases[] = {
     {QVL_OP_STORE_ROWS_AT, conf_gen_store_rows_at, 100},
     {QVL_OP_MASK_CAUSAL_AT, conf_gen_mask_causal_at, 80},
     {QVL_OP_NORM_ROPE, conf_gen_norm_rope, 180},
+    {QVL_OP_STORE_SLOT_ROWS, conf_gen_store_slot_rows, 100},
+    {QVL_OP_ATTENTION_SLOTS, conf_gen_attention_slots, 120},
 };
 #define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))
 

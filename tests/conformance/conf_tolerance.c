@@ -105,6 +105,8 @@ static const conf_tol tols[QVL_OP_COUNT] = {
     [QVL_OP_STORE_ROWS_AT] = EXACT,
     [QVL_OP_MASK_CAUSAL_AT] = EXACT,
     [QVL_OP_NORM_ROPE] = {1e-6, 1e-5, 0, false, "1e-6 + 1e-5 max|ref|"},
+    [QVL_OP_STORE_SLOT_ROWS] = EXACT,
+    [QVL_OP_ATTENTION_SLOTS] = {1e-6, 1e-5, 0, false, "as attention (T over every slot's keys)"},
 };
 
 const char *conf_tolerance_text(qvl_op op) {
@@ -308,7 +310,10 @@ static double attention_score_bound(const conf_case *c) {
     const unsigned char *qb = c->st[q->storage].host, *kb = c->st[k->storage].host;
     const unsigned char *vb = c->st[v->storage].host;
     int64_t N = q->desc.shape[0], Hq = q->desc.shape[1], D = q->desc.shape[2];
-    int64_t L = k->desc.shape[0], Hkv = k->desc.shape[1], group = Hq / Hkv;
+    /* ATTENTION_SLOTS: every slot's keys, [S * L, Hkv, D] (a bound over more keys holds) */
+    const bool pooled = c->op == QVL_OP_ATTENTION_SLOTS;
+    int64_t L = pooled ? k->desc.shape[0] * k->desc.shape[1] : k->desc.shape[0];
+    int64_t Hkv = k->desc.shape[pooled ? 2 : 1], group = Hq / Hkv;
     double vmax = 0, T = 0;
     for (int64_t i = 0; i < conf_nelem(&v->desc); i++) vmax = fmax(vmax, fabs(conf_get(v, vb, i)));
     /* |q| and |k| once, contiguous, so the N x Hq x L x D loop stays cheap */
@@ -365,7 +370,8 @@ bool conf_compare(const conf_case *c, const unsigned char *want, const unsigned 
     }
     double base = tol->atol + tol->rtol * pre;
     if (tol->rtol_sqrtk > 0) base += tol->rtol_sqrtk * sqrt((double)dot_length(c)) * pre;
-    if (c->op == QVL_OP_ATTENTION) base += attention_score_bound(c);
+    if (c->op == QVL_OP_ATTENTION || c->op == QVL_OP_ATTENTION_SLOTS)
+        base += attention_score_bound(c);
     double *extra = tol->q8 && !nomem ? q8_bound(c, &nomem) : NULL;
     if (nomem) { /* fail loudly rather than compare without the allowance */
         snprintf(msg, msg_size, "out of memory for the int8 activation bound");

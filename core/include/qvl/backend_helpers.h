@@ -89,6 +89,25 @@ qvl_status qvl_check_segments(const char *backend, const qvl_node *node, const i
 qvl_status qvl_check_at(const char *backend, const qvl_node *node, int64_t at, int64_t count,
                         int64_t limit, const char *what, qvl_error *err);
 
+/* Row i of a STORE_SLOT_ROWS or ATTENTION_SLOTS node (checked by the contract) as the
+ * single-sequence node it amounts to: STORE_ROWS_AT of source row i into slot slot[i] at
+ * at[i], or ATTENTION (mask CAUSAL_AT, at = at[i]) of query row i over slot slot[i] of k and v,
+ * into output row i. The views point into the node's tensors (host or device addresses: only
+ * offsets are taken), the `at` input into out->at_value (host memory), and slot and at are read
+ * from host memory. Fails naming the row when slot[i] or at[i] is out of range. */
+typedef struct qvl_slot_row {
+    qvl_node node;
+    qvl_tensor t[4]; /* q or dst, k or src, v, out */
+    qvl_tensor at;
+    int32_t at_value;
+} qvl_slot_row;
+qvl_status qvl_slot_row_node(const char *backend, const qvl_node *n, int64_t i,
+                             qvl_slot_row *out, qvl_error *err);
+/* A host backend's STORE_SLOT_ROWS / ATTENTION_SLOTS kernel: row_kernel (its STORE_ROWS_AT
+ * or ATTENTION kernel) on each row's node in turn; the first failure ends it. */
+qvl_status qvl_run_slot_rows(const char *backend, qvl_backend *be, const qvl_node *n,
+                             qvl_kernel_fn row_kernel, qvl_error *err);
+
 /* Input slot, or NULL when the slot is empty (or beyond n_src). */
 static inline const qvl_tensor *qvl_node_src(const qvl_node *node, uint32_t slot) {
     return slot < node->n_src && slot < QVL_MAX_SRC ? node->src[slot] : NULL;

@@ -90,6 +90,23 @@
  *     probability is exactly 0, and 0 times a finite value adds nothing); the model keeps
  *     every cache row finite by zero-filling a cache when it allocates it.
  *
+ * Ops of a batched decode step, one query row per sequence, where every sequence's cache is
+ * one slot of a pool [S, R, ...] (the same layer's caches of S sequences side by side), so
+ * that one node serves all of the step's sequences. slot and at are [N] i32: row i belongs to
+ * the sequence of cache slot[i], whose cache holds at[i] rows before this step:
+ *  STORE_SLOT_ROWS(dst [S,R,...], src [N,...], slot [N], at [N]) -> writes src row i into
+ *     dst[slot[i], at[i]] (dims 2.. of dst match dims 1.. of src; dst contiguous; the dtype
+ *     conversion and q8_0 quantisation of STORE_ROWS). The output is an alias of all of dst.
+ *     slot[i] outside [0, S) or at[i] outside [0, R) is a run-time error where the backend can
+ *     check it; a backend that cannot (a GPU kernel) writes nothing for that row. Rows never
+ *     share a (slot, at) pair (each sequence has one row).
+ *  ATTENTION_SLOTS(q [N,Hq,D], k [S,L,Hkv,D], v [S,L,Hkv,D], slot [N], at [N]) -> [N,Hq,D]:
+ *     row i is ATTENTION of the one query q[i] over k[slot[i]], v[slot[i]] with mask
+ *     CAUSAL_AT and at = at[i]: keys [0, at[i]] (the rows written before, and its own, which
+ *     STORE_SLOT_ROWS wrote at at[i]); keys past at[i] are never read. params.attention: the
+ *     scale, and mask QVL_MASK_CAUSAL_AT (the only one). k and v may be q8_0 as in ATTENTION.
+ *     Out-of-range values as in STORE_SLOT_ROWS (at[i] < L); a GPU kernel gives zeros then.
+ *
  * Fused ops, written by the fusion pass only where the backend that runs the graph supports
  * the fused node (a backend may leave them out), besides NORM_LINEAR, ATTENTION and
  * MLP_RESIDUAL above:

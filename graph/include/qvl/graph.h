@@ -84,6 +84,10 @@ qvl_tid qvl_g_store_rows(qvl_graph *g, qvl_tid dst, qvl_tid src, int64_t offset)
 /* Position from data ([1] i32 "at" tensors): one graph for every decode step. */
 qvl_tid qvl_g_store_rows_at(qvl_graph *g, qvl_tid dst, qvl_tid src, qvl_tid at);
 qvl_tid qvl_g_mask_causal_at(qvl_graph *g, qvl_tid s, qvl_tid at);
+/* A batched decode step over caches pooled in slots (ops.h): slot and at are [N] i32. */
+qvl_tid qvl_g_store_slot_rows(qvl_graph *g, qvl_tid dst, qvl_tid src, qvl_tid slot, qvl_tid at);
+qvl_tid qvl_g_attention_slots(qvl_graph *g, qvl_tid q, qvl_tid k, qvl_tid v, qvl_tid slot,
+                              qvl_tid at, float scale);
 
 /* ---- inspecting -------------------------------------------------------------------------- */
 size_t qvl_graph_n_tensors(const qvl_graph *g);

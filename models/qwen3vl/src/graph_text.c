@@ -118,13 +118,44 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
     return named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.%sattn_ctx_flat", l, sq->prefix);
 }
 
+/* The rows' sequences in a batched step: per-sequence inputs (seqs, rows) or, with a pool,
+ * each row's slot and cache length as data. */
+typedef struct attn_rows {
+    const attn_seq *seqs;
+    int64_t n_seqs;
+    const qvl_tid *rows;
+    qvl_tid slot, at; /* pooled: the [N] i32 inputs "slot" and "kv_at"; else -1 */
+} attn_rows;
+
+/* Attention of one query row per sequence over the pooled caches of layer l: store each row's
+ * k and v at (slot[i], at[i]), then attend; returns the context [N, H*D]. */
+static qvl_tid pooled_attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_tid k,
+                             qvl_tid v, const attn_rows *r, const qvl_text_graph_opts *o) {
+    const int64_t H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
+    const int64_t pool_shape[4] = {o->kv_pool_slots, o->kv_capacity, Hkv, D};
+    char name[64];
+    snprintf(name, sizeof name, "pool.kv.%d.k", l);
+    qvl_tid kc = qvl_g_input(g, name, o->kv_dtype, 4, pool_shape);
+    snprintf(name, sizeof name, "pool.kv.%d.v", l);
+    qvl_tid vc = qvl_g_input(g, name, o->kv_dtype, 4, pool_shape);
+    qvl_tid k_all = named(g, qvl_g_store_slot_rows(g, kc, k, r->slot, r->at), "blk.%d.k_cache", l);
+    qvl_tid v_all = named(g, qvl_g_store_slot_rows(g, vc, v, r->slot, r->at), "blk.%d.v_cache", l);
+    qvl_tid ctx = named(g, qvl_g_attention_slots(g, q, k_all, v_all, r->slot, r->at,
+                                                 (float)(1.0 / sqrt((double)D))),
+                        "blk.%d.attn_ctx_cont", l); /* [N, H, D] */
+    const int64_t flat[2] = {d->n, H * D};
+    return named(g, qvl_g_reshape(g, ctx, 2, flat), "blk.%d.attn_ctx_flat", l);
+}
+
 /* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. The
  * projections, norms and rotations run on all N rows at once; attention runs per sequence:
  * one (seqs[0], all rows) or, in a batched decode step, row i over sequence i's cache. The
  * rows' contexts are then gathered back into [N, H*D] (SET_ROWS at "row.<i>") for o_proj. */
 static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
-                               const attn_seq *seqs, int64_t n_seqs, const qvl_tid *rows,
-                               const qvl_rope_params *rope, const qvl_text_graph_opts *o) {
+                               const attn_rows *r, const qvl_rope_params *rope,
+                               const qvl_text_graph_opts *o) {
+    const attn_seq *seqs = r->seqs;
+    const int64_t n_seqs = r->n_seqs;
     const int64_t N = d->n, H = d->heads, Hkv = d->kv_heads, D = d->head_dim;
     const int64_t q_out = H * D, kv_out = Hkv * D;
     qvl_tid wq = qwen_matrix(g, &d->mat, q_out, d->hidden,
@@ -154,7 +185,9 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
     k = named(g, qvl_g_rope(g, k, pos, rope), "blk.%d.attn_k_rope", l);
 
     qvl_tid ctx;
-    if (n_seqs == 1) {
+    if (r->slot >= 0) {
+        ctx = pooled_attend(g, d, l, q, k, v, r, o);
+    } else if (n_seqs == 1) {
         ctx = attend(g, d, l, q, k, v, N, &seqs[0], o);
     } else {
         ctx = q_raw; /* [N, H*D]: every row is replaced below */
@@ -162,7 +195,7 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
             qvl_tid qi = qvl_g_slice(g, q, 0, i, 1), ki = qvl_g_slice(g, k, 0, i, 1);
             qvl_tid vi = qvl_g_slice(g, v, 0, i, 1);
             qvl_tid ci = attend(g, d, l, qi, ki, vi, 1, &seqs[i], o);
-            ctx = named(g, scatter_rows(g, QVL_OP_SET_ROWS, ctx, rows[i], ci),
+            ctx = named(g, scatter_rows(g, QVL_OP_SET_ROWS, ctx, r->rows[i], ci),
                         "blk.%d.attn_ctx_rows_%lld", l, (long long)i);
         }
     }
@@ -197,6 +230,9 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
         return qvl_fail(err, QVL_E_LIMIT,
                         "text graph: kv_capacity %lld cannot hold n_past %lld + n_tokens %lld",
                         (long long)o->kv_capacity, (long long)o->n_past, (long long)o->n_tokens);
+    if (o->kv_pool_slots < 0 || o->kv_pool_slots > INT32_MAX)
+        return qvl_fail(err, QVL_E_INVALID, "text graph: kv_pool_slots %lld is out of range",
+                        (long long)o->kv_pool_slots);
     if (o->n_seqs > 1 && (o->n_seqs > QVL_TEXT_MAX_SEQS || o->n_seqs != o->n_tokens ||
                           !o->kv_at_input || o->n_image_tokens > 0 || !o->all_logits))
         return qvl_fail(err, QVL_E_INVALID, "text graph: a batch of %lld sequences needs one "
@@ -265,7 +301,13 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     qvl_tid rows[QVL_TEXT_MAX_SEQS];
     char seq_names[QVL_TEXT_MAX_SEQS][24]; /* "s<i>." */
     const int64_t one[1] = {1};
-    for (int64_t i = 0; i < n_seqs; i++) {
+    attn_rows arows = {seqs, n_seqs, rows, -1, -1};
+    if (n_seqs > 1 && o->kv_pool_slots > 0) {
+        const int64_t per_row[1] = {n_seqs};
+        arows.slot = qvl_g_input(g, "slot", QVL_I32, 1, per_row);
+        arows.at = qvl_g_input(g, "kv_at", QVL_I32, 1, per_row);
+    }
+    for (int64_t i = 0; i < n_seqs && arows.slot < 0; i++) {
         char name[32];
         if (n_seqs > 1) snprintf(seq_names[i], sizeof seq_names[i], "s%lld.", (long long)i);
         else seq_names[i][0] = '\0';
@@ -296,7 +338,7 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
                                    TEXT_PREFIX "layers.%d.post_attention_layernorm.weight", l);
 
         qvl_tid x = named(g, qvl_g_rms_norm(g, h, in_norm, d.eps), "blk.%d.attn_norm", l);
-        qvl_tid a = build_attention(g, &d, l, x, pos, seqs, n_seqs, rows, &rope, o);
+        qvl_tid a = build_attention(g, &d, l, x, pos, &arows, &rope, o);
         h = named(g, qvl_g_add(g, h, a), "blk.%d.attn_residual", l);
 
         x = named(g, qvl_g_rms_norm(g, h, post_norm, d.eps), "blk.%d.ffn_norm", l);

@@ -82,9 +82,12 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     *out = NULL;
     if (!opts || opts->ctx <= 0)
         return qvl_fail(err, QVL_E_INVALID, "--ctx must be a positive number of tokens");
+    if (opts->kv_slots < 0 || opts->kv_slots > 4096)
+        return qvl_fail(err, QVL_E_INVALID, "kv_slots must be 0..4096 (got %d)", opts->kv_slots);
     qvl_model *m = calloc(1, sizeof *m);
     if (!m) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     m->ctx = opts->ctx;
+    m->kv_slots = opts->kv_slots > 1 ? opts->kv_slots : 1;
     m->no_fuse = opts->no_fuse;
     m->no_mmap = opts->no_mmap;
 
@@ -154,6 +157,7 @@ void qvl_model_close(qvl_model *m) {
     model_batch_forget(m);
     model_vision_forget(m);
     qvl_seq_free(m->own);
+    model_free_pool(m);
     model_free_bindings(m);
     for (size_t i = 0; i < m->n_tg; i++) qvl_backend_unload(m->tg[i].lb);
     free(m->text_place);
@@ -179,6 +183,7 @@ qvl_status qvl_seq_create(qvl_model *m, qvl_seq **out, qvl_error *err) {
     qvl_seq *q = calloc(1, sizeof *q);
     if (!q) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     q->m = m;
+    q->pool_slot = -1;
     qvl_status st = model_alloc_kv(m, q, err);
     if (st != QVL_OK) {
         qvl_seq_free(q);
@@ -598,7 +603,7 @@ void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
             out->decode_weight_bytes += w->buf.size;
     }
     out->kv_bytes = 0;
-    for (size_t i = 0; i < m->n_tg; i++) out->kv_bytes += m->own->kv[i].size;
+    for (size_t i = 0; i < m->n_tg; i++) out->kv_bytes += m->kv_pool[i].size;
     out->kv_dtype = m->kv_dtype;
     out->matrix_dtype = m->matrix_dtype;
 }

@@ -2,8 +2,12 @@
  *
  * The batched graph runs every matrix product on all rows together (weights are read once per
  * step, not once per sequence: decode is bound by reading weights) and attention per sequence
- * over its own cache. It is kept for the next step: the same sequences only set their inputs,
- * as many other ones rebind its cache inputs, a batch of another size builds a new one. */
+ * over its own cache. When every sequence's cache is a slot of the model's KV pool, one
+ * store and one attention node per layer serve all rows, each reading its slot and cache
+ * length from data: the graph then serves any pooled sequences of that count unchanged.
+ * Otherwise the graph has nodes per sequence, bound to their caches: the same sequences only
+ * set their inputs, as many other ones rebind its cache inputs. A batch of another size builds
+ * a new graph. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +23,16 @@ void model_batch_forget(qvl_model *m) {
     b->n = 0;
 }
 
+static bool all_pooled(qvl_seq *const *seqs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (seqs[i]->pool_slot < 0) return false;
+    return true;
+}
+
 static bool same_seqs(const batch_step *b, qvl_seq *const *seqs, size_t n) {
-    return b->sp && b->n == n && memcmp(b->seqs, seqs, n * sizeof *seqs) == 0;
+    if (!b->sp || b->n != n) return false;
+    if (b->pooled) return all_pooled(seqs, n);
+    return memcmp(b->seqs, seqs, n * sizeof *seqs) == 0;
 }
 
 /* Builds, splits and binds the batched graph for these sequences. QVL_E_UNSUPPORTED when the
@@ -32,7 +44,8 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
         m->steps.batch_reuses++;
         return QVL_OK;
     }
-    if (b->sp && b->n == n) {
+    const bool pooled = all_pooled(seqs, n);
+    if (b->sp && b->n == n && !b->pooled && !pooled) {
         /* As many sequences as the kept graph has rows, other ones: point its cache inputs at
          * theirs (a server's slots come and go every few steps; rebuilding, fusing and
          * planning the graph each time would cost more than the step). */
@@ -50,6 +63,7 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
     model_batch_forget(m);
     qvl_text_graph_opts go = {
         .n_tokens = (int64_t)n, .n_seqs = (int64_t)n, .kv_at_input = true,
+        .kv_pool_slots = pooled ? m->kv_slots : 0,
         .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype, .all_logits = true,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
         .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m,
@@ -74,6 +88,7 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
     }
     memcpy(b->seqs, seqs, n * sizeof *seqs);
     b->n = n;
+    b->pooled = pooled;
     m->steps.batch_builds++;
     model_log_split(m, b->sp, "batched decode step");
     return QVL_OK;
@@ -90,7 +105,18 @@ static qvl_status run_batched(qvl_model *m, qvl_seq *const *seqs, const int32_t 
     qvl_split_set_profiling(sp, m->inst.profiling);
     qvl_status st = qvl_split_set(sp, "ids", ids, n * sizeof *ids, err);
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos, 3 * n * sizeof *pos, err);
-    for (size_t i = 0; st == QVL_OK && i < n; i++) {
+    if (m->batch.pooled) {
+        int32_t *rows = malloc(2 * n * sizeof *rows); /* slot[n], then at[n] */
+        if (!rows && st == QVL_OK) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        for (size_t i = 0; st == QVL_OK && i < n; i++) {
+            rows[i] = seqs[i]->pool_slot;
+            rows[n + i] = (int32_t)seqs[i]->n_past;
+        }
+        if (st == QVL_OK) st = qvl_split_set(sp, "slot", rows, n * sizeof *rows, err);
+        if (st == QVL_OK) st = qvl_split_set(sp, "kv_at", rows + n, n * sizeof *rows, err);
+        free(rows);
+    }
+    for (size_t i = 0; st == QVL_OK && !m->batch.pooled && i < n; i++) {
         char name[32];
         const int32_t at = (int32_t)seqs[i]->n_past, row = (int32_t)i;
         snprintf(name, sizeof name, "s%zu.kv_at", i);
@@ -150,6 +176,7 @@ qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int3
     }
     if (batched) {
         st = run_batched(m, seqs, ids, n, logits, err);
+        if (st == QVL_OK && m->batch.pooled) m->steps.batch_pooled++;
         for (size_t i = 0; st == QVL_OK && i < n; i++) seqs[i]->n_past++; /* rope_delta holds */
         return st;
     }

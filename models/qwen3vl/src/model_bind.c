@@ -131,7 +131,7 @@ qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err) {
     return QVL_OK;
 }
 
-/* One layer's K (or V) cache in bytes, for --ctx. */
+/* One layer's K (or V) cache in bytes, for --ctx; the pool of kv_slots of them must fit too. */
 static qvl_status kv_layer_bytes(qvl_model *m, qvl_error *err) {
     const qvl_text_config *t = &m->cfg.text;
     size_t row, layer;
@@ -139,7 +139,7 @@ static qvl_status kv_layer_bytes(qvl_model *m, qvl_error *err) {
     if (!qvl_mul_i64(t->num_key_value_heads, t->head_dim, &row_elems) ||
         !qvl_dtype_row_bytes(m->kv_dtype, row_elems, &row) ||
         !qvl_mul_size(row, (size_t)m->ctx, &layer) ||
-        layer > SIZE_MAX / 2 / (size_t)t->num_hidden_layers)
+        layer > SIZE_MAX / 2 / (size_t)t->num_hidden_layers / (size_t)m->kv_slots)
         return qvl_fail(err, QVL_E_LIMIT, "KV cache for --ctx %lld overflows", (long long)m->ctx);
     m->kv_layer_bytes = layer;
     return QVL_OK;
@@ -147,7 +147,8 @@ static qvl_status kv_layer_bytes(qvl_model *m, qvl_error *err) {
 
 /* A new cache holds zeros, not whatever the allocator left: the unfused attention chain of a
  * kept decode graph reads every row, and a masked row adds exactly nothing only when its
- * values are finite (ops.h, MASK_CAUSAL_AT). Rows written later are finite values too. */
+ * values are finite (ops.h, MASK_CAUSAL_AT). Rows written later are finite values too, so a
+ * pool slot a freed sequence leaves behind is fit for the next one as it is. */
 static qvl_status zero_fill(const model_target *tg, qvl_buffer *buf, qvl_error *err) {
     if (tg->host_memory) {
         memset(buf->data, 0, buf->size);
@@ -165,54 +166,100 @@ static qvl_status zero_fill(const model_target *tg, qvl_buffer *buf, qvl_error *
     return st;
 }
 
-qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err) {
+static int32_t kv_target(const qvl_model *m, int64_t l) {
+    return m->kv_home ? m->kv_home[l] : m->text_place[qvl_text_group_layer(l)];
+}
+
+/* `copies` caches of every layer, on each layer's target, into bufs[target]; addr[2l] and
+ * [2l+1] get layer l's K and V, each `copies` caches side by side. */
+static qvl_status alloc_caches(qvl_model *m, size_t copies, qvl_buffer *bufs, void **addr,
+                               qvl_error *err) {
     const int64_t L = m->cfg.text.num_hidden_layers;
-    qvl_status st = m->kv_layer_bytes ? QVL_OK : kv_layer_bytes(m, err);
-    if (st != QVL_OK) return st;
-    const size_t layer = m->kv_layer_bytes;
-    const int32_t *home = m->kv_home ? m->kv_home : NULL;
-    if (!(s->kv_addr = calloc((size_t)(2 * L), sizeof *s->kv_addr)))
-        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    const size_t layer = m->kv_layer_bytes * copies;
     for (int32_t ti = 0; ti < (int32_t)m->n_tg; ti++) {
         model_target *tg = &m->tg[ti];
         size_t n_here = 0;
-        for (int64_t l = 0; l < L; l++)
-            n_here += (home ? home[l] : m->text_place[qvl_text_group_layer(l)]) == ti;
+        for (int64_t l = 0; l < L; l++) n_here += kv_target(m, l) == ti;
         if (n_here == 0) continue;
         const size_t total = 2 * n_here * layer;
-        st = tg->lb->iface->buffer_alloc(tg->lb->be, total, &s->kv[ti], err);
+        qvl_status st = tg->lb->iface->buffer_alloc(tg->lb->be, total, &bufs[ti], err);
         if (st != QVL_OK)
-            return qvl_error_prefix(err, "KV cache of %.1f MiB (%s, %zu layers) for --ctx %lld on %s",
-                                    total / 1048576.0, qvl_dtype_name(m->kv_dtype), n_here,
+            return qvl_error_prefix(err, "KV cache of %.1f MiB (%s, %zu layers, %zu sequences) "
+                                    "for --ctx %lld on %s", total / 1048576.0,
+                                    qvl_dtype_name(m->kv_dtype), n_here, copies,
                                     (long long)m->ctx, tg->lb->name);
-        tg->kv_bytes += s->kv[ti].size;
-        if ((st = zero_fill(tg, &s->kv[ti], err)) != QVL_OK) return st;
+        tg->kv_bytes += bufs[ti].size;
+        if ((st = zero_fill(tg, &bufs[ti], err)) != QVL_OK) return st;
         size_t k = 0;
         for (int64_t l = 0; l < L; l++) {
-            if ((home ? home[l] : m->text_place[qvl_text_group_layer(l)]) != ti) continue;
-            for (int kv = 0; kv < 2; kv++, k++)
-                s->kv_addr[2 * l + kv] = (char *)s->kv[ti].data + k * layer;
+            if (kv_target(m, l) != ti) continue;
+            for (int kv = 0; kv < 2; kv++, k++) addr[2 * l + kv] = (char *)bufs[ti].data + k * layer;
         }
-        QVL_LOG_I("KV cache on %s: %s, %lld tokens x %zu layers, %zu bytes (%.1f MiB)",
+        char seqs[48] = "";
+        if (copies > 1) snprintf(seqs, sizeof seqs, " (a pool of %zu sequences)", copies);
+        QVL_LOG_I("KV cache on %s: %s, %lld tokens x %zu layers, %zu bytes (%.1f MiB)%s",
                   tg->lb->name, qvl_dtype_name(m->kv_dtype), (long long)m->ctx, n_here, total,
-                  total / 1048576.0);
+                  total / 1048576.0, seqs);
     }
     return QVL_OK;
 }
 
-void model_free_kv(qvl_model *m, qvl_seq *s) {
+static void free_caches(qvl_model *m, qvl_buffer *bufs) {
     for (size_t i = 0; i < m->n_tg; i++)
-        if (s->kv[i].data || s->kv[i].handle) {
-            m->tg[i].kv_bytes -= s->kv[i].size;
-            m->tg[i].lb->iface->buffer_free(m->tg[i].lb->be, &s->kv[i]);
+        if (bufs[i].data || bufs[i].handle) {
+            m->tg[i].kv_bytes -= bufs[i].size;
+            m->tg[i].lb->iface->buffer_free(m->tg[i].lb->be, &bufs[i]);
         }
+}
+
+/* The pool, at the first sequence (after placement has given every layer its target). */
+static qvl_status alloc_pool(qvl_model *m, qvl_error *err) {
+    const size_t L = (size_t)m->cfg.text.num_hidden_layers;
+    if (!(m->pool_addr = calloc(2 * L, sizeof *m->pool_addr)) ||
+        !(m->slot_used = calloc((size_t)m->kv_slots, sizeof *m->slot_used)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    return alloc_caches(m, (size_t)m->kv_slots, m->kv_pool, m->pool_addr, err);
+}
+
+void model_free_pool(qvl_model *m) {
+    free_caches(m, m->kv_pool);
+    free(m->pool_addr);
+    free(m->slot_used);
+    m->pool_addr = NULL;
+    m->slot_used = NULL;
+}
+
+qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err) {
+    const int64_t L = m->cfg.text.num_hidden_layers;
+    qvl_status st = m->kv_layer_bytes ? QVL_OK : kv_layer_bytes(m, err);
+    if (st == QVL_OK && !m->pool_addr) st = alloc_pool(m, err);
+    if (st != QVL_OK) return st;
+    if (!(s->kv_addr = calloc((size_t)(2 * L), sizeof *s->kv_addr)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (int i = 0; i < m->kv_slots; i++) {
+        if (m->slot_used[i]) continue;
+        m->slot_used[i] = true;
+        s->pool_slot = i;
+        for (int64_t a = 0; a < 2 * L; a++)
+            s->kv_addr[a] = (char *)m->pool_addr[a] + (size_t)i * m->kv_layer_bytes;
+        return QVL_OK;
+    }
+    return alloc_caches(m, 1, s->kv, s->kv_addr, err);
+}
+
+void model_free_kv(qvl_model *m, qvl_seq *s) {
+    if (s->pool_slot >= 0) m->slot_used[s->pool_slot] = false;
+    s->pool_slot = -1;
+    free_caches(m, s->kv);
     free(s->kv_addr);
     s->kv_addr = NULL;
 }
 
-/* "kv.<l>.k" (the current sequence's) or "s<i>.kv.<l>.v" (sequence i of a batched step). */
+/* "kv.<l>.k" (the current sequence's), "s<i>.kv.<l>.v" (sequence i of a batched step) or
+ * "pool.kv.<l>.k" (layer l's pool: every pooled sequence's). */
 static bool is_cache_input(const char *name) {
-    return strncmp(name, "kv.", 3) == 0 || (name[0] == 's' && strstr(name, ".kv.") != NULL);
+    return strncmp(name, "kv.", 3) == 0 || strncmp(name, "pool.kv.", 8) == 0 ||
+           (name[0] == 's' && strstr(name, ".kv.") != NULL);
 }
 
 /* The address of a cache input in its sequence's KV cache. */
@@ -220,7 +267,11 @@ static qvl_status cache_address(const qvl_model *m, const char *name, int32_t ta
                                 void **addr, qvl_error *err) {
     const qvl_seq *q = m->seq;
     const char *rest = name;
-    if (name[0] == 's') {
+    void *const *addrs = NULL;
+    if (strncmp(name, "pool.", 5) == 0) {
+        addrs = m->pool_addr;
+        rest = name + 5;
+    } else if (name[0] == 's') {
         long long i;
         int used = 0;
         if (sscanf(name, "s%lld.%n", &i, &used) != 1 || used == 0 || i < 0 ||
@@ -240,7 +291,7 @@ static qvl_status cache_address(const qvl_model *m, const char *name, int32_t ta
     if (home != target)
         return qvl_fail(err, QVL_E_INVALID, "cache of layer %lld is read on %s, it lives on %s", l,
                         m->tg[target].lb->name, m->tg[home].lb->name);
-    *addr = q->kv_addr[2 * l + (which == 'v')];
+    *addr = (addrs ? addrs : q->kv_addr)[2 * l + (which == 'v')];
     return QVL_OK;
 }
 

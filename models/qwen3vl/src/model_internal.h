@@ -51,6 +51,7 @@ struct qvl_seq {
     qvl_model *m;
     qvl_buffer kv[MODEL_MAX_TARGETS]; /* the K and V caches of the layers placed on target i */
     void **kv_addr;     /* per layer: K at [2l], V at [2l+1] */
+    int pool_slot;      /* its slot of the model's KV pool, or -1 (caches of its own in kv[]) */
     int64_t n_past;
     int64_t rope_delta; /* next position = n_past + rope_delta (0 for text-only prompts) */
     decode_step decode; /* built at the first single-token step */
@@ -61,6 +62,7 @@ typedef struct batch_step {
     qvl_split *sp;
     qvl_seq **seqs; /* the sequences it is bound to, in row order */
     size_t n;
+    bool pooled;      /* over the KV pool: serves any pooled sequences, not just seqs */
     bool unavailable; /* the graph cannot be kept: batches run sequence by sequence */
 } batch_step;
 
@@ -105,6 +107,12 @@ struct qvl_model {
     bool no_mmap; /* never bind weights in place (qvl_model_options.no_mmap) */
     qvl_dtype kv_dtype; /* dtype of the KV cache (--kv-type) */
     size_t kv_layer_bytes; /* one layer's K (or V) cache */
+    /* The KV pool (model_bind.c): per target, every layer's K pool [kv_slots, ctx, Hkv, D] and
+     * V pool there; pool_addr[2l] / [2l+1] are layer l's; slot_used marks slots taken. */
+    int kv_slots;
+    qvl_buffer kv_pool[MODEL_MAX_TARGETS];
+    void **pool_addr;
+    bool *slot_used;
     qvl_seq *own;          /* the sequence qvl_model_open makes */
     qvl_seq *seq;          /* the one eval and friends work on (qvl_model_set_seq) */
     /* While a batched decode graph is bound: its sequences, row i's as "s<i>.". */
@@ -149,6 +157,7 @@ qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err);
 /* A sequence's KV cache on every target that holds layers (m->kv_layer_bytes set first). */
 qvl_status model_alloc_kv(qvl_model *m, qvl_seq *s, qvl_error *err);
 void model_free_kv(qvl_model *m, qvl_seq *s);
+void model_free_pool(qvl_model *m);
 const bound_weight *model_find_bound(const qvl_model *m, const char *name, int32_t target);
 /* Binds every weight of each part on the part's target, and the KV inputs a part reads to
  * the cache of their layer. */

@@ -82,7 +82,7 @@ static qvl_status measure(const qvl_model *m, group_bytes *gb, qvl_error *err) {
     const qvl_text_config *tc = &m->cfg.text;
     size_t row = 0;
     qvl_dtype_row_bytes(m->kv_dtype, tc->num_key_value_heads * tc->head_dim, &row);
-    gb->kv_layer = 2 * (uint64_t)row * (uint64_t)m->ctx;
+    gb->kv_layer = 2 * (uint64_t)row * (uint64_t)m->ctx * (uint64_t)m->kv_slots; /* the pool */
     return QVL_OK;
 }
 

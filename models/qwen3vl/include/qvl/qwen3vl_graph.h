@@ -41,6 +41,12 @@ typedef struct qvl_text_graph_opts {
      * are "s<i>.kv.<l>.k"/".v" and "s<i>.kv_at"; needs n_tokens == n_seqs, kv_at_input and
      * all_logits. 0 or 1: one sequence (inputs "kv.<l>.k", "kv_at"). */
     int64_t n_seqs;
+    /* With n_seqs > 1: the sequences' caches are slots of one pool per layer, "pool.kv.<l>.k"
+     * / ".v" [kv_pool_slots, kv_capacity, n_kv_heads, head_dim], and row i's slot and cache
+     * length are element i of "slot" and "kv_at" [n_seqs] i32: one STORE_SLOT_ROWS per cache
+     * and one ATTENTION_SLOTS per layer serve every row (ops.h), and the graph does not depend
+     * on which sequences the rows are. 0: per-sequence inputs as above. */
+    int64_t kv_pool_slots;
     /* Image features inside this batch (0: text only). */
     int64_t n_image_tokens; /* rows of "image_embeds" / "image_rows" */
     int32_t n_deepstack;    /* "deepstack.<k>" inputs, added after decoder layers 0..n-1 */

@@ -25,6 +25,11 @@ typedef struct qvl_model_options {
     const char *plugins_path; /* --plugins (NULL: the default search) */
     const char *backend_name; /* --backend (NULL: by priority) */
     int64_t ctx;              /* KV cache capacity in tokens (> 0) */
+    /* KV caches held as one pool (0 counts as 1): the model's own sequence's and those of the
+     * first kv_slots - 1 sequences qvl_seq_create makes (later ones get caches of their own).
+     * A batched decode step of pooled sequences runs one attention node per layer for all of
+     * them, instead of one per sequence. The pool is allocated whole at open. */
+    int kv_slots;
     bool no_fuse;             /* run the primitive graph (debugging, backend bring-up) */
     /* Copy weights the backend could read in place from the file mapping into its own
      * buffers at load, then drop the mapped pages (as llama.cpp's --no-mmap): more load time,
@@ -179,7 +184,7 @@ typedef struct qvl_model_load_stats {
      * (the embedding table counts only when it is the tied output projection; otherwise a
      * step reads one row of it, which is left out). In the dtypes the graphs read. */
     size_t decode_weight_bytes;
-    size_t kv_bytes;               /* the KV cache */
+    size_t kv_bytes;               /* the KV cache pool (kv_slots sequences' caches) */
     qvl_dtype kv_dtype;            /* dtype of the KV cache */
     qvl_dtype matrix_dtype;        /* dtype the graphs read matrix weights in */
 } qvl_model_load_stats;
@@ -194,6 +199,7 @@ typedef struct qvl_model_step_stats {
     uint64_t decode_unkept;   /* single-token steps that built a graph of their own */
     uint64_t batch_builds;    /* batched decode graphs built */
     uint64_t batch_reuses;    /* batched steps that ran a kept graph */
+    uint64_t batch_pooled;    /* batched steps over the KV pool (one attention per layer) */
 } qvl_model_step_stats;
 void qvl_model_get_step_stats(const qvl_model *m, qvl_model_step_stats *out);
 
