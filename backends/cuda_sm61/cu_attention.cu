@@ -296,7 +296,8 @@ extern "C" int cu_launch_attention(cu_stream s, cu_view q, cu_view k, cu_view v,
     if (D > CU_ATTN_MAX_D || rows > 0x7fffffff || splits < 1 || splits > CU_ATTN_MAX_SPLITS ||
         (splits > 1 && (!part || rows > CU_ATTN_COUNTERS)))
         return (int)cudaErrorInvalidConfiguration;
-    cu_attn_job job = {q, k, v, scale, mask, n_past, at, seg, seg_stride, n_bounds, out};
+    cu_attn_job job = {q, k, v, scale, mask, n_past, at, seg, seg_stride, n_bounds, out,
+                       NULL, 0, 0};
     cu_attn_args p;
     static_cast<cu_attn_job &>(p) = job;
     p.count = (unsigned *)part;
