@@ -33,16 +33,17 @@
 #endif
 
 /* The lane's elements d = lane + 32 t < D of keys jg .. jg + KU - 1 (zeros past j1 and D) of
- * k or v [L, Hkv, D], head g, as f32. DT is x's dtype, or -1: x.dtype, looked at per load. */
+ * k or v [L, Hkv, D] as f32; `head` is the element offset of the head in key 0 (and of the
+ * slot, for ATTENTION_SLOTS). DT is x's dtype, or -1: x.dtype, looked at per load. */
 template <int DT, int REGS, int KU>
 __device__ __forceinline__ void cu_attn_rows_dt(const cu_view &x, int64_t jg, int64_t j1,
-                                                int64_t g, int lane, int64_t D,
+                                                int64_t head, int lane, int64_t D,
                                                 float (&r)[KU][REGS]) {
     int32_t dt = DT < 0 ? x.dtype : DT;
     uint32_t raw[KU][REGS]; /* every load in flight before the first conversion (cu_load_raw) */
 #pragma unroll
     for (int u = 0; u < KU; u++) {
-        int64_t j = jg + u, base = j * x.stride[0] + g * x.stride[1];
+        int64_t j = jg + u, base = j * x.stride[0] + head;
 #pragma unroll
         for (int t = 0; t < REGS; t++) {
             int64_t d = lane + CU_WARP * t;
@@ -62,20 +63,20 @@ __device__ __forceinline__ void cu_attn_rows_dt(const cu_view &x, int64_t jg, in
  * than the three copies. */
 template <int REGS, int KU, bool Q8>
 __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64_t j1,
-                                             int64_t g, int lane, int64_t D,
+                                             int64_t head, int lane, int64_t D,
                                              float (&r)[KU][REGS]) {
     if (Q8) {
-        cu_attn_rows_dt<QVL_Q8_0, REGS, KU>(x, jg, j1, g, lane, D, r);
+        cu_attn_rows_dt<QVL_Q8_0, REGS, KU>(x, jg, j1, head, lane, D, r);
         return;
     }
     if (!CU_CLANG_DEVICE) {
-        cu_attn_rows_dt<-1, REGS, KU>(x, jg, j1, g, lane, D, r);
+        cu_attn_rows_dt<-1, REGS, KU>(x, jg, j1, head, lane, D, r);
         return;
     }
     switch (x.dtype) {
-    case QVL_F32: cu_attn_rows_dt<QVL_F32, REGS, KU>(x, jg, j1, g, lane, D, r); break;
-    case QVL_F16: cu_attn_rows_dt<QVL_F16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
-    case QVL_BF16: cu_attn_rows_dt<QVL_BF16, REGS, KU>(x, jg, j1, g, lane, D, r); break;
+    case QVL_F32: cu_attn_rows_dt<QVL_F32, REGS, KU>(x, jg, j1, head, lane, D, r); break;
+    case QVL_F16: cu_attn_rows_dt<QVL_F16, REGS, KU>(x, jg, j1, head, lane, D, r); break;
+    case QVL_BF16: cu_attn_rows_dt<QVL_BF16, REGS, KU>(x, jg, j1, head, lane, D, r); break;
     default: /* no other dtype gets here (q8_0 takes the Q8 instance) */
 #pragma unroll
         for (int u = 0; u < KU; u++)
@@ -88,15 +89,22 @@ __device__ __forceinline__ void cu_attn_rows(const cu_view &x, int64_t jg, int64
  * warp loads together (their k and v rows are all requested before any is used, so one memory
  * round trip serves KU keys instead of one: decode attention is latency-bound otherwise).
  * Heads of 128 over unit-stride aligned rows take cu_attention_decode.cu instead. */
-template <int REGS, int KU, bool KQ8, bool VQ8>
+template <int REGS, int KU, bool KQ8, bool VQ8, bool SLOTS>
 __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_args p) {
     __shared__ float acc_s[CU_ATTN_WARPS][CU_ATTN_MAX_D];
     __shared__ float m_s[CU_ATTN_WARPS], l_s[CU_ATTN_WARPS];
 
-    const cu_view &q = p.q;
-    int64_t Hq = q.shape[1], D = q.shape[2], L = p.k.shape[0], Hkv = p.k.shape[1];
+    const cu_view &q = p.q, &k = p.k, &v = p.v;
+    int64_t Hq = q.shape[1], D = q.shape[2], L = k.shape[0], Hkv = k.shape[1];
     int64_t row = blockIdx.x, i = row / Hq, h = row % Hq, g = h / (Hq / Hkv);
-    const cu_view k = cu_attn_kv_of(p.k, p, i, q.shape[0]), v = cu_attn_kv_of(p.v, p, i, q.shape[0]);
+    /* element offsets of head g (in slot slot[i] of the pool for SLOTS: an offset, not a
+     * shifted copy of the views, which cost registers this kernel does not have on sm_61) */
+    int64_t k_head = g * k.stride[1], v_head = g * v.stride[1];
+    if (SLOTS) {
+        int64_t o = cu_attn_slot_offset(p, i, q.shape[0]);
+        k_head += o;
+        v_head += o;
+    }
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
     /* q first: its loads do not wait for the key range (a load of `at` for CAUSAL_AT) */
@@ -111,14 +119,14 @@ __global__ void __launch_bounds__(CU_ATTN_WARPS *CU_WARP) k_attention(cu_attn_ar
 
     int64_t j0, j1;
     int busy;
-    cu_attn_range(p, i, q.shape[0], L, &j0, &j1);
+    cu_attn_range<SLOTS>(p, i, q.shape[0], L, &j0, &j1);
     if (!cu_attn_split_share(p.splits, &j0, &j1, &busy)) return;
 
     float m = -INFINITY, l = 0.0f;
     for (int64_t jg = j0 + (int64_t)warp * KU; jg < j1; jg += CU_ATTN_WARPS * KU) {
         float kr[KU][REGS], vr[KU][REGS];
-        cu_attn_rows<REGS, KU, KQ8>(k, jg, j1, g, lane, D, kr);
-        cu_attn_rows<REGS, KU, VQ8>(v, jg, j1, g, lane, D, vr);
+        cu_attn_rows<REGS, KU, KQ8>(k, jg, j1, k_head, lane, D, kr);
+        cu_attn_rows<REGS, KU, VQ8>(v, jg, j1, v_head, lane, D, vr);
         float sc[KU];
 #pragma unroll
         for (int u = 0; u < KU; u++) {
@@ -267,15 +275,22 @@ extern "C" int cu_attention_splits(int64_t N, int64_t Hq, int64_t Hkv, int64_t L
     return s < 1 ? 1 : (int)s;
 }
 
-/* k_attention, instantiated for whether k and v are q8_0. */
+/* k_attention, instantiated for whether k and v are q8_0 and whether rows read pool slots. */
+template <int REGS, int KU, bool SLOTS>
+static void cu_attention_rows_launch_as(dim3 grid, unsigned threads, cu_stream s,
+                                        const cu_attn_args &p) {
+    bool kq = p.k.dtype == QVL_Q8_0, vq = p.v.dtype == QVL_Q8_0;
+    if (kq && vq) k_attention<REGS, KU, true, true, SLOTS><<<grid, threads, 0, s>>>(p);
+    else if (kq) k_attention<REGS, KU, true, false, SLOTS><<<grid, threads, 0, s>>>(p);
+    else if (vq) k_attention<REGS, KU, false, true, SLOTS><<<grid, threads, 0, s>>>(p);
+    else k_attention<REGS, KU, false, false, SLOTS><<<grid, threads, 0, s>>>(p);
+}
+
 template <int REGS, int KU>
 static void cu_attention_rows_launch(dim3 grid, unsigned threads, cu_stream s,
                                      const cu_attn_args &p) {
-    bool kq = p.k.dtype == QVL_Q8_0, vq = p.v.dtype == QVL_Q8_0;
-    if (kq && vq) k_attention<REGS, KU, true, true><<<grid, threads, 0, s>>>(p);
-    else if (kq) k_attention<REGS, KU, true, false><<<grid, threads, 0, s>>>(p);
-    else if (vq) k_attention<REGS, KU, false, true><<<grid, threads, 0, s>>>(p);
-    else k_attention<REGS, KU, false, false><<<grid, threads, 0, s>>>(p);
+    if (p.mask == CU_MASK_SLOTS) cu_attention_rows_launch_as<REGS, KU, true>(grid, threads, s, p);
+    else cu_attention_rows_launch_as<REGS, KU, false>(grid, threads, s, p);
 }
 
 /* Few queries: the decode kernel where it applies, else a block per (query, head). */

@@ -28,14 +28,22 @@ struct cu_attn_job {
 /* The mask of ATTENTION_SLOTS rows (not a qvl_mask_kind: the op has its own number). */
 #define CU_MASK_SLOTS 100
 
-/* k or v of query i: under CU_MASK_SLOTS its slot of the pool (slot 0 when out of range:
- * cu_attn_range then gives the query no keys), else x itself. */
+/* Under CU_MASK_SLOTS: the element offset of query i's slot in the pools of k and v (slot 0
+ * when out of range or i >= N: cu_attn_range then gives the query no keys). Whole q8_0 blocks:
+ * the contract's rows are. */
+__device__ __forceinline__ int64_t cu_attn_slot_offset(const cu_attn_job &p, int64_t i, int64_t N) {
+    int64_t s = i < N ? p.slot[i] : 0;
+    return s < 0 || s >= p.n_slots ? 0 : s * p.slot_elems;
+}
+
+/* k or v of query i: in a SLOTS instance (launched for CU_MASK_SLOTS only) its slot of the
+ * pool, else x itself. SLOTS is a template argument so that the other instances carry none of
+ * this: on sm_61 the extra registers made them spill. */
+template <bool SLOTS>
 __device__ __forceinline__ cu_view cu_attn_kv_of(cu_view x, const cu_attn_job &p, int64_t i,
                                                 int64_t N) {
-    if (p.mask != CU_MASK_SLOTS || i >= N) return x;
-    int64_t s = p.slot[i];
-    if (s < 0 || s >= p.n_slots) s = 0;
-    int64_t e = s * p.slot_elems; /* whole q8_0 blocks: the contract's rows are */
+    if (!SLOTS) return x;
+    int64_t e = cu_attn_slot_offset(p, i, N);
     int64_t bytes = x.dtype == QVL_Q8_0 ? e / QVL_Q8_0_BLOCK * (int64_t)sizeof(qvl_block_q8_0)
                     : e * (x.dtype == QVL_F32 ? 4 : 2);
     x.data = (const char *)x.data + bytes;
@@ -55,18 +63,20 @@ __device__ __forceinline__ int64_t cu_attn_segment_of(const int32_t *seg, int64_
 }
 
 /* The keys [*j0, *j1) query i sees, within [0, L): all of them without a mask, [0, n_past +
- * i] causal, its own segment with segments; empty for i >= N (a block's spare rows). */
+ * i] causal, its own segment with segments, [0, at[i]] of its slot in a SLOTS instance; empty
+ * for i >= N (a block's spare rows). */
+template <bool SLOTS = false>
 __device__ __forceinline__ void cu_attn_range(const cu_attn_job &p, int64_t i, int64_t N,
                                               int64_t L, int64_t *j0, int64_t *j1) {
     int64_t a = 0, b = L;
     if (i >= N) {
         b = 0;
+    } else if (SLOTS) { /* one query of its own sequence */
+        int64_t s = p.slot[i], at = p.at[i];
+        b = s < 0 || s >= p.n_slots || at < 0 || at >= L ? 0 : at + 1;
     } else if (p.mask == QVL_MASK_CAUSAL || p.mask == QVL_MASK_CAUSAL_AT) {
         int64_t n_past = p.mask == QVL_MASK_CAUSAL_AT ? (int64_t)p.at[0] : p.n_past;
         b = n_past + i + 1 < L ? n_past + i + 1 : L;
-    } else if (p.mask == CU_MASK_SLOTS) { /* one query of its own sequence */
-        int64_t s = p.slot[i], at = p.at[i];
-        b = s < 0 || s >= p.n_slots || at < 0 || at >= L ? 0 : at + 1;
     } else if (p.mask == QVL_MASK_SEGMENTS) {
         int64_t sg = cu_attn_segment_of(p.seg, p.seg_stride, p.n_bounds, i);
         a = p.seg[sg * p.seg_stride];

@@ -48,7 +48,7 @@ __device__ __forceinline__ void cu_dec_fetch(const cu_view &k, const cu_view &v,
 
 /* DT: the cache's dtype; GB: query heads per block (dividing Hq / Hkv); KU: keys per warp per
  * round. Grid (N * Hq / GB, splits). */
-template <int DT, int GB, int KU>
+template <int DT, int GB, int KU, bool SLOTS>
 __global__ void __launch_bounds__(CU_DEC_WARPS *CU_WARP) k_attention_decode(cu_attn_args p) {
     __shared__ float acc_s[CU_DEC_WARPS][GB][CU_DEC_D];
     __shared__ float m_s[CU_DEC_WARPS][GB], l_s[CU_DEC_WARPS][GB];
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(CU_DEC_WARPS *CU_WARP) k_attention_decode(cu_a
     const cu_view &q = p.q;
     int64_t N = q.shape[0], Hq = q.shape[1], L = p.k.shape[0], Hkv = p.k.shape[1];
     int64_t per_token = Hq / GB, i = blockIdx.x / per_token, h0 = (blockIdx.x % per_token) * GB;
-    const cu_view k = cu_attn_kv_of(p.k, p, i, N), v = cu_attn_kv_of(p.v, p, i, N);
+    const cu_view k = cu_attn_kv_of<SLOTS>(p.k, p, i, N), v = cu_attn_kv_of<SLOTS>(p.v, p, i, N);
     int64_t g = h0 / (Hq / Hkv);
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
 
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(CU_DEC_WARPS *CU_WARP) k_attention_decode(cu_a
 
     int64_t j0, j1;
     int busy;
-    cu_attn_range(p, i, N, L, &j0, &j1);
+    cu_attn_range<SLOTS>(p, i, N, L, &j0, &j1);
     if (!cu_attn_split_share(p.splits, &j0, &j1, &busy)) return;
 
     uint4 kw[KU], vw[KU];
@@ -169,12 +169,18 @@ static bool cu_dec_vec_ok(const cu_view &x) {
            x.stride[1] % 4 == 0 && (uintptr_t)x.data % (4 * esize) == 0;
 }
 
+template <int DT, int KU, bool SLOTS>
+static void cu_dec_launch_as(dim3 grid, int gb, cu_stream s, const cu_attn_args &p) {
+    unsigned threads = CU_DEC_WARPS * CU_WARP;
+    if (gb == 4) k_attention_decode<DT, 4, KU, SLOTS><<<grid, threads, 0, s>>>(p);
+    else if (gb == 2) k_attention_decode<DT, 2, KU, SLOTS><<<grid, threads, 0, s>>>(p);
+    else k_attention_decode<DT, 1, KU, SLOTS><<<grid, threads, 0, s>>>(p);
+}
+
 template <int DT, int KU>
 static void cu_dec_launch(dim3 grid, int gb, cu_stream s, const cu_attn_args &p) {
-    unsigned threads = CU_DEC_WARPS * CU_WARP;
-    if (gb == 4) k_attention_decode<DT, 4, KU><<<grid, threads, 0, s>>>(p);
-    else if (gb == 2) k_attention_decode<DT, 2, KU><<<grid, threads, 0, s>>>(p);
-    else k_attention_decode<DT, 1, KU><<<grid, threads, 0, s>>>(p);
+    if (p.mask == CU_MASK_SLOTS) cu_dec_launch_as<DT, KU, true>(grid, gb, s, p);
+    else cu_dec_launch_as<DT, KU, false>(grid, gb, s, p);
 }
 
 int cu_launch_attention_decode(cu_stream s, const cu_attn_args &p) {
