@@ -118,6 +118,18 @@ pycheck "wide q4_k_m mmproj: vision in q8_0, the deepstack layer" structure "$tm
   "$tmp/w-f16-mm.gguf" --type v.blk.1.attn_qkv.weight=Q8_0 --type v.deepstack.1.fc1.weight=Q8_0 \
   --type v.patch_embd.weight=F16 --key "clip.vision.is_deepstack_layers=[False, True]"
 
+# tokenizer_config.json: its special tokens and flags, and its chat template before the .jinja.
+mkdir "$tmp/tc"
+for f in "$tmp/wide"/*; do ln -s "$f" "$tmp/tc/"; done
+cat >"$tmp/tc/tokenizer_config.json" <<'JSON'
+{"eos_token": "<|im_end|>", "pad_token": {"content": "<|endoftext|>"}, "bos_token": null,
+ "add_bos_token": false, "chat_template": "{{ messages[0].content }}"}
+JSON
+quant -m "$tmp/tc" --weights f16 --out "$tmp/tc.gguf" || bad "tokenizer_config: $(cat "$tmp/q.err")"
+pycheck "tokenizer_config.json's specials and template" options "$tmp/tc.gguf" - --key tokenizer.ggml.eos_token_id=1 --key tokenizer.ggml.padding_token_id=0 \
+  --key tokenizer.ggml.bos_token_id=0 --key tokenizer.ggml.add_bos_token=False \
+  --key "tokenizer.chat_template={{ messages[0].content }}"
+
 # Hostile and edge cases: one line, nothing written.
 echo keep >"$tmp/exists.gguf"
 expect_fail "--out exists" 1 "exists.gguf already exists: refusing to replace it without --force" \

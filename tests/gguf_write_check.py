@@ -8,6 +8,7 @@ Usage: python3 tests/gguf_write_check.py MODE OURS THEIRS [options]
   MODE structure: the same keys in the same order with the same value types, the same values
                   but for general.file_type and --skip KEY, the same tensor names and shapes;
                   tensor types may differ (they depend on the quantisation).
+  MODE options:   only the options below are checked (THEIRS is not read: give -).
 Options:
   --skip KEY          a key whose value is not compared (repeatable)
   --type NAME=TYPE    tensor NAME of OURS has ggml type TYPE (e.g. Q6_K) (repeatable)
@@ -58,7 +59,7 @@ def main():
     if mode == "structure":
         skip.add("general.file_type")
     _, ka, fa, ta = load(ours)
-    _, kb, fb, tb = load(theirs)
+    _, kb, fb, tb = load(theirs) if mode != "options" else (None, ka, fa, ta)
     errors = []
     if ka != kb:
         errors.append(f"keys differ: only ours {sorted(set(ka) - set(kb))}, only theirs "

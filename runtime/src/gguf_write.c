@@ -41,7 +41,7 @@ struct qvl_gguf_writer {
 };
 
 static void put(buf *b, const void *p, size_t n) {
-    if (b->oom) return;
+    if (b->oom || n == 0) return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;

@@ -15,5 +15,9 @@ qvl_status export_text_keys(qvl_gguf_writer *w, const qvl_qwen3vl_export *x, uin
 qvl_status export_vision_keys(qvl_gguf_writer *w, const qvl_qwen3vl_export *x, uint32_t ftype,
                               const qvl_gguf *src, const qvl_preprocess_config *pc,
                               qvl_error *err);
+/* tokenizer.* of a Hugging Face directory (tokenizer.json, tokenizer_config.json, config.json,
+ * the chat template files). */
+qvl_status export_dir_tokenizer(qvl_gguf_writer *w, const qvl_qwen3vl_export *x,
+                                qvl_error *err);
 
 #endif

@@ -4,16 +4,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gguf_export.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "qvl/file.h"
-#include "qvl/tokenizer_lists.h"
 
-#define TEMPLATE_MAX_BYTES ((size_t)16 << 20)
 #define QUANTIZATION_VERSION 2 /* ggml's block layouts of Q4_K etc. since 2023 */
 /* Qwen3-VL's vision LayerNorms use 1e-6 (fixed in the model code, not in config.json). */
 #define VISION_LN_EPS 1e-6f
@@ -82,64 +78,7 @@ static qvl_status put_general(qvl_gguf_writer *w, const char *arch, const char *
     return st;
 }
 
-static qvl_status put_lists(qvl_gguf_writer *w, const qvl_tokenizer_lists *l, qvl_error *err) {
-    const size_t n = l->n_tokens > l->n_merges ? l->n_tokens : l->n_merges;
-    const char **p = malloc((n ? n : 1) * sizeof *p);
-    size_t *len = malloc((n ? n : 1) * sizeof *len);
-    qvl_status st = p && len ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (st == QVL_OK) st = qvl_gguf_writer_str(w, "tokenizer.ggml.model", l->model,
-                                               strlen(l->model), err);
-    if (st == QVL_OK) st = qvl_gguf_writer_str(w, "tokenizer.ggml.pre", l->pre, strlen(l->pre),
-                                               err);
-    for (size_t i = 0; st == QVL_OK && i < l->n_tokens; i++)
-        p[i] = l->tokens[i].data, len[i] = l->tokens[i].len;
-    if (st == QVL_OK)
-        st = qvl_gguf_writer_str_array(w, "tokenizer.ggml.tokens", p, len, l->n_tokens, err);
-    if (st == QVL_OK)
-        st = qvl_gguf_writer_array(w, "tokenizer.ggml.token_type", QVL_GGUF_I32, l->types,
-                                   l->n_tokens, err);
-    for (size_t i = 0; st == QVL_OK && i < l->n_merges; i++)
-        p[i] = l->merges[i].data, len[i] = l->merges[i].len;
-    if (st == QVL_OK)
-        st = qvl_gguf_writer_str_array(w, "tokenizer.ggml.merges", p, len, l->n_merges, err);
-    free(p);
-    free(len);
-    return st;
-}
-
-/* The chat template of a directory: chat_template.jinja, else chat_template.json's or
- * tokenizer_config.json's "chat_template" string; NULL when none. */
-static qvl_status dir_template(const char *dir, char **out, qvl_error *err) {
-    *out = NULL;
-    static const char *const files[] = {"chat_template.jinja", "chat_template.json",
-                                        "tokenizer_config.json"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char *path = qvl_path_join(dir, files[i]), *text = NULL;
-        size_t len = 0;
-        if (!path) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        qvl_status st = qvl_read_file(path, TEMPLATE_MAX_BYTES, QVL_E_NOT_FOUND, &text, &len, err);
-        free(path);
-        if (st == QVL_E_NOT_FOUND) continue;
-        if (st != QVL_OK) return st;
-        if (i == 0) {
-            *out = text;
-            return QVL_OK;
-        }
-        cJSON *root = cJSON_ParseWithLength(text, len);
-        free(text);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
-        if (cJSON_IsString(t) && !(*out = strdup(t->valuestring))) {
-            cJSON_Delete(root);
-            return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        }
-        cJSON_Delete(root);
-        if (*out) return QVL_OK;
-    }
-    return QVL_OK;
-}
-
-/* tokenizer.*: a GGUF source's keys as they are; a directory's tokenizer.json as lists, the
- * config's bos/eos ids and its chat template. */
+/* tokenizer.*: a GGUF source's keys as they are; a directory's from gguf_export_tok.c. */
 static qvl_status put_tokenizer(qvl_gguf_writer *w, const qvl_qwen3vl_export *x,
                                 const qvl_gguf *src, qvl_error *err) {
     qvl_status st = QVL_OK;
@@ -151,23 +90,7 @@ static qvl_status put_tokenizer(qvl_gguf_writer *w, const qvl_qwen3vl_export *x,
         }
         return st;
     }
-    char *path = qvl_path_join(x->files->dir, "tokenizer.json"), *tmpl = NULL;
-    qvl_tokenizer_lists_owned *lists = NULL;
-    if (!path) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    st = qvl_tokenizer_lists_from_json(path, x->cfg->text.vocab_size, &lists, err);
-    free(path);
-    if (st == QVL_OK) st = put_lists(w, qvl_tokenizer_lists_get(lists), err);
-    qvl_tokenizer_lists_free(lists);
-    const qvl_text_config *t = &x->cfg->text;
-    if (st == QVL_OK && t->bos_token_id >= 0)
-        st = qvl_gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos_token_id, err);
-    if (st == QVL_OK && t->eos_token_id >= 0)
-        st = qvl_gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos_token_id, err);
-    if (st == QVL_OK) st = dir_template(x->files->dir, &tmpl, err);
-    if (st == QVL_OK && tmpl)
-        st = qvl_gguf_writer_str(w, "tokenizer.chat_template", tmpl, strlen(tmpl), err);
-    free(tmpl);
-    return st;
+    return export_dir_tokenizer(w, x, err);
 }
 
 qvl_status export_text_keys(qvl_gguf_writer *w, const qvl_qwen3vl_export *x, uint32_t ftype,
