@@ -3,6 +3,11 @@
 qvl_add_test(test_gguf SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf.c
   ${CMAKE_CURRENT_LIST_DIR}/support/gguf_build.c LIBS qvl-runtime qvl-test-support m)
 target_include_directories(test_gguf PRIVATE ${CMAKE_CURRENT_LIST_DIR}/support)
+# test_gguf_write: the writer (qvl/gguf_write.h) read back by the reader, bad additions, a
+# failing fill.
+qvl_add_test(test_gguf_write SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gguf_write.c
+  LIBS qvl-runtime qvl-test-support)
+target_include_directories(test_gguf_write PRIVATE ${CMAKE_CURRENT_LIST_DIR}/support)
 
 # gguf_dequant: gguf-py writes a file with a tensor of every type qvl reads and its own
 # dequantisation of each; qvl's reader and dequantisers must give the same bits. Skipped (77)

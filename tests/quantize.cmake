@@ -9,3 +9,10 @@ endif()
 add_test(NAME cli_quantize COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_quantize.sh $<TARGET_FILE:qvl>
   $<TARGET_FILE:qvl-bench> ${CMAKE_SOURCE_DIR} ${QVL_QUANT_CLI_BACKENDS})
 set_tests_properties(cli_quantize PROPERTIES TIMEOUT 600)
+
+# qvl quantize --out FILE.gguf: llama.cpp's two GGUF files, checked against the converter's
+# fixtures with gguf-py (those checks skip without it), run by qvl with the logits of the
+# directory output, and its hostile outputs.
+add_test(NAME cli_quantize_gguf COMMAND ${CMAKE_CURRENT_LIST_DIR}/cli_quantize_gguf.sh
+  $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_quantize_gguf PROPERTIES TIMEOUT 600)

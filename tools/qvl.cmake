@@ -36,6 +36,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/qvl_tokenize.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_mkmodel.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_quantize.c
+  ${CMAKE_CURRENT_LIST_DIR}/qvl_quantize_gguf.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_decode.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c)
 target_compile_definitions(qvl PRIVATE QVL_VERSION="${PROJECT_VERSION}"

@@ -1,7 +1,8 @@
 /* qvl quantize: convert a model directory's weights once (--weights q8_0, q4_k_m, f16, ...) and
  * save the result as a model directory that `qvl run` maps and uses in place, so no launch
  * repeats the conversion. The file format (safetensors, quantised tensors as U8 described in
- * __metadata__) is in docs/QUANT.md and runtime/include/qvl/safetensors.h. */
+ * __metadata__) is in docs/QUANT.md and runtime/include/qvl/safetensors.h. With --out FILE.gguf
+ * it writes llama.cpp's GGUF files instead (qvl_quantize_gguf.c). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,11 +21,13 @@
 #include "qvl/file_write.h"
 #include "qvl/log.h"
 #include "qvl/model_copy.h"
+#include "qvl/qwen3vl_gguf.h"
 #include "qvl/safetensors.h"
 #include "qvl/weight_convert.h"
 #include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 #include "qvl_commands.h"
+#include "qvl_quantize.h"
 
 /* Files a model directory may hold beside its weights, copied unchanged when present. */
 static const char *const companions[] = {
@@ -245,18 +249,29 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
     return st;
 }
 
+bool qvl_quantize_out_is_gguf(const char *out) {
+    const size_t n = out ? strlen(out) : 0;
+    return n >= 5 && strcasecmp(out + n - 5, ".gguf") == 0;
+}
+
 int qvl_cmd_quantize(int argc, char **argv) {
-    const char *model = NULL, *weights = NULL, *out = NULL;
+    const char *model = NULL, *weights = NULL, *out = NULL, *mmproj = NULL, *mmproj_out = NULL;
     int64_t threads = 0;
     bool verbose = false, force = false;
     cli_opt opts[] = {
-        {"model", 'm', CLI_STRING, &model, "DIR", "the source model directory", 0, 0, false},
+        {"model", 'm', CLI_STRING, &model, "DIR|FILE.gguf", "the source model: a directory, or "
+         "a GGUF file (with --mmproj for its vision tower)", 0, 0, false},
+        {"mmproj", 0, CLI_STRING, &mmproj, "FILE.gguf", "the source's vision tower (GGUF)", 0, 0,
+         false},
         {"weights", 0, CLI_STRING, &weights, "DTYPE",
          "q8_0, q4_k_m, q4_k, q6_k, f16, bf16 or f32: the matrices' dtype", 0, 0, false},
-        {"out", 0, CLI_STRING, &out, "DIR", "the model directory to write (written beside it, "
-         "moved into place when complete)", 0, 0, false},
-        {"force", 0, CLI_FLAG, &force, NULL, "replace the model an existing --out directory holds",
+        {"out", 0, CLI_STRING, &out, "DIR|FILE.gguf", "the model directory to write, or (ending in "
+         ".gguf) llama.cpp's text model GGUF (written beside it, moved into place when complete)",
          0, 0, false},
+        {"mmproj-out", 0, CLI_STRING, &mmproj_out, "FILE.gguf", "with --out FILE.gguf: the vision "
+         "tower's GGUF (llama.cpp's mmproj)", 0, 0, false},
+        {"force", 0, CLI_FLAG, &force, NULL, "replace the model an existing --out directory holds, "
+         "or existing GGUF files", 0, 0, false},
         {"threads", 't', CLI_INT, &threads, "N", "conversion threads (default: all cores)", 0,
          1024, false},
         {"verbose", 'v', CLI_FLAG, &verbose, NULL, "log details", 0, 0, false},
@@ -265,8 +280,9 @@ int qvl_cmd_quantize(int argc, char **argv) {
     size_t n_pos = 0;
     int rc = cli_parse("qvl quantize", opts, n_opts, argc, argv, NULL, 0, &n_pos);
     if (rc == CLI_HELP) {
-        cli_print_help(stdout, "usage: qvl quantize -m DIR --weights DTYPE --out DIR2 [options]",
-                       opts, n_opts);
+        cli_print_help(stdout, "usage: qvl quantize -m DIR --weights DTYPE --out DIR2 [options]\n"
+                       "       qvl quantize -m DIR|FILE.gguf [--mmproj MM.gguf] --weights DTYPE "
+                       "--out OUT.gguf [--mmproj-out MMOUT.gguf]", opts, n_opts);
         return 0;
     }
     if (rc != CLI_OK) return 2;
@@ -280,7 +296,23 @@ int qvl_cmd_quantize(int argc, char **argv) {
         threads = cpus < 1 ? 1 : cpus;
     }
     qvl_error err = {0};
-    if (quantize(model, weights, out, force, (int)threads, &err) != QVL_OK) {
+    const bool gguf = qvl_quantize_out_is_gguf(out);
+    if (!gguf && (mmproj_out || mmproj || qvl_is_gguf_path(model))) {
+        fprintf(stderr, "qvl quantize: %s goes with --out FILE.gguf (a model directory is written "
+                "from a model directory)\n", mmproj_out ? "--mmproj-out" : mmproj ? "--mmproj"
+                                                                                  : "a GGUF source");
+        return 2;
+    }
+    if (gguf && mmproj_out && !qvl_quantize_out_is_gguf(mmproj_out)) {
+        fprintf(stderr, "qvl quantize: --mmproj-out %s must end in .gguf\n", mmproj_out);
+        return 2;
+    }
+    const qvl_quantize_args qa = {.model = model, .mmproj = mmproj, .weights = weights,
+                                  .out = out, .mmproj_out = mmproj_out, .force = force,
+                                  .threads = (int)threads};
+    qvl_status st = gguf ? qvl_quantize_gguf(&qa, &err)
+                         : quantize(model, weights, out, force, (int)threads, &err);
+    if (st != QVL_OK) {
         fprintf(stderr, "qvl quantize: %s\n", err.msg);
         return 1;
     }

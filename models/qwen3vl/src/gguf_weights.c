@@ -52,10 +52,8 @@ static void *owner_alloc(owner *o, size_t bytes) {
     return p;
 }
 
-/* The GGUF name of a checkpoint tensor; false for a name the mapping does not know. *vision
- * says which file holds it. The patch embedding's second kernel is the caller's business. */
-static bool gguf_name(const char *hf, const qvl_vision_config *v, char *out, size_t size,
-                      bool *vision) {
+bool qvl_qwen3vl_gguf_name(const char *hf, const qvl_vision_config *v, char *out, size_t size,
+                           bool *vision) {
     static const struct { const char *hf, *gg; } text_layer[] = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -269,7 +267,7 @@ qvl_status qvl_qwen3vl_gguf_weights(qvl_gguf *text, qvl_gguf *mmproj,
         const qvl_tensor_spec *sp = &specs[i];
         char name[QVL_TENSOR_NAME_MAX + 32];
         bool vision = false;
-        if (!gguf_name(sp->name, &cfg->vision, name, sizeof name, &vision)) {
+        if (!qvl_qwen3vl_gguf_name(sp->name, &cfg->vision, name, sizeof name, &vision)) {
             st = qvl_fail(err, QVL_E_INVALID, "no GGUF name for tensor '%s'", sp->name);
             break;
         }

@@ -10,6 +10,7 @@
 
 #include "qvl/log.h"
 #include "qvl/qwen3vl_gguf.h"
+#include "qvl/weights.h"
 
 void qvl_model_files_free(qvl_model_files *f) {
     if (!f) return;
@@ -80,6 +81,22 @@ qvl_status qvl_model_files_config(const qvl_model_files *f, qvl_qwen3vl_config *
     qvl_gguf_close(text);
     qvl_gguf_close(vision);
     return st;
+}
+
+qvl_status qvl_model_files_open(const qvl_model_files *f, qvl_qwen3vl_config *cfg,
+                                qvl_weights **w, qvl_error *err) {
+    *w = NULL;
+    qvl_status st = qvl_model_files_config(f, cfg, err);
+    if (st != QVL_OK) return st;
+    if (f->dir) return qvl_weights_open(f->dir, cfg, w, err);
+    qvl_gguf *text = NULL, *vision = NULL;
+    st = open_text(f, &text, err);
+    if (st == QVL_OK && f->mmproj) st = qvl_gguf_open(f->mmproj, &vision, err);
+    if (st != QVL_OK) {
+        qvl_gguf_close(text);
+        return st;
+    }
+    return qvl_qwen3vl_gguf_weights(text, vision, cfg, w, err); /* takes both files */
 }
 
 qvl_status qvl_model_files_tokenizer(const qvl_model_files *f, qvl_tokenizer **out,

@@ -55,6 +55,15 @@ typedef struct qvl_tokenizer_lists {
 qvl_status qvl_tokenizer_from_lists(const qvl_tokenizer_lists *l, const char *name,
                                     qvl_tokenizer **out, qvl_error *err);
 
+/* The lists llama.cpp's converter writes for the tokenizer.json at path (a byte-level BPE), for
+ * a model of vocab_size token ids (its embedding's rows): see tokenizer_lists_json.c for the
+ * rules. Errors are one line naming the file. Free with qvl_tokenizer_lists_free. */
+typedef struct qvl_tokenizer_lists_owned qvl_tokenizer_lists_owned;
+qvl_status qvl_tokenizer_lists_from_json(const char *path, int64_t vocab_size,
+                                         qvl_tokenizer_lists_owned **out, qvl_error *err);
+const qvl_tokenizer_lists *qvl_tokenizer_lists_get(const qvl_tokenizer_lists_owned *o);
+void qvl_tokenizer_lists_free(qvl_tokenizer_lists_owned *o); /* NULL is fine */
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@
 #include "qvl/status.h"
 #include "qvl/tokenizer.h"
 #include "qvl/video_preprocess.h"
+#include "qvl/weight_table.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,10 @@ void qvl_model_files_free(qvl_model_files *f);
 /* The config (config.json, or the GGUF keys). */
 qvl_status qvl_model_files_config(const qvl_model_files *f, qvl_qwen3vl_config *out,
                                   qvl_error *err);
+/* The config and the weight table under the checkpoint's names (config.json and the
+ * safetensors, or the GGUF files); *w is closed by the caller with qvl_weights_close. */
+qvl_status qvl_model_files_open(const qvl_model_files *f, qvl_qwen3vl_config *cfg,
+                                qvl_weights **w, qvl_error *err);
 /* The tokenizer; QVL_E_NOT_FOUND (with a message naming the file) when there is none. */
 qvl_status qvl_model_files_tokenizer(const qvl_model_files *f, qvl_tokenizer **out,
                                      qvl_error *err);

@@ -48,6 +48,13 @@ qvl_status qvl_qwen3vl_gguf_weights(qvl_gguf *text, qvl_gguf *mmproj,
                                     const qvl_qwen3vl_config *cfg, qvl_weights **out,
                                     qvl_error *err);
 
+/* The GGUF name of a checkpoint tensor (the converter's: "model.language_model.layers.3.
+ * mlp.up_proj.weight" is "blk.3.ffn_up.weight"); false for a name the mapping does not know.
+ * *vision says which file holds it (the mmproj). The patch embedding's name is its first
+ * temporal kernel's; the second is that name + ".1". */
+bool qvl_qwen3vl_gguf_name(const char *hf, const qvl_vision_config *v, char *out, size_t size,
+                           bool *vision);
+
 /* The tokenizer from tokenizer.ggml.* (qvl_tokenizer_from_lists). */
 qvl_status qvl_qwen3vl_gguf_tokenizer(const qvl_gguf *text, qvl_tokenizer **out, qvl_error *err);
 
