@@ -37,9 +37,8 @@ SCHEMAS = [
                                   {"const": "none"}]}},
      "type": "object", "properties": {"a": {"$ref": "#/$defs/leaf"},
                                       "b": {"type": "string", "minLength": 1, "maxLength": 6}},
-     "required": ["a"], "additionalProperties": {"type": "boolean"}, "maxProperties": None},
+     "required": ["a"], "additionalProperties": False},
 ]
-SCHEMAS[2].pop("maxProperties")
 
 GRAMMAR = """# a date-like line, written for this test
 root ::= year "/" month ( " " word ){1,3}
@@ -91,7 +90,7 @@ def main():
     if r.returncode != 0:
         bad("mkmodel", r.stderr.decode())
         return 1
-    base = [qvl, "run", "-m", model, "--backend", "reference", "-p", "Answer in JSON", "-n", "400"]
+    base = [qvl, "run", "-m", model, "--backend", "reference", "-p", "Answer in JSON", "-n", "300"]
 
     for i, schema in enumerate(SCHEMAS):
         path = os.path.join(work, f"schema{i}.json")
