@@ -139,6 +139,14 @@ def main():
     else:
         ok(f"--json: {r.stdout.decode().strip()}")
 
+    # the mask benchmark runs over the real vocabulary and follows its own strings
+    r = run([tool, "bench", "--json-schema", os.path.join(work, "schema0.json"), tokjson, "2", "1"])
+    out = r.stdout.decode()
+    if r.returncode != 0 or "masks:" not in out or "trie: 0 nodes" in out:
+        bad("qvl-grammar bench", f"rc {r.returncode}: {out!r} {r.stderr!r}")
+    else:
+        ok(f"qvl-grammar bench: {out.strip()}")
+
     # bad input: one line each
     with open(os.path.join(work, "bad.gbnf"), "w") as f:
         f.write('root ::= "a" |\n  "b" (\n')
