@@ -5,6 +5,10 @@
 #   gguf, numpy, pyyaml   tests/gguf_dequant_make.py: gguf-py writes a GGUF file with every tensor
 #                         type qvl reads and its own dequantisation of each, which qvl must match
 #                         bit for bit (pyyaml: gguf-py imports it)
+#   jsonschema (+ jsonschema-specifications, referencing, rpds-py, attrs: what it imports;
+#              rfc3339-validator and six: its check of the time and date-time formats)
+#                         tests/grammar_schema_test.py: strings generated from the grammars of
+#                         JSON Schemas, and qvl run --json-schema outputs, must validate
 # The versions are pinned so every machine checks against the same gguf-py. The tests that need
 # them add .pydeps/ to their path and skip (exit 77) when it is missing.
 #
@@ -12,7 +16,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$here/.pydeps"
-pkgs=(gguf==0.19.0 numpy==2.4.6 pyyaml==6.0.2)
+pkgs=(gguf==0.19.0 numpy==2.4.6 pyyaml==6.0.2 jsonschema==4.23.0 jsonschema-specifications==2024.10.1
+      referencing==0.35.1 rpds-py==0.22.3 attrs==24.2.0 rfc3339-validator==0.1.4 six==1.16.0)
 
 die() { echo "install-pydeps: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 is missing (Debian: apt-get install python3)"
@@ -23,7 +28,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pkgs[*]}" ]; then
     exit 0
 fi
 rm -rf "$dir"
-# --no-deps: gguf-py's other requirements (requests, tqdm) are not imported by what the tests use.
+# --no-deps: gguf-py's other requirements (requests, tqdm) are not imported by what the tests use;
+# jsonschema's are all listed above.
 python3 -m pip install -q --no-deps --only-binary=:all: --disable-pip-version-check \
     --target "$dir" "${pkgs[@]}" || die "could not install ${pkgs[*]} from PyPI"
 echo "${pkgs[*]}" > "$stamp"

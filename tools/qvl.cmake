@@ -21,6 +21,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/backend_args.c
   ${CMAKE_CURRENT_LIST_DIR}/memory_report.c
   ${CMAKE_CURRENT_LIST_DIR}/run_answer.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_grammar.c
   ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_pictures.c

@@ -23,6 +23,7 @@
 #include "qvl/video_preprocess.h"
 #include "qvl_commands.h"
 #include "run_answer.h"
+#include "run_grammar.h"
 #include "run_session.h"
 
 enum {
@@ -35,10 +36,11 @@ enum {
 static const cli_alias run_aliases[] = {
     {"-sys", "system"}, {"--system-prompt", "system"}, {"--ctx-size", "ctx"},
     {"-cnv", "interactive"}, {"--conversation", "interactive"}, {"-ngl", "gpu-layers"},
-    {"--n-gpu-layers", "gpu-layers"},
+    {"--n-gpu-layers", "gpu-layers"}, {"--grammar-file", "grammar"},
 };
 /* Options of qvl run only: qvl chat's help leaves them out. */
-static const char *const run_only[] = {"prompt", "file", "ids", "dump-logits", "interactive", NULL};
+static const char *const run_only[] = {"prompt", "file", "ids", "dump-logits", "interactive",
+                                       "json", "json-schema", "grammar", NULL};
 
 /* Prompts read from a file or stdin are refused above this (a mistaken -f on a model file
  * should cost one line, not the tokenizer's time). */
@@ -83,7 +85,8 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
         if (!prompt_logits) return qvl_fail(err, QVL_E_NOMEM, "out of memory for --dump-logits");
     }
     qvl_generation g = {
-        .max_new = a->n_predict, .stop = s->gen, .sampler = s->sampler, .feed_last = feed_last,
+        .max_new = a->n_predict, .stop = s->gen, .sampler = s->sampler, .grammar = s->grammar,
+        .feed_last = feed_last,
         .on_token = on_token, .user = &s->out,
     };
     run_prompt pr = {.ids = ids, .n = n, .images = im, .batch = a->batch,
@@ -294,6 +297,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
                       bool chat_mode, run_images *im, double start) {
     const run_args a = *args;
     int rc = check_usage(prog, &a, chat_mode);
+    if (!rc) rc = run_grammar_check_usage(prog, &a, chat_mode);
     if (rc) return rc;
     if (a.verbose) qvl_log_level_set(QVL_LOG_INFO);
     qvl_model_files files;
@@ -346,15 +350,23 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
         free(ids);
         return fail(cmd, &err);
     }
-    /* The tokenizer is needed unless ids go in and ids come out. */
-    bool need_tokenizer = !a.ids || !a.print_ids;
+    run_grammar rg = {0};
+    if (run_grammar_load(&a, &rg, &err) != QVL_OK) {
+        free(text);
+        free(ids);
+        return fail(cmd, &err);
+    }
+    /* The tokenizer is needed unless ids go in and ids come out (and no grammar follows). */
+    bool need_tokenizer = !a.ids || !a.print_ids || rg.grammar;
     qvl_tokenizer *tok = NULL;
     st = qvl_model_files_tokenizer(files, &tok, &err);
     if (st == QVL_E_NOT_FOUND && need_tokenizer) {
         fprintf(stderr, "%s: %s (needed to %s; --ids with --print-ids runs without it)\n",
-                prog, err.msg, a.ids ? "print the answer as text" : "tokenize the prompt");
+                prog, err.msg, rg.grammar ? "follow the grammar" : a.ids ? "print the answer as text"
+                                                                   : "tokenize the prompt");
         free(text);
         free(ids);
+        run_grammar_free(&rg);
         return 1;
     }
     if (st == QVL_E_NOT_FOUND) st = QVL_OK;
@@ -413,6 +425,9 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
         fprintf(stderr, "placement: %s\n", place);
     }
     if (st == QVL_OK) st = make_sampler(&a, opts, &gen, s.m, tok, &s.sampler, &err);
+    if (st == QVL_OK)
+        st = run_grammar_bind(&rg, tok, &gen, (int32_t)qvl_model_config(s.m)->text.vocab_size, &err);
+    s.grammar = rg.sampler;
     if (st == QVL_OK && im->n > 0) st = run_encode_images(s.m, im, s.progress, &s.timings, &err);
     qvl_text_stream_init(&s.out.stream, write_stdout, NULL);
     if (st == QVL_OK) {
@@ -426,6 +441,7 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     free(s.out.ids);
     free(ids);
     qvl_sampler_free(s.sampler);
+    run_grammar_free(&rg);
     qvl_model_close(s.m);
     qvl_tokenizer_free(tok);
     return rc;
@@ -475,6 +491,9 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "KV cache dtype: f32, f16 or q8_0 (default: the backend's kv_type: option in plugins.yaml, else f16; q8_0 needs head_dim a multiple of 32)", 0, 0, false},
         BACKEND_ARGS_CLI_OPTS(&a.be),
         {"plugins", 0, CLI_STRING, &a.plugins, "FILE", "plugins.yaml to use (default: $QVL_PLUGINS, build/plugins.yaml beside the program, installed; never the current directory)", 0, 0, false},
+        {"json", 0, CLI_FLAG, &a.json, NULL, "answer with one JSON value (a grammar constrains the sampler)", 0, 0, false},
+        {"json-schema", 0, CLI_STRING, &a.json_schema, "FILE", "answer with JSON valid under the JSON Schema in FILE (supported keywords: docs/structured-output.md)", 0, 0, false},
+        {"grammar", 0, CLI_STRING, &a.grammar, "FILE", "answer in the language of the GBNF grammar in FILE (llama.cpp's notation; rule root)", 0, 0, false},
         {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer", 0, 0, false},
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},
         {"dump-logits", 0, CLI_STRING, &a.dump_logits, "FILE", "write the prompt's logits as float32 [n_prompt, vocab]", 0, 0, false},

@@ -23,6 +23,8 @@ typedef struct run_args {
     const char *model, *prompt, *file, *system, *ids, *dump_logits, *backend, *plugins, *weights;
     const char *kv_type; /* --kv-type */
     const char *mmproj;  /* --mmproj: the vision GGUF of a -m MODEL.gguf */
+    const char *json_schema, *grammar; /* --json-schema FILE, --grammar FILE (run_grammar.h) */
+    bool json;                         /* --json */
     const char *image_help; /* --image is collected before parsing (repeatable) */
     const char *video_help, *video_fps_help; /* so are --video-frames and --video-fps */
     const char *video_file_help;             /* and --video */

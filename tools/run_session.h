@@ -8,6 +8,7 @@
 
 #include "qvl/chat.h"
 #include "qvl/gen_config.h"
+#include "qvl/grammar_sampler.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/sampling.h"
 #include "qvl/text_stream.h"
@@ -30,6 +31,7 @@ typedef struct run_session {
     const run_args *a;
     qvl_model *m;
     qvl_sampler *sampler;
+    qvl_grammar_sampler *grammar; /* --json / --json-schema / --grammar, else NULL */
     const qvl_gen_config *gen;
     qvl_tokenizer *tok;
     run_output out;

@@ -68,3 +68,8 @@ bool qvl_tokenizer_is_special(const qvl_tokenizer *tok, int32_t id) {
     const tok_entry *e = entry_of(tok, id);
     return e && (e->flags & TOK_SPECIAL);
 }
+
+bool qvl_tokenizer_is_added(const qvl_tokenizer *tok, int32_t id) {
+    const tok_entry *e = entry_of(tok, id);
+    return e && (e->flags & TOK_ADDED);
+}

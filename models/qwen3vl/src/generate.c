@@ -42,28 +42,36 @@ qvl_status qvl_generate(qvl_model *m, const int32_t *prompt, int64_t n_prompt,
             res->stop = QVL_STOP_CANCELLED;
             break;
         }
+        if (g->grammar && qvl_grammar_sampler_done(g->grammar)) {
+            res->stop = QVL_STOP_GRAMMAR;
+            break;
+        }
         int32_t id;
-        st = qvl_sampler_sample(g->sampler, logits, (size_t)vocab, &id, err);
+        if (g->grammar) st = qvl_grammar_sampler_apply(g->grammar, logits, (size_t)vocab, err);
+        if (st == QVL_OK) st = qvl_sampler_sample(g->sampler, logits, (size_t)vocab, &id, err);
         if (st != QVL_OK) break;
         if (qvl_gen_config_is_eos(g->stop, id)) {
             res->stop = QVL_STOP_EOS;
             break;
         }
-        st = qvl_sampler_accept_generated(g->sampler, id, err);
+        if (g->grammar) st = qvl_grammar_sampler_accept(g->grammar, id, err);
+        if (st == QVL_OK) st = qvl_sampler_accept_generated(g->sampler, id, err);
         if (st != QVL_OK) break;
         res->n_generated++;
         if (g->on_token) g->on_token(id, g->user);
-        bool last = res->n_generated >= g->max_new;
+        bool done = g->grammar && qvl_grammar_sampler_done(g->grammar);
+        bool last = res->n_generated >= g->max_new || done;
         if (qvl_model_n_past(m) >= qvl_model_ctx(m)) {
             res->stop = QVL_STOP_CONTEXT;
             break;
         }
+        const qvl_stop_reason why = done ? QVL_STOP_GRAMMAR : QVL_STOP_MAX_NEW;
         if (last && !g->feed_last) {
-            res->stop = QVL_STOP_MAX_NEW;
+            res->stop = why;
             break;
         }
         st = qvl_model_eval(m, &id, 1, NULL, false, logits, err);
-        if (last) res->stop = QVL_STOP_MAX_NEW;
+        if (last) res->stop = why;
         if (last) break;
     }
     res->decode_seconds = now_seconds() - t1;

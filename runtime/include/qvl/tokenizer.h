@@ -77,6 +77,8 @@ int32_t qvl_tokenizer_vocab_size(const qvl_tokenizer *tok);
 
 /* True for added tokens marked "special" (these are dropped by skip_special decoding). */
 bool qvl_tokenizer_is_special(const qvl_tokenizer *tok, int32_t id);
+/* True for any token of added_tokens, special or not (<|im_end|>, <think>, ...). */
+bool qvl_tokenizer_is_added(const qvl_tokenizer *tok, int32_t id);
 
 #ifdef __cplusplus
 }

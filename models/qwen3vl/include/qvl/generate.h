@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "qvl/gen_config.h"
+#include "qvl/grammar_sampler.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/sampling.h"
 
@@ -19,12 +20,17 @@ typedef enum qvl_stop_reason {
     QVL_STOP_MAX_NEW = 1,  /* max_new tokens generated */
     QVL_STOP_CONTEXT = 2,  /* the KV cache is full */
     QVL_STOP_CANCELLED = 3, /* cancel returned true */
+    QVL_STOP_GRAMMAR = 4,   /* the grammar's output is complete: nothing but an end can follow */
 } qvl_stop_reason;
 
 typedef struct qvl_generation {
     int64_t max_new;              /* tokens to generate at most (> 0) */
     const qvl_gen_config *stop;   /* stop tokens (its eos ids) */
     qvl_sampler *sampler;
+    /* Optional: a grammar constraint. Tokens it does not allow are masked before sampling, the
+     * chosen token advances it, and generation stops (QVL_STOP_GRAMMAR) once its output is
+     * complete with nothing but an end able to follow. */
+    qvl_grammar_sampler *grammar;
     /* Feed the last generated token even when generation stops there, so the cache holds the
      * whole reply (a chat continues from it); costs one more step. */
     bool feed_last;
