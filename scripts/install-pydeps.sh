@@ -9,6 +9,8 @@
 #              rfc3339-validator and six: its check of the time and date-time formats)
 #                         tests/grammar_schema_test.py: strings generated from the grammars of
 #                         JSON Schemas, and qvl run --json-schema outputs, must validate
+#   jinja2 (+ markupsafe)  tests/chat_template_test.py: the model's chat_template.jinja, rendered
+#                         as transformers renders it, must give qvl's prompt text byte for byte
 # The versions are pinned so every machine checks against the same gguf-py. The tests that need
 # them add .pydeps/ to their path and skip (exit 77) when it is missing.
 #
@@ -17,7 +19,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$here/.pydeps"
 pkgs=(gguf==0.19.0 numpy==2.4.6 pyyaml==6.0.2 jsonschema==4.23.0 jsonschema-specifications==2024.10.1
-      referencing==0.35.1 rpds-py==0.22.3 attrs==24.2.0 rfc3339-validator==0.1.4 six==1.16.0)
+      referencing==0.35.1 rpds-py==0.22.3 attrs==24.2.0 rfc3339-validator==0.1.4 six==1.16.0
+      jinja2==3.1.4 markupsafe==3.0.2)
 
 die() { echo "install-pydeps: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 is missing (Debian: apt-get install python3)"
