@@ -82,6 +82,19 @@ for d in q4_k q6_k q8_0; do
   grep -q "bf16 -> $d  *RMS error 0\.0[0-9]" "$out.txt" && ok "q4_k_m holds $d, with its RMS error" \
     || bad "no $d line: $(head -3 "$out.txt")"
 done
+# The summary names what the tensors became: its counts add up to the tensor count, and each
+# k-quant's count is the number of tensors converted to it.
+sum=$(grep "qvl quantize: wrote" "$out.err")
+total=$(echo "$sum" | sed -n 's/.*(\([0-9]*\) tensors: .*/\1/p')
+mix=$(echo "$sum" | sed -n 's/.*tensors: \([^;]*\);.*/\1/p')
+added=$(echo "$mix" | tr ',' '\n' | awk '{s += $1} END {print s + 0}')
+[ -n "$total" ] && [ "$added" = "$total" ] && ok "the summary's mix ($mix) adds up to $total tensors" \
+  || bad "summary: $sum"
+for d in q4_k q6_k q8_0; do
+  said=$(echo "$mix" | tr ',' '\n' | awk -v d="$d" '$2 == d {print $1}')
+  lines=$(grep -c "bf16 -> $d " "$out.txt")
+  [ "${said:-0}" = "$lines" ] && ok "the summary counts $lines $d" || bad "summary says '${said:-0}' $d, $lines converted"
+done
 grep -q "embed_tokens.weight .*bf16 -> q6_k" "$out.txt" && ok "tied embedding in q6_k" || bad "embedding: $(grep embed "$out.txt")"
 grep -q "bf16 -> f16  *RMS error 0 " "$tmp/tiny-tied-f16.txt" && ok "bf16 -> f16 is exact" \
   || bad "f16: $(head -2 "$tmp/tiny-tied-f16.txt")"

@@ -236,10 +236,15 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
     /* everything is written: the directory takes its name now, or a failure removes it */
     if (st == QVL_OK) st = qvl_new_dir_commit(&dir, err);
     else qvl_new_dir_abandon(&dir);
-    if (st == QVL_OK && stat(out_path, &sb) == 0)
-        fprintf(stderr, "qvl quantize: wrote %s (%zu tensors, %zu converted to %s; %.1f MiB, the "
-                "source's weights %.1f MiB) and %zu companion files\n", out_path, n,
-                job.n_converted, weights, sb.st_size / 1048576.0, in_bytes / 1048576.0, copied);
+    if (st == QVL_OK && stat(out_path, &sb) == 0) {
+        size_t by_dtype[QVL_DTYPE_COUNT] = {0};
+        for (size_t i = 0; i < n; i++) by_dtype[plan[i].to]++;
+        fprintf(stderr, "qvl quantize: wrote %s (%zu tensors: ", out_path, n);
+        qvl_quantize_print_mix(stderr, by_dtype);
+        fprintf(stderr, "; --weights %s converted %zu of the source's tensors; %.1f MiB, the "
+                "source's weights %.1f MiB) and %zu companion files\n", weights, job.n_converted,
+                sb.st_size / 1048576.0, in_bytes / 1048576.0, copied);
+    }
     free(wt);
     free(plan);
     qvl_weights_close(w);
@@ -247,6 +252,18 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
     free(out_path);
     free(tmp_path);
     return st;
+}
+
+void qvl_quantize_print_mix(FILE *f, const size_t by_dtype[QVL_DTYPE_COUNT]) {
+    bool done[QVL_DTYPE_COUNT] = {0};
+    for (int k = 0; k < QVL_DTYPE_COUNT; k++) {
+        int best = -1;
+        for (int d = 0; d < QVL_DTYPE_COUNT; d++)
+            if (!done[d] && by_dtype[d] && (best < 0 || by_dtype[d] > by_dtype[best])) best = d;
+        if (best < 0) break;
+        done[best] = true;
+        fprintf(f, "%s%zu %s", k ? ", " : "", by_dtype[best], qvl_dtype_name((qvl_dtype)best));
+    }
 }
 
 bool qvl_quantize_out_is_gguf(const char *out) {

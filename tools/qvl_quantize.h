@@ -4,6 +4,10 @@
 #define QVL_QUANTIZE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "qvl/dtype.h"
 
 #include "qvl/status.h"
 
@@ -14,6 +18,9 @@ typedef struct qvl_quantize_args {
     bool force;
     int threads;
 } qvl_quantize_args;
+
+/* "168 q4_k, 29 q6_k, 113 f32": how many tensors of each type a file holds, most first. */
+void qvl_quantize_print_mix(FILE *f, const size_t by_dtype[QVL_DTYPE_COUNT]);
 
 /* --out names a GGUF file (it ends in ".gguf", any case). */
 bool qvl_quantize_out_is_gguf(const char *out);

@@ -57,9 +57,14 @@ qvl_status qvl_quantize_gguf(const qvl_quantize_args *a, qvl_error *err) {
         st = qvl_qwen3vl_gguf_export(&x, &stats, err);
     }
     if (st == QVL_OK) {
-        fprintf(stderr, "qvl quantize: wrote %s (%zu tensors", a->out, stats.tensors[0]);
-        if (a->mmproj_out) fprintf(stderr, ") and %s (%zu tensors", a->mmproj_out, stats.tensors[1]);
-        fprintf(stderr, "), %zu converted to %s\n", stats.converted, a->weights);
+        fprintf(stderr, "qvl quantize: wrote %s (%zu tensors: ", a->out, stats.tensors[0]);
+        qvl_quantize_print_mix(stderr, stats.by_dtype[0]);
+        if (a->mmproj_out) {
+            fprintf(stderr, ") and %s (%zu tensors: ", a->mmproj_out, stats.tensors[1]);
+            qvl_quantize_print_mix(stderr, stats.by_dtype[1]);
+        }
+        fprintf(stderr, "); --weights %s converted %zu of the source's tensors\n", a->weights,
+                stats.converted);
         if (!a->mmproj_out && cfg.has_vision)
             fprintf(stderr, "qvl quantize: the vision tower was not written (--mmproj-out "
                     "MMPROJ.gguf writes it)\n");

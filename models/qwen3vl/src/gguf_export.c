@@ -169,6 +169,7 @@ typedef struct outputs {
     job jobs[2];
     void *patch[2];
     qvl_gguf *src[2];
+    size_t by_dtype[2][QVL_DTYPE_COUNT]; /* tensors written per file and type */
 } outputs;
 
 static void outputs_free(outputs *o) {
@@ -212,6 +213,7 @@ static qvl_status add_tensors(const qvl_qwen3vl_export *x, outputs *o, qvl_error
                                                 o->patch[1], NULL, NULL, err);
             if (st != QVL_OK) return st;
             j->n += 2;
+            o->by_dtype[vision][to] += 2;
             continue;
         }
         part *p = &j->p[j->n++];
@@ -229,6 +231,7 @@ static qvl_status add_tensors(const qvl_qwen3vl_export *x, outputs *o, qvl_error
                                         to == t->dtype ? t->data : NULL,
                                         to == t->dtype ? NULL : fill, j, err);
         if (st != QVL_OK) return st;
+        o->by_dtype[vision][to]++;
     }
     return QVL_OK;
 }
@@ -278,6 +281,7 @@ qvl_status qvl_qwen3vl_gguf_export(const qvl_qwen3vl_export *x, qvl_qwen3vl_expo
         for (int f = 0; f < 2; f++)
             stats->tensors[f] = o.w[f] ? qvl_gguf_writer_tensor_count(o.w[f]) : 0;
         stats->converted = o.jobs[0].converted + o.jobs[1].converted;
+        memcpy(stats->by_dtype, o.by_dtype, sizeof stats->by_dtype);
     }
     outputs_free(&o);
     return st;

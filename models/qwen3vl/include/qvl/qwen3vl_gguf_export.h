@@ -41,6 +41,7 @@ typedef struct qvl_qwen3vl_export {
 typedef struct qvl_qwen3vl_export_stats {
     size_t tensors[2];   /* written to out, mmproj_out */
     size_t converted;    /* tensors whose dtype changed */
+    size_t by_dtype[2][QVL_DTYPE_COUNT]; /* tensors written to out, mmproj_out, per type */
 } qvl_qwen3vl_export_stats;
 
 /* Writes the files (each under a temporary name, renamed into place when complete; the text
