@@ -95,6 +95,11 @@ for d in q4_k q6_k q8_0; do
   lines=$(grep -c "bf16 -> $d " "$out.txt")
   [ "${said:-0}" = "$lines" ] && ok "the summary counts $lines $d" || bad "summary says '${said:-0}' $d, $lines converted"
 done
+# qvl-bench names the mixture the directory holds, not one type.
+if "$bench" -m "$out" --backend reference -p 2 -n 1 -r 1 --json --no-probe >"$tmp/mix.json" 2>/dev/null; then
+  mixed=$(grep -o '"weights_mix": "[^"]*"' "$tmp/mix.json")
+  case "$mixed" in *q4_k*q6_k*|*q6_k*q4_k*) ok "qvl-bench: $mixed" ;; *) bad "qvl-bench weights: $mixed" ;; esac
+else bad "qvl-bench on $out failed"; fi
 grep -q "embed_tokens.weight .*bf16 -> q6_k" "$out.txt" && ok "tied embedding in q6_k" || bad "embedding: $(grep embed "$out.txt")"
 grep -q "bf16 -> f16  *RMS error 0 " "$tmp/tiny-tied-f16.txt" && ok "bf16 -> f16 is exact" \
   || bad "f16: $(head -2 "$tmp/tiny-tied-f16.txt")"

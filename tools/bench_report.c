@@ -108,10 +108,38 @@ static void print_one_profile_text(FILE *f, const char *title, const qvl_op_prof
             wall - total, 100 * ratio(wall - total, wall));
 }
 
+/* "q4_k + q6_k": the types present in counts, most first; "" when none. */
+static void types_by_count(const size_t counts[QVL_DTYPE_COUNT], char *buf, size_t cap) {
+    bool done[QVL_DTYPE_COUNT] = {0};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < QVL_DTYPE_COUNT; k++) {
+        int best = -1;
+        for (int d = 0; d < QVL_DTYPE_COUNT; d++)
+            if (!done[d] && counts[d] && (best < 0 || counts[d] > counts[best])) best = d;
+        if (best < 0 || len >= cap) break;
+        done[best] = true;
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? " + " : "",
+                                qvl_dtype_name((qvl_dtype)best));
+    }
+}
+
+void bench_describe_weights(bench_results *r) {
+    char text[48], vision[48];
+    types_by_count(r->load.text_matrices, text, sizeof text);
+    types_by_count(r->load.vision_matrices, vision, sizeof vision);
+    if (!text[0]) snprintf(text, sizeof text, "%s", r->weights); /* nothing bound yet */
+    if (!vision[0] || !strcmp(text, vision))
+        snprintf(r->weights_mix, sizeof r->weights_mix, "%s", text);
+    else
+        snprintf(r->weights_mix, sizeof r->weights_mix, "%s (text), %s (vision)", text, vision);
+}
+
 void bench_print_text(FILE *f, const bench_results *r) {
     const qvl_model_load_stats *l = &r->load;
     fprintf(f, "qvl-bench: %s\n", r->model_dir);
-    fprintf(f, "  backend %s (%s), weights %s%s, threads %s", r->backend, r->device, r->weights,
+    fprintf(f, "  backend %s (%s), weights %s%s, threads %s", r->backend, r->device,
+            r->weights_mix[0] ? r->weights_mix : r->weights,
             r->weights_requested ? " (from --weights)" : " (as stored)",
             r->threads < 0 ? "backend default" : "");
     if (r->threads >= 0) fprintf(f, "%lld", (long long)r->threads);
@@ -231,6 +259,8 @@ void bench_print_json(FILE *f, const bench_results *r) {
     json_string(f, r->device);
     fputs(", \"weights\": ", f);
     json_string(f, r->weights);
+    fputs(", \"weights_mix\": ", f);
+    json_string(f, r->weights_mix);
     fprintf(f, ", \"weights_requested\": %s", r->weights_requested ? "true" : "false");
     if (r->threads < 0) fputs(", \"threads\": null", f);
     else fprintf(f, ", \"threads\": %lld", (long long)r->threads);

@@ -26,6 +26,8 @@ typedef struct bench_results {
     const char *backend;     /* the backend's name */
     const char *device;      /* what describe() says */
     const char *weights;     /* dtype the graphs read matrices in */
+    /* every matrix type, most used first: "q4_k + q6_k (text), q8_0 (vision)" */
+    char weights_mix[128];
     bool weights_requested;  /* --weights chose the dtype (converted at load when it differs) */
     int64_t threads;         /* -t, or -1: the backend's default */
     int64_t n_prompt, n_gen, reps;
@@ -72,6 +74,9 @@ typedef struct bench_results {
     size_t n_mem;            /* memory per backend after the runs */
     qvl_model_backend_memory mem[4];
 } bench_results;
+
+/* r->weights_mix from r->load's matrix counts. */
+void bench_describe_weights(bench_results *r);
 
 void bench_print_text(FILE *f, const bench_results *r);
 void bench_print_json(FILE *f, const bench_results *r);

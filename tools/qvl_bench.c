@@ -304,6 +304,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     r->device = device;
     qvl_model_get_load_stats(m, &r->load);
     r->weights = qvl_dtype_name(r->load.matrix_dtype);
+    bench_describe_weights(r);
     const qvl_text_config *tc = &qvl_model_config(m)->text;
     r->prefill_flops = prefill_flops(tc, a->n_prompt);
 

@@ -591,6 +591,8 @@ static bool read_by_decode(const qvl_model *m, const char *name) {
 void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
     *out = m->inst.load;
     out->weights_in_place_bytes = out->weights_copied_bytes = out->decode_weight_bytes = 0;
+    memset(out->text_matrices, 0, sizeof out->text_matrices);
+    memset(out->vision_matrices, 0, sizeof out->vision_matrices);
     const int32_t head = m->text_place[qvl_text_group_output(m->cfg.text.num_hidden_layers)];
     for (size_t i = 0; i < m->n_bound; i++) {
         const bound_weight *w = &m->bound[i];
@@ -598,9 +600,13 @@ void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out) {
         if (t && w->buf.data == t->data) out->weights_in_place_bytes += w->buf.size;
         else out->weights_copied_bytes += w->buf.size;
         /* a tied embedding bound twice is read whole only where it is the output head */
-        if (read_by_decode(m, w->name) &&
-            (strcmp(w->name, "model.language_model.embed_tokens.weight") != 0 || w->target == head))
+        const bool embed = strcmp(w->name, "model.language_model.embed_tokens.weight") == 0;
+        if (read_by_decode(m, w->name) && (!embed || w->target == head))
             out->decode_weight_bytes += w->buf.size;
+        if (t && t->ndim >= 2 && (!embed || !m->cfg.tie_word_embeddings || w->target == head)) {
+            if (strncmp(w->name, "model.visual.", 13) == 0) out->vision_matrices[w->dtype]++;
+            else out->text_matrices[w->dtype]++;
+        }
     }
     out->kv_bytes = 0;
     for (size_t i = 0; i < m->n_tg; i++) out->kv_bytes += m->kv_pool[i].size;

@@ -187,6 +187,10 @@ typedef struct qvl_model_load_stats {
     size_t kv_bytes;               /* the KV cache pool (kv_slots sequences' caches) */
     qvl_dtype kv_dtype;            /* dtype of the KV cache */
     qvl_dtype matrix_dtype;        /* dtype the graphs read matrix weights in */
+    /* Matrices (tensors of 2 or more dimensions) per dtype the graphs read them in, in the text
+     * model (with the output projection; a tied embedding counts once) and in the vision
+     * tower: a q4_k_m model holds several types. */
+    size_t text_matrices[QVL_DTYPE_COUNT], vision_matrices[QVL_DTYPE_COUNT];
 } qvl_model_load_stats;
 void qvl_model_get_load_stats(const qvl_model *m, qvl_model_load_stats *out);
 
