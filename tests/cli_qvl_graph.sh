@@ -72,6 +72,8 @@ run 2 --config "$TINY" --graph sideways && one_line_error "bad graph kind"
 run 2 --config "$TINY" --graph vision --grid 32by32 && one_line_error "bad grid"
 run 2 --config "$TINY" --graph text-decode --format svg && one_line_error "bad format"
 run 2 --graph text-decode && one_line_error "no config"
+run 2 --config "$TINY" --graph text-decode --kv-type q4 && one_line_error "bad KV type"
+run 2 --config "$TINY" --graph vision --kv-type f16 && one_line_error "KV type on the vision graph"
 run 2 --config "$TINY" --graph text-prefill --cross-check reference && one_line_error "one backend"
 run 0 --help && expect_out "help" "usage: qvl-graph"
 
@@ -126,6 +128,18 @@ if command -v dot >/dev/null 2>&1; then
     done
 else
     echo "skipped: dot (graphviz) is not installed"
+fi
+
+# The KV cache is f16 unless --kv-type says otherwise, as in qvl run: its inputs are half
+# of f32's (the decode graph's inputs are almost all cache).
+kv_mib() { sed -n 's/.*KV caches included): \([0-9.]*\) MiB.*/\1/p' "$WORK/out"; }
+if run 0 --config "$TINY" --graph text-decode --kv 4096 --stats; then
+    f16=$(kv_mib)
+    if run 0 --config "$TINY" --graph text-decode --kv 4096 --kv-type f32 --stats; then
+        f32=$(kv_mib)
+        awk -v a="$f16" -v b="$f32" 'BEGIN { exit !(a > 0 && b > 1.9 * a && b < 2.1 * a) }' ||
+            fail "KV inputs: default $f16 MiB, f32 $f32 MiB (expected the default to be f16)"
+    fi
 fi
 
 # ---- the shared 2B config ----------------------------------------------------------------

@@ -43,7 +43,7 @@ static const char USAGE[] =
 
 typedef struct tool_args {
     const char *config, *graph, *grid, *format, *cross, *plugins, *backend, *cpu_backend;
-    const char *gpu_layers;
+    const char *gpu_layers, *kv_type;
     int64_t tokens, kv, seed;
     bool no_fuse, stats;
     const char *grid_list[MAX_GRIDS];
@@ -300,6 +300,8 @@ int main(int argc, char **argv) {
          1 << 24, false},
         {"kv", 0, CLI_INT, &a.kv, "N", "KV cache rows (text-decode default 4096; prefill: tokens)",
          1, 1 << 24, false},
+        {"kv-type", 0, CLI_STRING, &a.kv_type, "TYPE", "text graphs: KV cache dtype f32, f16 or q8_0 (default f16, as qvl run)",
+         0, 0, false},
         {"grid", 0, CLI_STRING, &a.grid, "HxW", "image grid in patches, repeatable (default 32x32)",
          0, 0, false},
         {"no-fuse", 0, CLI_FLAG, &a.no_fuse, NULL, "skip the fusion pass", 0, 0, false},
@@ -358,8 +360,13 @@ int main(int argc, char **argv) {
         fmt = QVL_DUMP_DOT;
     else
         return usage_error("--format: '%s' is not text or dot", a.format);
-    if (kind == G_VISION && (a.tokens || a.kv))
-        return usage_error("--tokens and --kv apply to the text graphs, not %s", a.graph);
+    if (kind == G_VISION && (a.tokens || a.kv || a.kv_type))
+        return usage_error("--tokens, --kv and --kv-type apply to the text graphs, not %s",
+                           a.graph);
+    qvl_dtype kv_dtype = QVL_F16; /* qvl run's default without a backend's kv_type option */
+    if (a.kv_type && (!qvl_dtype_parse(a.kv_type, &kv_dtype) ||
+                      (kv_dtype != QVL_F32 && kv_dtype != QVL_F16 && kv_dtype != QVL_Q8_0)))
+        return usage_error("--kv-type: '%s' is not f32, f16 or q8_0", a.kv_type);
     if (kind != G_VISION && a.n_grid_args)
         return usage_error("--grid applies to the vision graph, not %s", a.graph);
     if (kind == G_DECODE && a.tokens)
@@ -453,6 +460,13 @@ int main(int argc, char **argv) {
         memset(&to, 0, sizeof to);
         to.weight_dtype = wdt;
         to.norm_dtype = QVL_F32;
+        to.kv_dtype = kv_dtype;
+        if (kv_dtype == QVL_Q8_0 && cfg.text.head_dim % QVL_Q8_0_BLOCK != 0) {
+            fprintf(stderr, PROG ": --kv-type q8_0 needs a head_dim that is a multiple of %d "
+                    "(this model's is %lld)\n", QVL_Q8_0_BLOCK, (long long)cfg.text.head_dim);
+            rc = EXIT_USAGE;
+            goto done;
+        }
         if (kind == G_PREFILL) {
             to.n_tokens = a.tokens ? a.tokens : 32;
             to.n_past = 0;
