@@ -43,6 +43,15 @@ expect_fail "-c" 1 "context holds 4: raise --ctx" -- "$qvl" run -m "$fx" --ids "
 expect_fail "--ctx-size" 1 "context holds 4: raise --ctx" -- "$qvl" run -m "$fx" --ids "$prompt" --print-ids --ctx-size 4
 expect_fail "--ctx-size=N" 1 "context holds 5: raise --ctx" -- "$qvl" run -m "$fx" --ids "$prompt" --print-ids --ctx-size=5
 expect_fail "-c takes a number" 2 "--ctx" -- "$qvl" run -m "$fx" --ids 1 --print-ids -c many
+# -n -1 (llama.cpp's "no limit"): the answer runs until its end or a full context, which then
+# ends it with a note instead of an error; the first tokens are the greedy ones.
+got=$("$qvl" run -m "$fx" --ids "$prompt" --print-ids -n -1 -c $((n_prompt + 12)) --temp 0 --backend reference 2>"$tmp/err"); rc=$?
+first=$(echo "$got" | cut -d' ' -f1-10)
+[ "$rc" -eq 0 ] && [ "$first" = "$greedy" ] && [ "$(echo "$got" | wc -w)" -le 13 ] \
+  && { grep -q "context of $((n_prompt + 12)) tokens is full" "$tmp/err" || [ "$(echo "$got" | wc -w)" -lt 13 ]; } \
+  && ok "-n -1: until the context is full ($(echo "$got" | wc -w) tokens)" || bad "-n -1: rc $rc '$got' ($(cat "$tmp/err"))"
+expect_fail "-n 0" 2 "0 is not a budget" -- "$qvl" run -m "$fx" --ids 1 --print-ids -n 0
+expect_fail "-n -2" 2 "n-predict" -- "$qvl" run -m "$fx" --ids 1 --print-ids -n -2
 # Prefill in batches of 3 tokens gives transformers' greedy tokens (images split across batches).
 img=$(echo "$(tr -d ' \n' < "$fx/fixture_images.json")" | sed -E 's/.*"name":"img_two",//')
 iprompt=$(echo "$img" | sed -E 's/.*"prompt_ids":\[([0-9,]*)\].*/\1/')

@@ -106,6 +106,12 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
         printf("\n");
     }
     fflush(stdout);
+    if (r.stop == QVL_STOP_CONTEXT && a->until_context) {
+        if (!a->quiet)
+            fprintf(stderr, "qvl: the answer ended where the context of %lld tokens is full\n",
+                    (long long)qvl_model_ctx(s->m));
+        return QVL_OK;
+    }
     if (r.stop == QVL_STOP_CONTEXT)
         return qvl_fail(err, QVL_E_LIMIT, "the context of %lld tokens is full (raise --ctx)",
                         (long long)qvl_model_ctx(s->m));
@@ -482,7 +488,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"prompt", 'p', CLI_STRING, &a.prompt, "TEXT", "the user's message; - reads it from stdin", 0, 0, false},
         {"file", 'f', CLI_STRING, &a.file, "FILE", "read the user's message from FILE", 0, 0, false},
         {"system", 0, CLI_STRING, &a.system, "TEXT", "a system message before the conversation", 0, 0, false},
-        {"n-predict", 'n', CLI_INT, &a.n_predict, "N", "generate at most N tokens per answer (default 256)", 1, 1e9, false},
+        {"n-predict", 'n', CLI_INT, &a.n_predict, "N", "generate at most N tokens per answer (default 256; -1: until the answer ends or the context is full)", -1, 1e9, false},
         {"ctx", 'c', CLI_INT, &a.ctx, "N", "context (KV cache) size in tokens (default 4096)", 1, 1 << 24, false},
         {"batch-size", 'b', CLI_INT, &a.batch, "N", "prompt tokens per prefill step (default 512)", 1, 1 << 24, false},
         {"interactive", 'i', CLI_FLAG, &a.interactive, NULL, "chat instead of one answer (as qvl chat)", 0, 0, false},
@@ -527,6 +533,16 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
     if (rc == CLI_OK && chat_mode && a.interactive) {
         fprintf(stderr, "%s: -i/-cnv is for qvl run (qvl chat is interactive already)\n", prog);
         rc = CLI_ERROR;
+    }
+    if (rc == CLI_OK && a.n_predict == 0) {
+        fprintf(stderr, "%s: --n-predict: 0 is not a budget (give N >= 1, or -1 for no limit)\n",
+                prog);
+        rc = CLI_ERROR;
+    }
+    /* -1 (llama.cpp's "no limit"): the context is the only bound, and no answer outgrows it */
+    if (a.n_predict < 0) {
+        a.n_predict = a.ctx;
+        a.until_context = true;
     }
     if (rc != CLI_OK) {
         run_images_free(&im);
