@@ -64,3 +64,13 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_BINARY_DIR}/serve_tools)
   set_tests_properties(serve_tools PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
+
+# The official OpenAI client against qvl serve (tests/serve_openai_test.py):
+# beta.chat.completions.parse with a Pydantic model, tool calls required and named, a second
+# turn, a streamed call. Skipped (77) without the tokenizer or the openai package (.pydeps).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_openai COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_openai_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_openai)
+  set_tests_properties(serve_openai PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()
