@@ -174,6 +174,17 @@ def test_required(s):
             calls = check_calls(f"required, temperature {temp} seed {seed}", body)
             check("required: content is null", calls is None or
                   body["choices"][0]["message"]["content"] is None, body)
+    # the grammar spells "<tool_call>" and "</tool_call>": the added tokens that stand for them
+    # are allowed there (forced here with logit_bias), and nothing else breaks
+    p = {"messages": serve_util.user("Do something."), "tools": TOOLS, "max_tokens": 300,
+         "tool_choice": "required", "temperature": 0, "parallel_tool_calls": False,
+         "logprobs": True, "logit_bias": {str(TOOL_CALL_ID): 100, str(TOOL_CALL_ID + 1): 100}}
+    status, _, body = s.chat(p)
+    if check("required with the tag tokens favoured: 200", status == 200, body):
+        check_calls("required with the tag tokens favoured", body, single=True)
+        toks = [bytes(t["bytes"]) for t in body["choices"][0]["logprobs"]["content"]]
+        check("the answer opens with the <tool_call> token and closes with </tool_call>'s",
+              toks[:1] == [b"<tool_call>"] and toks[-1:] == [b"</tool_call>"], toks)
     for fn in ["set_lights", "now"]:
         p = {"messages": serve_util.user("Go."), "tools": TOOLS, "max_tokens": 300,
              "tool_choice": {"type": "function", "function": {"name": fn}}, "temperature": 1,

@@ -181,8 +181,9 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
     /* Rows past the tokenizer's last id are untrained padding: never sampled (as qvl run). */
     e->defaults.n_valid = qvl_tokenizer_vocab_size(e->tok);
     if (e->defaults.n_valid > vocab) e->defaults.n_valid = vocab;
-    /* Built once at load (a walk of the vocabulary), not per request. */
-    st = qvl_grammar_vocab_from_tokenizer(e->tok, &e->trie, err);
+    /* Built once at load (a walk of the vocabulary), not per request. With the plain added
+     * tokens: a tool call's grammar spells "<tool_call>", which the model writes as one. */
+    st = qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err);
     if (st != QVL_OK) return st;
     e->env = (engine_slot_env){.tok = e->tok, .gen = &e->gen, .observer = &e->opts.observer,
                               .vocab = vocab, .trie = e->trie};

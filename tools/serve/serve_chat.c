@@ -61,10 +61,11 @@ static bool make_choice(serve_server *s, qvl_job *j, bool read_calls, serve_oai_
         c->content = *text_out ? *text_out : "";
         if (tc.n_calls > 0) {
             c->tool_calls = cJSON_CreateArray();
-            if (!c->tool_calls || !serve_toolcalls_merge(c->tool_calls, items)) {
+            if (!c->tool_calls) {
                 cJSON_Delete(items);
                 return false;
             }
+            if (!serve_toolcalls_merge(c->tool_calls, items)) return false; /* items taken */
             if (blank(c->content)) c->content = NULL;
             if (j->finish == QVL_FINISH_STOP) c->finish = "tool_calls";
         } else {
