@@ -163,7 +163,37 @@ def main():
     expect_fail("schema not JSON", "not valid JSON", base + ["--json-schema", os.path.join(work, "notjson.json")])
     expect_fail("missing grammar file", "nowhere.gbnf", base + ["--grammar", os.path.join(work, "nowhere.gbnf")])
     expect_fail("two grammar flags", "exclude each other", base + ["--json", "--grammar", gpath])
-    expect_fail("grammar with a chat", "not a chat", [qvl, "chat", "-m", model, "--json"])
+    expect_fail("qvl chat: a missing schema", "nowhere.json",
+                [qvl, "chat", "-m", model, "--json-schema", os.path.join(work, "nowhere.json")])
+    expect_fail("qvl chat: two grammar flags", "exclude each other",
+                [qvl, "chat", "-m", model, "--json", "--grammar", gpath])
+
+    # qvl chat: every answer of the conversation follows the schema (each turn its own job)
+    schema = SCHEMAS[0]
+    validator = jsonschema.Draft202012Validator(schema)
+    for temp, seed in [("0", 1), ("1", 2)]:
+        r = run([qvl, "chat", "-m", model, "--backend", "reference", "-q", "--json-schema",
+                 os.path.join(work, "schema0.json"), "--temp", temp, "--seed", str(seed), "-n", "300"],
+                input=b"Answer in JSON\nAnd again\nOnce more\n")
+        lines = r.stdout.decode("utf-8", "replace").strip("\n").split("\n")
+        good = r.returncode == 0 and len(lines) == 3
+        for line in lines if good else []:
+            try:
+                good = good and not list(validator.iter_errors(json.loads(line)))
+            except json.JSONDecodeError:
+                good = False
+        if good:
+            ok(f"qvl chat --json-schema temp {temp}: {lines}")
+        else:
+            bad(f"qvl chat --json-schema temp {temp}", f"rc {r.returncode}: {r.stdout!r} {r.stderr!r}")
+    r = run([qvl, "chat", "-m", model, "--backend", "reference", "-q", "--grammar", gpath,
+             "--temp", "1", "--seed", "4"], input=b"a date\nanother\n")
+    lines = r.stdout.rstrip(b"\n").split(b"\n")
+    matched = [run([tool, "match", "--grammar", gpath], input=line).returncode == 0 for line in lines]
+    if r.returncode == 0 and len(lines) == 2 and all(matched):
+        ok(f"qvl chat --grammar: {lines}")
+    else:
+        bad("qvl chat --grammar", f"rc {r.returncode}: {r.stdout!r} {r.stderr!r} {matched}")
 
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

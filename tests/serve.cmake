@@ -41,3 +41,36 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_LIST_DIR}/serve_video_test.py $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR})
   set_tests_properties(serve_video PROPERTIES TIMEOUT 600)
 endif()
+
+# Structured output through qvl serve (tests/serve_structured_test.py): response_format
+# json_schema over a dozen schemas and json_object at temperature 0 and 1, streamed and not,
+# every answer validated with python-jsonschema; logit_bias bans and forces; logprobs sorted
+# and consistent, streamed = whole; n choices. Skipped (77) without the tokenizer or jsonschema.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_structured COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_structured_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_structured)
+  set_tests_properties(serve_structured PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
+
+# Function calling through qvl serve (tests/serve_tools_test.py): the tools prompt against the
+# chat template (jinja2, when installed), tool_choice required / named / auto / none, arguments
+# validated against the functions' schemas, streamed tool-call deltas = the whole message, a
+# second turn with role "tool" results, and the 400s. Skipped (77) without the tokenizer or
+# jsonschema.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_tools COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_tools_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_tools)
+  set_tests_properties(serve_tools PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
+
+# The official OpenAI client against qvl serve (tests/serve_openai_test.py):
+# beta.chat.completions.parse with a Pydantic model, tool calls required and named, a second
+# turn, a streamed call. Skipped (77) without the tokenizer or the openai package (.pydeps).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_openai COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_openai_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_openai)
+  set_tests_properties(serve_openai PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

@@ -5,6 +5,8 @@ pkg_check_modules(QVL_SERVE_JSON_CJSON REQUIRED IMPORTED_TARGET libcjson)
 find_package(Threads REQUIRED)
 qvl_add_test(test_serve_json SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_json.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_json.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_structured.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_tools.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_pyjson.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_video.c ${CMAKE_SOURCE_DIR}/tools/video_files.c
   LIBS qvl-engine qvl-qwen3vl qvl-runtime PkgConfig::QVL_SERVE_JSON_CJSON Threads::Threads m)

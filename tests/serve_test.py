@@ -252,19 +252,29 @@ def test_errors(s):
         ("empty body", b'', 400, None),
         ("no messages", {"model": "m"}, 400, "messages"),
         ("empty messages", {"messages": []}, 400, "messages"),
-        ("n = 2", {"messages": user("hi"), "n": 2}, 400, "n"),
+        ("n = 0", {"messages": user("hi"), "n": 0}, 400, "n"),
+        ("n too large", {"messages": user("hi"), "n": 17}, 400, "n"),
         ("temperature not a number", {"messages": user("hi"), "temperature": "hot"}, 400, "temperature"),
         ("temperature out of range", {"messages": user("hi"), "temperature": 9}, 400, "temperature"),
         ("top_p out of range", {"messages": user("hi"), "top_p": 1.5}, 400, "top_p"),
         ("max_tokens 0", {"messages": user("hi"), "max_tokens": 0}, 400, "max_tokens"),
         ("max_tokens not an integer", {"messages": user("hi"), "max_tokens": 2.5}, 400, "max_tokens"),
         ("stop not a string", {"messages": user("hi"), "stop": 5}, 400, "stop"),
-        ("unknown role", {"messages": [{"role": "tool", "content": "x"}]}, 400, "messages[0]"),
+        ("unknown role", {"messages": [{"role": "function", "content": "x"}]}, 400, "messages[0]"),
         ("system message not first", {"messages": user("hi") + [{"role": "system", "content": "s"}]},
          400, "messages[1]"),
         ("content part of unknown type", {"messages": [{"role": "user", "content": [
             {"type": "input_audio", "input_audio": {}}]}]}, 400, "messages[0].content[0]"),
-        ("logprobs", {"messages": user("hi"), "logprobs": True}, 400, "logprobs"),
+        ("top_logprobs out of range", {"messages": user("hi"), "logprobs": True, "top_logprobs": 21},
+         400, "top_logprobs"),
+        ("top_logprobs without logprobs", {"messages": user("hi"), "top_logprobs": 2}, 400,
+         "top_logprobs"),
+        ("logit_bias out of range", {"messages": user("hi"), "logit_bias": {"5": 101}}, 400,
+         "logit_bias"),
+        ("logit_bias key not a token id", {"messages": user("hi"), "logit_bias": {"x": 1}}, 400,
+         "logit_bias"),
+        ("response_format of unknown type", {"messages": user("hi"), "response_format": {
+            "type": "yaml"}}, 400, "response_format.type"),
         ("prompt longer than the context", {"messages": user("word " * 9000)}, 400, None),
     ]
     for name, body, want, param in cases:
@@ -557,11 +567,13 @@ def test_openai_client(s, want):
           usage.completion_tokens == 12, (text, usage))
     models = [m.id for m in client.models.list()]
     check("openai client: models.list", models == ["tiny"], models)
+    r = client.chat.completions.create(model="tiny", messages=user("hi"), n=2, max_tokens=3)
+    check("openai client: n=2 gives two choices", [c.index for c in r.choices] == [0, 1], r)
     try:
-        client.chat.completions.create(model="tiny", messages=user("hi"), n=2)
-        check("openai client: n=2 raises BadRequestError", False)
+        client.chat.completions.create(model="tiny", messages=user("hi"), n=0)
+        check("openai client: n=0 raises BadRequestError", False)
     except openai.BadRequestError as e:
-        check("openai client: n=2 raises BadRequestError", e.status_code == 400 and "n = 1" in str(e), e)
+        check("openai client: n=0 raises BadRequestError", e.status_code == 400, e)
     bad = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % s.port, api_key="wrong", max_retries=0)
     try:
         bad.models.list()

@@ -12,3 +12,8 @@ target_include_directories(test_serve_budget PRIVATE ${CMAKE_SOURCE_DIR}/tools/s
 qvl_add_test(test_engine SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine.c
   LIBS qvl-engine qvl-test-support)
 add_dependencies(test_engine qvl-reference)
+# The engine's per-job logits processing: grammars (with and without a trigger) beside plain
+# jobs in the same batched steps, logit_bias, logprobs, and what qvl_engine_prepare refuses.
+qvl_add_test(test_engine_constrain SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine_constrain.c
+  LIBS qvl-engine m)
+add_dependencies(test_engine_constrain qvl-reference)

@@ -285,6 +285,81 @@ static void test_growth(void **state) {
     qvl_chat_free(c);
 }
 
+
+/* Tools: what chat_template.jinja renders (Jinja with trim_blocks and lstrip_blocks, tojson as
+ * Python's json.dumps) for tools, tool calls after empty and non-empty text, and consecutive
+ * tool results, with and without a system message. */
+#define TOOL_LINES                                                                               \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "        \
+    "\"Weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "     \
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\", \"minimum\": 1}}, \"required\": "    \
+    "[\"city\"]}}}\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"parameters\": "    \
+    "{\"type\": \"object\", \"properties\": {}}}}"
+#define TOOLS_HEAD                                                                               \
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "     \
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>\n" TOOL_LINES   \
+    "\n</tools>\n\nFor each function call, return a json object with function name and "          \
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "                \
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+#define CALL_WEATHER "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+#define CALL_NOW "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"
+
+static void add_call(qvl_chat *c, const char *name, const char *args) {
+    qvl_error err = {0};
+    assert_int_equal(qvl_chat_add_tool_call(c, name, args, &err), QVL_OK);
+}
+
+static void test_tools(void **state) {
+    (void)state;
+    qvl_error err = {0};
+    qvl_chat *c = new_chat();
+    assert_int_equal(qvl_chat_set_tools(c, TOOL_LINES, &err), QVL_OK);
+    add(c, QVL_CHAT_SYSTEM, "Be brief.");
+    add(c, QVL_CHAT_USER, "Weather in Paris?");
+    add(c, QVL_CHAT_ASSISTANT, "");
+    add_call(c, "get_weather", "{\"city\": \"Paris\"}");
+    add_call(c, "now", "{}");
+    add(c, QVL_CHAT_TOOL, "sunny");
+    add(c, QVL_CHAT_TOOL, "noon");
+    add(c, QVL_CHAT_ASSISTANT, "Sunny.");
+    add_call(c, "now", "{}");
+    add(c, QVL_CHAT_TOOL, "1pm");
+    static const char want[] =
+        "<|im_start|>system\nBe brief.\n\n" TOOLS_HEAD
+        "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+        "<|im_start|>assistant\n" CALL_WEATHER "\n" CALL_NOW "<|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\nnoon\n"
+        "</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\nSunny.\n" CALL_NOW "<|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n1pm\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n";
+    expect_render(c, true, want);
+    /* render_since stays a suffix of the whole rendering, also inside a run of tool results */
+    for (size_t first = 1; first <= qvl_chat_count(c); first++) {
+        char *tail = NULL;
+        assert_int_equal(qvl_chat_render_since(c, first, true, &tail, NULL, &err), QVL_OK);
+        assert_true(strlen(tail) <= strlen(want));
+        assert_string_equal(tail, want + strlen(want) - strlen(tail));
+        free(tail);
+    }
+    qvl_chat_free(c);
+
+    c = new_chat(); /* no system message: the tools turn alone */
+    assert_int_equal(qvl_chat_set_tools(c, TOOL_LINES, &err), QVL_OK);
+    add(c, QVL_CHAT_USER, "Weather in Paris?");
+    add(c, QVL_CHAT_ASSISTANT, NULL);
+    add_call(c, "get_weather", "{\"city\": \"Paris\"}");
+    add_call(c, "now", "{}");
+    expect_render(c, true, "<|im_start|>system\n" TOOLS_HEAD
+                           "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+                           "<|im_start|>assistant\n" CALL_WEATHER "\n" CALL_NOW "<|im_end|>\n"
+                           "<|im_start|>assistant\n");
+    /* a tool call belongs to an assistant message */
+    add(c, QVL_CHAT_USER, "and?");
+    assert_int_equal(qvl_chat_add_tool_call(c, "now", "{}", &err), QVL_E_INVALID);
+    qvl_chat_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_then_text),
@@ -295,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_render_since_splits),
         cmocka_unit_test(test_continuation),
         cmocka_unit_test(test_growth),
+        cmocka_unit_test(test_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -331,6 +331,14 @@ static void test_constraint_on_logits(void **state) {
     assert_int_equal(qvl_grammar_sampler_accept(gs, 3, &err), QVL_E_INVALID); /* end too soon */
     assert_int_equal(qvl_grammar_sampler_accept(gs, 2, &err), QVL_OK);        /* "ab" */
     for (int i = 0; i < 8; i++) logits[i] = 1.0f;
+    /* the set computed ahead (as on the engine's helper thread) is the one apply() writes */
+    int64_t calls = 0;
+    qvl_grammar_sampler_seconds(gs, &calls);
+    assert_int_equal(qvl_grammar_sampler_prepare(gs, &err), QVL_OK);
+    assert_int_equal(qvl_grammar_sampler_prepare(gs, &err), QVL_OK); /* once per state */
+    int64_t calls2 = 0;
+    qvl_grammar_sampler_seconds(gs, &calls2);
+    assert_int_equal(calls2, calls + 1);
     assert_int_equal(qvl_grammar_sampler_apply(gs, logits, 8, &err), QVL_OK);
     const int after[8] = {0, 1, 0, 1, 1, 0, 0, 0}; /* "b", the end, é's first byte */
     for (int i = 0; i < 8; i++) assert_int_equal(isinf(logits[i]) ? 0 : 1, after[i]);
@@ -343,6 +351,17 @@ static void test_constraint_on_logits(void **state) {
     assert_int_equal(qvl_grammar_sampler_accept(gs, 5, &err), QVL_OK);
     assert_true(qvl_grammar_sampler_done(gs));
     assert_int_equal(qvl_grammar_sampler_apply(gs, logits, 7, &err), QVL_E_SHAPE);
+    qvl_grammar_sampler_free(gs);
+
+    /* text fed as bytes (a grammar switched on after its trigger) moves the state as tokens do */
+    assert_int_equal(qvl_grammar_sampler_create(g, v, &stop, 1, 8, &gs, &err), QVL_OK);
+    assert_int_equal(qvl_grammar_sampler_prepare(gs, &err), QVL_OK); /* a stale set must go */
+    assert_int_equal(qvl_grammar_sampler_feed(gs, "ab", 2, &err), QVL_OK);
+    for (int i = 0; i < 8; i++) logits[i] = 1.0f;
+    assert_int_equal(qvl_grammar_sampler_apply(gs, logits, 8, &err), QVL_OK);
+    for (int i = 0; i < 8; i++) assert_int_equal(isinf(logits[i]) ? 0 : 1, after[i]);
+    assert_int_equal(qvl_grammar_sampler_feed(gs, "bxb", 3, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "byte 1"));
     qvl_grammar_sampler_free(gs);
 
     /* no token can spell what the grammar needs: one clear error */

@@ -240,6 +240,41 @@ static void test_presence_penalty(void **state) {
     qvl_sampler_free(s);
 }
 
+/* Log-probabilities: penalties and temperature applied, masked and invalid ids -inf, no top-k /
+ * top-p cut; a temperature of 0 scores as 1. */
+static void test_logprobs(void **state) {
+    (void)state;
+    const float l[5] = {2.0f, 1.0f, -INFINITY, 0.5f, 3.0f};
+    qvl_sampling_params p;
+    qvl_sampling_params_default(&p);
+    p.temperature = 0.5f;
+    p.top_k = 1; /* no effect on log-probabilities */
+    p.presence_penalty = 1.0f;
+    p.n_valid = 4; /* id 4 is padding */
+    qvl_sampler *s = make(&p, 5);
+    qvl_error err = {0};
+    assert_int_equal(qvl_sampler_accept_generated(s, 0, &err), QVL_OK);
+    float lp[5];
+    assert_int_equal(qvl_sampler_logprobs(s, l, 5, lp, &err), QVL_OK);
+    const double w[3] = {(2.0 - 1.0) / 0.5, 1.0 / 0.5, 0.5 / 0.5}; /* ids 0, 1, 3 */
+    const double z = log(exp(w[0]) + exp(w[1]) + exp(w[2]));
+    assert_true(fabs(lp[0] - (w[0] - z)) < 1e-5);
+    assert_true(fabs(lp[1] - (w[1] - z)) < 1e-5);
+    assert_true(fabs(lp[3] - (w[2] - z)) < 1e-5);
+    assert_true(isinf(lp[2]) && lp[2] < 0);
+    assert_true(isinf(lp[4]) && lp[4] < 0);
+    qvl_sampler_free(s);
+    p.temperature = 0.0f; /* greedy: the distribution at temperature 1 */
+    p.presence_penalty = 0.0f;
+    s = make(&p, 5);
+    assert_int_equal(qvl_sampler_logprobs(s, l, 5, lp, &err), QVL_OK);
+    const double z1 = log(exp(2.0) + exp(1.0) + exp(0.5));
+    assert_true(fabs(lp[0] - (2.0 - z1)) < 1e-5);
+    const float masked[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, 1.0f};
+    assert_int_equal(qvl_sampler_logprobs(s, masked, 5, lp, &err), QVL_E_INVALID);
+    qvl_sampler_free(s);
+}
+
 /* Ids >= n_valid are never chosen, even when they score best. */
 static void test_n_valid(void **state) {
     (void)state;
@@ -581,6 +616,7 @@ int main(void) {
         cmocka_unit_test(test_repetition_penalty),
         cmocka_unit_test(test_presence_penalty),
         cmocka_unit_test(test_n_valid),
+        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_draws_follow_softmax),
         cmocka_unit_test(test_large_vocab_matches_full_sort),

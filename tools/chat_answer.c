@@ -165,6 +165,10 @@ static qvl_status prepare(chat_state *cs, size_t from, bool with_reply, qvl_job 
     /* One seed per job: a conversation given --seed replays, and no two answers draw the same
      * numbers. */
     r->sampling.seed = cs->seed + k;
+    if (cs->grammar && !(r->grammar = strdup(cs->grammar))) {
+        qvl_engine_request_free(r);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    }
     return qvl_engine_prepare(cs->engine, r, out, err);
 }
 

@@ -30,6 +30,8 @@ typedef struct chat_state {
     run_progress *progress;
     run_timings timings;
     uint64_t seed;              /* the base seed; job k samples with seed + k */
+    char *grammar;              /* --json, --json-schema, --grammar as GBNF (NULL: none):
+                                 * every answer follows it */
     uint64_t n_jobs;
     chat_turn *turns;           /* the last one is being answered during a turn */
     size_t n_turns, cap_turns;

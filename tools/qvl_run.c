@@ -303,7 +303,7 @@ static int run_parsed(const char *cmd, const char *prog, const run_args *args, c
                       bool chat_mode, run_images *im, double start) {
     const run_args a = *args;
     int rc = check_usage(prog, &a, chat_mode);
-    if (!rc) rc = run_grammar_check_usage(prog, &a, chat_mode);
+    if (!rc) rc = run_grammar_check_usage(prog, &a);
     if (rc) return rc;
     if (a.verbose) qvl_log_level_set(QVL_LOG_INFO);
     qvl_model_files files;

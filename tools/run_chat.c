@@ -18,6 +18,7 @@
 #include "chat_input.h"
 #include "chat_state.h"
 #include "chat_videos.h"
+#include "run_grammar.h"
 
 void chat_turn_free(chat_turn *t) {
     for (size_t i = 0; i < t->n_pics; i++) chat_picture_free(&t->pics[i]);
@@ -247,8 +248,10 @@ int run_chat(const run_args *a, const chat_flags *seen, const char *const *image
     cs.seed = seen->seed ? (uint64_t)a->seed : (uint64_t)time(NULL) ^ (uint64_t)getpid();
     qvl_error err = {0};
     qvl_status st = QVL_OK;
-    cs.progress = run_progress_create(!a->quiet && isatty(STDERR_FILENO));
-    if (!cs.progress) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
+    /* A bad grammar costs one line and no model loading. */
+    st = run_grammar_text(a, &cs.grammar, &err);
+    if (st == QVL_OK) cs.progress = run_progress_create(!a->quiet && isatty(STDERR_FILENO));
+    if (st == QVL_OK && !cs.progress) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
     if (st == QVL_OK) st = chat_engine_open(&cs, &err);
     if (st == QVL_OK) st = attach_initial(&cs, images, n_images, &err);
     int rc;
@@ -263,6 +266,7 @@ int run_chat(const run_args *a, const chat_flags *seen, const char *const *image
     free(cs.turns);
     free(cs.ids);
     free(cs.text);
+    free(cs.grammar);
     qvl_engine_free(cs.engine);
     qvl_picture_rules_free(cs.rules);
     run_progress_free(cs.progress);

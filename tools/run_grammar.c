@@ -1,4 +1,5 @@
 /* qvl run --json / --json-schema / --grammar (run_grammar.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "run_grammar.h"
 
 #include <stdio.h>
@@ -7,39 +8,60 @@
 
 #include "qvl/file.h"
 
-int run_grammar_check_usage(const char *prog, const run_args *a, bool chat_mode) {
+int run_grammar_check_usage(const char *prog, const run_args *a) {
     int n = (a->json ? 1 : 0) + (a->json_schema ? 1 : 0) + (a->grammar ? 1 : 0);
     if (n > 1) {
         fprintf(stderr, "%s: --json, --json-schema and --grammar exclude each other\n", prog);
         return 2;
     }
-    if (n == 1 && chat_mode) {
-        fprintf(stderr, "%s: --json, --json-schema and --grammar go with qvl run -p/-f/--ids, not "
-                "a chat\n", prog);
-        return 2;
-    }
     return 0;
+}
+
+/* The flags' grammar as GBNF text (NULL: no flag), compiled into *g when g is not NULL. */
+static qvl_status load_text(const run_args *a, char **gbnf, qvl_grammar **g, qvl_error *err) {
+    *gbnf = NULL;
+    const char *path = a->json_schema ? a->json_schema : a->grammar;
+    if (!a->json && !path) return QVL_OK;
+    char *text = NULL;
+    size_t len = 0;
+    qvl_status st = QVL_OK;
+    if (a->json) {
+        text = strdup(qvl_grammar_json_gbnf());
+        if (!text) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        else len = strlen(text);
+    } else {
+        st = qvl_read_file(path, QVL_GRAMMAR_MAX_TEXT, QVL_E_IO, &text, &len, err);
+    }
+    if (st == QVL_OK && a->json_schema) {
+        char *from = text;
+        st = qvl_grammar_from_json_schema(from, len, &text, err);
+        free(from);
+        if (st != QVL_OK) text = NULL;
+        else len = strlen(text);
+    }
+    qvl_grammar *parsed = NULL;
+    if (st == QVL_OK) st = qvl_grammar_parse(text, len, &parsed, err);
+    if (st == QVL_OK && g) *g = parsed;
+    else qvl_grammar_free(parsed);
+    if (st != QVL_OK) {
+        free(text);
+        if (path && err->msg[0] && strncmp(err->msg, path, strlen(path)) != 0)
+            qvl_error_prefix(err, "%s", path);
+        return st;
+    }
+    *gbnf = text;
+    return QVL_OK;
+}
+
+qvl_status run_grammar_text(const run_args *a, char **gbnf, qvl_error *err) {
+    return load_text(a, gbnf, NULL, err);
 }
 
 qvl_status run_grammar_load(const run_args *a, run_grammar *rg, qvl_error *err) {
     memset(rg, 0, sizeof *rg);
-    if (a->json) return qvl_grammar_parse(qvl_grammar_json_gbnf(), strlen(qvl_grammar_json_gbnf()),
-                                          &rg->grammar, err);
-    const char *path = a->json_schema ? a->json_schema : a->grammar;
-    if (!path) return QVL_OK;
-    char *text = NULL, *gbnf = NULL;
-    size_t len = 0;
-    qvl_status st = qvl_read_file(path, QVL_GRAMMAR_MAX_TEXT, QVL_E_IO, &text, &len, err);
-    if (st == QVL_OK && a->json_schema) {
-        st = qvl_grammar_from_json_schema(text, len, &gbnf, err);
-        if (st == QVL_OK) st = qvl_grammar_parse(gbnf, strlen(gbnf), &rg->grammar, err);
-    } else if (st == QVL_OK) {
-        st = qvl_grammar_parse(text, len, &rg->grammar, err);
-    }
-    free(text);
+    char *gbnf = NULL;
+    qvl_status st = load_text(a, &gbnf, &rg->grammar, err);
     free(gbnf);
-    if (st != QVL_OK && err->msg[0] && strncmp(err->msg, path, strlen(path)) != 0)
-        qvl_error_prefix(err, "%s", path);
     return st;
 }
 

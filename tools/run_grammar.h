@@ -1,4 +1,5 @@
-/* qvl run's structured output: --json (any JSON value), --json-schema FILE and --grammar FILE
+/* qvl run's and qvl chat's structured output: --json (any JSON value), --json-schema FILE and
+ * --grammar FILE
  * (GBNF; llama.cpp's --grammar-file too) become a grammar constraint on the sampler
  * (qvl/grammar_sampler.h). The grammar is read and checked before the model loads, so a bad
  * one costs one line and no loading. */
@@ -18,8 +19,12 @@ typedef struct run_grammar {
     qvl_grammar_sampler *sampler;
 } run_grammar;
 
-/* At most one of the three flags; none of them with a chat. 0 or the exit status (2). */
-int run_grammar_check_usage(const char *prog, const run_args *a, bool chat_mode);
+/* At most one of the three flags. 0 or the exit status (2). */
+int run_grammar_check_usage(const char *prog, const run_args *a);
+
+/* qvl chat's form: the GBNF text the flags name (*gbnf malloc'd; NULL when none), checked by
+ * compiling it once, which each answer's job then does again in the engine. */
+qvl_status run_grammar_text(const run_args *a, char **gbnf, qvl_error *err);
 
 /* Reads and compiles the grammar the flags name (nothing when none). */
 qvl_status run_grammar_load(const run_args *a, run_grammar *rg, qvl_error *err);

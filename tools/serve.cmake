@@ -31,6 +31,11 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_sse.c
   ${QVL_SERVE_DIR}/serve_oai.c
   ${QVL_SERVE_DIR}/serve_request.c
+  ${QVL_SERVE_DIR}/serve_structured.c
+  ${QVL_SERVE_DIR}/serve_logprobs.c
+  ${QVL_SERVE_DIR}/serve_tools.c
+  ${QVL_SERVE_DIR}/serve_toolcalls.c
+  ${QVL_SERVE_DIR}/serve_pyjson.c
   ${QVL_SERVE_DIR}/serve_json.c
   ${QVL_SERVE_DIR}/serve_image.c
   ${QVL_SERVE_DIR}/serve_video.c

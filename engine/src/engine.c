@@ -4,6 +4,7 @@
 #include "qvl/engine.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct qvl_engine {
     qvl_tokenizer *tok;
     pthread_mutex_t tok_mu; /* encode is not thread-safe (qvl/tokenizer.h) */
     qvl_gen_config gen;
+    qvl_grammar_vocab *trie; /* the tokenizer's text tokens, shared by every grammar job */
     qvl_sampling_params defaults;
     qvl_picture_rules pictures;
     qvl_video_rules videos;
@@ -86,13 +88,34 @@ static int add_to_batch(qvl_engine *e, int i, int n) {
 /* One token for the n slots of the batch, through the model in one batched step: the weights
  * are read once for all of them (qvl_model_decode_batch). Each slot keeps its row of
  * batch_logits, which the next step's sampling reads before the next decode overwrites it. */
+typedef struct premask_work {
+    qvl_engine *e;
+    int n;
+} premask_work;
+
+static void *premask_thread(void *arg) {
+    const premask_work *w = arg;
+    for (int k = 0; k < w->n; k++) engine_slot_premask(&w->e->slots[w->e->batch_slot[k]]);
+    return NULL;
+}
+
 static void decode_batch(qvl_engine *e, int n) {
     if (n == 0) return;
     qvl_error err = {0};
+    /* The grammar jobs' next masks depend only on the tokens just chosen: they are computed on
+     * a helper thread while the model runs the step, off the engine thread's path. (Without a
+     * thread, apply() computes them when sampling.) */
+    bool grammar = false;
+    for (int k = 0; k < n; k++) grammar |= e->slots[e->batch_slot[k]].grammar != NULL;
+    premask_work work = {.e = e, .n = n};
+    pthread_t helper;
+    const bool helped = grammar && pthread_create(&helper, NULL, premask_thread, &work) == 0;
     const double t0 = now_seconds();
     qvl_status st = qvl_model_decode_batch(e->model, e->batch_seqs, e->batch_ids, (size_t)n,
                                            e->batch_logits, &err);
-    if (st == QVL_OK) observe_decode(&e->env, n, now_seconds() - t0);
+    const double t1 = now_seconds();
+    if (helped) pthread_join(helper, NULL); /* before any slot may end and free its matcher */
+    if (st == QVL_OK) observe_decode(&e->env, n, t1 - t0);
     const size_t vocab = (size_t)e->env.vocab;
     for (int k = 0; k < n; k++) {
         engine_slot *s = &e->slots[e->batch_slot[k]];
@@ -158,8 +181,12 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
     /* Rows past the tokenizer's last id are untrained padding: never sampled (as qvl run). */
     e->defaults.n_valid = qvl_tokenizer_vocab_size(e->tok);
     if (e->defaults.n_valid > vocab) e->defaults.n_valid = vocab;
+    /* Built once at load (a walk of the vocabulary), not per request. With the plain added
+     * tokens: a tool call's grammar spells "<tool_call>", which the model writes as one. */
+    st = qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err);
+    if (st != QVL_OK) return st;
     e->env = (engine_slot_env){.tok = e->tok, .gen = &e->gen, .observer = &e->opts.observer,
-                              .vocab = vocab};
+                              .vocab = vocab, .trie = e->trie};
     e->batch_seqs = calloc((size_t)e->n_slots, sizeof *e->batch_seqs);
     e->batch_ids = calloc((size_t)e->n_slots, sizeof *e->batch_ids);
     e->batch_slot = calloc((size_t)e->n_slots, sizeof *e->batch_slot);
@@ -536,18 +563,50 @@ static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t
     return QVL_OK;
 }
 
+/* The request's structured-output parts, checked before any tokenizing: bias ids inside the
+ * vocabulary, a top_logprobs count in range, a grammar that compiles. */
+static qvl_status check_constraints(const qvl_engine *e, const qvl_engine_request *req,
+                                    qvl_grammar **grammar, qvl_error *err) {
+    *grammar = NULL;
+    const int32_t n_valid = e->defaults.n_valid;
+    for (size_t i = 0; i < req->n_bias; i++) {
+        const qvl_logit_bias *b = &req->bias[i];
+        if (b->id < 0 || b->id >= n_valid)
+            return qvl_fail(err, QVL_E_INVALID, "logit_bias: token id %d is outside the "
+                            "vocabulary (0..%d)", (int)b->id, (int)n_valid - 1);
+        if (!isfinite(b->bias))
+            return qvl_fail(err, QVL_E_INVALID, "logit_bias: the bias of token %d is not a "
+                            "finite number", (int)b->id);
+    }
+    if (req->logprobs && (req->top_logprobs < 0 || req->top_logprobs > QVL_TOP_LOGPROBS_MAX))
+        return qvl_fail(err, QVL_E_INVALID, "top_logprobs must be in [0, %d]",
+                        QVL_TOP_LOGPROBS_MAX);
+    if (!req->grammar) return QVL_OK;
+    qvl_status st = qvl_grammar_parse(req->grammar, strlen(req->grammar), grammar, err);
+    if (st != QVL_OK) return st == QVL_E_NOMEM ? st : (qvl_error_prefix(err, "grammar"), QVL_E_INVALID);
+    return QVL_OK;
+}
+
 qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **out,
                               qvl_error *err) {
     *out = NULL;
     int32_t *ids = NULL;
     int64_t n = 0;
-    qvl_status st = tokenize(e, req, &ids, &n, err);
+    qvl_grammar *grammar = NULL;
+    qvl_status st = check_constraints(e, req, &grammar, err);
     if (st != QVL_OK) {
+        qvl_engine_request_free(req);
+        return st;
+    }
+    st = tokenize(e, req, &ids, &n, err);
+    if (st != QVL_OK) {
+        qvl_grammar_free(grammar);
         qvl_engine_request_free(req);
         return st;
     }
     const int64_t ctx = e->opts.ctx;
     if (n >= ctx) {
+        qvl_grammar_free(grammar);
         free(ids);
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_LIMIT, "the prompt has %lld tokens, but a slot's context "
@@ -557,12 +616,14 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
     qvl_prefix_image *images = calloc(req->n_pictures + 1, sizeof *images);
     qvl_job *j = keys && images ? qvl_job_create(req, ids, keys, images, n) : NULL;
     if (!j) {
+        qvl_grammar_free(grammar);
         free(ids);
         free(keys);
         free(images);
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
+    j->grammar = grammar;
     st = make_keys(ids, n, e->pad_id, e->has_video ? e->video_pad_id : -1, req, keys, images, err);
     if (st != QVL_OK) {
         qvl_job_release(j);
@@ -571,6 +632,13 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
     qvl_partition_make(QVL_PARTITION_NO_KEY, NULL, &j->partition);
     *out = j;
     return QVL_OK;
+}
+
+int32_t qvl_engine_vocab(qvl_engine *e) { return e->defaults.n_valid; }
+
+bool qvl_engine_token_bytes(qvl_engine *e, int32_t id, const char **bytes, size_t *len) {
+    if (id < 0 || id >= qvl_tokenizer_vocab_size(e->tok)) return false;
+    return qvl_tokenizer_token_to_piece(e->tok, id, bytes, len, NULL) == QVL_OK;
 }
 
 qvl_status qvl_engine_submit(qvl_engine *e, qvl_job *j) {
@@ -622,6 +690,7 @@ void qvl_engine_free(qvl_engine *e) {
     free(e->batch_slot);
     free(e->batch_logits);
     qvl_model_close(e->model);
+    qvl_grammar_vocab_free(e->trie);
     qvl_tokenizer_free(e->tok);
     free(e->queue);
     free(e->info);

@@ -67,6 +67,8 @@ void qvl_job_release(qvl_job *j) {
     free(j->images);
     free(j->text);
     free(j->tokens);
+    free(j->logprobs);
+    qvl_grammar_free(j->grammar);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -91,6 +93,24 @@ bool qvl_job_append(qvl_job *j, const char *text, size_t n) {
         j->len += n;
         j->text[j->len] = '\0';
     }
+    pthread_mutex_unlock(&j->mu);
+    return ok;
+}
+
+bool qvl_job_add_logprob(qvl_job *j, const qvl_token_logprob *lp) {
+    pthread_mutex_lock(&j->mu);
+    bool ok = true;
+    if (j->n_logprobs == j->cap_logprobs) {
+        size_t cap = j->cap_logprobs ? 2 * j->cap_logprobs : 64;
+        qvl_token_logprob *grown = realloc(j->logprobs, cap * sizeof *grown);
+        if (grown) {
+            j->logprobs = grown;
+            j->cap_logprobs = cap;
+        } else {
+            ok = false;
+        }
+    }
+    if (ok) j->logprobs[j->n_logprobs++] = *lp;
     pthread_mutex_unlock(&j->mu);
     return ok;
 }
@@ -166,5 +186,8 @@ void qvl_engine_request_free(qvl_engine_request *r) {
     free(r->pictures);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
+    free(r->grammar);
+    free(r->grammar_trigger);
+    free(r->bias);
     free(r);
 }

@@ -42,6 +42,7 @@ void qvl_prompt_free(qvl_prompt *p) {
 static qvl_chat_role chat_role(qvl_prompt_role r) {
     return r == QVL_ROLE_SYSTEM ? QVL_CHAT_SYSTEM
          : r == QVL_ROLE_USER   ? QVL_CHAT_USER
+         : r == QVL_ROLE_TOOL   ? QVL_CHAT_TOOL
                                 : QVL_CHAT_ASSISTANT;
 }
 
@@ -59,6 +60,15 @@ qvl_status qvl_prompt_add_picture(qvl_prompt *p, qvl_error *err) {
 
 qvl_status qvl_prompt_add_video(qvl_prompt *p, qvl_error *err) {
     return qvl_chat_add_video(p->chat, err);
+}
+
+qvl_status qvl_prompt_set_tools(qvl_prompt *p, const char *tools_json_lines, qvl_error *err) {
+    return qvl_chat_set_tools(p->chat, tools_json_lines, err);
+}
+
+qvl_status qvl_prompt_add_tool_call(qvl_prompt *p, const char *name, const char *arguments,
+                                    qvl_error *err) {
+    return qvl_chat_add_tool_call(p->chat, name, arguments, err);
 }
 
 qvl_status qvl_prompt_render(const qvl_prompt *p, bool add_generation_prompt, char **out,

@@ -29,7 +29,8 @@ qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *
     s->generated = malloc(ctx * sizeof *s->generated);
     s->logits = malloc(vocab * sizeof *s->logits);
     s->work = malloc(vocab * sizeof *s->work);
-    if (!s->keys || !s->generated || !s->logits || !s->work)
+    s->lp = malloc(vocab * sizeof *s->lp);
+    if (!s->keys || !s->generated || !s->logits || !s->work || !s->lp)
         return qvl_fail(err, QVL_E_NOMEM, "out of memory for slot %d", index);
     return QVL_OK;
 }
@@ -42,6 +43,7 @@ void engine_slot_close(engine_slot *s) {
     free(s->generated);
     free(s->logits);
     free(s->work);
+    free(s->lp);
     memset(s, 0, sizeof *s);
 }
 
@@ -82,6 +84,7 @@ void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how,
     int64_t cached = j->cached_tokens;
     pthread_mutex_unlock(&j->mu);
     /* Counted before the client is woken: whoever holds an answer sees it in /metrics. */
+    engine_slot_constrain_end(s, env); /* before the waiters wake: the mask's cost is in the job */
     observe_completion(env, j->n_ids, cached, s->n_generated, how == QVL_FINISH_CANCELLED);
     qvl_job_finish(j, how, error);
     qvl_sampler_free(s->sampler);
@@ -139,15 +142,12 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
     }
     qvl_error err = {0};
     const float *row = s->row;
-    const float fp = j->req->frequency_penalty;
-    if (fp != 0.0f && s->n_generated > 0) {
-        /* Once per occurrence: logit -= penalty x count. */
-        memcpy(s->work, row, (size_t)env->vocab * sizeof *s->work);
-        for (int64_t i = 0; i < s->n_generated; i++) s->work[s->generated[i]] -= fp;
-        row = s->work;
-    }
     int32_t id;
-    if (qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK ||
+    bool done = false;
+    qvl_token_logprob lp;
+    if (engine_slot_process(s, env, &row, &err) != QVL_OK ||
+        qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK ||
+        engine_slot_chosen(s, env, row, id, &done, &lp, &err) != QVL_OK ||
         (!qvl_gen_config_is_eos(env->gen, id) &&
          qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
@@ -164,12 +164,25 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
         if (qvl_tokenizer_token_to_piece(env->tok, id, &bytes, &len, NULL) == QVL_OK)
             qvl_text_stream_feed(&s->stream, bytes, len);
     }
+    if (j->req->logprobs) {
+        /* The token's bytes held back as an unfinished character count as its text too. */
+        lp.end = j->len + s->stream.n_pending;
+        if (!qvl_job_add_logprob(j, &lp)) s->oom = true;
+    }
     if (s->oom) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, "out of memory for the answer");
         return false;
     }
+    if (engine_slot_trigger(s, &err) != QVL_OK) {
+        engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
+        return false;
+    }
     if (check_stops(s)) {
         s->stream.n_pending = 0; /* the cut text ends before any unfinished character */
+        engine_slot_end(s, env, QVL_FINISH_STOP, NULL);
+        return false;
+    }
+    if (done) { /* the grammar allows only the end: stop as its stop token would */
         engine_slot_end(s, env, QVL_FINISH_STOP, NULL);
         return false;
     }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "qvl/gen_config.h"
+#include "qvl/grammar_sampler.h"
 #include "qvl/qwen3vl_model.h"
 #include "qvl/text_stream.h"
 #include "qvl/tokenizer.h"
@@ -27,6 +28,7 @@ typedef struct engine_slot_env {
     const qvl_gen_config *gen; /* stop tokens */
     const qvl_engine_observer *observer;
     int32_t vocab;             /* logits row length */
+    const qvl_grammar_vocab *trie; /* every text token's bytes, for grammar jobs */
 } engine_slot_env;
 
 typedef struct engine_slot {
@@ -42,7 +44,11 @@ typedef struct engine_slot {
 
     qvl_job *job;       /* NULL: idle */
     qvl_sampler *sampler;
-    float *logits, *work; /* [vocab]: the prefill's next-token logits; a penalised copy */
+    qvl_grammar_sampler *grammar; /* the job's grammar matcher (NULL: none) */
+    bool grammar_live;    /* false while a trigger has not appeared yet */
+    size_t trigger_from;  /* answer bytes before which the trigger cannot start */
+    float *logits, *work; /* [vocab]: the prefill's next-token logits; a processed copy */
+    float *lp;            /* [vocab]: log-probabilities, for jobs that ask for logprobs */
     const float *row;     /* the logits the next token is drawn from: `logits` after the
                            * prefill, else the slot's row of the engine's batch output, which
                            * stays unchanged until the next step, by when it has been read */
@@ -70,6 +76,10 @@ static inline void observe_completion(const engine_slot_env *env, int64_t prompt
                                       int64_t generated, bool cancelled) {
     const qvl_engine_observer *o = env->observer;
     if (o->completion) o->completion(o->arg, prompt, cached, generated, cancelled);
+}
+static inline void observe_mask(const engine_slot_env *env, int64_t masks, double seconds,
+                                double waited) {
+    if (env->observer->mask) env->observer->mask(env->observer->arg, masks, seconds, waited);
 }
 static inline void observe_timeout(const engine_slot_env *env) {
     if (env->observer->timeout) env->observer->timeout(env->observer->arg);
@@ -119,6 +129,24 @@ void engine_slot_emit_text(const char *text, size_t len, void *user);
 bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next);
 void engine_slot_fed(engine_slot *s, int32_t id, const float *logits);
 void engine_slot_feed_failed(engine_slot *s, const engine_slot_env *env, const char *error);
+
+/* Per-job logits processing (slot_constrain.c). begin: the job's grammar matcher, once its
+ * prefill is done. process: *row becomes the row the sampler draws from -- frequency penalty,
+ * logit_bias, then the grammar mask (the slot's `work` copy when any applies). chosen: the
+ * grammar follows token id (*done: the grammar allows nothing but the end now), and with
+ * logprobs *lp gets the token's entry (its `end` still to set). end: frees the matcher. */
+qvl_status engine_slot_constrain_begin(engine_slot *s, const engine_slot_env *env, qvl_error *err);
+qvl_status engine_slot_process(engine_slot *s, const engine_slot_env *env, const float **row,
+                               qvl_error *err);
+qvl_status engine_slot_chosen(engine_slot *s, const engine_slot_env *env, const float *row,
+                              int32_t id, bool *done, qvl_token_logprob *lp, qvl_error *err);
+void engine_slot_constrain_end(engine_slot *s, const engine_slot_env *env);
+/* The next token's set of allowed tokens, computed ahead (on a helper thread while the model
+ * runs the slot's decode step; the slot is not touched otherwise meanwhile). */
+void engine_slot_premask(engine_slot *s);
+/* After new answer text: a dormant grammar whose trigger now appears switches on, fed the
+ * text after the trigger. */
+qvl_status engine_slot_trigger(engine_slot *s, qvl_error *err);
 
 /* Finish the slot's job (if any) this way and release it. */
 void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how, const char *error);

@@ -174,6 +174,7 @@ static void finish_prefill(engine_slot *s, const engine_slot_env *env) {
     qvl_error err = {0};
     qvl_status st = qvl_sampler_create(&r->sampling, env->vocab, &s->sampler, &err);
     if (st == QVL_OK) st = qvl_sampler_accept_prompt(s->sampler, j->ids, (size_t)j->n_ids, &err);
+    if (st == QVL_OK) st = engine_slot_constrain_begin(s, env, &err);
     if (st != QVL_OK) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
         return;

@@ -16,7 +16,9 @@ struct qvl_grammar_sampler {
     size_t n_stop;
     int32_t n_vocab;
     uint8_t *allowed;
-    double seconds;
+    bool ready;      /* allowed/count hold the current state's set */
+    size_t count;
+    double seconds, apply_seconds;
     int64_t calls;
 };
 
@@ -61,14 +63,12 @@ qvl_status qvl_grammar_sampler_create(const qvl_grammar *g, const qvl_grammar_vo
     return QVL_OK;
 }
 
-qvl_status qvl_grammar_sampler_apply(qvl_grammar_sampler *gs, float *logits, size_t n_logits,
-                                     qvl_error *err) {
-    if (n_logits != (size_t)gs->n_vocab)
-        return qvl_fail(err, QVL_E_SHAPE, "grammar: a row of %zu logits for a vocabulary of %d",
-                        n_logits, (int)gs->n_vocab);
-    double t0 = now_seconds();
+qvl_status qvl_grammar_sampler_prepare(qvl_grammar_sampler *gs, qvl_error *err) {
+    if (gs->ready) return QVL_OK;
+    const double t0 = now_seconds();
     size_t count = 0;
-    qvl_status st = qvl_grammar_matcher_allowed(gs->m, gs->v, gs->allowed, n_logits, &count, err);
+    qvl_status st = qvl_grammar_matcher_allowed(gs->m, gs->v, gs->allowed, (size_t)gs->n_vocab,
+                                                &count, err);
     if (st != QVL_OK) return st;
     if (qvl_grammar_matcher_accepting(gs->m)) {
         for (size_t i = 0; i < gs->n_stop; i++) {
@@ -79,11 +79,28 @@ qvl_status qvl_grammar_sampler_apply(qvl_grammar_sampler *gs, float *logits, siz
             }
         }
     }
-    for (size_t i = 0; i < n_logits; i++)
-        if (!gs->allowed[i]) logits[i] = -INFINITY;
+    gs->count = count;
+    gs->ready = true;
     gs->seconds += now_seconds() - t0;
     gs->calls++;
-    if (count == 0)
+    return QVL_OK;
+}
+
+qvl_status qvl_grammar_sampler_apply(qvl_grammar_sampler *gs, float *logits, size_t n_logits,
+                                     qvl_error *err) {
+    if (n_logits != (size_t)gs->n_vocab)
+        return qvl_fail(err, QVL_E_SHAPE, "grammar: a row of %zu logits for a vocabulary of %d",
+                        n_logits, (int)gs->n_vocab);
+    const double t0 = now_seconds();
+    qvl_status st = qvl_grammar_sampler_prepare(gs, err);
+    if (st != QVL_OK) return st;
+    const double t1 = now_seconds();
+    for (size_t i = 0; i < n_logits; i++)
+        if (!gs->allowed[i]) logits[i] = -INFINITY;
+    const double t2 = now_seconds();
+    gs->seconds += t2 - t1;
+    gs->apply_seconds += t2 - t0;
+    if (gs->count == 0)
         return qvl_fail(err, QVL_E_INVALID, "grammar: no token of the vocabulary can continue "
                         "the output here%s", qvl_grammar_matcher_accepting(gs->m)
                         ? " (and there is no stop token to end it)" : "");
@@ -104,6 +121,7 @@ qvl_status qvl_grammar_sampler_accept(qvl_grammar_sampler *gs, int32_t id, qvl_e
         return qvl_fail(err, QVL_E_INVALID, "grammar: token %d is not text the grammar can "
                         "match", (int)id);
     bool ok;
+    gs->ready = false;
     qvl_status st = qvl_grammar_matcher_feed(gs->m, b, len, &ok, err);
     if (st == QVL_OK && !ok)
         st = qvl_fail(err, QVL_E_INVALID, "grammar: token %d does not continue the output",
@@ -111,12 +129,32 @@ qvl_status qvl_grammar_sampler_accept(qvl_grammar_sampler *gs, int32_t id, qvl_e
     return st;
 }
 
+qvl_status qvl_grammar_sampler_feed(qvl_grammar_sampler *gs, const void *bytes, size_t n,
+                                    qvl_error *err) {
+    const unsigned char *b = bytes;
+    gs->ready = false;
+    for (size_t i = 0; i < n; i++) { /* byte by byte, to say where it went wrong */
+        bool ok;
+        qvl_status st = qvl_grammar_matcher_feed(gs->m, b + i, 1, &ok, err);
+        if (st != QVL_OK) return st;
+        if (!ok)
+            return qvl_fail(err, QVL_E_INVALID, "grammar: byte %zu of the text before the "
+                            "constraint (0x%02x) does not continue the output", i, b[i]);
+    }
+    return QVL_OK;
+}
+
 bool qvl_grammar_sampler_done(const qvl_grammar_sampler *gs) {
     return qvl_grammar_matcher_done(gs->m);
 }
 
 qvl_status qvl_grammar_sampler_reset(qvl_grammar_sampler *gs, qvl_error *err) {
+    gs->ready = false;
     return qvl_grammar_matcher_reset(gs->m, err);
+}
+
+double qvl_grammar_sampler_apply_seconds(const qvl_grammar_sampler *gs) {
+    return gs->apply_seconds;
 }
 
 double qvl_grammar_sampler_seconds(const qvl_grammar_sampler *gs, int64_t *calls) {

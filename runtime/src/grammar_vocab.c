@@ -154,8 +154,8 @@ qvl_status qvl_grammar_vocab_from_pieces(const char *const *pieces, const size_t
     return finish(ps, k, out, err);
 }
 
-qvl_status qvl_grammar_vocab_from_tokenizer(const qvl_tokenizer *tok, qvl_grammar_vocab **out,
-                                            qvl_error *err) {
+static qvl_status from_tokenizer(const qvl_tokenizer *tok, bool plain_added,
+                                 qvl_grammar_vocab **out, qvl_error *err) {
     *out = NULL;
     if (!tok) return qvl_fail(err, QVL_E_INVALID, "qvl_grammar_vocab_from_tokenizer: NULL tokenizer");
     int32_t n = qvl_tokenizer_vocab_size(tok);
@@ -165,12 +165,23 @@ qvl_status qvl_grammar_vocab_from_tokenizer(const qvl_tokenizer *tok, qvl_gramma
     for (int32_t id = 0; id < n; id++) {
         const char *b;
         size_t len;
-        if (qvl_tokenizer_is_added(tok, id) ||
+        const bool added = qvl_tokenizer_is_added(tok, id);
+        if ((added && (!plain_added || qvl_tokenizer_is_special(tok, id))) ||
             qvl_tokenizer_token_to_piece(tok, id, &b, &len, NULL) != QVL_OK || len == 0)
             continue;
         ps[k++] = (piece){(const uint8_t *)b, len, id};
     }
     return finish(ps, k, out, err);
+}
+
+qvl_status qvl_grammar_vocab_from_tokenizer(const qvl_tokenizer *tok, qvl_grammar_vocab **out,
+                                            qvl_error *err) {
+    return from_tokenizer(tok, false, out, err);
+}
+
+qvl_status qvl_grammar_vocab_from_tokenizer_plain(const qvl_tokenizer *tok,
+                                                  qvl_grammar_vocab **out, qvl_error *err) {
+    return from_tokenizer(tok, true, out, err);
 }
 
 qvl_status qvl_grammar_matcher_allowed(qvl_grammar_matcher *m, const qvl_grammar_vocab *v,

@@ -471,3 +471,25 @@ qvl_status qvl_sampler_distribution(qvl_sampler *s, const float *logits, size_t 
     for (size_t i = 0; i < n; i++) probs[c[i].id] = (float)(exp((double)c[i].logit) / z);
     return QVL_OK;
 }
+
+qvl_status qvl_sampler_logprobs(qvl_sampler *s, const float *logits, size_t n_logits,
+                                float *logprobs, qvl_error *err) {
+    if (!logprobs) return qvl_fail(err, QVL_E_INVALID, "sampler: NULL output");
+    const float *w = NULL;
+    size_t best = 0;
+    qvl_status st = load_logits(s, logits, n_logits, &w, &best, err);
+    if (st != QVL_OK) return st;
+    const size_t n_valid = (size_t)s->n_valid;
+    const float mx = w[best];
+    if (mx == -INFINITY) return qvl_fail(err, QVL_E_INVALID, "sampler: every token is masked (all logits -inf)");
+    const double t = s->p.temperature > 0.0f ? (double)s->p.temperature : 1.0;
+    /* Shifted by the maximum, so the sum is >= 1 and its log finite. */
+    double z = 0.0;
+    for (size_t i = 0; i < n_valid; i++)
+        if (w[i] != -INFINITY) z += exp(((double)w[i] - mx) / t);
+    const double lz = log(z);
+    for (size_t i = 0; i < n_valid; i++)
+        logprobs[i] = w[i] == -INFINITY ? -INFINITY : (float)(((double)w[i] - mx) / t - lz);
+    for (size_t i = n_valid; i < (size_t)s->n_vocab; i++) logprobs[i] = -INFINITY;
+    return QVL_OK;
+}

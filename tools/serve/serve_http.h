@@ -46,9 +46,12 @@ bool serve_peer_gone(struct MHD_Connection *c);
 /* POST /v1/chat/completions with its whole body (serve_chat.c). */
 enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len);
 
-/* Answer with a Server-Sent Events stream of j's answer (serve_sse.c); takes the caller's
- * reference to j. meta's strings are copied. */
-enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_job *j,
-                                const serve_oai_meta *meta, bool include_usage);
+/* Answer with a Server-Sent Events stream of the jobs' answers, choice i from jobs[i] (n <=
+ * SERVE_MAX_CHOICES), chunks interleaved (serve_sse.c); with read_calls the text goes through
+ * the tool-call reader (serve_tools.h) and calls stream as delta.tool_calls; takes the caller's references to the
+ * jobs. meta's strings are copied. */
+enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_job **jobs,
+                                int n, const serve_oai_meta *meta, bool include_usage,
+                                bool read_calls);
 
 #endif

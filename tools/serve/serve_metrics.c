@@ -26,6 +26,8 @@ typedef struct counts {
     int64_t prefills, decode_steps, last_rows;
     int64_t rows_le[N_ROW_BUCKETS]; /* decode steps of at most row_buckets[i] rows */
     double prefill_seconds, decode_seconds;
+    int64_t masks;
+    double mask_seconds, mask_waited;
     int64_t waiting, busy;
 } counts;
 
@@ -82,6 +84,14 @@ void serve_metrics_prefill(serve_metrics *m, int64_t n, double seconds) {
     m->c.prefill_tokens += n;
     m->c.prefill_seconds += seconds;
     m->c.prefills++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void serve_metrics_mask(serve_metrics *m, int64_t masks, double seconds, double waited) {
+    pthread_mutex_lock(&m->mu);
+    m->c.masks += masks;
+    m->c.mask_seconds += seconds;
+    m->c.mask_waited += waited;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -198,6 +208,14 @@ char *serve_metrics_render(serve_metrics *m) {
     put(&b, "qvl_decode_batch_rows_bucket{le=\"+Inf\"} %lld\nqvl_decode_batch_rows_sum %lld\n"
             "qvl_decode_batch_rows_count %lld\n", (long long)s.decode_steps,
         (long long)s.decode_tokens, (long long)s.decode_steps);
+    counter(&b, "qvl_grammar_masks_total",
+            "Grammar masks computed (structured output: one per constrained token).", "counter",
+            (double)s.masks);
+    counter(&b, "qvl_grammar_mask_seconds_total", "Time spent computing grammar masks.",
+            "counter", s.mask_seconds);
+    counter(&b, "qvl_grammar_mask_wait_seconds_total",
+            "Of that, time the engine thread waited (not overlapped with a decode step).",
+            "counter", s.mask_waited);
     counter(&b, "qvl_queue_length", "Requests waiting for a slot.", "gauge", (double)s.waiting);
     counter(&b, "qvl_slots_busy", "Slots generating.", "gauge", (double)s.busy);
     counter(&b, "qvl_slots_total", "Slots (--parallel).", "gauge", (double)s.n_slots);
@@ -229,11 +247,15 @@ static void on_prefill(void *arg, int64_t n, double seconds) {
     serve_metrics_prefill(arg, n, seconds);
 }
 static void on_decode(void *arg, int64_t n, double seconds) { serve_metrics_decode(arg, n, seconds); }
+static void on_mask(void *arg, int64_t masks, double seconds, double waited) {
+    serve_metrics_mask(arg, masks, seconds, waited);
+}
 static void on_queue(void *arg, int64_t waiting, int64_t busy) {
     serve_metrics_set_queue(arg, waiting, busy);
 }
 
 void serve_metrics_observer(serve_metrics *m, qvl_engine_observer *out) {
     *out = (qvl_engine_observer){.arg = m, .completion = on_completion, .timeout = on_timeout,
-                                 .prefill = on_prefill, .decode = on_decode, .queue = on_queue};
+                                 .prefill = on_prefill, .decode = on_decode, .queue = on_queue,
+                                 .mask = on_mask};
 }

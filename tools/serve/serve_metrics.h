@@ -25,6 +25,9 @@ void serve_metrics_timeout(serve_metrics *m);
 /* Time the model spent: prefill of n tokens, or decode steps yielding n tokens. */
 void serve_metrics_prefill(serve_metrics *m, int64_t n, double seconds);
 void serve_metrics_decode(serve_metrics *m, int64_t n, double seconds);
+/* Grammar masks computed (one per constrained token), their time, and the part of it the
+ * engine thread waited for. */
+void serve_metrics_mask(serve_metrics *m, int64_t masks, double seconds, double waited);
 void serve_metrics_set_queue(serve_metrics *m, int64_t waiting, int64_t busy_slots);
 /* The picture memory budget whose use /metrics shows (NULL: none); it must outlive its use
  * here, so its owner sets NULL before destroying it. */

@@ -64,33 +64,70 @@ static bool add_usage(cJSON *root, const serve_oai_usage *u) {
     return true;
 }
 
-char *serve_oai_completion(const serve_oai_meta *m, const char *text, const char *finish,
+/* Adds c's logprobs (or null) and tool_calls (into `into`, when any) to the choice object;
+ * both are taken either way. */
+static bool add_taken(cJSON *choice, cJSON *into, serve_oai_choice *c) {
+    cJSON *lp = c->logprobs, *tc = c->tool_calls;
+    c->logprobs = c->tool_calls = NULL;
+    if (!choice || !into) {
+        cJSON_Delete(lp);
+        cJSON_Delete(tc);
+        return false;
+    }
+    bool ok = true;
+    if (tc && !cJSON_AddItemToObject(into, "tool_calls", tc)) {
+        cJSON_Delete(tc);
+        ok = false;
+    }
+    if (lp) {
+        if (!ok || !cJSON_AddItemToObject(choice, "logprobs", lp)) {
+            cJSON_Delete(lp);
+            ok = false;
+        }
+    } else if (ok) {
+        ok = cJSON_AddNullToObject(choice, "logprobs") != NULL;
+    }
+    return ok;
+}
+
+char *serve_oai_completion(const serve_oai_meta *m, serve_oai_choice *choices, int n,
                            const serve_oai_usage *u) {
     cJSON *root = meta_object(m, "chat.completion");
-    cJSON *choices = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
-    cJSON *c = choices ? cJSON_CreateObject() : NULL;
-    if (c) cJSON_AddItemToArray(choices, c);
-    cJSON *msg = c ? cJSON_AddObjectToObject(c, "message") : NULL;
-    bool ok = msg && cJSON_AddNumberToObject(c, "index", 0) &&
-              cJSON_AddStringToObject(msg, "role", "assistant") &&
-              cJSON_AddStringToObject(msg, "content", text) &&
-              cJSON_AddNullToObject(msg, "refusal") && cJSON_AddNullToObject(c, "logprobs") &&
-              cJSON_AddStringToObject(c, "finish_reason", finish) && add_usage(root, u);
+    cJSON *list = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
+    bool ok = list != NULL;
+    for (int i = 0; i < n; i++) {
+        serve_oai_choice *ch = &choices[i];
+        cJSON *c = ok ? cJSON_CreateObject() : NULL;
+        if (c) cJSON_AddItemToArray(list, c);
+        cJSON *msg = c ? cJSON_AddObjectToObject(c, "message") : NULL;
+        ok = msg && cJSON_AddNumberToObject(c, "index", i) &&
+             cJSON_AddStringToObject(msg, "role", "assistant") &&
+             (ch->content ? cJSON_AddStringToObject(msg, "content", ch->content)
+                          : cJSON_AddNullToObject(msg, "content")) &&
+             cJSON_AddNullToObject(msg, "refusal");
+        if (!add_taken(ok ? c : NULL, msg, ch)) ok = false;
+        ok = ok && cJSON_AddStringToObject(c, "finish_reason", ch->finish);
+    }
+    for (int i = 0; i < n; i++) { /* whatever a failure left untaken */
+        cJSON_Delete(choices[i].logprobs);
+        cJSON_Delete(choices[i].tool_calls);
+        choices[i].logprobs = choices[i].tool_calls = NULL;
+    }
+    ok = ok && add_usage(root, u);
     return print_free(root, ok);
 }
 
-char *serve_oai_chunk(const serve_oai_meta *m, bool role, const char *content, const char *finish,
-                      bool usage_null) {
+char *serve_oai_chunk(const serve_oai_meta *m, int index, serve_oai_choice *ch, bool usage_null) {
     cJSON *root = meta_object(m, "chat.completion.chunk");
     cJSON *choices = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
     cJSON *c = choices ? cJSON_CreateObject() : NULL;
     if (c) cJSON_AddItemToArray(choices, c);
     cJSON *delta = c ? cJSON_AddObjectToObject(c, "delta") : NULL;
-    bool ok = delta && cJSON_AddNumberToObject(c, "index", 0);
-    if (ok && role) ok = cJSON_AddStringToObject(delta, "role", "assistant") != NULL;
-    if (ok && content) ok = cJSON_AddStringToObject(delta, "content", content) != NULL;
-    if (ok) ok = cJSON_AddNullToObject(c, "logprobs") != NULL;
-    if (ok) ok = add_string_or_null(c, "finish_reason", finish);
+    bool ok = delta && cJSON_AddNumberToObject(c, "index", index);
+    if (ok && ch->role) ok = cJSON_AddStringToObject(delta, "role", "assistant") != NULL;
+    if (ok && ch->content) ok = cJSON_AddStringToObject(delta, "content", ch->content) != NULL;
+    if (!add_taken(ok ? c : NULL, delta, ch)) ok = false;
+    if (ok) ok = add_string_or_null(c, "finish_reason", ch->finish);
     if (ok && usage_null) ok = cJSON_AddNullToObject(root, "usage") != NULL;
     return print_free(root, ok);
 }

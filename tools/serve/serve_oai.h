@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "qvl/engine.h"
 
 /* The fields shared by a completion and its chunks. */
@@ -24,14 +26,24 @@ typedef struct serve_oai_usage {
  * type follows from the status (invalid_request_error, authentication_error, ...). */
 char *serve_oai_error(int status, const char *message, const char *param, const char *code);
 
-/* A whole answer: object "chat.completion" with one choice and usage. */
-char *serve_oai_completion(const serve_oai_meta *m, const char *text, const char *finish,
+/* One choice of an answer. content NULL: null (a message that only calls tools). logprobs
+ * and tool_calls are taken (NULL: "logprobs": null, no "tool_calls"), also on failure. */
+typedef struct serve_oai_choice {
+    const char *content;
+    const char *finish;  /* NULL: null (a chunk while running) */
+    cJSON *logprobs;
+    cJSON *tool_calls;
+    bool role;           /* chunks: the first of the choice carries "role": "assistant" */
+} serve_oai_choice;
+
+/* A whole answer: object "chat.completion" with choices [0, n) (index = position) and usage. */
+char *serve_oai_completion(const serve_oai_meta *m, serve_oai_choice *choices, int n,
                            const serve_oai_usage *u);
 
-/* One "chat.completion.chunk": delta with role (first chunk) and/or content; finish NULL while
- * running. usage_null: write "usage": null (when the client asked for usage at the end). */
-char *serve_oai_chunk(const serve_oai_meta *m, bool role, const char *content, const char *finish,
-                      bool usage_null);
+/* One "chat.completion.chunk" of choice `index`: its delta (role, content, tool_calls),
+ * logprobs and finish_reason. usage_null: write "usage": null (when the client asked for usage
+ * at the end). */
+char *serve_oai_chunk(const serve_oai_meta *m, int index, serve_oai_choice *c, bool usage_null);
 /* The last chunk under stream_options.include_usage: no choices, the usage. */
 char *serve_oai_usage_chunk(const serve_oai_meta *m, const serve_oai_usage *u);
 

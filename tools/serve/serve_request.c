@@ -1,6 +1,7 @@
-/* Chat Completions request parsing. Unknown keys are ignored (clients send many); keys that
- * would change the answer in ways qvl cannot honour (n > 1, logprobs, tools, JSON mode) are
- * refused rather than silently dropped. A null value counts as absent, as in OpenAI's API. */
+/* Chat Completions request parsing. Unknown keys are ignored (clients send many); a value that
+ * would change the answer in a way qvl cannot honour is refused rather than silently dropped.
+ * A null value counts as absent, as in OpenAI's API. Structured output (response_format,
+ * logit_bias, logprobs, n) is serve_structured.c's, tools serve_tools.c's. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "serve_request.h"
@@ -17,9 +18,10 @@
 
 #include "qvl/engine_prompt.h"
 #include "serve_json.h"
+#include "serve_pyjson.h"
 
-static bool bad_set(serve_bad *bad, int status, const char *param, const char *code,
-                    const char *fmt, ...) {
+bool serve_bad_set(serve_bad *bad, int status, const char *param, const char *code,
+                   const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(bad->message, sizeof bad->message, fmt, ap);
@@ -39,7 +41,7 @@ static bool bad_set(serve_bad *bad, int status, const char *param, const char *c
 static bool check_text(const char *text, const char *param, serve_bad *bad) {
     for (const char *const *t = qvl_prompt_vision_tokens; *t; t++)
         if (strstr(text, *t))
-            return bad_set(bad, 400, param, "invalid_value",
+            return serve_bad_set(bad, 400, param, "invalid_value",
                            "%s holds the special token %s, which only the server writes (it "
                            "stands for a picture): send pictures as image_url parts", param, *t);
     return true;
@@ -54,7 +56,7 @@ static bool check_prompt(const char *prompt, size_t n_images, size_t n_videos, s
         size_t have = 0;
         for (const char *p = prompt; (p = strstr(p, *t)) != NULL; p++) have++;
         if (have != want)
-            return bad_set(bad, 400, "messages", "invalid_value",
+            return serve_bad_set(bad, 400, "messages", "invalid_value",
                            "the messages' text, parts joined, spells the special token %s, "
                            "which only the server writes (it stands for a picture): send "
                            "pictures as image_url parts", *t);
@@ -66,71 +68,71 @@ void serve_request_free(serve_request *r) {
     if (!r) return;
     qvl_engine_request_free(r->gen);
     free(r->cache_salt);
+    free(r->tools_text);
     free(r);
 }
-/* A key that is absent or null gives NULL. */
-static const cJSON *field(const cJSON *obj, const char *key) {
+const cJSON *serve_field(const cJSON *obj, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
-static bool get_number(const cJSON *obj, const char *key, double lo, double hi, bool *seen,
+bool serve_get_number(const cJSON *obj, const char *key, double lo, double hi, bool *seen,
                        double *out, serve_bad *bad) {
-    const cJSON *v = field(obj, key);
+    const cJSON *v = serve_field(obj, key);
     *seen = v != NULL;
     if (!v) return true;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return bad_set(bad, 400, key, "invalid_type", "'%s' must be a number", key);
+        return serve_bad_set(bad, 400, key, "invalid_type", "'%s' must be a number", key);
     if (v->valuedouble < lo || v->valuedouble > hi)
-        return bad_set(bad, 400, key, "invalid_value", "'%s' must be in [%g, %g] (got %g)", key,
+        return serve_bad_set(bad, 400, key, "invalid_value", "'%s' must be in [%g, %g] (got %g)", key,
                        lo, hi, v->valuedouble);
     *out = v->valuedouble;
     return true;
 }
 
-static bool get_int(const cJSON *obj, const char *key, double lo, double hi, bool *seen,
+bool serve_get_int(const cJSON *obj, const char *key, double lo, double hi, bool *seen,
                     int64_t *out, serve_bad *bad) {
     double d = 0;
-    if (!get_number(obj, key, lo, hi, seen, &d, bad)) return false;
+    if (!serve_get_number(obj, key, lo, hi, seen, &d, bad)) return false;
     if (*seen && d != floor(d))
-        return bad_set(bad, 400, key, "invalid_type", "'%s' must be an integer", key);
+        return serve_bad_set(bad, 400, key, "invalid_type", "'%s' must be an integer", key);
     if (*seen) *out = (int64_t)d;
     return true;
 }
 
-static bool get_bool(const cJSON *obj, const char *key, bool *out, serve_bad *bad) {
-    const cJSON *v = field(obj, key);
+bool serve_get_bool(const cJSON *obj, const char *key, bool *out, serve_bad *bad) {
+    const cJSON *v = serve_field(obj, key);
     if (!v) return true;
     if (!cJSON_IsBool(v))
-        return bad_set(bad, 400, key, "invalid_type", "'%s' must be true or false", key);
+        return serve_bad_set(bad, 400, key, "invalid_type", "'%s' must be true or false", key);
     *out = cJSON_IsTrue(v);
     return true;
 }
 
 static bool add_stop(serve_request *r, const cJSON *v, const char *param, serve_bad *bad) {
     if (!cJSON_IsString(v))
-        return bad_set(bad, 400, param, "invalid_type", "'stop' must be a string or a list of strings");
+        return serve_bad_set(bad, 400, param, "invalid_type", "'stop' must be a string or a list of strings");
     size_t n = strlen(v->valuestring);
-    if (n == 0) return bad_set(bad, 400, param, "invalid_value", "a stop string is empty");
+    if (n == 0) return serve_bad_set(bad, 400, param, "invalid_value", "a stop string is empty");
     if (n > SERVE_MAX_STOP_BYTES)
-        return bad_set(bad, 400, param, "invalid_value", "a stop string is over %d bytes",
+        return serve_bad_set(bad, 400, param, "invalid_value", "a stop string is over %d bytes",
                        SERVE_MAX_STOP_BYTES);
     char *copy = strdup(v->valuestring);
-    if (!copy) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    if (!copy) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
     r->gen->stops[r->gen->n_stops++] = copy;
     return true;
 }
 
 static bool parse_stop(const cJSON *root, serve_request *r, serve_bad *bad) {
-    const cJSON *v = field(root, "stop");
+    const cJSON *v = serve_field(root, "stop");
     if (!v) return true;
     r->gen->stops = calloc(SERVE_MAX_STOPS, sizeof *r->gen->stops);
-    if (!r->gen->stops) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    if (!r->gen->stops) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
     if (cJSON_IsString(v)) return add_stop(r, v, "stop", bad);
     if (!cJSON_IsArray(v))
-        return bad_set(bad, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
+        return serve_bad_set(bad, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
     if (cJSON_GetArraySize(v) > SERVE_MAX_STOPS)
-        return bad_set(bad, 400, "stop", "invalid_value", "'stop' holds more than %d strings",
+        return serve_bad_set(bad, 400, "stop", "invalid_value", "'stop' holds more than %d strings",
                        SERVE_MAX_STOPS);
     const cJSON *s;
     cJSON_ArrayForEach(s, v) if (!add_stop(r, s, "stop", bad)) return false;
@@ -153,21 +155,21 @@ static bool parse_sampling(const cJSON *root, const serve_parse_ctx *ctx, serve_
     bool seen;
     double d;
     int64_t i;
-    if (!get_number(root, "temperature", 0, 2, &seen, &d, bad)) return false;
+    if (!serve_get_number(root, "temperature", 0, 2, &seen, &d, bad)) return false;
     if (seen) p.temperature = (float)d;
-    if (!get_number(root, "top_p", 0, 1, &seen, &d, bad)) return false;
+    if (!serve_get_number(root, "top_p", 0, 1, &seen, &d, bad)) return false;
     if (seen) p.top_p = (float)d;
-    if (!get_number(root, "min_p", 0, 1, &seen, &d, bad)) return false;
+    if (!serve_get_number(root, "min_p", 0, 1, &seen, &d, bad)) return false;
     if (seen) p.min_p = (float)d;
-    if (!get_int(root, "top_k", -1, 1e9, &seen, &i, bad)) return false;
+    if (!serve_get_int(root, "top_k", -1, 1e9, &seen, &i, bad)) return false;
     if (seen) p.top_k = i < 0 ? 0 : (int32_t)i; /* -1 means off, as in vLLM */
-    if (!get_number(root, "presence_penalty", -2, 2, &seen, &d, bad)) return false;
+    if (!serve_get_number(root, "presence_penalty", -2, 2, &seen, &d, bad)) return false;
     if (seen) p.presence_penalty = (float)d;
-    if (!get_number(root, "repetition_penalty", 1e-3, 100, &seen, &d, bad)) return false;
+    if (!serve_get_number(root, "repetition_penalty", 1e-3, 100, &seen, &d, bad)) return false;
     if (seen) p.repetition_penalty = (float)d;
-    if (!get_number(root, "frequency_penalty", -2, 2, &seen, &d, bad)) return false;
+    if (!serve_get_number(root, "frequency_penalty", -2, 2, &seen, &d, bad)) return false;
     r->gen->frequency_penalty = seen ? (float)d : 0.0f;
-    if (!get_int(root, "seed", -9.2e18, 9.2e18, &seen, &i, bad)) return false;
+    if (!serve_get_int(root, "seed", -9.2e18, 9.2e18, &seen, &i, bad)) return false;
     p.seed = seen ? (uint64_t)i : fresh_seed();
     r->gen->sampling = p;
     return true;
@@ -176,34 +178,15 @@ static bool parse_sampling(const cJSON *root, const serve_parse_ctx *ctx, serve_
 static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
     bool seen_a, seen_b;
     int64_t a = -1, b = -1;
-    if (!get_int(root, "max_tokens", 1, 1e9, &seen_a, &a, bad)) return false;
-    if (!get_int(root, "max_completion_tokens", 1, 1e9, &seen_b, &b, bad)) return false;
+    if (!serve_get_int(root, "max_tokens", 1, 1e9, &seen_a, &a, bad)) return false;
+    if (!serve_get_int(root, "max_completion_tokens", 1, 1e9, &seen_b, &b, bad)) return false;
     r->gen->max_tokens = seen_b ? b : seen_a ? a : -1; /* the newer name wins */
-    bool seen;
-    int64_t n = 1;
-    if (!get_int(root, "n", -1e9, 1e9, &seen, &n, bad)) return false;
-    if (seen && n != 1)
-        return bad_set(bad, 400, "n", "unsupported_value", "only n = 1 is supported (got %lld)",
-                       (long long)n);
-    if (!get_bool(root, "stream", &r->stream, bad)) return false;
-    const cJSON *so = field(root, "stream_options");
+    if (!serve_get_bool(root, "stream", &r->stream, bad)) return false;
+    const cJSON *so = serve_field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so))
-            return bad_set(bad, 400, "stream_options", "invalid_type", "'stream_options' must be an object");
-        if (!get_bool(so, "include_usage", &r->include_usage, bad)) return false;
-    }
-    bool logprobs = false;
-    if (!get_bool(root, "logprobs", &logprobs, bad)) return false;
-    if (logprobs) return bad_set(bad, 400, "logprobs", "unsupported_parameter", "logprobs are not supported");
-    const cJSON *tools = field(root, "tools");
-    if (tools && (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) > 0))
-        return bad_set(bad, 400, "tools", "unsupported_parameter", "tools are not supported");
-    const cJSON *rf = field(root, "response_format");
-    if (rf) {
-        const cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
-            return bad_set(bad, 400, "response_format", "unsupported_parameter",
-                           "only response_format {\"type\": \"text\"} is supported");
+            return serve_bad_set(bad, 400, "stream_options", "invalid_type", "'stream_options' must be an object");
+        if (!serve_get_bool(so, "include_usage", &r->include_usage, bad)) return false;
     }
     return true;
 }
@@ -213,7 +196,7 @@ static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
 static bool media_room(serve_request *r, const serve_parse_ctx *ctx, const char *param,
                        int64_t *budget, serve_bad *bad) {
     if ((int)r->gen->n_pictures >= ctx->max_images)
-        return bad_set(bad, 400, param, "invalid_value", "more than %d images and videos in one "
+        return serve_bad_set(bad, 400, param, "invalid_value", "more than %d images and videos in one "
                        "request (--max-images)", ctx->max_images);
     int64_t used = 0;
     for (size_t i = 0; i < r->gen->n_pictures; i++) used += r->gen->pictures[i].n_tokens;
@@ -223,12 +206,12 @@ static bool media_room(serve_request *r, const serve_parse_ctx *ctx, const char 
 
 static bool add_image(qvl_prompt *chat, serve_request *r, const serve_parse_ctx *ctx,
                       const cJSON *part, const char *param, serve_bad *bad) {
-    const cJSON *iu = field(part, "image_url");
-    const cJSON *url = cJSON_IsObject(iu) ? field(iu, "url") : iu; /* object, or a bare string */
+    const cJSON *iu = serve_field(part, "image_url");
+    const cJSON *url = cJSON_IsObject(iu) ? serve_field(iu, "url") : iu; /* object, or a bare string */
     if (!cJSON_IsString(url))
-        return bad_set(bad, 400, param, "invalid_type", "an image_url part needs image_url.url (a string)");
+        return serve_bad_set(bad, 400, param, "invalid_type", "an image_url part needs image_url.url (a string)");
     if (!ctx->pictures)
-        return bad_set(bad, 400, param, "unsupported_value", "this model has no vision encoder");
+        return serve_bad_set(bad, 400, param, "unsupported_value", "this model has no vision encoder");
     int64_t budget = 0;
     if (!media_room(r, ctx, param, &budget, bad)) return false;
     serve_image_limits lim = {.rules = ctx->pictures, .guard = ctx->guard, .image_dir = ctx->image_dir,
@@ -236,10 +219,10 @@ static bool add_image(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
     serve_image im;
     char msg[400];
     int st = serve_image_from_url(url->valuestring, &lim, &im, msg, sizeof msg);
-    if (st != 0) return bad_set(bad, st, param, st == 400 ? "invalid_image" : NULL, "%s", msg);
+    if (st != 0) return serve_bad_set(bad, st, param, st == 400 ? "invalid_image" : NULL, "%s", msg);
     r->gen->pictures[r->gen->n_pictures++] = im;
     qvl_error err = {0};
-    if (qvl_prompt_add_picture(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+    if (qvl_prompt_add_picture(chat, &err) != QVL_OK) return serve_bad_set(bad, 500, NULL, NULL, "%s", err.msg);
     return true;
 }
 
@@ -249,21 +232,21 @@ static bool add_video(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
                       const cJSON *part, bool is_file, const char *param, serve_bad *bad) {
     const cJSON *frames = NULL, *url = NULL;
     if (is_file) {
-        const cJSON *vu = field(part, "video_url");
-        url = cJSON_IsObject(vu) ? field(vu, "url") : vu;
+        const cJSON *vu = serve_field(part, "video_url");
+        url = cJSON_IsObject(vu) ? serve_field(vu, "url") : vu;
         if (!cJSON_IsString(url))
-            return bad_set(bad, 400, param, "invalid_type", "a video_url part needs video_url.url (a string)");
+            return serve_bad_set(bad, 400, param, "invalid_type", "a video_url part needs video_url.url (a string)");
     } else {
-        frames = field(part, "video");
+        frames = serve_field(part, "video");
         if (!cJSON_IsArray(frames))
-            return bad_set(bad, 400, param, "invalid_type", "a video part needs 'video': a list of "
+            return serve_bad_set(bad, 400, param, "invalid_type", "a video part needs 'video': a list of "
                            "frames (data: URLs or files under --image-dir)");
     }
     if (!ctx->videos)
-        return bad_set(bad, 400, param, "unsupported_value", "this model takes no videos");
+        return serve_bad_set(bad, 400, param, "unsupported_value", "this model takes no videos");
     bool seen = false;
     double fps = QVL_VIDEO_FPS_DEFAULT;
-    if (!get_number(part, "fps", 1e-3, 1e6, &seen, &fps, bad)) {
+    if (!serve_get_number(part, "fps", 1e-3, 1e6, &seen, &fps, bad)) {
         snprintf(bad->param, sizeof bad->param, "%.80s.fps", param);
         return false;
     }
@@ -281,13 +264,13 @@ static bool add_video(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
     } else {
         const size_t n = (size_t)cJSON_GetArraySize(frames);
         const char **urls = calloc(n + 1, sizeof *urls);
-        if (!urls) return bad_set(bad, 500, NULL, NULL, "out of memory");
+        if (!urls) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
         size_t k = 0;
         const cJSON *f;
         cJSON_ArrayForEach(f, frames) {
             if (!cJSON_IsString(f)) {
                 free(urls);
-                return bad_set(bad, 400, param, "invalid_type", "video frame %zu is not a string "
+                return serve_bad_set(bad, 400, param, "invalid_type", "video frame %zu is not a string "
                                "(a data: URL or a file under --image-dir)", k + 1);
             }
             urls[k++] = f->valuestring;
@@ -295,10 +278,10 @@ static bool add_video(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
         st = serve_video_from_frames(urls, k, fps, &lim, &im, msg, sizeof msg);
         free(urls);
     }
-    if (st != 0) return bad_set(bad, st, param, st == 400 ? "invalid_video" : NULL, "%s", msg);
+    if (st != 0) return serve_bad_set(bad, st, param, st == 400 ? "invalid_video" : NULL, "%s", msg);
     r->gen->pictures[r->gen->n_pictures++] = im;
     qvl_error err = {0};
-    if (qvl_prompt_add_video(chat, &err) != QVL_OK) return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+    if (qvl_prompt_add_video(chat, &err) != QVL_OK) return serve_bad_set(bad, 500, NULL, NULL, "%s", err.msg);
     return true;
 }
 
@@ -309,32 +292,66 @@ static bool add_parts(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
     cJSON_ArrayForEach(part, content) {
         char param[96];
         snprintf(param, sizeof param, "messages[%zu].content[%zu]", index, k++);
-        const cJSON *type = cJSON_IsObject(part) ? field(part, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(part) ? serve_field(part, "type") : NULL;
         if (!cJSON_IsString(type))
-            return bad_set(bad, 400, param, "invalid_type", "a content part needs a 'type'");
+            return serve_bad_set(bad, 400, param, "invalid_type", "a content part needs a 'type'");
         qvl_error err = {0};
         if (strcmp(type->valuestring, "text") == 0) {
-            const cJSON *text = field(part, "text");
+            const cJSON *text = serve_field(part, "text");
             if (!cJSON_IsString(text))
-                return bad_set(bad, 400, param, "invalid_type", "a text part needs 'text' (a string)");
+                return serve_bad_set(bad, 400, param, "invalid_type", "a text part needs 'text' (a string)");
             if (!check_text(text->valuestring, param, bad)) return false;
             if (qvl_prompt_add_text(chat, text->valuestring, &err) != QVL_OK)
-                return bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+                return serve_bad_set(bad, 500, NULL, NULL, "%s", err.msg);
         } else if (strcmp(type->valuestring, "image_url") == 0) {
             if (!user)
-                return bad_set(bad, 400, param, "invalid_value", "only user messages may hold images");
+                return serve_bad_set(bad, 400, param, "invalid_value", "only user messages may hold images");
             if (!add_image(chat, r, ctx, part, param, bad)) return false;
         } else if (strcmp(type->valuestring, "video") == 0 ||
                    strcmp(type->valuestring, "video_url") == 0) {
             if (!user)
-                return bad_set(bad, 400, param, "invalid_value", "only user messages may hold videos");
+                return serve_bad_set(bad, 400, param, "invalid_value", "only user messages may hold videos");
             if (!add_video(chat, r, ctx, part, type->valuestring[5] == '_', param, bad))
                 return false;
         } else {
-            return bad_set(bad, 400, param, "unsupported_value",
+            return serve_bad_set(bad, 400, param, "unsupported_value",
                            "content part type '%.40s' is not supported (text, image_url, video, "
                            "video_url)", type->valuestring);
         }
+    }
+    return true;
+}
+
+/* An assistant message's tool_calls: [{id, type, function: {name, arguments}}], arguments a
+ * JSON string (OpenAI's shape) or, leniently, the object itself. */
+static bool add_tool_calls(qvl_prompt *chat, const cJSON *msg, qvl_prompt_role role,
+                           const char *param, serve_bad *bad) {
+    const cJSON *calls = serve_field(msg, "tool_calls");
+    if (!calls) return true;
+    if (role != QVL_ROLE_ASSISTANT || !cJSON_IsArray(calls))
+        return serve_bad_set(bad, 400, param, "invalid_value",
+                             "'tool_calls' is a list, in assistant messages only");
+    size_t k = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        char where[96];
+        snprintf(where, sizeof where, "%.60s.tool_calls[%zu]", param, k++);
+        const cJSON *fn = cJSON_IsObject(c) ? serve_field(c, "function") : NULL;
+        const cJSON *name = cJSON_IsObject(fn) ? serve_field(fn, "name") : NULL;
+        const cJSON *args = cJSON_IsObject(fn) ? serve_field(fn, "arguments") : NULL;
+        if (!cJSON_IsString(name) || (args && !cJSON_IsString(args) && !cJSON_IsObject(args)))
+            return serve_bad_set(bad, 400, where, "invalid_type", "a tool call needs "
+                                 "function.name (a string) and function.arguments (a JSON "
+                                 "string)");
+        char *text = !args ? strdup("{}") : cJSON_IsString(args) ? strdup(args->valuestring)
+                                                                 : serve_pyjson(args);
+        if (!text) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
+        bool ok = check_text(name->valuestring, where, bad) && check_text(text, where, bad);
+        qvl_error err = {0};
+        if (ok && qvl_prompt_add_tool_call(chat, name->valuestring, text, &err) != QVL_OK)
+            ok = serve_bad_set(bad, 500, NULL, NULL, "%s", err.msg);
+        free(text);
+        if (!ok) return false;
     }
     return true;
 }
@@ -343,23 +360,25 @@ static bool add_message(qvl_prompt *chat, serve_request *r, const serve_parse_ct
                         const cJSON *msg, size_t index, serve_bad *bad) {
     char param[64];
     snprintf(param, sizeof param, "messages[%zu]", index);
-    if (!cJSON_IsObject(msg)) return bad_set(bad, 400, param, "invalid_type", "a message must be an object");
-    const cJSON *role = field(msg, "role");
-    if (!cJSON_IsString(role)) return bad_set(bad, 400, param, "invalid_type", "a message needs a 'role'");
+    if (!cJSON_IsObject(msg)) return serve_bad_set(bad, 400, param, "invalid_type", "a message must be an object");
+    const cJSON *role = serve_field(msg, "role");
+    if (!cJSON_IsString(role)) return serve_bad_set(bad, 400, param, "invalid_type", "a message needs a 'role'");
     qvl_prompt_role cr;
     const char *rs = role->valuestring;
     /* OpenAI's newer "developer" role is the system prompt under another name. */
     if (strcmp(rs, "system") == 0 || strcmp(rs, "developer") == 0) cr = QVL_ROLE_SYSTEM;
     else if (strcmp(rs, "user") == 0) cr = QVL_ROLE_USER;
     else if (strcmp(rs, "assistant") == 0) cr = QVL_ROLE_ASSISTANT;
-    else return bad_set(bad, 400, param, "unsupported_value",
-                        "role '%.40s' is not supported (system, developer, user, assistant)", rs);
-    const cJSON *content = field(msg, "content");
+    else if (strcmp(rs, "tool") == 0) cr = QVL_ROLE_TOOL;
+    else return serve_bad_set(bad, 400, param, "unsupported_value",
+                        "role '%.40s' is not supported (system, developer, user, assistant, "
+                        "tool)", rs);
+    const cJSON *content = serve_field(msg, "content");
     qvl_error err = {0};
     qvl_status st;
     if (!content) {
         if (cr != QVL_ROLE_ASSISTANT)
-            return bad_set(bad, 400, param, "invalid_value", "a %s message needs 'content'", rs);
+            return serve_bad_set(bad, 400, param, "invalid_value", "a %s message needs 'content'", rs);
         st = qvl_prompt_add(chat, cr, "", &err);
     } else if (cJSON_IsString(content)) {
         char where[96];
@@ -368,48 +387,52 @@ static bool add_message(qvl_prompt *chat, serve_request *r, const serve_parse_ct
         st = qvl_prompt_add(chat, cr, content->valuestring, &err);
     } else if (cJSON_IsArray(content)) {
         st = qvl_prompt_add(chat, cr, NULL, &err);
-        if (st == QVL_OK) return add_parts(chat, r, ctx, content, index, cr == QVL_ROLE_USER, bad);
+        if (st == QVL_OK && !add_parts(chat, r, ctx, content, index, cr == QVL_ROLE_USER, bad))
+            return false;
     } else {
-        return bad_set(bad, 400, param, "invalid_type", "'content' must be a string or a list of parts");
+        return serve_bad_set(bad, 400, param, "invalid_type", "'content' must be a string or a list of parts");
     }
     if (st != QVL_OK)
-        return bad_set(bad, st == QVL_E_NOMEM ? 500 : 400, param, "invalid_value", "%s", err.msg);
-    return true;
+        return serve_bad_set(bad, st == QVL_E_NOMEM ? 500 : 400, param, "invalid_value", "%s", err.msg);
+    return add_tool_calls(chat, msg, cr, param, bad);
 }
 
 /* cache_salt (vLLM's name): a non-empty string that partitions prefix reuse. */
 static bool parse_cache_salt(const cJSON *root, serve_request *r, serve_bad *bad) {
-    const cJSON *v = field(root, "cache_salt");
+    const cJSON *v = serve_field(root, "cache_salt");
     if (!v) return true;
     if (!cJSON_IsString(v) || v->valuestring[0] == '\0')
-        return bad_set(bad, 400, "cache_salt", "invalid_type", "'cache_salt' must be a non-empty string");
+        return serve_bad_set(bad, 400, "cache_salt", "invalid_type", "'cache_salt' must be a non-empty string");
     r->cache_salt = strdup(v->valuestring);
-    if (!r->cache_salt) return bad_set(bad, 500, NULL, NULL, "out of memory");
+    if (!r->cache_salt) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
     return true;
 }
 
 static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_request *r,
                            serve_bad *bad) {
-    const cJSON *msgs = field(root, "messages");
+    const cJSON *msgs = serve_field(root, "messages");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
-        return bad_set(bad, 400, "messages", "invalid_value", "'messages' must be a non-empty list");
+        return serve_bad_set(bad, 400, "messages", "invalid_value", "'messages' must be a non-empty list");
     if (cJSON_GetArraySize(msgs) > SERVE_MAX_MESSAGES)
-        return bad_set(bad, 400, "messages", "invalid_value", "more than %d messages",
+        return serve_bad_set(bad, 400, "messages", "invalid_value", "more than %d messages",
                        SERVE_MAX_MESSAGES);
     r->gen->pictures = calloc((size_t)ctx->max_images + 1, sizeof *r->gen->pictures);
     qvl_prompt *chat = NULL;
     qvl_error err = {0};
     if (!r->gen->pictures || qvl_prompt_create(&chat, &err) != QVL_OK)
-        return bad_set(bad, 500, NULL, NULL, "out of memory");
+        return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
     bool ok = true;
+    if (r->tools_text && qvl_prompt_set_tools(chat, r->tools_text, &err) != QVL_OK)
+        ok = serve_bad_set(bad, 500, NULL, NULL, "out of memory");
     size_t index = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
+        if (!ok) break;
         ok = add_message(chat, r, ctx, m, index++, bad);
         if (!ok) break;
     }
     if (ok && qvl_prompt_render(chat, true, &r->gen->prompt, NULL, &err) != QVL_OK)
-        ok = bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
+        ok = serve_bad_set(bad, 400, "messages", "invalid_value", "%s", err.msg);
     size_t n_videos = 0;
     for (size_t i = 0; i < r->gen->n_pictures; i++) n_videos += r->gen->pictures[i].is_video;
     if (ok) ok = check_prompt(r->gen->prompt, r->gen->n_pictures - n_videos, n_videos, bad);
@@ -428,9 +451,11 @@ bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ct
     if (!r || !r->gen) {
         free(r);
         cJSON_Delete(root);
-        return bad_set(bad, 500, NULL, NULL, "out of memory");
+        return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
     }
     bool ok = parse_limits(root, r, bad) && parse_sampling(root, ctx, r, bad) &&
+              serve_parse_structured(root, ctx, r, bad) &&
+              serve_tools_parse(root, r->gen, &r->tools_text, &r->read_calls, bad) &&
               parse_stop(root, r, bad) && parse_cache_salt(root, r, bad) &&
               parse_messages(root, ctx, r, bad);
     cJSON_Delete(root);

@@ -10,6 +10,7 @@
 #include "qvl/engine_job.h"
 #include "qvl/sampling.h"
 #include "serve_image.h"
+#include "serve_tools.h"
 #include "serve_video.h"
 
 /* Bounds on what one request may ask for. */
@@ -17,6 +18,9 @@
 #define SERVE_MAX_STOPS 16
 #define SERVE_MAX_STOP_BYTES 256
 #define SERVE_MAX_MESSAGES 1024
+#define SERVE_MAX_CHOICES 16      /* n */
+#define SERVE_MAX_LOGIT_BIAS 1024 /* logit_bias entries (OpenAI allows 300) */
+#define SERVE_MAX_TOOLS 128
 
 typedef struct serve_request {
     /* What the engine generates from (qvl/engine_job.h): the conversation rendered by the
@@ -25,6 +29,9 @@ typedef struct serve_request {
      * took it (qvl_engine_prepare). */
     qvl_engine_request *gen;
     bool stream, include_usage;
+    int n;                 /* choices: n independent jobs from the same request (>= 1) */
+    char *tools_text;      /* the tools as the prompt lists them (NULL: none) */
+    bool read_calls;       /* the answer is read for tool calls (serve_tools.h) */
     char *cache_salt;      /* NULL: none. Prefix reuse happens only between requests with the
                             * same salt (and API key): qvl/prefix_cache.h */
 } serve_request;
@@ -41,6 +48,8 @@ typedef struct serve_parse_ctx {
     int64_t ctx;                         /* a slot's context: the pictures must leave room */
     serve_image_guard *guard;            /* the request's picture budget, deadline and client
                                           * check; NULL: none */
+    int32_t vocab;                       /* token ids logit_bias may name: [0, vocab); 0: any
+                                          * (the engine checks again) */
 } serve_parse_ctx;
 
 /* Why a request was refused: the fields of OpenAI's error object. */
@@ -57,5 +66,22 @@ typedef struct serve_bad {
 bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ctx,
                          serve_request **out, serve_bad *bad);
 void serve_request_free(serve_request *r);
+
+/* Shared by the parsers (serve_request.c, serve_structured.c, serve_tools.c). */
+struct cJSON;
+/* Fills bad (message printf-style, made one printable line); returns false. */
+bool serve_bad_set(serve_bad *bad, int status, const char *param, const char *code,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* obj[key], or NULL when absent or null. */
+const struct cJSON *serve_field(const struct cJSON *obj, const char *key);
+/* A number in [lo, hi] (*seen: present); an integer; a boolean. 400 naming key otherwise. */
+bool serve_get_number(const struct cJSON *obj, const char *key, double lo, double hi, bool *seen,
+                      double *out, serve_bad *bad);
+bool serve_get_int(const struct cJSON *obj, const char *key, double lo, double hi, bool *seen,
+                   int64_t *out, serve_bad *bad);
+bool serve_get_bool(const struct cJSON *obj, const char *key, bool *out, serve_bad *bad);
+/* n, response_format, logit_bias, logprobs and top_logprobs (serve_structured.c). */
+bool serve_parse_structured(const struct cJSON *root, const serve_parse_ctx *ctx,
+                            serve_request *r, serve_bad *bad);
 
 #endif

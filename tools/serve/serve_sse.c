@@ -12,20 +12,35 @@
 #include <sys/types.h>
 
 #include "serve_http.h"
+#include "serve_logprobs.h"
+#include "serve_request.h"
 
 #define WAIT_MS 100
+/* With several choices a wait watches one job; another's text may arrive meanwhile: this
+ * bounds how late it is sent. */
+#define WAIT_MANY_MS 5
 
-typedef enum phase { P_ROLE, P_TEXT, P_FINISH, P_USAGE, P_DONE, P_END } phase;
+typedef enum phase { P_CHOICES, P_USAGE, P_DONE, P_END } phase;
+typedef enum choice_phase { C_ROLE, C_TEXT, C_OVER } choice_phase;
+
+typedef struct sse_choice {
+    qvl_job *j;
+    choice_phase ph;
+    size_t sent;       /* answer bytes already streamed */
+    size_t lp_sent;    /* logprobs entries already streamed */
+    bool read_calls;   /* the text goes through calls */
+    serve_toolcalls calls;
+} sse_choice;
 
 typedef struct sse {
     serve_server *s;
     struct MHD_Connection *c;
-    qvl_job *j;
+    sse_choice ch[SERVE_MAX_CHOICES];
+    int n, cur;        /* choices; the one to look at first (round robin) */
     char id[48];
     serve_oai_meta meta;
     bool include_usage;
     phase ph;
-    size_t sent;   /* answer bytes already streamed */
     char *pending; /* event being written */
     size_t n_pending, at;
 } sse;
@@ -48,64 +63,141 @@ static bool set_event(sse *e, char *json) {
     return e->pending != NULL;
 }
 
+/* The logprobs of the choice's tokens whose text ends by `upto` (all of them when final), or
+ * NULL (none asked for, or none new). Under the job's mu. *oom on failure. */
+static cJSON *take_logprobs(sse *e, sse_choice *c, size_t upto, bool final, bool *oom) {
+    qvl_job *j = c->j;
+    if (!j->req->logprobs) return NULL;
+    size_t k = c->lp_sent;
+    while (k < j->n_logprobs && (final || j->logprobs[k].end <= upto)) k++;
+    if (k == c->lp_sent) return NULL;
+    cJSON *lp = serve_logprobs_json(e->s->engine, j->logprobs + c->lp_sent, k - c->lp_sent);
+    if (!lp) *oom = true;
+    c->lp_sent = k;
+    return lp;
+}
+
+/* Choice i's next event, if it has one now: *made true and the event set (false return: out
+ * of memory, or the job was cancelled). */
+static bool choice_event(sse *e, int i, bool *made) {
+    sse_choice *c = &e->ch[i];
+    qvl_job *j = c->j;
+    *made = false;
+    if (c->ph == C_OVER) return true;
+    serve_oai_choice oc = {0};
+    if (c->ph == C_ROLE) {
+        c->ph = C_TEXT;
+        oc.role = true;
+        oc.content = "";
+        *made = true;
+        return set_event(e, serve_oai_chunk(&e->meta, i, &oc, e->include_usage));
+    }
+    bool oom = false;
+    pthread_mutex_lock(&j->mu);
+    const qvl_finish f = j->finish;
+    const bool over = f != QVL_JOB_RUNNING && j->visible == c->sent;
+    if (j->visible > c->sent || (over && c->read_calls)) {
+        /* The text so far: as it is, or through the tool-call reader, which may hold some
+         * back (a tag's beginning) until it knows what it is. */
+        char *text = NULL;
+        cJSON *items = NULL;
+        bool ok;
+        if (c->read_calls) {
+            ok = serve_toolcalls_feed(&c->calls, j->text ? j->text : "", j->visible,
+                                      over && (f == QVL_FINISH_STOP || f == QVL_FINISH_LENGTH),
+                                      &text, &items);
+        } else {
+            const size_t n = j->visible - c->sent;
+            text = malloc(n + 1);
+            ok = text != NULL;
+            if (ok) {
+                memcpy(text, j->text + c->sent, n);
+                text[n] = '\0';
+            }
+        }
+        c->sent = j->visible;
+        if (ok && (text || items)) oc.logprobs = take_logprobs(e, c, c->sent, false, &oom);
+        pthread_mutex_unlock(&j->mu);
+        if (!ok || oom) {
+            free(text);
+            cJSON_Delete(items);
+            cJSON_Delete(oc.logprobs);
+            return false;
+        }
+        if (text || items) {
+            oc.content = text;
+            oc.tool_calls = items;
+            *made = true;
+            ok = set_event(e, serve_oai_chunk(&e->meta, i, &oc, e->include_usage));
+            free(text);
+            return ok;
+        }
+        if (!over) return true;
+        pthread_mutex_lock(&j->mu);
+        c->read_calls = false; /* read to the end: only the finish remains */
+    }
+    if (f == QVL_JOB_RUNNING) {
+        pthread_mutex_unlock(&j->mu);
+        return true;
+    }
+    char msg[sizeof j->error];
+    memcpy(msg, j->error, sizeof msg);
+    if (f == QVL_FINISH_STOP || f == QVL_FINISH_LENGTH)
+        oc.logprobs = take_logprobs(e, c, 0, true, &oom);
+    pthread_mutex_unlock(&j->mu);
+    c->ph = C_OVER;
+    if (f == QVL_FINISH_CANCELLED || oom) return false;
+    *made = true;
+    /* Headers are gone: the error travels as an event. (A stream starts after the prefill, so
+     * TIMEOUT, which ends a job before it, does not reach here.) */
+    if (f == QVL_FINISH_ERROR || f == QVL_FINISH_TIMEOUT)
+        return set_event(e, serve_oai_error(500, msg, NULL, NULL));
+    oc.finish = f == QVL_FINISH_LENGTH ? "length"
+              : c->calls.n_calls > 0 ? "tool_calls" : "stop";
+    return set_event(e, serve_oai_chunk(&e->meta, i, &oc, e->include_usage));
+}
+
 /* The next event; false at the end of the stream (or out of memory, or the client left). */
 static bool next_event(sse *e) {
-    qvl_job *j = e->j;
     for (;;) {
         switch (e->ph) {
-        case P_ROLE:
-            e->ph = P_TEXT;
-            return set_event(e, serve_oai_chunk(&e->meta, true, "", NULL, e->include_usage));
-        case P_TEXT: {
-            pthread_mutex_lock(&j->mu);
-            if (j->visible > e->sent) {
-                size_t n = j->visible - e->sent;
-                char *text = malloc(n + 1);
-                if (text) {
-                    memcpy(text, j->text + e->sent, n);
-                    text[n] = '\0';
-                    e->sent = j->visible;
+        case P_CHOICES: {
+            int running = -1;
+            for (int k = 0; k < e->n; k++) {
+                const int i = (e->cur + k) % e->n;
+                bool made;
+                if (!choice_event(e, i, &made)) return false;
+                if (made) {
+                    e->cur = (i + 1) % e->n;
+                    return true;
                 }
-                pthread_mutex_unlock(&j->mu);
-                if (!text) return false;
-                bool ok = set_event(e, serve_oai_chunk(&e->meta, false, text, NULL, e->include_usage));
-                free(text);
-                return ok;
+                if (e->ch[i].ph != C_OVER && running < 0) running = i;
             }
-            const bool finished = j->finish != QVL_JOB_RUNNING;
-            pthread_mutex_unlock(&j->mu);
-            if (finished) {
-                e->ph = P_FINISH;
+            if (running < 0) {
+                e->ph = P_USAGE;
                 break;
             }
             if (serve_peer_gone(e->c)) return false;
-            qvl_job_wait(j, QVL_WAIT_TEXT, e->sent, WAIT_MS);
+            qvl_job_wait(e->ch[running].j, QVL_WAIT_TEXT, e->ch[running].sent,
+                         e->n > 1 ? WAIT_MANY_MS : WAIT_MS);
             break;
         }
-        case P_FINISH: {
-            pthread_mutex_lock(&j->mu);
-            qvl_finish f = j->finish;
-            char msg[sizeof j->error];
-            memcpy(msg, j->error, sizeof msg);
-            pthread_mutex_unlock(&j->mu);
-            if (f == QVL_FINISH_CANCELLED) return false;
-            e->ph = P_USAGE;
-            /* Headers are gone: the error travels as an event. (A stream starts after the
-             * prefill, so TIMEOUT, which ends a job before it, does not reach here.) */
-            if (f == QVL_FINISH_ERROR || f == QVL_FINISH_TIMEOUT)
-                return set_event(e, serve_oai_error(500, msg, NULL, NULL));
-            return set_event(e, serve_oai_chunk(&e->meta, false, NULL,
-                                                f == QVL_FINISH_LENGTH ? "length" : "stop",
-                                                e->include_usage));
-        }
-        case P_USAGE:
+        case P_USAGE: {
             e->ph = P_DONE;
             if (!e->include_usage) break;
-            pthread_mutex_lock(&j->mu);
-            serve_oai_usage u = {.prompt = j->n_ids, .completion = j->completion_tokens,
-                                 .cached = j->cached_tokens};
-            pthread_mutex_unlock(&j->mu);
+            serve_oai_usage u = {0};
+            for (int i = 0; i < e->n; i++) {
+                qvl_job *j = e->ch[i].j;
+                pthread_mutex_lock(&j->mu);
+                if (i == 0) {
+                    u.prompt = j->n_ids;
+                    u.cached = j->cached_tokens;
+                }
+                u.completion += j->completion_tokens;
+                pthread_mutex_unlock(&j->mu);
+            }
             return set_event(e, serve_oai_usage_chunk(&e->meta, &u));
+        }
         case P_DONE:
             e->ph = P_END;
             free(e->pending);
@@ -119,13 +211,17 @@ static bool next_event(sse *e) {
     }
 }
 
+static void cancel_all(sse *e) {
+    for (int i = 0; i < e->n; i++) atomic_store(&e->ch[i].j->cancel, true);
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     sse *e = cls;
     if (e->at == e->n_pending) {
         if (!next_event(e)) {
             if (e->ph == P_END && e->at == e->n_pending) return MHD_CONTENT_READER_END_OF_STREAM;
-            atomic_store(&e->j->cancel, true);
+            cancel_all(e);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
@@ -139,23 +235,31 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     sse *e = cls;
     /* Still running: the client left (or the connection broke) before the end. */
-    atomic_store(&e->j->cancel, true);
-    qvl_job_release(e->j);
+    cancel_all(e);
+    for (int i = 0; i < e->n; i++) qvl_job_release(e->ch[i].j);
     free(e->pending);
     free(e);
 }
 
-enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_job *j,
-                                const serve_oai_meta *meta, bool include_usage) {
+enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_job **jobs,
+                                int n, const serve_oai_meta *meta, bool include_usage,
+                                bool read_calls) {
     sse *e = calloc(1, sizeof *e);
     if (!e) {
-        atomic_store(&j->cancel, true);
-        qvl_job_release(j);
+        for (int i = 0; i < n; i++) {
+            atomic_store(&jobs[i]->cancel, true);
+            qvl_job_release(jobs[i]);
+        }
         return MHD_NO;
+    }
+    e->n = n;
+    for (int i = 0; i < n; i++) {
+        e->ch[i].j = jobs[i];
+        e->ch[i].read_calls = read_calls;
+        serve_toolcalls_init(&e->ch[i].calls);
     }
     e->s = s;
     e->c = c;
-    e->j = j;
     snprintf(e->id, sizeof e->id, "%s", meta->id);
     e->meta = *meta;
     e->meta.id = e->id;

@@ -48,6 +48,10 @@ typedef struct qvl_engine_observer {
     /* One batched decode step of `rows` sequences. */
     void (*decode)(void *arg, int64_t rows, double seconds);
     void (*queue)(void *arg, int64_t waiting, int64_t busy_slots);
+    /* A grammar job ended: `masks` sets of allowed tokens were computed (one per token it
+     * constrained), taking `seconds` in all, of which `waited` on the engine thread's path
+     * (the rest overlapped the model's decode steps). */
+    void (*mask)(void *arg, int64_t masks, double seconds, double waited);
 } qvl_engine_observer;
 
 typedef struct qvl_engine_options {
@@ -90,13 +94,20 @@ int64_t qvl_engine_ctx(qvl_engine *e);
 /* Where the model's layers run, in one line (as qvl run prints it with -ngl). */
 void qvl_engine_placement(qvl_engine *e, char *out, size_t size);
 int qvl_engine_slots(qvl_engine *e);
+/* Token ids a request may name (logit_bias): [0, qvl_engine_vocab). */
+int32_t qvl_engine_vocab(qvl_engine *e);
+/* A token's bytes (into the tokenizer; added tokens spelled out), for logprobs. False for an
+ * id the tokenizer does not have. */
+bool qvl_engine_token_bytes(qvl_engine *e, int32_t id, const char **bytes, size_t *len);
 
 /* Tokenize a request into a job (takes req, also on failure): each video placeholder becomes
  * its video's text, each picture's and frame group's pad its tokens. Nothing is encoded yet.
  * Errors: QVL_E_LIMIT when the prompt does not fit a slot's context, QVL_E_NOMEM, else
  * QVL_E_INVALID (a picture placeholder spelled in the text, a count that does not match the
  * pictures and videos). The job's
- * partition is no API key and no salt, its deadline none: set them before submitting. */
+ * partition is no API key and no salt, its deadline none: set them before submitting.
+ * A grammar that does not parse, a logit_bias id outside the vocabulary or a top_logprobs count
+ * out of range are QVL_E_INVALID, checked before the prompt is tokenized. */
 qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **out,
                               qvl_error *err);
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "qvl/engine_picture.h"
+#include "qvl/grammar.h"
 #include "qvl/prefix_cache.h"
 #include "qvl/sampling.h"
 
@@ -26,6 +27,27 @@ extern "C" {
 /* What to generate: a rendered prompt (qvl/engine_prompt.h) with its pictures and how to
  * sample and stop. Owned by the job once prepared (qvl_engine_prepare); every pointer is
  * malloc'd and freed by qvl_engine_request_free. */
+/* One logit_bias entry: `bias` is added to token `id`'s logit exactly (OpenAI's -100 bans a
+ * token in practice, +100 all but forces it), before the grammar mask. */
+typedef struct qvl_logit_bias {
+    int32_t id;
+    float bias;
+} qvl_logit_bias;
+
+/* Most alternatives a job's logprobs list per token (OpenAI's top_logprobs bound). */
+#define QVL_TOP_LOGPROBS_MAX 20
+
+/* A generated token's log-probability and the most probable alternatives, all under the
+ * distribution docs/serving.md defines (processed logits, before top-k/top-p/min-p). */
+typedef struct qvl_token_logprob {
+    int32_t id;
+    float logprob;
+    size_t end;      /* answer bytes up to and including this token's text (for streaming) */
+    int n_top;
+    int32_t top_id[QVL_TOP_LOGPROBS_MAX];
+    float top_logprob[QVL_TOP_LOGPROBS_MAX]; /* descending */
+} qvl_token_logprob;
+
 typedef struct qvl_engine_request {
     char *prompt;          /* one placeholder per picture and per video */
     qvl_picture *pictures; /* pictures and videos (is_video), in prompt order */
@@ -35,6 +57,17 @@ typedef struct qvl_engine_request {
     float frequency_penalty; /* OpenAI's: logit -= penalty x times generated; 0: off */
     char **stops;          /* stop strings: the answer ends before the first one */
     size_t n_stops;
+    /* Structured output: GBNF text (qvl/grammar.h) the answer must match, or NULL. Checked and
+     * compiled by qvl_engine_prepare (a bad grammar is QVL_E_INVALID there, not a failed job). */
+    char *grammar;
+    /* With a grammar: NULL, or text that switches it on. Until the answer holds this text the
+     * answer is free; from there on the grammar constrains what follows it (qvl serve's tool
+     * calls with tool_choice auto: the grammar of a call, after "<tool_call>"). */
+    char *grammar_trigger;
+    qvl_logit_bias *bias;  /* ids checked against the vocabulary by qvl_engine_prepare */
+    size_t n_bias;
+    bool logprobs;         /* record each token's logprob ... */
+    int top_logprobs;      /* ... and this many alternatives (0..QVL_TOP_LOGPROBS_MAX) */
 } qvl_engine_request;
 
 void qvl_engine_request_free(qvl_engine_request *r);
@@ -61,6 +94,7 @@ typedef struct qvl_job {
     qvl_prefix_image *images; /* per picture or video: its span in ids, and its digest */
     qvl_partition partition;  /* whose cached prefixes it may reuse (API key, cache_salt) */
     double deadline;     /* qvl_job_now() seconds after which no token is generated; 0: none */
+    qvl_grammar *grammar; /* req->grammar compiled (NULL: none); the slot's matcher reads it */
 
     /* Output (engine writes under mu). */
     char *text;          /* answer so far (complete UTF-8 characters) */
@@ -77,6 +111,12 @@ typedef struct qvl_job {
     /* Seconds the slot spent on the prefill (pictures encoded included) and from the first
      * token to the end; set when each ends. */
     double prefill_seconds, decode_seconds;
+    /* Per generated token when req->logprobs (the stop token left out), appended as each
+     * token is published: a stream sends an entry once its text is visible (end <= visible). */
+    qvl_token_logprob *logprobs;
+    size_t n_logprobs, cap_logprobs;
+    /* Seconds the grammar mask took over the job's tokens (0 without a grammar). */
+    double mask_seconds;
     char error[512];
 
     int text_waiters;    /* connections waiting for QVL_WAIT_TEXT (under mu): new text
@@ -104,6 +144,8 @@ void qvl_job_release(qvl_job *j);
  * false when out of memory. */
 bool qvl_job_append(qvl_job *j, const char *text, size_t n);
 void qvl_job_set_visible(qvl_job *j, size_t visible);
+/* Appends one token's logprobs entry (copied); false when out of memory. */
+bool qvl_job_add_logprob(qvl_job *j, const qvl_token_logprob *lp);
 void qvl_job_set_started(qvl_job *j, int64_t cached_tokens, double prefill_seconds);
 /* Cut the answer at `len` (a stop string begins there) and finish. */
 void qvl_job_truncate(qvl_job *j, size_t len);

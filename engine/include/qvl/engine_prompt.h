@@ -20,6 +20,7 @@ typedef enum qvl_prompt_role {
     QVL_ROLE_SYSTEM = 0, /* only as the first message */
     QVL_ROLE_USER,
     QVL_ROLE_ASSISTANT,
+    QVL_ROLE_TOOL,       /* a function's result (OpenAI's role "tool") */
 } qvl_prompt_role;
 
 typedef struct qvl_prompt qvl_prompt;
@@ -35,6 +36,14 @@ qvl_status qvl_prompt_add_picture(qvl_prompt *p, qvl_error *err);
 /* The same for a video: one placeholder, which the engine replaces with the video's frame
  * groups (qvl/engine_video.h). */
 qvl_status qvl_prompt_add_video(qvl_prompt *p, qvl_error *err);
+/* The functions the model may call, each as the template's tojson writes it (Python's
+ * json.dumps with ", " and ": "), one per line; NULL: none. The template lists them in the
+ * first (system) turn. */
+qvl_status qvl_prompt_set_tools(qvl_prompt *p, const char *tools_json_lines, qvl_error *err);
+/* A call the assistant made, after the last (assistant) message's text: the function's name
+ * and its arguments' JSON text as the model wrote them. */
+qvl_status qvl_prompt_add_tool_call(qvl_prompt *p, const char *name, const char *arguments,
+                                    qvl_error *err);
 /* The whole conversation, and the assistant's turn opened when add_generation_prompt. */
 qvl_status qvl_prompt_render(const qvl_prompt *p, bool add_generation_prompt, char **out,
                              size_t *len, qvl_error *err);

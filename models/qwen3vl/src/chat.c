@@ -1,4 +1,4 @@
-/* Qwen3-VL ChatML rendering: a hand translation of chat_template.jinja (no tools). */
+/* Qwen3-VL ChatML rendering: a hand translation of chat_template.jinja. */
 #include "qvl/chat.h"
 
 #include <stdint.h>
@@ -13,11 +13,11 @@
 #define IMAGE_TOKENS "<|vision_start|><|image_pad|><|vision_end|>"
 #define VIDEO_TOKENS "<|vision_start|><|video_pad|><|vision_end|>"
 
-typedef enum part_kind { PART_TEXT, PART_IMAGE, PART_VIDEO } part_kind;
+typedef enum part_kind { PART_TEXT, PART_IMAGE, PART_VIDEO, PART_TOOL_CALL } part_kind;
 
 typedef struct chat_part {
     part_kind kind;
-    char *text; /* PART_TEXT only */
+    char *text; /* PART_TEXT; PART_TOOL_CALL: the whole <tool_call> block */
 } chat_part;
 
 typedef struct chat_message {
@@ -31,6 +31,7 @@ struct qvl_chat {
     size_t n_msgs, cap_msgs;
     size_t n_images, n_videos;
     bool add_vision_id;
+    char *tools; /* NULL: none */
 };
 
 /* Grow *items (of elem bytes each) so that it holds at least need elements. */
@@ -56,6 +57,7 @@ static const char *role_name(qvl_chat_role role) {
     case QVL_CHAT_SYSTEM: return "system";
     case QVL_CHAT_USER: return "user";
     case QVL_CHAT_ASSISTANT: return "assistant";
+    case QVL_CHAT_TOOL: return "tool";
     }
     return "?";
 }
@@ -74,6 +76,7 @@ void qvl_chat_free(qvl_chat *chat) {
         free(chat->msgs[i].parts);
     }
     free(chat->msgs);
+    free(chat->tools);
     free(chat);
 }
 
@@ -81,7 +84,7 @@ static qvl_status append_part(chat_message *m, part_kind kind, const char *text,
     qvl_status s = grow((void **)&m->parts, &m->cap_parts, m->n_parts + 1, sizeof *m->parts, err);
     if (s != QVL_OK) return s;
     chat_part p = {kind, NULL};
-    if (kind == PART_TEXT) {
+    if (kind == PART_TEXT || kind == PART_TOOL_CALL) {
         size_t n = strlen(text);
         p.text = malloc(n + 1);
         if (!p.text) return qvl_fail(err, QVL_E_NOMEM, "chat: out of memory copying %zu bytes of text", n);
@@ -93,7 +96,8 @@ static qvl_status append_part(chat_message *m, part_kind kind, const char *text,
 
 qvl_status qvl_chat_add(qvl_chat *chat, qvl_chat_role role, const char *text, qvl_error *err) {
     if (!chat) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat");
-    if (role != QVL_CHAT_SYSTEM && role != QVL_CHAT_USER && role != QVL_CHAT_ASSISTANT)
+    if (role != QVL_CHAT_SYSTEM && role != QVL_CHAT_USER && role != QVL_CHAT_ASSISTANT &&
+        role != QVL_CHAT_TOOL)
         return qvl_fail(err, QVL_E_INVALID, "chat: unknown role %d", (int)role);
     /* The template renders a system turn only from messages[0]; refuse rather than drop. */
     if (role == QVL_CHAT_SYSTEM && chat->n_msgs > 0)
@@ -137,6 +141,35 @@ qvl_status qvl_chat_add_video(qvl_chat *chat, qvl_error *err) {
     }
     qvl_status s = append_part(&chat->msgs[chat->n_msgs - 1], PART_VIDEO, NULL, err);
     if (s == QVL_OK) chat->n_videos++;
+    return s;
+}
+
+qvl_status qvl_chat_set_tools(qvl_chat *chat, const char *tools, qvl_error *err) {
+    if (!chat) return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat");
+    free(chat->tools);
+    chat->tools = NULL;
+    if (!tools || !tools[0]) return QVL_OK;
+    size_t n = strlen(tools);
+    chat->tools = malloc(n + 1);
+    if (!chat->tools) return qvl_fail(err, QVL_E_NOMEM, "chat: out of memory copying the tools");
+    memcpy(chat->tools, tools, n + 1);
+    return QVL_OK;
+}
+
+qvl_status qvl_chat_add_tool_call(qvl_chat *chat, const char *name, const char *arguments,
+                                  qvl_error *err) {
+    if (!chat || !name || !arguments)
+        return qvl_fail(err, QVL_E_INVALID, "chat: NULL chat, name or arguments");
+    if (chat->n_msgs == 0 || chat->msgs[chat->n_msgs - 1].role != QVL_CHAT_ASSISTANT)
+        return qvl_fail(err, QVL_E_INVALID, "chat: a tool call belongs to an assistant message");
+    static const char head[] = "<tool_call>\n{\"name\": \"", mid[] = "\", \"arguments\": ",
+                      tail[] = "}\n</tool_call>";
+    size_t n = sizeof head + strlen(name) + sizeof mid + strlen(arguments) + sizeof tail;
+    char *block = malloc(n);
+    if (!block) return qvl_fail(err, QVL_E_NOMEM, "chat: out of memory for a tool call");
+    snprintf(block, n, "%s%s%s%s%s", head, name, mid, arguments, tail);
+    qvl_status s = append_part(&chat->msgs[chat->n_msgs - 1], PART_TOOL_CALL, block, err);
+    free(block);
     return s;
 }
 
@@ -192,17 +225,43 @@ static void sb_puts(strbuf *sb, const char *s) { sb_append(sb, s, strlen(s)); }
 
 /* One message as the template's loop body renders it; *image_no and *video_no count images
  * and videos so far. */
+static bool has_text(const chat_message *m) {
+    for (size_t j = 0; j < m->n_parts; j++)
+        if (m->parts[j].kind == PART_TEXT && m->parts[j].text[0]) return true;
+    return false;
+}
+
+/* A tool message: its results join the neighbouring tool messages' user turn. */
+static void render_tool(strbuf *sb, const qvl_chat *chat, size_t index) {
+    const chat_message *m = &chat->msgs[index];
+    if (index == 0 || chat->msgs[index - 1].role != QVL_CHAT_TOOL) sb_puts(sb, IM_START "user");
+    sb_puts(sb, "\n<tool_response>\n");
+    for (size_t j = 0; j < m->n_parts; j++)
+        if (m->parts[j].kind == PART_TEXT) sb_puts(sb, m->parts[j].text);
+    sb_puts(sb, "\n</tool_response>");
+    if (index + 1 == chat->n_msgs || chat->msgs[index + 1].role != QVL_CHAT_TOOL) sb_puts(sb, IM_END);
+}
+
 static void render_message(strbuf *sb, const qvl_chat *chat, size_t index, size_t *image_no,
                            size_t *video_no) {
     const chat_message *m = &chat->msgs[index];
     /* The template renders the system turn before its loop, from messages[0] only. */
     if (m->role == QVL_CHAT_SYSTEM && index != 0) return;
+    if (m->role == QVL_CHAT_TOOL) {
+        render_tool(sb, chat, index);
+        return;
+    }
+    bool text_before = has_text(m); /* the template's `message.content` test */
+    size_t calls = 0;
     sb_puts(sb, IM_START);
     sb_puts(sb, role_name(m->role));
     sb_puts(sb, "\n");
     for (size_t j = 0; j < m->n_parts; j++) {
         const chat_part *p = &m->parts[j];
         if (p->kind == PART_TEXT) {
+            sb_puts(sb, p->text);
+        } else if (p->kind == PART_TOOL_CALL) {
+            if (calls++ > 0 || text_before) sb_puts(sb, "\n");
             sb_puts(sb, p->text);
         } else if (m->role == QVL_CHAT_USER && p->kind == PART_VIDEO) {
             ++*video_no;
@@ -233,6 +292,25 @@ static size_t parts_before(const qvl_chat *chat, size_t first, part_kind kind) {
     return n;
 }
 
+/* The template's tools branch: the system turn that lists the tools. */
+static void render_tools_header(strbuf *sb, const qvl_chat *chat) {
+    sb_puts(sb, IM_START "system\n");
+    if (chat->n_msgs > 0 && chat->msgs[0].role == QVL_CHAT_SYSTEM) {
+        const chat_message *m = &chat->msgs[0];
+        for (size_t j = 0; j < m->n_parts; j++)
+            if (m->parts[j].kind == PART_TEXT) sb_puts(sb, m->parts[j].text);
+        sb_puts(sb, "\n\n");
+    }
+    sb_puts(sb, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                "You are provided with function signatures within <tools></tools> XML tags:\n"
+                "<tools>\n");
+    sb_puts(sb, chat->tools);
+    sb_puts(sb, "\n</tools>\n\nFor each function call, return a json object with function name "
+                "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+                "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+                IM_END);
+}
+
 static qvl_status render_range(const qvl_chat *chat, const char *prefix, size_t first,
                                bool add_generation_prompt, char **out, size_t *len, qvl_error *err) {
     strbuf sb = {.status = QVL_OK, .err = err};
@@ -240,7 +318,12 @@ static qvl_status render_range(const qvl_chat *chat, const char *prefix, size_t 
     if (prefix) sb_puts(&sb, prefix);
     size_t image_no = parts_before(chat, first, PART_IMAGE);
     size_t video_no = parts_before(chat, first, PART_VIDEO);
-    for (size_t i = first; i < chat->n_msgs; i++)
+    size_t i = first;
+    if (first == 0 && chat->tools) {
+        render_tools_header(&sb, chat);
+        if (chat->n_msgs > 0 && chat->msgs[0].role == QVL_CHAT_SYSTEM) i = 1;
+    }
+    for (; i < chat->n_msgs; i++)
         render_message(&sb, chat, i, &image_no, &video_no);
     if (add_generation_prompt) sb_puts(&sb, IM_START "assistant\n");
     if (sb.status != QVL_OK) {

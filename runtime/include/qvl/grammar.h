@@ -99,6 +99,11 @@ typedef struct qvl_grammar_vocab qvl_grammar_vocab;
 
 qvl_status qvl_grammar_vocab_from_tokenizer(const qvl_tokenizer *tok, qvl_grammar_vocab **out,
                                             qvl_error *err);
+/* The same plus the added tokens that are not special, whose text is what they stand for
+ * (Qwen's <tool_call> and </tool_call>): a grammar that spells that text may then use the
+ * token the model was trained to write there. Special ones (<|im_end|>, ...) stay out. */
+qvl_status qvl_grammar_vocab_from_tokenizer_plain(const qvl_tokenizer *tok,
+                                                  qvl_grammar_vocab **out, qvl_error *err);
 /* Tokens given as byte strings: token i is pieces[i][0, lens[i]); a NULL piece is left out. */
 qvl_status qvl_grammar_vocab_from_pieces(const char *const *pieces, const size_t *lens,
                                          int32_t n, qvl_grammar_vocab **out, qvl_error *err);

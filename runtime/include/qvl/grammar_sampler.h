@@ -36,14 +36,27 @@ void qvl_grammar_sampler_free(qvl_grammar_sampler *gs);
  * grammar needs bytes no token spells), this is an error saying so. */
 qvl_status qvl_grammar_sampler_apply(qvl_grammar_sampler *gs, float *logits, size_t n_logits,
                                      qvl_error *err);
+/* Computes the set of tokens allowed now, which apply() then only writes into the logits: a
+ * caller may run this on another thread while the model computes the logits it will mask
+ * (nothing else may touch gs meanwhile). Optional: apply() computes the set itself when no
+ * prepare() since the last change of state did. */
+qvl_status qvl_grammar_sampler_prepare(qvl_grammar_sampler *gs, qvl_error *err);
 /* Advances by token id; a token the grammar does not allow is an error (apply() prevents it). */
 qvl_status qvl_grammar_sampler_accept(qvl_grammar_sampler *gs, int32_t id, qvl_error *err);
 bool qvl_grammar_sampler_done(const qvl_grammar_sampler *gs);
+/* Advances by bytes the output already holds (text that came before the constraint took
+ * over); bytes the grammar does not allow are an error naming the offset. */
+qvl_status qvl_grammar_sampler_feed(qvl_grammar_sampler *gs, const void *bytes, size_t n,
+                                    qvl_error *err);
 /* Back to the start of the grammar (a new generation). */
 qvl_status qvl_grammar_sampler_reset(qvl_grammar_sampler *gs, qvl_error *err);
 
-/* Seconds spent in apply() since creation, and how many times it ran (for benchmarks). */
+/* Seconds spent computing and applying masks since creation, and how many sets of allowed
+ * tokens were computed (one per constrained token; for benchmarks). */
 double qvl_grammar_sampler_seconds(const qvl_grammar_sampler *gs, int64_t *calls);
+/* Of those, the seconds spent inside apply() (sets it had to compute itself, and writing the
+ * masks): what the caller's sampling waited for. */
+double qvl_grammar_sampler_apply_seconds(const qvl_grammar_sampler *gs);
 
 #ifdef __cplusplus
 }

@@ -79,6 +79,13 @@ qvl_status qvl_sampler_sample(qvl_sampler *s, const float *logits, size_t n_logi
 qvl_status qvl_sampler_distribution(qvl_sampler *s, const float *logits, size_t n_logits,
                                     float *probs, qvl_error *err);
 
+/* Log-probabilities of the processed row: steps 1-4 above (mask, repetition and presence
+ * penalties, temperature; a temperature <= 0 counts as 1), then log-softmax, before top-k,
+ * top-p and min-p cut anything. logprobs[n_vocab]: -inf for masked ids and -inf logits.
+ * Consumes no randomness; logits is not modified. */
+qvl_status qvl_sampler_logprobs(qvl_sampler *s, const float *logits, size_t n_logits,
+                                float *logprobs, qvl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

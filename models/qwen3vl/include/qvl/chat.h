@@ -17,7 +17,16 @@
  *   - a system message that is not the first message is refused by qvl_chat_add (the template
  *     silently drops it);
  *   - rendering an empty chat is an error (the template fails on messages[0]).
- * Tools are not supported.
+ *
+ * Tools (the template's `tools` branch), rendered as the template does:
+ *   - with tools set, the first turn is "<|im_start|>system\n" + (the system message's text +
+ *     "\n\n" when messages[0] is one) + the "# Tools" preamble with each tool's JSON on its own
+ *     line inside <tools></tools> + the <tool_call> instructions + "<|im_end|>\n". The caller
+ *     passes each tool already as `tool | tojson` writes it (Python's json.dumps);
+ *   - a tool message (a function's result): "\n<tool_response>\n{text}\n</tool_response>",
+ *     consecutive ones inside one "<|im_start|>user" ... "<|im_end|>\n" turn;
+ *   - an assistant message's tool calls after its text, each "<tool_call>\n{\"name\": \"NAME\",
+ *     \"arguments\": ARGS}\n</tool_call>", "\n" before each but a first with no text before it.
  *
  * Text is copied verbatim: special-token strings inside user text reach the tokenizer as they
  * would with the template. Rendered strings are NUL-terminated and allocated with malloc: free
@@ -38,6 +47,7 @@ typedef enum qvl_chat_role {
     QVL_CHAT_SYSTEM = 0,
     QVL_CHAT_USER,
     QVL_CHAT_ASSISTANT,
+    QVL_CHAT_TOOL, /* a tool's result, answering the assistant's tool call */
 } qvl_chat_role;
 
 typedef struct qvl_chat qvl_chat;
@@ -61,6 +71,14 @@ qvl_status qvl_chat_add_image(qvl_chat *chat, qvl_error *err);
 /* The same for a video part (qvl_video_expand_text later replaces its pad by the frame groups'
  * timestamps and pads). */
 qvl_status qvl_chat_add_video(qvl_chat *chat, qvl_error *err);
+
+/* The tools the model may call: each tool's JSON (as the template's tojson writes it), one per
+ * line ("\n" between them). NULL or "": no tools. Copied. */
+qvl_status qvl_chat_set_tools(qvl_chat *chat, const char *tools, qvl_error *err);
+/* A tool call after the last message's text (an assistant message): name and the arguments'
+ * JSON text, written as they are. */
+qvl_status qvl_chat_add_tool_call(qvl_chat *chat, const char *name, const char *arguments,
+                                  qvl_error *err);
 
 /* "Picture N: " before each image, as the template's add_vision_id (default off). */
 void qvl_chat_set_add_vision_id(qvl_chat *chat, bool on);

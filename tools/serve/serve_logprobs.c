@@ -1,0 +1,104 @@
+/* The logprobs object (serve_logprobs.h). */
+#include "serve_logprobs.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the well-formed UTF-8 character at b[0, n), or 0 (NUL counts as ill-formed: the
+ * text goes through cJSON as a C string). */
+static size_t utf8_char(const unsigned char *b, size_t n) {
+    const unsigned c = b[0];
+    if (c == 0) return 0;
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;        /* no overlong forms */
+        if (c == 0xED) hi = 0x9F;        /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;        /* nothing past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || b[1] < lo || b[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if (b[i] < 0x80 || b[i] > 0xBF) return 0;
+    return len;
+}
+
+/* bytes as text: well-formed characters copied, every other byte U+FFFD. */
+static char *as_text(const char *bytes, size_t n) {
+    char *out = malloc(3 * n + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    const unsigned char *b = (const unsigned char *)bytes;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char(b + i, n - i);
+        if (k == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(out + o, b + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* {"token", "logprob", "bytes"} of token id into obj. */
+static bool add_token(qvl_engine *e, cJSON *obj, int32_t id, float logprob) {
+    const char *bytes = "";
+    size_t len = 0;
+    if (!qvl_engine_token_bytes(e, id, &bytes, &len)) len = 0;
+    char *text = as_text(bytes, len);
+    cJSON *arr = text ? cJSON_CreateArray() : NULL;
+    bool ok = arr && cJSON_AddStringToObject(obj, "token", text);
+    /* OpenAI writes -9999.0 for a probability that underflows */
+    ok = ok && cJSON_AddNumberToObject(obj, "logprob", isfinite(logprob) ? logprob : -9999.0);
+    for (size_t i = 0; ok && i < len; i++) {
+        cJSON *v = cJSON_CreateNumber((unsigned char)bytes[i]);
+        ok = v && cJSON_AddItemToArray(arr, v);
+        if (!ok) cJSON_Delete(v);
+    }
+    if (ok) ok = cJSON_AddItemToObject(obj, "bytes", arr);
+    if (!ok) cJSON_Delete(arr);
+    free(text);
+    return ok;
+}
+
+cJSON *serve_logprobs_json(qvl_engine *e, const qvl_token_logprob *lp, size_t n) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *content = root ? cJSON_AddArrayToObject(root, "content") : NULL;
+    bool ok = content && cJSON_AddNullToObject(root, "refusal");
+    for (size_t i = 0; ok && i < n; i++) {
+        cJSON *t = cJSON_CreateObject();
+        ok = t && cJSON_AddItemToArray(content, t);
+        if (!ok) {
+            cJSON_Delete(t);
+            break;
+        }
+        cJSON *top = cJSON_AddArrayToObject(t, "top_logprobs");
+        ok = top && add_token(e, t, lp[i].id, lp[i].logprob);
+        for (int k = 0; ok && k < lp[i].n_top; k++) {
+            cJSON *a = cJSON_CreateObject();
+            ok = a && cJSON_AddItemToArray(top, a);
+            if (!ok) cJSON_Delete(a);
+            ok = ok && add_token(e, a, lp[i].top_id[k], lp[i].top_logprob[k]);
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
