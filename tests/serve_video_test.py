@@ -24,6 +24,7 @@ import tempfile
 import serve_util
 
 QVL, SRC = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(SRC, ".pydeps"))  # the pinned openai client, when installed
 MODEL = os.path.join(SRC, "tests", "fixtures", "tiny-tied")
 VIDEOS = os.path.join(SRC, "tests", "fixtures", "videos")
 FILES = os.path.join(VIDEOS, "files")
@@ -229,6 +230,15 @@ def test_openai_client(s):
                                      {"type": "text", "text": " What happens?"}]}])
     check("openai client: a video part passes through, greedy = qvl run",
           r.choices[0].message.content == want, (r, want))
+    if has_decoder():
+        mp4 = os.path.join(FILES, "h264.mp4")
+        want = run_qvl(["--video", mp4])
+        r = client.chat.completions.create(model="tiny", max_tokens=6, temperature=0, messages=[
+            {"role": "user", "content": [
+                {"type": "video_url", "video_url": {"url": data_url(mp4, "video/mp4")}},
+                {"type": "text", "text": " What happens?"}]}])
+        check("openai client: a video_url MP4 passes through, greedy = qvl run --video",
+              want is not None and r.choices[0].message.content == want, (r, want))
 
 
 def main():
