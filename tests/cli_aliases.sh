@@ -50,6 +50,22 @@ first=$(echo "$got" | cut -d' ' -f1-10)
 [ "$rc" -eq 0 ] && [ "$first" = "$greedy" ] && [ "$(echo "$got" | wc -w)" -le 13 ] \
   && { grep -q "context of $((n_prompt + 12)) tokens is full" "$tmp/err" || [ "$(echo "$got" | wc -w)" -lt 13 ]; } \
   && ok "-n -1: until the context is full ($(echo "$got" | wc -w) tokens)" || bad "-n -1: rc $rc '$got' ($(cat "$tmp/err"))"
+# --ignore-eos: a sampled answer that ended at the end token (id 1 here) goes on to -n; its
+# first tokens are the same, then the end token itself.
+found=""
+for sd in $(seq 1 30); do
+  short=$("$qvl" run -m "$fx" --ids 5,6 --print-ids -n 300 -c 400 --temp 1 --seed "$sd" --backend reference 2>/dev/null)
+  n=$(echo "$short" | wc -w)
+  [ "$n" -ge 1 ] && [ "$n" -lt 300 ] && { found=$sd; break; }
+done
+if [ -n "$found" ]; then
+  long=$("$qvl" run -m "$fx" --ids 5,6 --print-ids -n 300 -c 400 --temp 1 --seed "$found" --ignore-eos --backend reference 2>"$tmp/err")
+  k=$(echo "$short" | wc -w)
+  [ "$(echo "$long" | wc -w)" -eq 300 ] && [ "$(echo "$long" | cut -d' ' -f1-"$k")" = "$short" ] \
+    && [ "$(echo "$long" | cut -d' ' -f$((k + 1)))" = "1" ] \
+    && ok "--ignore-eos: on past the end token (seed $found, $k -> 300 tokens)" || bad "--ignore-eos: '$long' ($(cat "$tmp/err"))"
+else bad "no seed in 1-30 ended before 300 tokens"; fi
+expect_fail "--ignore-eos in a chat" 2 "ignore-eos" -- "$qvl" chat -m "$fx" --ignore-eos
 expect_fail "-n 0" 2 "0 is not a budget" -- "$qvl" run -m "$fx" --ids 1 --print-ids -n 0
 expect_fail "-n -2" 2 "n-predict" -- "$qvl" run -m "$fx" --ids 1 --print-ids -n -2
 # Prefill in batches of 3 tokens gives transformers' greedy tokens (images split across batches).

@@ -40,7 +40,7 @@ static const cli_alias run_aliases[] = {
 };
 /* Options of qvl run only: qvl chat's help leaves them out. */
 static const char *const run_only[] = {"prompt", "file", "ids", "dump-logits", "interactive",
-                                       "json", "json-schema", "grammar", NULL};
+                                       "json", "json-schema", "grammar", "ignore-eos", NULL};
 
 /* Prompts read from a file or stdin are refused above this (a mistaken -f on a model file
  * should cost one line, not the tokenizer's time). */
@@ -84,8 +84,11 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
         prompt_logits = malloc((size_t)n * (size_t)vocab * sizeof(float));
         if (!prompt_logits) return qvl_fail(err, QVL_E_NOMEM, "out of memory for --dump-logits");
     }
+    /* --ignore-eos: a stop list without end tokens (the sampler may still pick them) */
+    qvl_gen_config no_eos = *s->gen;
+    no_eos.n_eos = 0;
     qvl_generation g = {
-        .max_new = a->n_predict, .stop = s->gen, .sampler = s->sampler, .grammar = s->grammar,
+        .max_new = a->n_predict, .stop = a->ignore_eos ? &no_eos : s->gen, .sampler = s->sampler, .grammar = s->grammar,
         .feed_last = feed_last,
         .on_token = on_token, .user = &s->out,
     };
@@ -251,6 +254,11 @@ static int check_usage(const char *prog, const run_args *a, bool chat_mode) {
     }
     if (chat_mode && (a->ids || a->dump_logits || a->prompt || a->file)) {
         fprintf(stderr, "%s: -p, -f, --ids and --dump-logits do not go with a chat (qvl chat, -i, -cnv)\n",
+                prog);
+        return 2;
+    }
+    if (chat_mode && a->ignore_eos) {
+        fprintf(stderr, "%s: --ignore-eos does not go with a chat (a turn ends at its end token)\n",
                 prog);
         return 2;
     }
@@ -501,6 +509,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"json-schema", 0, CLI_STRING, &a.json_schema, "FILE", "answer with JSON valid under the JSON Schema in FILE (supported keywords: docs/structured-output.md)", 0, 0, false},
         {"grammar", 0, CLI_STRING, &a.grammar, "FILE", "answer in the language of the GBNF grammar in FILE (llama.cpp's notation; rule root)", 0, 0, false},
         {"ids", 0, CLI_STRING, &a.ids, "\"1,2,3\"", "prompt as token ids: no chat template, no tokenizer", 0, 0, false},
+        {"ignore-eos", 0, CLI_FLAG, &a.ignore_eos, NULL, "keep generating past the end-of-answer tokens, up to -n (for benchmarks, as llama.cpp)", 0, 0, false},
         {"print-ids", 0, CLI_FLAG, &a.print_ids, NULL, "print the generated token ids on one line instead of text", 0, 0, false},
         {"dump-logits", 0, CLI_STRING, &a.dump_logits, "FILE", "write the prompt's logits as float32 [n_prompt, vocab]", 0, 0, false},
         {"no-fuse", 0, CLI_FLAG, &a.no_fuse, NULL, "run the unfused graph (debugging)", 0, 0, false},

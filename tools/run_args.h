@@ -34,6 +34,7 @@ typedef struct run_args {
     run_video_bounds vbounds;
     double temp, top_p, min_p, repeat_penalty, presence_penalty;
     bool print_ids, no_fuse, no_mmap, verbose, quiet, interactive;
+    bool ignore_eos;    /* --ignore-eos */
     bool until_context; /* -n -1: a full context ends the answer, it is no error */
 } run_args;
 
