@@ -409,6 +409,7 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     s.progress = run_progress_create(!a.quiet && isatty(STDERR_FILENO));
     s.timings.start = start;
     s.timings.n_images = im->n;
+    s.timings.is_video = im->is_video;
     s.timings.image_seconds = calloc(im->n + 1, sizeof *s.timings.image_seconds);
     if (st == QVL_OK && (!s.progress || !s.timings.image_seconds))
         st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");

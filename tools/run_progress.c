@@ -145,7 +145,8 @@ void run_timings_print(const run_timings *t, const qvl_model *m) {
         for (size_t i = 0; i < t->n_images; i++) total += t->image_seconds[i];
         fprintf(stderr, "timings: vision      %8.2f s (", total);
         for (size_t i = 0; i < t->n_images; i++)
-            fprintf(stderr, "%simage %zu: %.2f s", i ? ", " : "", i + 1, t->image_seconds[i]);
+            fprintf(stderr, "%s%s %zu: %.2f s", i ? ", " : "",
+                    t->is_video && t->is_video[i] ? "video" : "image", i + 1, t->image_seconds[i]);
         fprintf(stderr, ")\n");
     }
     fprintf(stderr, "timings: prefill     %8.2f s, %lld tokens (%.1f tok/s)\n",

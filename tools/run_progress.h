@@ -33,7 +33,8 @@ typedef struct run_timings {
     double start;          /* run_now_seconds() when the command began */
     double load_seconds;   /* qvl_model_open */
     size_t n_images;
-    double *image_seconds; /* per picture: the vision encoder (n_images) */
+    double *image_seconds; /* per picture or video: the vision encoder (n_images) */
+    const bool *is_video;  /* [n_images]: which items are videos; NULL: all pictures */
     int64_t prefill_tokens;
     double prefill_seconds;
     double first_token_at; /* run_now_seconds() of the first generated token; 0 = none */
