@@ -81,7 +81,8 @@ static int run_shape(const qvl_test_backend *tb, int64_t S, int64_t H, int64_t D
         if (r >= 0) t[r] = now_s() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    double med = t[reps / 2], gflops = 4.0 * (double)S * (double)S / (double)G * (double)C / med * 1e-9;
+    double med = t[reps / 2];
+    double gflops = 4.0 * (double)S * (double)S / (double)G * (double)C / med * 1e-9;
     printf("attention S=%lld H=%lld D=%lld segments %lld  %9.3f ms (min %.3f max %.3f)  %7.1f "
            "GFLOP/s = %5.1f%% of FMA peak\n",
            (long long)S, (long long)H, (long long)D, (long long)G, med * 1e3, t[0] * 1e3,

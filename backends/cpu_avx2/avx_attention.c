@@ -11,9 +11,10 @@
  *
  * Precision of this path. Scores: dot products accumulated in double and rounded once to f32,
  * then scaled in f32: what the reference computes (a product of two f32 is exact in double),
- * so a score differs from the reference's by at most 1 ulp of f32. A decode step reads each
- * key once, so the cost of the double sums hides behind reading the cache. Softmax and the
- * weighted sum of v: f32, with avx_exp (1.2e-7 relative). */
+ * so a score differs from the reference's by at most 1 ulp of f32. Few queries do little
+ * arithmetic per key read, so the double sums cost little here; the tiled path, where the
+ * arithmetic is the cost, sums in f32 (see there). Softmax and the weighted sum of v: f32,
+ * with avx_exp (1.2e-7 relative). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>

@@ -13,13 +13,16 @@
  * keys in a group hides the others with -inf before the exponentials.
  *
  * Precision. A score is one f32 FMA chain over d in order, then times scale in f32: it differs
- * from the reference's (a double dot product rounded once to f32) by the chain's roundings,
- * each at most half an ulp of a partial sum, so a few ulps of T = |scale| sum_d |q_d k_d| in
- * practice; the softmax turns an absolute score error into the same relative error of a
- * probability, so the output moves by at most 2 max|v| times that (the conformance bound for
- * ATTENTION allows 4 u T per score). Softmax and the weighted sum of v: f32, keys in order
- * within a chunk and chunks rescaled in order, with avx_exp (1.2e-7 relative). Every item's
- * arithmetic is the same whatever the thread that runs it. */
+ * from the reference's (a double dot product rounded once to f32) by the chain's D roundings,
+ * each at most half an ulp of a partial sum. They add like a random walk, a few u T in
+ * practice (T = |scale| sum_d |q_d k_d|, u = 2^-24; the worst case, D u T / 2, needs all of
+ * them in one direction). The softmax turns an absolute score error into the same relative
+ * error of a probability, so the output moves by at most 2 max|v| times it; the conformance
+ * bound for ATTENTION allows 4 u T per score, and its cases with scores in the hundreds test
+ * exactly this. Why not double sums as on the decode path: they run at half the f32 rate,
+ * and the two products are nearly all of this path's work. Softmax and the weighted sum of v:
+ * f32, keys in order within a chunk and chunks rescaled in order, with avx_exp (1.2e-7
+ * relative). Every item's arithmetic is the same whatever the thread that runs it. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
