@@ -23,6 +23,16 @@ if(TARGET qvl-cpu_avx2)
     target_include_directories(qvl-avx2-linear-bench PRIVATE ${QVL_TOOLS_DIR})
     target_link_libraries(qvl-avx2-linear-bench PRIVATE qvl-test-support Threads::Threads m)
     add_dependencies(qvl-avx2-linear-bench qvl-cpu_avx2)
+    # The ATTENTION kernel alone at the vision tower's shapes (qvl-avx2-attention-bench
+    # $<TARGET_FILE:qvl-cpu_avx2> -t 2): not a test either.
+    add_executable(qvl-avx2-attention-bench
+      ${QVL_TOOLS_DIR}/bench_probe_attention.c
+      ${QVL_TOOLS_DIR}/bench_probe.c
+      ${QVL_TOOLS_DIR}/bench_probe_avx2.c)
+    target_compile_definitions(qvl-avx2-attention-bench PRIVATE QVL_BENCH_AVX2=1)
+    target_include_directories(qvl-avx2-attention-bench PRIVATE ${QVL_TOOLS_DIR})
+    target_link_libraries(qvl-avx2-attention-bench PRIVATE qvl-test-support Threads::Threads m)
+    add_dependencies(qvl-avx2-attention-bench qvl-cpu_avx2)
   endif()
 
   if(TARGET qvl-graph-tool)

@@ -85,6 +85,13 @@ static const att_shape att_edges[] = {
     {100, 300, 4, 2, 64, QVL_MASK_CAUSAL, 200, QVL_F32, 20},
     {70, 500, 2, 1, 64, QVL_MASK_CAUSAL_AT, 400, QVL_F32, 2},
     {65, 1000, 2, 2, 64, QVL_MASK_NONE, 0, QVL_F32, 20},
+    /* cpu_avx2's tiled path (f32 score tiles of 6 queries x 16 keys, chunks of 256 keys)
+     * with scores in the hundreds: segments cutting tiles and chunks, head sizes that are not
+     * multiples of 16, a last chunk and a last tile part full */
+    {523, 523, 2, 2, 64, QVL_MASK_SEGMENTS, 0, QVL_F32, 20},
+    {301, 301, 3, 1, 40, QVL_MASK_SEGMENTS, 0, QVL_BF16, 20},
+    {97, 97, 2, 2, 33, QVL_MASK_NONE, 0, QVL_F16, 20},
+    {530, 530, 2, 2, 80, QVL_MASK_NONE, 0, QVL_F32, 20},
     /* q8_0 caches: decode (split and unsplit), prefill through the flash (64, 128), tiled
      * (<= 64) and general kernels, grouped heads, segments */
     {1, 300, 4, 2, 128, QVL_MASK_CAUSAL_AT, 200, QVL_Q8_0, 2},
