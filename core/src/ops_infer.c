@@ -520,21 +520,29 @@ static qvl_status infer_store_slot_rows(const infer_ctx *c, qvl_tensor_desc *out
     return QVL_OK;
 }
 
-static qvl_status infer_attention_slots(const infer_ctx *c, qvl_tensor_desc *out) {
-    const qvl_attention_params *p = &c->params->attention;
-    const qvl_tensor_desc *q, *k, *v;
-    TRY(need(c, 0, &q));
-    TRY(need(c, 1, &k));
-    TRY(need(c, 2, &v));
+/* Attention's q (f32 [N, Hq, D]) and k, v (cache dtypes, kv_ndim dimensions, one shape). */
+static qvl_status want_q_kv(const infer_ctx *c, int kv_ndim, const char *kv_what,
+                            const qvl_tensor_desc **q, const qvl_tensor_desc **k,
+                            const qvl_tensor_desc **v) {
+    TRY(need(c, 0, q));
+    TRY(need(c, 1, k));
+    TRY(need(c, 2, v));
     TRY(want_dtype(c, 0, QVL_F32));
     TRY(want_ndim(c, 0, 3, 3, "3-D [N, Hq, D]"));
     for (uint32_t i = 1; i <= 2; i++) {
-        TRY(want_ndim(c, i, 4, 4, "4-D [S, L, Hkv, D]"));
+        TRY(want_ndim(c, i, kv_ndim, kv_ndim, kv_what));
         TRY(want_cache_dtype(c, i));
     }
-    if (!qvl_desc_same_shape(k, v))
-        return fail(c, QVL_E_SHAPE, "%s is %s, expected the shape of %s %s", in(c, 2).s, dt(v).s, in(c, 1).s,
-                    dt(k).s);
+    if (!qvl_desc_same_shape(*k, *v))
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected the shape of %s %s", in(c, 2).s,
+                    dt(*v).s, in(c, 1).s, dt(*k).s);
+    return QVL_OK;
+}
+
+static qvl_status infer_attention_slots(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_attention_params *p = &c->params->attention;
+    const qvl_tensor_desc *q, *k, *v;
+    TRY(want_q_kv(c, 4, "4-D [S, L, Hkv, D]", &q, &k, &v));
     if (k->shape[3] != q->shape[2] || q->shape[1] % k->shape[2] != 0)
         return fail(c, QVL_E_SHAPE, "%s is %s: expected head dim %lld and a head count dividing the %lld "
                     "heads of %s %s", in(c, 1).s, dt(k).s, (long long)q->shape[2],
@@ -604,18 +612,7 @@ static qvl_status infer_norm_linear(const infer_ctx *c, qvl_tensor_desc *out) {
 static qvl_status infer_attention(const infer_ctx *c, qvl_tensor_desc *out) {
     const qvl_attention_params *p = &c->params->attention;
     const qvl_tensor_desc *q, *k, *v;
-    TRY(need(c, 0, &q));
-    TRY(need(c, 1, &k));
-    TRY(need(c, 2, &v));
-    TRY(want_dtype(c, 0, QVL_F32));
-    TRY(want_ndim(c, 0, 3, 3, "3-D [N, Hq, D]"));
-    for (uint32_t i = 1; i <= 2; i++) {
-        TRY(want_ndim(c, i, 3, 3, "3-D [L, Hkv, D]"));
-        TRY(want_cache_dtype(c, i));
-    }
-    if (!qvl_desc_same_shape(k, v))
-        return fail(c, QVL_E_SHAPE, "%s is %s, expected the shape of %s %s", in(c, 2).s, dt(v).s, in(c, 1).s,
-                    dt(k).s);
+    TRY(want_q_kv(c, 3, "3-D [L, Hkv, D]", &q, &k, &v));
     int64_t n = q->shape[0], hq = q->shape[1], d = q->shape[2];
     int64_t l = k->shape[0], hkv = k->shape[1];
     if (k->shape[2] != d)
