@@ -107,26 +107,13 @@ def test_tools(client):
 
 
 def main():
-    tok = serve_util.tokenizer_path(SHARED)
-    if not os.path.exists(tok):
-        print(f"skip: {tok} absent")
-        return 77
-    os.makedirs(WORK, exist_ok=True)
-    model = serve_util.make_tiny_model(QVL, WORK, tok)
-    s = serve_util.Server(QVL, WORK, "openai", ["-m", model, "--backend", "reference",
-                                                "--ctx", "2048"])
-    try:
-        if not check("server ready", s.wait_ready()):
-            return 1
+    def body(s, model):
         client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % s.port, api_key="none",
                                max_retries=0)
         test_parse(client)
         test_tools(client)
-    finally:
-        rc = s.stop()
-    check("clean exit on SIGTERM", rc == 0, rc)
-    check("no sanitizer report", serve_util.sanitizer_clean(s.text()), s.text()[-2000:])
-    return check.summary()
+    return serve_util.run_on_tiny_model(QVL, SHARED, WORK, "openai",
+                                        ["--backend", "reference", "--ctx", "2048"], check, body)
 
 
 if __name__ == "__main__":

@@ -312,27 +312,14 @@ def test_n(s):
 
 
 def main():
-    tok = serve_util.tokenizer_path(SHARED)
-    if not os.path.exists(tok):
-        print(f"skip: {tok} absent")
-        return 77
-    os.makedirs(WORK, exist_ok=True)
-    model = serve_util.make_tiny_model(QVL, WORK, tok)
-    s = serve_util.Server(QVL, WORK, "structured", ["-m", model, "--backend", "reference",
-                                                    "--parallel", "3", "--ctx", "1024"])
-    try:
-        if not check("server ready", s.wait_ready()):
-            return 1
+    def body(s, model):
         test_schema_errors(s)
         test_schemas(s)
         test_logit_bias(s)
         test_logprobs(s)
         test_n(s)
-    finally:
-        rc = s.stop()
-    check("clean exit on SIGTERM", rc == 0, rc)
-    check("no sanitizer report", serve_util.sanitizer_clean(s.text()), s.text()[-2000:])
-    return check.summary()
+    return serve_util.run_on_tiny_model(QVL, SHARED, WORK, "structured",
+                                        ["--backend", "reference", "--parallel", "3", "--ctx", "1024"], check, body)
 
 
 if __name__ == "__main__":

@@ -300,28 +300,15 @@ def test_errors(s):
 
 
 def main():
-    tok = serve_util.tokenizer_path(SHARED)
-    if not os.path.exists(tok):
-        print(f"skip: {tok} absent")
-        return 77
-    os.makedirs(WORK, exist_ok=True)
-    model = serve_util.make_tiny_model(QVL, WORK, tok)
-    s = serve_util.Server(QVL, WORK, "tools", ["-m", model, "--backend", "reference",
-                                               "--parallel", "2", "--ctx", "4096"])
-    try:
-        if not check("server ready", s.wait_ready()):
-            return 1
+    def body(s, model):
         test_errors(s)
         test_prompt(s, model)
         test_required(s)
         test_auto(s)
         test_stream_equal(s)
         test_second_turn(s, model)
-    finally:
-        rc = s.stop()
-    check("clean exit on SIGTERM", rc == 0, rc)
-    check("no sanitizer report", serve_util.sanitizer_clean(s.text()), s.text()[-2000:])
-    return check.summary()
+    return serve_util.run_on_tiny_model(QVL, SHARED, WORK, "tools",
+                                        ["--backend", "reference", "--parallel", "2", "--ctx", "4096"], check, body)
 
 
 if __name__ == "__main__":

@@ -300,3 +300,26 @@ class Checks:
     def summary(self):
         print("%d passed, %d failed" % (self.passed, self.failed))
         return 0 if self.failed == 0 else 1
+
+
+def run_on_tiny_model(qvl, shared, work, name, args, check, body):
+    """The frame of a server test on a random-weight model around the real tokenizer: skip
+    (77) without the tokenizer, start `qvl serve -m MODEL ARGS`, run body(server, model) once it
+    is ready, then stop it and check a clean exit with no sanitizer report. Returns the exit
+    status for sys.exit."""
+    tok = tokenizer_path(shared)
+    if not os.path.exists(tok):
+        print(f"skip: {tok} absent")
+        return 77
+    os.makedirs(work, exist_ok=True)
+    model = make_tiny_model(qvl, work, tok)
+    s = Server(qvl, work, name, ["-m", model] + args)
+    try:
+        if not check("server ready", s.wait_ready()):
+            return 1
+        body(s, model)
+    finally:
+        rc = s.stop()
+    check("clean exit on SIGTERM", rc == 0, rc)
+    check("no sanitizer report", sanitizer_clean(s.text()), s.text()[-2000:])
+    return check.summary()
