@@ -1,6 +1,7 @@
 /* Printing qvl-bench's figures. 1 GB = 1e9 bytes throughout (bandwidth convention); memory
  * sizes are also given in MiB where people compare them with top/free. */
 #include "bench_report.h"
+#include "dtype_mix.h"
 #include "memory_report.h"
 
 #include <math.h>
@@ -108,26 +109,10 @@ static void print_one_profile_text(FILE *f, const char *title, const qvl_op_prof
             wall - total, 100 * ratio(wall - total, wall));
 }
 
-/* "q4_k + q6_k": the types present in counts, most first; "" when none. */
-static void types_by_count(const size_t counts[QVL_DTYPE_COUNT], char *buf, size_t cap) {
-    bool done[QVL_DTYPE_COUNT] = {0};
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < QVL_DTYPE_COUNT; k++) {
-        int best = -1;
-        for (int d = 0; d < QVL_DTYPE_COUNT; d++)
-            if (!done[d] && counts[d] && (best < 0 || counts[d] > counts[best])) best = d;
-        if (best < 0 || len >= cap) break;
-        done[best] = true;
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? " + " : "",
-                                qvl_dtype_name((qvl_dtype)best));
-    }
-}
-
 void bench_describe_weights(bench_results *r) {
     char text[48], vision[48];
-    types_by_count(r->load.text_matrices, text, sizeof text);
-    types_by_count(r->load.vision_matrices, vision, sizeof vision);
+    dtype_mix(r->load.text_matrices, false, " + ", text, sizeof text);
+    dtype_mix(r->load.vision_matrices, false, " + ", vision, sizeof vision);
     if (!text[0]) snprintf(text, sizeof text, "%s", r->weights); /* nothing bound yet */
     if (!vision[0] || !strcmp(text, vision))
         snprintf(r->weights_mix, sizeof r->weights_mix, "%s", text);

@@ -27,6 +27,7 @@
 #include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 #include "qvl_commands.h"
+#include "dtype_mix.h"
 #include "qvl_quantize.h"
 
 /* Files a model directory may hold beside its weights, copied unchanged when present. */
@@ -255,15 +256,9 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
 }
 
 void qvl_quantize_print_mix(FILE *f, const size_t by_dtype[QVL_DTYPE_COUNT]) {
-    bool done[QVL_DTYPE_COUNT] = {0};
-    for (int k = 0; k < QVL_DTYPE_COUNT; k++) {
-        int best = -1;
-        for (int d = 0; d < QVL_DTYPE_COUNT; d++)
-            if (!done[d] && by_dtype[d] && (best < 0 || by_dtype[d] > by_dtype[best])) best = d;
-        if (best < 0) break;
-        done[best] = true;
-        fprintf(f, "%s%zu %s", k ? ", " : "", by_dtype[best], qvl_dtype_name((qvl_dtype)best));
-    }
+    char buf[256];
+    dtype_mix(by_dtype, true, ", ", buf, sizeof buf);
+    fputs(buf, f);
 }
 
 bool qvl_quantize_out_is_gguf(const char *out) {
