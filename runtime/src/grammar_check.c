@@ -35,21 +35,21 @@ static void compute_min_len(qvl_grammar *g) {
 
 /* Rules reachable from root; marks in seen[]. */
 static bool mark_reachable(const qvl_grammar *g, uint8_t *seen) {
-    int32_t *todo = malloc((g->n_rules + 1) * sizeof *todo);
-    if (!todo) return false;
+    int32_t *pending = malloc((g->n_rules + 1) * sizeof *pending);
+    if (!pending) return false;
     size_t n = 0;
-    todo[n++] = g->root;
+    pending[n++] = g->root;
     seen[g->root] = 1;
     while (n > 0) {
-        int32_t r = todo[--n];
+        int32_t r = pending[--n];
         for (uint32_t a = g->alt_off[r]; a < g->alt_off[r + 1]; a++)
             for (const g_elem *e = &g->elems[g->alt_start[a]]; e->type != GE_END; e++)
                 if (e->type == GE_RULE && !seen[e->v]) {
                     seen[e->v] = 1;
-                    todo[n++] = e->v;
+                    pending[n++] = e->v;
                 }
     }
-    free(todo);
+    free(pending);
     return true;
 }
 
