@@ -52,14 +52,6 @@ typedef struct quant_job {
     size_t n_converted;
 } quant_job;
 
-static void shape_str(char *buf, size_t cap, const qvl_st_tensor *t) {
-    size_t len = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
-                                (long long)t->shape[i]);
-    if (len < cap) snprintf(buf + len, cap - len, "]");
-}
-
 /* The writer asks for one chunk of a converted tensor: convert the source elements behind it
  * (chunks start on 256-element boundaries, whole blocks of any source dtype). The tensor's
  * RMS error is printed with its last chunk. */
@@ -67,33 +59,14 @@ static qvl_status fill_converted(void *user, size_t index, uint64_t byte_offset,
                                  size_t nbytes, qvl_error *err) {
     quant_job *j = user;
     out_tensor *o = &j->t[index];
-    const size_t bb = qvl_dtype_block_bytes(o->to), be = qvl_dtype_block_elems(o->to);
-    const int64_t first = (int64_t)(byte_offset / bb * be), count = (int64_t)(nbytes / bb * be);
-    size_t src_off = 0;
-    if (!qvl_dtype_row_bytes(o->src->dtype, first, &src_off))
-        return qvl_fail(err, QVL_E_SHAPE, "%s: chunk at element %lld is not whole %s blocks",
-                        o->src->name, (long long)first, qvl_dtype_name(o->src->dtype));
-    double sums[2];
-    qvl_status st = qvl_convert_elements_sums(o->src->dtype,
-                                              (const unsigned char *)o->src->data + src_off,
-                                              o->to, dst, count, j->threads, sums, err);
-    if (st != QVL_OK) return qvl_error_prefix(err, "%s", o->src->name);
-    o->sums[0] += sums[0];
-    o->sums[1] += sums[1];
-    size_t total = 0;
-    int64_t n = 1;
-    for (int i = 0; i < o->src->ndim; i++) n *= o->src->shape[i];
-    qvl_dtype_row_bytes(o->to, n, &total);
-    if (byte_offset + nbytes == total) {
-        char shape[96];
-        shape_str(shape, sizeof shape, o->src);
-        double rel = o->sums[1] > 0 ? sqrt(o->sums[0] / o->sums[1]) : sqrt(o->sums[0]);
-        printf("%-60s %-16s %4s -> %-4s  RMS error %.3g of the source's RMS\n", o->src->name,
-               shape, qvl_dtype_name(o->src->dtype), qvl_dtype_name(o->to), rel);
-        fflush(stdout);
+    bool last = false;
+    qvl_status st = qvl_convert_piece(o->src, o->to, byte_offset, dst, nbytes, j->threads,
+                                      o->sums, &last, err);
+    if (st == QVL_OK && last) {
+        qvl_print_conversion(60, o->src->name, o->src, o->to, o->sums);
         j->n_converted++;
     }
-    return QVL_OK;
+    return st;
 }
 
 /* --out: a new directory, an empty one, or (with --force) one holding only regular files, as a

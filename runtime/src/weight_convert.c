@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +123,41 @@ void qvl_release_mapped_pages(const void *p, size_t bytes) {
     uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
     uintptr_t hi = ((uintptr_t)p + bytes) & ~((uintptr_t)page - 1);
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+qvl_status qvl_convert_piece(const qvl_st_tensor *src, qvl_dtype to, uint64_t byte_offset,
+                             void *dst, size_t nbytes, int threads, double sums[2], bool *last,
+                             qvl_error *err) {
+    const size_t bb = qvl_dtype_block_bytes(to), be = qvl_dtype_block_elems(to);
+    const int64_t first = (int64_t)(byte_offset / bb * be), count = (int64_t)(nbytes / bb * be);
+    size_t src_off = 0;
+    if (!qvl_dtype_row_bytes(src->dtype, first, &src_off))
+        return qvl_fail(err, QVL_E_SHAPE, "%s: chunk at element %lld is not whole %s blocks",
+                        src->name, (long long)first, qvl_dtype_name(src->dtype));
+    double piece[2];
+    qvl_status st = qvl_convert_elements_sums(src->dtype, (const unsigned char *)src->data + src_off,
+                                              to, dst, count, threads, piece, err);
+    if (st != QVL_OK) return qvl_error_prefix(err, "%s", src->name);
+    sums[0] += piece[0];
+    sums[1] += piece[1];
+    int64_t n = 1;
+    for (int i = 0; i < src->ndim; i++) n *= src->shape[i];
+    size_t total = 0;
+    qvl_dtype_row_bytes(to, n, &total);
+    *last = byte_offset + nbytes == total;
+    return QVL_OK;
+}
+
+void qvl_print_conversion(int name_width, const char *name, const qvl_st_tensor *src,
+                          qvl_dtype to, const double sums[2]) {
+    char shape[96];
+    size_t len = (size_t)snprintf(shape, sizeof shape, "[");
+    for (int i = 0; i < src->ndim && len < sizeof shape; i++)
+        len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", i ? ", " : "",
+                                (long long)src->shape[i]);
+    if (len < sizeof shape) snprintf(shape + len, sizeof shape - len, "]");
+    const double rel = sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sqrt(sums[0]);
+    printf("%-*s %-16s %4s -> %-4s  RMS error %.3g of the source's RMS\n", name_width, name, shape,
+           qvl_dtype_name(src->dtype), qvl_dtype_name(to), rel);
+    fflush(stdout);
 }

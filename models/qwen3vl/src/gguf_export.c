@@ -56,47 +56,20 @@ static uint32_t ggml_type_of(qvl_dtype d) {
     }
 }
 
-static void shape_str(char *buf, size_t cap, const qvl_st_tensor *t) {
-    size_t len = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
-                                (long long)t->shape[i]);
-    if (len < cap) snprintf(buf + len, cap - len, "]");
-}
-
-static void report(const part *p, const char *gguf_name) {
-    char shape[96];
-    shape_str(shape, sizeof shape, p->src);
-    const double rel = p->sums[1] > 0 ? sqrt(p->sums[0] / p->sums[1]) : sqrt(p->sums[0]);
-    printf("%-40s %-16s %4s -> %-4s  RMS error %.3g of the source's RMS\n", gguf_name, shape,
-           qvl_dtype_name(p->src->dtype), qvl_dtype_name(p->to), rel);
-    fflush(stdout);
-}
-
 /* The writer asks for a chunk of a converted tensor (whole groups of 256 elements from the
  * start: whole blocks of the source dtype too). */
 static qvl_status fill(void *user, size_t index, uint64_t byte_offset, void *dst, size_t nbytes,
                        qvl_error *err) {
     job *j = user;
     part *p = &j->p[index];
-    const size_t bb = qvl_dtype_block_bytes(p->to), be = qvl_dtype_block_elems(p->to);
-    const int64_t first = (int64_t)(byte_offset / bb * be), count = (int64_t)(nbytes / bb * be);
-    size_t src_off = 0;
-    if (!qvl_dtype_row_bytes(p->src->dtype, first, &src_off))
-        return qvl_fail(err, QVL_E_SHAPE, "%s: chunk at element %lld is not whole %s blocks",
-                        p->src->name, (long long)first, qvl_dtype_name(p->src->dtype));
-    double sums[2];
-    qvl_status st = qvl_convert_elements_sums(p->src->dtype,
-                                              (const unsigned char *)p->src->data + src_off, p->to,
-                                              dst, count, j->threads, sums, err);
-    if (st != QVL_OK) return qvl_error_prefix(err, "%s", p->src->name);
-    p->sums[0] += sums[0];
-    p->sums[1] += sums[1];
-    if (byte_offset + nbytes == p->bytes) {
-        report(p, p->name);
+    bool last = false;
+    qvl_status st = qvl_convert_piece(p->src, p->to, byte_offset, dst, nbytes, j->threads,
+                                      p->sums, &last, err);
+    if (st == QVL_OK && last) {
+        qvl_print_conversion(40, p->name, p->src, p->to, p->sums);
         j->converted++;
     }
-    return QVL_OK;
+    return st;
 }
 
 /* The dtype of a tensor in the GGUF file: see the header. */

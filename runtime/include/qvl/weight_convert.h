@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
 #include "qvl/dtype.h"
+#include "qvl/safetensors.h"
 #include "qvl/status.h"
 
 /* n elements of dtype `from` at src (any alignment) into dtype `to` at dst, through f32, on up
@@ -21,6 +24,18 @@ qvl_status qvl_convert_elements_measured(qvl_dtype from, const void *src, qvl_dt
  * sums[0] = sum of (result - source)^2, sums[1] = sum of source^2 (sums may be NULL). */
 qvl_status qvl_convert_elements_sums(qvl_dtype from, const void *src, qvl_dtype to, void *dst,
                                      int64_t n, int threads, double sums[2], qvl_error *err);
+
+/* One piece of src written as dtype `to` (a file writer filling a tensor chunk by chunk): the
+ * nbytes at byte_offset of the converted data, which must start on a whole block of src's
+ * dtype. Adds the piece's error sums to sums[2]; *last says whether it ends the tensor. Errors
+ * name the tensor. */
+qvl_status qvl_convert_piece(const qvl_st_tensor *src, qvl_dtype to, uint64_t byte_offset,
+                             void *dst, size_t nbytes, int threads, double sums[2], bool *last,
+                             qvl_error *err);
+/* One line on stdout for a converted tensor: name (padded to name_width), shape, the dtypes and
+ * the RMS error the sums give, relative to the source's RMS. */
+void qvl_print_conversion(int name_width, const char *name, const qvl_st_tensor *src,
+                          qvl_dtype to, const double sums[2]);
 
 /* Tell the kernel that the pages fully inside [p, p+bytes) of a read-only file mapping are not
  * needed any more (they leave the process's resident set; the file stays intact). */
