@@ -74,3 +74,26 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_BINARY_DIR}/serve_openai)
   set_tests_properties(serve_openai PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
+
+# The chat page at GET / (tests/serve_webui_test.py): the page byte for byte with its headers
+# (Content-Security-Policy holding the page's own script and style hashes, no-cache), no key
+# needed for / while the API keeps needing one, no reference to another host, 404 with
+# --no-webui. Skipped (77) without the tokenizer.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_webui COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_webui_test.py $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR}
+    ${QVL_SHARED_DATA_DIR} ${CMAKE_CURRENT_BINARY_DIR}/serve_webui)
+  set_tests_properties(serve_webui PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
+
+# The chat page in headless Chromium over the DevTools Protocol
+# (tests/serve_webui_browser_test.py, tests/cdp.py): behind --api-key, a question with a picture
+# streams the API's own temperature-0 answer, a second turn, the timings line, Stop. The
+# screenshot lands in build/tests/serve_webui_browser/webui.png. Skipped (77) without Chromium
+# (scripts/install-deps.sh installs it) or the tokenizer.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_webui_browser COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_webui_browser_test.py $<TARGET_FILE:qvl> ${CMAKE_SOURCE_DIR}
+    ${QVL_SHARED_DATA_DIR} ${CMAKE_CURRENT_BINARY_DIR}/serve_webui_browser)
+  set_tests_properties(serve_webui_browser PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

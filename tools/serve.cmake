@@ -41,6 +41,19 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_video.c
   ${QVL_SERVE_DIR}/serve_metrics.c
   ${QVL_SERVE_DIR}/serve_auth.c
-  ${QVL_SERVE_DIR}/serve_budget.c)
+  ${QVL_SERVE_DIR}/serve_budget.c
+  ${QVL_SERVE_DIR}/serve_webui.c)
+
+# The chat page at GET / (tools/serve/webui/index.html) becomes a C array at build time, so the
+# binary serves it with no file beside it.
+set(QVL_WEBUI_HTML ${QVL_SERVE_DIR}/webui/index.html)
+set(QVL_WEBUI_C ${CMAKE_CURRENT_BINARY_DIR}/serve_webui_page.c)
+add_custom_command(OUTPUT ${QVL_WEBUI_C}
+  COMMAND ${CMAKE_COMMAND} -DIN=${QVL_WEBUI_HTML} -DOUT=${QVL_WEBUI_C} -DNAME=serve_webui_page
+          -P ${QVL_SERVE_DIR}/webui/embed.cmake
+  DEPENDS ${QVL_WEBUI_HTML} ${QVL_SERVE_DIR}/webui/embed.cmake
+  COMMENT "Embedding the web chat page (tools/serve/webui/index.html)"
+  VERBATIM)
+target_sources(qvl PRIVATE ${QVL_WEBUI_C})
 target_include_directories(qvl PRIVATE ${QVL_SERVE_DIR} ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(qvl PRIVATE ${QVL_MHD_TARGET} PkgConfig::QVL_SERVE_CJSON Threads::Threads)

@@ -42,6 +42,7 @@ typedef struct serve_config {
     const char *gpu_layers, *cpu_backend, *vision_backend; /* as qvl run's -ngl, --cpu-backend,
                                                               --vision-backend */
     bool verbose;
+    bool no_webui;         /* --no-webui: GET / is 404 instead of the chat page */
 } serve_config;
 
 #endif

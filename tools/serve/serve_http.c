@@ -29,11 +29,12 @@
 #include "serve_host.h"
 #include "serve_json.h"
 #include "serve_oai.h"
+#include "serve_webui.h"
 
 /* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
 #define SERVE_TRIM_AFTER_BYTES ((size_t)1 << 20)
 
-typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_SLOTS } route;
+typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_SLOTS, R_WEBUI } route;
 
 typedef struct conn_state {
     route r;
@@ -92,7 +93,8 @@ bool serve_peer_gone(struct MHD_Connection *c) {
 #endif
 }
 
-static route route_of(const char *url) {
+static route route_of(const char *url, const serve_config *cfg) {
+    if (strcmp(url, "/") == 0 && !cfg->no_webui) return R_WEBUI;
     if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
     if (strcmp(url, "/v1/models") == 0) return R_MODELS;
     if (strcmp(url, "/health") == 0) return R_HEALTH;
@@ -145,6 +147,8 @@ static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, r
     case R_METRICS:
         return serve_reply(c, s, 200, "text/plain; version=0.0.4; charset=utf-8",
                            serve_metrics_render(s->metrics));
+    case R_WEBUI:
+        return serve_webui_reply(c, s);
     case R_SLOTS: {
         if (st != QVL_ENGINE_READY)
             return serve_reply_error(c, s, 503, "the model is loading; retry when GET /health "
@@ -236,7 +240,8 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
         *rc = reply_405(c, s, r == R_CHAT ? "POST" : "GET, HEAD", msg);
         return true;
     }
-    if (r != R_HEALTH && !authorized(c, s->cfg)) {
+    /* The page holds no data; it asks for the key and sends it with its own requests. */
+    if (r != R_HEALTH && r != R_WEBUI && !authorized(c, s->cfg)) {
         *rc = serve_reply_error(c, s, 401, "invalid API key (send Authorization: Bearer KEY)",
                                 NULL, "invalid_api_key");
         return true;
@@ -278,7 +283,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
         *con_cls = st;
-        st->r = route_of(url);
+        st->r = route_of(url, s->cfg);
         enum MHD_Result rc;
         if (answer_early(c, s, st->r, method, version, &rc)) {
             /* libmicrohttpd discards any body and closes after this answer. */

@@ -100,6 +100,7 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"plugins", 0, CLI_STRING, &cfg.plugins, "FILE", "plugins.yaml to use (as qvl run)", 0, 0, false},
         {"threads", 't', CLI_INT, &be.threads, "N", "CPU threads of the backend (its `threads` option; overrides plugins.yaml; 0 = all cores)", 0, 4096, false},
         BACKEND_ARGS_CLI_OPTS(&be),
+        {"no-webui", 0, CLI_FLAG, &cfg.no_webui, NULL, "do not serve the chat page at GET / (404 instead)", 0, 0, false},
         {"verbose", 'v', CLI_FLAG, &cfg.verbose, NULL, "log loading, speed and HTTP problems to stderr", 0, 0, false},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
