@@ -15,11 +15,13 @@ pascal=0
 # test); only its binary is used, run unprivileged, never the system service.
 # python3, python3-pip: the test scripts, and pip for scripts/install-pydeps.sh (gguf-py and numpy
 # into .pydeps/ for the GGUF dequantisation test).
+# chromium: the headless browser that tests/serve_webui_browser_test.py drives over the DevTools
+# Protocol to check qvl serve's chat page (GET /) as a person uses it; nothing else needs it.
 # clang: compiles the cuda_sm61 kernels for sm_61 as a build check when a CUDA toolkit is
 # present (Debian 12's clang is clang-14), and builds the libFuzzer targets (-DQVL_FUZZ=ON).
 pkgs=(build-essential cmake pkg-config libyaml-dev libcmocka-dev libcjson-dev libpcre2-dev libmicrohttpd-dev
       libutf8proc-dev libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libedit-dev graphviz clang nginx
-      python3 python3-pip libavformat-dev libavcodec-dev libavutil-dev libswscale-dev)
+      python3 python3-pip libavformat-dev libavcodec-dev libavutil-dev libswscale-dev chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

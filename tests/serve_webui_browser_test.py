@@ -184,6 +184,27 @@ def run_page(s, b):
     check("the server cancelled the stopped request",
           wait_metric(s, "qvl_requests_cancelled_total", cancelled + 1), cancelled)
 
+    # Paste and drop: the picture as a File in a clipboard event and in a drop event, as the
+    # browser hands them to the page.
+    b.evaluate("(() => { const bytes = Uint8Array.from(atob(%s), (c) => c.charCodeAt(0));"
+               " const files = () => { const dt = new DataTransfer();"
+               "   dt.items.add(new File([bytes], 'small.png', {type: 'image/png'})); return dt; };"
+               " document.getElementById('prompt').dispatchEvent(new ClipboardEvent('paste',"
+               "   {clipboardData: files(), bubbles: true, cancelable: true}));"
+               " document.getElementById('messages').dispatchEvent(new DragEvent('drop',"
+               "   {dataTransfer: files(), bubbles: true, cancelable: true})); })()"
+               % json.dumps(url.split(",", 1)[1]))
+    srcs = b.wait_for("document.querySelectorAll('#attachments img').length === 2 &&"
+                      " [...document.querySelectorAll('#attachments img')].map((i) => i.src)", 30)
+    check("a pasted and a dropped picture are attached", srcs == [url, url], srcs and len(srcs))
+    b.evaluate("document.querySelector('#attachments button').click()")
+    b.evaluate("document.querySelector('#attachments button').click()")
+    left = b.evaluate("document.querySelectorAll('#attachments img').length")
+    check("the remove buttons take them off", left == 0, left)
+    click(b, "new-chat")
+    left = b.evaluate("document.querySelectorAll('.msg').length")
+    check("New chat clears the conversation", left == 0, left)
+
     foreign = [p["request"]["url"] for m, p in b.events if m == "Network.requestWillBeSent" and
                not (p["request"]["url"].startswith(origin + "/") or
                     p["request"]["url"].startswith("data:"))]

@@ -5,7 +5,8 @@ with Content-Type text/html; charset=utf-8, Cache-Control: no-cache and a
 Content-Security-Policy that loads nothing from anywhere and allows exactly the page's own
 <script> and <style> blocks (their SHA-256, computed here); it loads without the API key while
 the API still needs it; HEAD works, POST is 405; the page names no other host; with
---no-webui GET / is 404 as before.
+--no-webui GET / is 404 as before; the README's command that serves the page on the tiny
+fixture works.
 
 usage: serve_webui_test.py QVL_BINARY SOURCE_DIR SHARED_DATA_DIR WORK_DIR
 Skips (77) without the tokenizer."""
@@ -107,4 +108,39 @@ def body(s, model):
           off.text()[-2000:])
 
 
+def readme_command():
+    """The README's command that serves the page from a fresh clone, run as written there (the
+    port made free, the fixture's path made absolute): the page and a streamed answer to a
+    question with a picture, sent as the page sends it."""
+    text = open(os.path.join(SRC, "README.md")).read()
+    m = re.search(r"^\./build/tools/qvl serve -m (tests/fixtures/\S+) --port 8080\b", text, re.M)
+    if not check("the README has the command that serves the page", m):
+        return
+    s = serve_util.Server(QVL, WORK, "readme", ["-m", os.path.join(SRC, m.group(1))])
+    try:
+        check("README's server ready", s.wait_ready())
+        status, _, data = s.request("GET", "/")
+        check("README's server: GET / is the page", status == 200 and data == open(PAGE, "rb").read(),
+              status)
+        png = open(os.path.join(SRC, "tests", "fixtures", "tiny-tied", "small.png"), "rb").read()
+        url = "data:image/png;base64," + base64.b64encode(png).decode()
+        status, _, events, done = s.stream({
+            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                                      {"type": "text", "text": "What is in it?"}]}],
+            "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 8,
+            "temperature": 0})
+        usage = [e["usage"] for e in events if isinstance(e, dict) and e.get("usage")]
+        check("README's server: a picture question streams to [DONE] with usage",
+              status == 200 and done and usage and usage[-1]["completion_tokens"] > 0,
+              (status, events[-2:]))
+    finally:
+        rc = s.stop()
+    check("README's server: clean exit", rc == 0, rc)
+    check("README's server: no sanitizer report", serve_util.sanitizer_clean(s.text()), s.text()[-2000:])
+
+
+os.makedirs(WORK, exist_ok=True)
+readme_command()
+if check.failed:
+    sys.exit(check.summary())
 sys.exit(serve_util.run_on_tiny_model(QVL, SHARED, WORK, "webui", ["--api-key", KEY], check, body))

@@ -80,7 +80,7 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"queue", 0, CLI_INT, &queue, "N", "requests that may wait for a slot; beyond that 429 (default 16)", 0, 1 << 20, false},
         {"batch-size", 'b', CLI_INT, &batch_size, "N", "prompt tokens prefilled per scheduling round, in chunks between the running answers' tokens: a stream waits at most one chunk while a long prompt arrives; 0 = each prompt whole (default 512)", 0, 1 << 24, false},
         {"ctx", 0, CLI_INT, &cfg.ctx, "N", "KV cache size of each slot in tokens: prompt + answer (default 4096)", 16, 1 << 24, false},
-        {"api-key", 0, CLI_STRING, &cfg.api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, false},
+        {"api-key", 0, CLI_STRING, &cfg.api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health and the chat page at /", 0, 0, false},
         {"api-key-file", 0, CLI_STRING, &cfg.api_key_file, "FILE", "accept each key in FILE (one per line; # comments) as --api-key does; prefix reuse never crosses keys", 0, 0, false},
         {"max-image-memory", 0, CLI_INT, &max_image_mib, "MIB", "memory pictures may hold at once, decoding or waiting for their prefill; more waits (default 1024)", 1, 1 << 24, false},
         {"image-dir", 0, CLI_STRING, &cfg.image_dir, "DIR", "allow image_url to name files inside DIR (default: data: URLs only)", 0, 0, false},
