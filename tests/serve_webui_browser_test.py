@@ -6,7 +6,8 @@ shows the 401 message and gives the message back; with the key entered, a questi
 picture attached through the file input streams an answer that equals the API's own answer to
 the same request at temperature 0 (and the page's request is that request, stream: true); a
 second turn sends the history and again matches the API; the timings line carries the API's
-token count; Stop ends a long answer and the server cancels it. Every request the page made
+token count; Stop ends a long answer and the server cancels it; pasted and dropped pictures are
+attached; New chat during an answer starts an empty conversation. Every request the page made
 went to the server, and the page logged no script or policy error.
 
 The screenshot of the page after the two turns is WORK_DIR/webui.png (in the build tree:
@@ -201,9 +202,23 @@ def run_page(s, b):
     b.evaluate("document.querySelector('#attachments button').click()")
     left = b.evaluate("document.querySelectorAll('#attachments img').length")
     check("the remove buttons take them off", left == 0, left)
+
+    # New chat while an answer streams: the page empties, and the next question goes alone.
+    set_value(b, "prompt", "Tell me another long story.")
+    n = b.evaluate("document.querySelectorAll('.msg.assistant').length")
+    click(b, "send")
+    b.wait_for("document.querySelectorAll('.msg.assistant').length > %d && "
+               "%s.querySelector('.content').textContent.length > 0" % (n, LAST), 120)
     click(b, "new-chat")
-    left = b.evaluate("document.querySelectorAll('.msg').length")
-    check("New chat clears the conversation", left == 0, left)
+    left = b.wait_for("!document.getElementById('send').disabled && "
+                      "String(document.querySelectorAll('.msg').length)", 60)
+    check("New chat during an answer clears the conversation", left == "0", left)
+    set_value(b, "max_tokens", str(MAX_TOKENS))
+    alone = ask(b, "Hello again.")
+    sent = chat_requests(b, s.port)
+    check("the question after New chat is sent alone", alone["state"] == "done" and
+          sent[-1]["messages"] == [{"role": "user", "content": "Hello again."}],
+          json.dumps(sent[-1])[:400])
 
     foreign = [p["request"]["url"] for m, p in b.events if m == "Network.requestWillBeSent" and
                not (p["request"]["url"].startswith(origin + "/") or
@@ -231,6 +246,9 @@ def body(s, model):
         b = cdp.Browser(CHROMIUM, profile, os.path.join(WORK, "chromium.log"))
         try:
             run_page(s, b)
+        except (cdp.CdpError, OSError, ConnectionError) as e:
+            # A wait that timed out or a lost browser: the step that was running fails.
+            check("the page session ran to its end", False, e)
         finally:
             b.close()
 
