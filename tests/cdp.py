@@ -6,7 +6,6 @@ import base64
 import hashlib
 import json
 import os
-import queue
 import re
 import shutil
 import socket

@@ -67,7 +67,7 @@ def ask(b, text):
                       % LAST)
 
 
-def chat_requests(b, port):
+def chat_requests(b):
     """The bodies the page POSTed to /v1/chat/completions, in order."""
     out = []
     for method, p in b.events:
@@ -131,7 +131,7 @@ def run_page(s, b):
     url = "data:image/png;base64," + base64.b64encode(open(PICTURE, "rb").read()).decode()
     turn1 = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
                                            {"type": "text", "text": question}]}]
-    sent = chat_requests(b, s.port)
+    sent = chat_requests(b)
     want_req = {"messages": turn1, "stream": True, "stream_options": {"include_usage": True},
                 "temperature": 0, "max_tokens": MAX_TOKENS}
     check("the page sent the question with the picture, streamed, temperature 0",
@@ -154,7 +154,7 @@ def run_page(s, b):
     follow = "And what colour is it?"
     second = ask(b, follow)
     turn2 = turn1 + [{"role": "assistant", "content": want}, {"role": "user", "content": follow}]
-    sent = chat_requests(b, s.port)
+    sent = chat_requests(b)
     check("the second turn sent the whole conversation",
           len(sent) == 3 and sent[2]["messages"] == turn2, sent[-1:] and json.dumps(sent[-1])[:600])
     want2, _ = api_answer(s, turn2)
@@ -215,7 +215,7 @@ def run_page(s, b):
     check("New chat during an answer clears the conversation", left == "0", left)
     set_value(b, "max_tokens", str(MAX_TOKENS))
     alone = ask(b, "Hello again.")
-    sent = chat_requests(b, s.port)
+    sent = chat_requests(b)
     check("the question after New chat is sent alone", alone["state"] == "done" and
           sent[-1]["messages"] == [{"role": "user", "content": "Hello again."}],
           json.dumps(sent[-1])[:400])
