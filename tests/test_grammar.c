@@ -309,6 +309,65 @@ static void test_mask_against_feeding(void **state) {
     qvl_grammar_vocab_free(v);
 }
 
+/* The constraint's sets come from a cache keyed by matcher state (grammar_sampler.c): along
+ * random walks through JSON, where states recur (inside strings, after each element), every
+ * set applied must equal the trie walk of a matcher fed the same tokens, and the cache must
+ * have answered some of them. */
+static void test_cached_sets_match_walks(void **state) {
+    (void)state;
+    const int32_t n = (int32_t)(sizeof pieces / sizeof pieces[0]);
+    size_t lens[64];
+    for (int32_t i = 0; i < n; i++) lens[i] = strlen(pieces[i]);
+    qvl_grammar_vocab *v = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_grammar_vocab_from_pieces(pieces, lens, n, &v, &err), QVL_OK);
+    qvl_grammar *g = parse_ok(qvl_grammar_json_gbnf());
+    qvl_grammar_matcher *m = NULL;
+    qvl_grammar_sampler *gs = NULL;
+    assert_int_equal(qvl_grammar_matcher_create(g, &m, &err), QVL_OK);
+    assert_int_equal(qvl_grammar_sampler_create(g, v, NULL, 0, n, &gs, &err), QVL_OK);
+    uint8_t allowed[64];
+    float logits[64];
+    uint64_t rng = 777;
+    int steps = 0;
+    for (int walk = 0; walk < 40; walk++) {
+        assert_int_equal(qvl_grammar_matcher_reset(m, &err), QVL_OK);
+        assert_int_equal(qvl_grammar_sampler_reset(gs, &err), QVL_OK);
+        for (int step = 0; step < 60; step++) {
+            size_t count;
+            assert_int_equal(qvl_grammar_matcher_allowed(m, v, allowed, (size_t)n, &count, &err), QVL_OK);
+            if (count == 0) break;
+            for (int32_t i = 0; i < n; i++) logits[i] = 0.0f;
+            assert_int_equal(qvl_grammar_sampler_apply(gs, logits, (size_t)n, &err), QVL_OK);
+            for (int32_t i = 0; i < n; i++)
+                if ((logits[i] == 0.0f) != (allowed[i] != 0))
+                    fail_msg("walk %d step %d: token %d '%s': constraint %d, trie walk %d", walk,
+                             step, i, pieces[i], logits[i] == 0.0f, allowed[i]);
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t pick = (size_t)(rng >> 33) % count;
+            int32_t id = 0;
+            for (int32_t i = 0; i < n; i++)
+                if (allowed[i] && pick-- == 0) {
+                    id = i;
+                    break;
+                }
+            bool ok;
+            assert_int_equal(qvl_grammar_matcher_feed(m, pieces[id], lens[id], &ok, &err), QVL_OK);
+            assert_true(ok);
+            assert_int_equal(qvl_grammar_sampler_accept(gs, id, &err), QVL_OK);
+            steps++;
+        }
+    }
+    int64_t calls = 0;
+    qvl_grammar_sampler_seconds(gs, &calls);
+    assert_true(steps > 200);
+    assert_true(qvl_grammar_sampler_cache_hits(gs) > calls / 4);
+    qvl_grammar_sampler_free(gs);
+    qvl_grammar_matcher_free(m);
+    qvl_grammar_free(g);
+    qvl_grammar_vocab_free(v);
+}
+
 static void test_constraint_on_logits(void **state) {
     (void)state;
     const char *const p[] = {"a", "b", "ab", "<stop>", "\xC3", "\xA9"};
@@ -399,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_done_and_accepting),
         cmocka_unit_test(test_stack_cap),
         cmocka_unit_test(test_mask_against_feeding),
+        cmocka_unit_test(test_cached_sets_match_walks),
         cmocka_unit_test(test_constraint_on_logits),
         cmocka_unit_test(test_generate_matches),
     };

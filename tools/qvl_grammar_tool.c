@@ -8,12 +8,15 @@
  *   qvl-grammar match (--json | --json-schema FILE | --grammar FILE) [--prefix] < TEXT
  *       exit 0 when stdin is a complete string of the language (with --prefix: the start of
  *       one), 1 when not
- *   qvl-grammar bench (--json | --json-schema FILE | --grammar FILE) TOKENIZER_JSON N SEED
- *       the cost of the allowed-token mask over a real vocabulary: follow N random strings
- *       token by token (greedy longest-token split of each string) and time one mask per
- *       token */
+ *   qvl-grammar bench (--json | --json-schema FILE | --grammar FILE) TOKENIZER_JSON
+ *                     (N SEED [SOFT_MAX] | --text FILE)
+ *       the cost of the allowed-token mask over a real vocabulary: follow N random strings of
+ *       about SOFT_MAX bytes (default 64), or the text in FILE (an answer as a model writes it),
+ *       token by token (greedy longest-token split of each allowed set) and time one mask
+ *       per token, as the engine applies it (qvl_grammar_sampler: its cache of sets included) */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 
 #include "qvl/file.h"
 #include "qvl/grammar.h"
+#include "qvl/grammar_sampler.h"
 #include "qvl/tokenizer.h"
 
 static double now_seconds(void) {
@@ -136,65 +140,100 @@ static int cmd_match(qvl_grammar *g, bool prefix) {
     return ok && (accepting || prefix) ? 0 : 1;
 }
 
+typedef struct bench_stats {
+    double total, worst;
+    long masks;
+    size_t allowed_sum;
+} bench_stats;
+
+/* Follows text s token by token as the engine would: apply the mask to a row of zero logits
+ * (timed), take the longest allowed token that spells the next bytes, accept it. */
+static qvl_status bench_follow(qvl_grammar_sampler *gs, const qvl_grammar_vocab *v,
+                               int32_t n_vocab, float *logits, const char *s, size_t len,
+                               bench_stats *b, qvl_error *err) {
+    qvl_status st = qvl_grammar_sampler_reset(gs, err);
+    size_t at = 0;
+    while (st == QVL_OK && at < len) {
+        memset(logits, 0, (size_t)n_vocab * sizeof *logits);
+        double t = now_seconds();
+        st = qvl_grammar_sampler_apply(gs, logits, (size_t)n_vocab, err);
+        t = now_seconds() - t;
+        if (st == QVL_E_INVALID) st = QVL_OK; /* no whole token fits here: a byte is fed */
+        if (st != QVL_OK) break;
+        b->total += t;
+        if (t > b->worst) b->worst = t;
+        b->masks++;
+        size_t best = 0;
+        int32_t best_id = -1;
+        for (int32_t id = 0; id < n_vocab; id++) {
+            const uint8_t *p;
+            size_t pl;
+            if (logits[id] != 0.0f) continue;
+            b->allowed_sum++;
+            if (qvl_grammar_vocab_piece(v, id, &p, &pl) && pl > best && pl <= len - at &&
+                memcmp(p, s + at, pl) == 0) {
+                best = pl;
+                best_id = id;
+            }
+        }
+        if (best_id >= 0) {
+            st = qvl_grammar_sampler_accept(gs, best_id, err);
+        } else { /* a byte no token covers alone: feed it as is */
+            best = 1;
+            st = qvl_grammar_sampler_feed(gs, s + at, 1, err);
+        }
+        at += best;
+    }
+    return st;
+}
+
+/* argv: TOKENIZER_JSON (N SEED [SOFT_MAX] | --text FILE) */
 static int cmd_bench(qvl_grammar *g, int argc, char **argv) {
     if (argc < 3) return usage();
+    const bool follow_file = strcmp(argv[1], "--text") == 0;
     qvl_error err = {0};
     qvl_tokenizer *tok = NULL;
     qvl_grammar_vocab *v = NULL;
-    qvl_grammar_matcher *m = NULL;
-    long n = strtol(argv[1], NULL, 10);
-    unsigned long long seed = strtoull(argv[2], NULL, 10);
+    qvl_grammar_sampler *gs = NULL;
     double t0 = now_seconds();
     qvl_status st = qvl_tokenizer_load(argv[0], &tok, &err);
     if (st == QVL_OK) st = qvl_grammar_vocab_from_tokenizer(tok, &v, &err);
     double t_trie = now_seconds() - t0;
-    if (st == QVL_OK) st = qvl_grammar_matcher_create(g, &m, &err);
     int32_t n_vocab = tok ? qvl_tokenizer_vocab_size(tok) : 0;
-    uint8_t *allowed = malloc((size_t)n_vocab + 1);
-    double total = 0, worst = 0;
-    long masks = 0;
-    size_t allowed_sum = 0;
+    /* the engine's path: one constraint per sequence, its cache of sets by state included */
+    if (st == QVL_OK) st = qvl_grammar_sampler_create(g, v, NULL, 0, n_vocab, &gs, &err);
+    float *logits = malloc(((size_t)n_vocab + 1) * sizeof *logits);
+    if (st == QVL_OK && !logits) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
+    bench_stats b = {0};
+    if (st == QVL_OK && follow_file) {
+        char *text = NULL;
+        size_t len = 0;
+        st = qvl_read_file(argv[2], 1 << 24, QVL_E_IO, &text, &len, &err);
+        if (st == QVL_OK) st = bench_follow(gs, v, n_vocab, logits, text, len, &b, &err);
+        free(text);
+    }
+    long n = follow_file ? 0 : strtol(argv[1], NULL, 10);
+    unsigned long long seed = strtoull(argv[2], NULL, 10);
+    size_t soft_max = argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 64; /* bytes aimed at */
     for (long i = 0; st == QVL_OK && i < n; i++) {
         char *s;
         size_t len;
-        st = qvl_grammar_generate(g, seed + (unsigned long long)i, 64, &s, &len, &err);
-        if (st == QVL_OK) st = qvl_grammar_matcher_reset(m, &err);
-        size_t at = 0;
-        while (st == QVL_OK && at < len) {
-            size_t count;
-            double t = now_seconds();
-            st = qvl_grammar_matcher_allowed(m, v, allowed, (size_t)n_vocab, &count, &err);
-            t = now_seconds() - t;
-            total += t;
-            if (t > worst) worst = t;
-            masks++;
-            allowed_sum += count;
-            /* the longest allowed token that spells the next bytes of s */
-            size_t best = 0;
-            for (int32_t id = 0; st == QVL_OK && id < n_vocab; id++) {
-                const uint8_t *b;
-                size_t bl;
-                if (allowed[id] && qvl_grammar_vocab_piece(v, id, &b, &bl) && bl > best &&
-                    bl <= len - at && memcmp(b, s + at, bl) == 0)
-                    best = bl;
-            }
-            bool ok = false;
-            if (best == 0) best = 1; /* a byte no token covers alone: feed it as is */
-            if (st == QVL_OK) st = qvl_grammar_matcher_feed(m, s + at, best, &ok, &err);
-            if (st == QVL_OK && !ok) st = qvl_fail(&err, QVL_E_MISMATCH, "the matcher refused its own string");
-            at += best;
-        }
-        free(s);
+        st = qvl_grammar_generate(g, seed + (unsigned long long)i, soft_max, &s, &len, &err);
+        if (st == QVL_OK) st = bench_follow(gs, v, n_vocab, logits, s, len, &b, &err);
+        if (st == QVL_OK) free(s);
     }
     if (st == QVL_OK)
         printf("trie: %zu nodes, built in %.1f ms; masks: %ld, mean %.3f ms, worst %.3f ms, "
-               "mean allowed %.0f tokens\n", qvl_grammar_vocab_n_nodes(v), t_trie * 1e3, masks,
-               masks ? total / (double)masks * 1e3 : 0.0, worst * 1e3,
-               masks ? (double)allowed_sum / (double)masks : 0.0);
+               "mean allowed %.0f tokens, sets from the state cache %.1f%%\n",
+               qvl_grammar_vocab_n_nodes(v), t_trie * 1e3, b.masks,
+               b.masks ? b.total / (double)b.masks * 1e3 : 0.0, b.worst * 1e3,
+               b.masks ? (double)b.allowed_sum / (double)b.masks : 0.0,
+               b.masks ? 100.0 * (double)qvl_grammar_sampler_cache_hits(gs) / (double)b.masks
+                       : 0.0);
     else
         fprintf(stderr, "qvl-grammar: %s\n", err.msg);
-    free(allowed);
-    qvl_grammar_matcher_free(m);
+    free(logits);
+    qvl_grammar_sampler_free(gs);
     qvl_grammar_vocab_free(v);
     qvl_tokenizer_free(tok);
     return st == QVL_OK ? 0 : 1;

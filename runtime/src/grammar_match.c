@@ -277,3 +277,31 @@ qvl_status qvl_grammar_matcher_allows_byte(qvl_grammar_matcher *m, uint8_t b, bo
     *ok = r > 0;
     return r < 0 ? err->status : QVL_OK;
 }
+
+size_t qvl_grammar_matcher_state_key(const qvl_grammar_matcher *m, int32_t *key, size_t cap) {
+    size_t n = 0;
+#define PUT(x) do { if (n < cap) key[n] = (int32_t)(x); n++; } while (0)
+    const g_state *s = &m->cur;
+    const int32_t *tops = &m->a.tops[s->off];
+    PUT((s->accept ? 1 : 0) | s->need << 8 | s->len << 16);
+    PUT(s->need ? s->acc : 0); /* acc is stale once a character is whole */
+    PUT(s->n);
+    /* The same set of stacks can be reached in different orders (which alternative matched
+     * the last character decides the order of expansion), so the stacks are written in order
+     * of (chain hash, index): a selection, as states hold few stacks. Distinct stacks with
+     * equal hashes keep their own order, which at worst costs a cache miss. */
+    uint64_t last = 0;
+    for (int32_t k = 0; k < s->n; k++) {
+        uint64_t best = UINT64_MAX;
+        for (int32_t i = 0; i < s->n; i++) {
+            uint64_t o = (uint64_t)m->a.frames[tops[i]].hash << 32 | (uint32_t)i;
+            if ((k == 0 || o > last) && o < best) best = o;
+        }
+        last = best;
+        for (int32_t f = tops[(uint32_t)best]; f >= 0; f = m->a.frames[f].parent)
+            PUT(m->a.frames[f].pos); /* top first, then -1 */
+        PUT(-1);
+    }
+#undef PUT
+    return n;
+}

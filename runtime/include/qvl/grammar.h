@@ -86,6 +86,13 @@ qvl_status qvl_grammar_matcher_feed(qvl_grammar_matcher *m, const void *bytes, s
 bool qvl_grammar_matcher_accepting(const qvl_grammar_matcher *m);
 /* Accepting and nothing can follow: the output is finished. */
 bool qvl_grammar_matcher_done(const qvl_grammar_matcher *m);
+/* The matcher's state as int32 words in key[0, cap): equal keys mean equal states (the same
+ * stacks, in the same order, and the same partly received character), so what depends only on
+ * the state (the set of allowed tokens) can be cached by key. Returns the number of words the
+ * key needs; when that is more than cap, key holds only a prefix (call again with more room).
+ * Two equal states reached in different orders may give different keys: a cache then misses,
+ * it is never wrong. */
+size_t qvl_grammar_matcher_state_key(const qvl_grammar_matcher *m, int32_t *key, size_t cap);
 /* Whether byte b could come next (for generators and tests; the state is unchanged). */
 qvl_status qvl_grammar_matcher_allows_byte(qvl_grammar_matcher *m, uint8_t b, bool *ok,
                                            qvl_error *err);

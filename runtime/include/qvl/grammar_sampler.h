@@ -54,7 +54,9 @@ qvl_status qvl_grammar_sampler_reset(qvl_grammar_sampler *gs, qvl_error *err);
 /* Seconds spent computing and applying masks since creation, and how many sets of allowed
  * tokens were computed (one per constrained token; for benchmarks). */
 double qvl_grammar_sampler_seconds(const qvl_grammar_sampler *gs, int64_t *calls);
-/* Of those, the seconds spent inside apply() (sets it had to compute itself, and writing the
+/* Of those sets, how many came from the cache of sets by state (no trie walk). */
+int64_t qvl_grammar_sampler_cache_hits(const qvl_grammar_sampler *gs);
+/* Of the seconds above, those spent inside apply() (sets it had to compute itself, and writing the
  * masks): what the caller's sampling waited for. */
 double qvl_grammar_sampler_apply_seconds(const qvl_grammar_sampler *gs);
 
