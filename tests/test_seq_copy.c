@@ -2,12 +2,14 @@
  * sequence that copied another's prefix decodes what a sequence that prefilled that prefix
  * itself decodes (greedy tokens equal, logits within LOGIT_RTOL), from a source that has gone
  * on past the prefix; the rope offset of a prompt whose positions jump (a picture's) comes
- * along; caches of their own and caches in the model's KV pool; bad copies are one clear error. */
+ * along; caches of their own and caches in the model's KV pool, and a model split over two
+ * backends (each copies the layers whose caches it holds); bad copies are one clear error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,9 +77,12 @@ static void jump_positions(int32_t *pos) {
         for (int i = 0; i < N_PROMPT; i++) pos[c * N_PROMPT + i] = i < 3 ? i : i + 7;
 }
 
-static void check(const char *backend, const char *kv_type, int kv_slots) {
+/* split: layer 1 and the output on `backend`, layer 0 on the reference (two graph parts, each
+ * copying the caches that live on its backend). */
+static void check(const char *backend, const char *kv_type, int kv_slots, bool split) {
     qvl_model_options mo = {.backend_name = backend, .ctx = 32, .kv_type = kv_type,
-                            .kv_slots = kv_slots};
+                            .kv_slots = kv_slots, .gpu_layers = split ? "1" : NULL,
+                            .cpu_backend_name = split ? "reference" : NULL};
     qvl_model *m = NULL;
     qvl_error err = {0};
     if (qvl_model_open(FIXTURE, &mo, &m, &err) != QVL_OK) {
@@ -88,6 +93,9 @@ static void check(const char *backend, const char *kv_type, int kv_slots) {
         }
         fail_msg("%s %s: %s", backend, kv_type, err.msg);
     }
+    char place[256];
+    qvl_model_placement(m, place, sizeof place);
+    if (split) assert_non_null(strstr(place, "on reference"));
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
     float *want = malloc((size_t)STEPS * vocab * sizeof *want);
     float *got = malloc((size_t)STEPS * vocab * sizeof *got);
@@ -145,9 +153,9 @@ static void check(const char *backend, const char *kv_type, int kv_slots) {
     assert_int_equal(qvl_seq_copy_prefix(m, copy, src, 0, &err), QVL_OK);
     assert_int_equal(qvl_model_n_past(m), 0);
 
-    printf("prefix copy on %s, %s cache, kv_slots %d: greedy tokens identical, worst logit "
-           "difference %.3g x max|logit| (allowed %.0e)\n", backend, kv_type, kv_slots, worst,
-           LOGIT_RTOL);
+    printf("prefix copy on %s (%s), %s cache, kv_slots %d: greedy tokens identical, worst "
+           "logit difference %.3g x max|logit| (allowed %.0e)\n", backend, place, kv_type,
+           kv_slots, worst, LOGIT_RTOL);
     qvl_seq_free(src);
     qvl_seq_free(self);
     qvl_seq_free(copy);
@@ -165,8 +173,13 @@ static void copy_equals_prefill(void **state) {
     for (size_t b = 0; b < l.n; b++) {
         if (!parity_backend_loads(&l, b)) continue;
         for (size_t t = 0; t < sizeof kv_types / sizeof *kv_types; t++) {
-            check(l.names[b], kv_types[t], 0); /* caches of their own */
-            check(l.names[b], kv_types[t], 5); /* every sequence in the KV pool */
+            check(l.names[b], kv_types[t], 0, false); /* caches of their own */
+            check(l.names[b], kv_types[t], 5, false); /* every sequence in the KV pool */
+        }
+        /* Split over two backends (the reference as the CPU backend of another one). */
+        if (!l.strict && strcmp(l.names[b], "reference") != 0) {
+            check(l.names[b], "f16", 0, true);
+            check(l.names[b], "f16", 5, true);
         }
     }
 }
