@@ -3,3 +3,14 @@
 qvl_add_test(test_decode_batch SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_decode_batch.c
   LIBS qvl-qwen3vl qvl-test-support m)
 add_dependencies(test_decode_batch qvl-reference)
+# One sequence's cached prefix copied into another (qvl_seq_copy_prefix, what n > 1 choices
+# share) against a sequence that prefilled it itself, on every parity backend and KV dtype.
+qvl_add_test(test_seq_copy SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_copy.c
+  LIBS qvl-qwen3vl qvl-test-support m)
+add_dependencies(test_seq_copy qvl-reference)
+# The same on the minimal backend (plugins file from minimal_backend.cmake): the copy uses only
+# primitive ops that any backend has.
+add_dependencies(test_seq_copy qvl-minimal)
+add_test(NAME test_seq_copy_minimal COMMAND test_seq_copy)
+set_tests_properties(test_seq_copy_minimal PROPERTIES ENVIRONMENT
+  "QVL_PLUGINS=${CMAKE_BINARY_DIR}/tests/plugins-minimal.yaml;QVL_PARITY_BACKENDS=minimal")

@@ -7,7 +7,8 @@ Exit 77 (skip) when SHARED_DATA_DIR has no Qwen3-VL tokenizer.json.
 
 Checked: greedy answers equal `qvl run` on the same prompt (text and with a picture), streaming
 (chunks, finish_reason, usage, [DONE]) equals the whole answer, stop strings, seeds, prefix
-reuse (cached_tokens), concurrent clients equal one-at-a-time answers, images by data: URL and
+reuse (cached_tokens), concurrent clients equal one-at-a-time answers, n = 3 choices sharing
+one prefill (/metrics), images by data: URL and
 under --image-dir, every error status with OpenAI's error shape, the API key, /health,
 /v1/models, /metrics, a client leaving mid-stream, a full queue (429), slow and oversized
 clients, and a clean exit on SIGTERM (no sanitizer report)."""
@@ -396,6 +397,29 @@ def test_concurrent(s):
           (alone, results))
 
 
+def test_n_shared_prefill(s):
+    """n = 3 on 2 slots: the prompt is prefilled once; the other choices copy it (the third
+    once a slot is free, from a slot that still holds it) and run only its last token."""
+    names = ["qvl_prefills_total", "qvl_prefill_tokens_total", "qvl_prompt_tokens_cached_total"]
+    before = {n: s.metric(n) for n in names}
+    # A salt of its own: nothing of an earlier request's cache is reused by the first choice.
+    status, _, body = s.chat({"messages": user("Tell me about the sea"), "max_tokens": 8,
+                              "temperature": 0, "n": 3, "cache_salt": "n-shared"})
+    after = {n: s.metric(n) for n in names}
+    texts = [c["message"]["content"] for c in body["choices"]] if status == 200 else []
+    check("n = 3 at temperature 0: three equal answers", len(texts) == 3 and
+          len(set(texts)) == 1, body)
+    prompt = body["usage"]["prompt_tokens"] if status == 200 else 0
+    check("n = 3: the first choice prefilled the whole prompt",
+          status == 200 and body["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, body)
+    delta = {n: after[n] - before[n] for n in names if after[n] is not None and before[n] is not None}
+    check("n = 3: choices 2 and 3 reused all but the last prompt token",
+          delta.get("qvl_prompt_tokens_cached_total") == 2 * (prompt - 1), (prompt, delta))
+    check("n = 3: the prompt was prefilled once (the others ran its last token)",
+          delta.get("qvl_prefills_total") == 3 and
+          delta.get("qvl_prefill_tokens_total") == prompt + 2, (prompt, delta))
+
+
 def test_sixteen_clients(tmp, model):
     """16 clients at once on 4 slots (12 wait in the queue): answers that end at different
     steps keep changing which sequences share a batched step; each greedy answer must still
@@ -611,6 +635,7 @@ def main():
         warm_turn2 = test_images(s, model, image_dir)
         test_errors(s)
         test_concurrent(s)
+        test_n_shared_prefill(s)
         test_disconnect(s)
         test_hostile(s, timeout)
         test_metrics(s)

@@ -8,7 +8,11 @@
  *   - prefix reuse: a prompt that extends a cached one reuses it (cached_tokens > 0), goes to
  *     the slot that holds it, and a picture inside the kept prefix is not encoded again;
  *   - partitions: the same prompt under another cache_salt or API key reuses nothing, and
- *     under the same one reuses as much as before. */
+ *     under the same one reuses as much as before;
+ *   - shared prefill (n > 1 choices): jobs with one prompt prefill it once, the others copy
+ *     the first one's cache and run only the last prompt token, with 3 slots and with fewer
+ *     slots than jobs, chunked or not; their greedy answers equal the answer alone; a job of
+ *     another partition beside them copies nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -337,12 +341,58 @@ static void test_prefix_reuse_and_partitions(void **state) {
     qvl_engine_free(e);
 }
 
+/* n_jobs jobs with one picture prompt (a picture moves the positions after it: the copy must
+ * keep them) on `slots` slots, all queued at once, beside one of another partition. */
+static void shared_prefill(const char *be, int slots, int n_jobs, int64_t chunk,
+                           const answer *alone) {
+    counts c = {0};
+    qvl_engine *e = start_chunked(be, slots, chunk, &c);
+    qvl_job *jobs[4];
+    int64_t cached[4], n_ids = 0;
+    for (int k = 0; k < n_jobs; k++) jobs[k] = submit(e, request(e, 1, NULL), "n");
+    qvl_job *stranger = submit(e, request(e, 1, NULL), "other");
+    for (int k = 0; k < n_jobs; k++) {
+        cached[k] = cached_of(jobs[k]);
+        n_ids = jobs[k]->n_ids;
+        answer a;
+        take(jobs[k], &a);
+        if (strcmp(a.text, alone->text) != 0 || a.finish != alone->finish)
+            fail_msg("%s, %d slots, chunk %lld: job %d: \"%s\" != alone \"%s\"", be, slots,
+                     (long long)chunk, k, a.text, alone->text);
+    }
+    assert_int_equal(cached_of(stranger), 0);
+    qvl_job_release(stranger);
+    qvl_engine_free(e);
+    /* One job prefilled the prompt; each other one ran its last token only. */
+    int64_t copies = 0;
+    for (int k = 0; k < n_jobs; k++) copies += cached[k] == n_ids - 1;
+    assert_int_equal(copies, n_jobs - 1);
+    assert_int_equal(c.prefill_tokens, 2 * n_ids + (n_jobs - 1));
+    printf("%s, %d slots, chunk %lld: %d jobs of %lld prompt tokens prefilled %lld tokens "
+           "(and %lld for another partition's)\n", be, slots, (long long)chunk, n_jobs,
+           (long long)n_ids, (long long)(c.prefill_tokens - n_ids), (long long)n_ids);
+}
+
+static void test_shared_prefill(void **state) {
+    (void)state;
+    for (size_t ch = 0; ch < 2; ch++) {
+        counts c = {0};
+        qvl_engine *e = start_chunked("reference", 1, chunks[ch], &c);
+        answer alone;
+        take(submit(e, request(e, 1, NULL), "n"), &alone);
+        qvl_engine_free(e);
+        shared_prefill("reference", 4, 3, chunks[ch], &alone);
+        shared_prefill("reference", 2, 3, chunks[ch], &alone);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_cancel_and_deadline_mid_batch),
         cmocka_unit_test(test_chunked_prefill_interleaves),
         cmocka_unit_test(test_prefix_reuse_and_partitions),
+        cmocka_unit_test(test_shared_prefill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

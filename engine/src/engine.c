@@ -320,7 +320,8 @@ static bool run_prefills(qvl_engine *e, int64_t *budget, int *n) {
 static void engine_round(qvl_engine *e, engine_slot **starting) {
     int n = 0;
     for (int i = 0; i < e->n_slots; i++)
-        if (e->slots[i].job && !e->slots[i].prefilling) n = add_to_batch(e, i, n);
+        if (e->slots[i].job && !e->slots[i].prefilling && !e->slots[i].waiting)
+            n = add_to_batch(e, i, n);
     int64_t budget = e->opts.prefill_chunk > 0 ? e->opts.prefill_chunk : INT64_MAX;
     for (;;) {
         pthread_mutex_lock(&e->mu);
@@ -330,10 +331,13 @@ static void engine_round(qvl_engine *e, engine_slot **starting) {
             engine_slot *s = starting[k];
             qvl_job *j = s->job;
             s->job = NULL;
-            engine_slot_start(s, j, &e->env);
+            engine_share_start(e->slots, e->n_slots, s, j, &e->env);
         }
         const bool freed = run_prefills(e, &budget, &n);
-        if (n_starting == 0 && !freed) break;
+        /* A prefill that just passed what a waiting job shares with it lets that job start
+         * (copying the prefix) in this same round. */
+        const int resumed = engine_share_resume(e->slots, e->n_slots, &e->env);
+        if (n_starting == 0 && !freed && resumed == 0) break;
     }
     decode_batch(e, n);
     pthread_mutex_lock(&e->mu);

@@ -91,6 +91,7 @@ void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how,
     s->sampler = NULL;
     engine_slot_prefill_drop(s);
     s->job = NULL;
+    s->waiting = false;
     qvl_job_release(j);
 }
 

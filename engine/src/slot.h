@@ -69,6 +69,13 @@ typedef struct engine_slot {
     qvl_image_features feats; /* the encoder's rows for the pictures after the kept prefix */
     int64_t feat_row;         /* rows of feats the chunks so far took */
     double prefill_seconds;
+
+    /* Waiting for another slot's prefill to pass the prefix the job shares with it
+     * (slot_share.c): the job is claimed (s->job) but not started. */
+    bool waiting;
+    const struct engine_slot *wait_for; /* the slot prefilling the shared prompt */
+    uint64_t wait_claim;      /* its last_used when the wait began: another claim ends it */
+    int64_t wait_want;        /* prompt tokens of the job that slot's cache will hold */
 } engine_slot;
 
 /* The observer's calls, each skipped when the front end gave none. */
@@ -100,12 +107,21 @@ void engine_slot_close(engine_slot *s);
 /* Prompt tokens of j this slot's cache already holds (what engine_slot_start would reuse). */
 int64_t engine_slot_reusable(const engine_slot *s, const qvl_job *j);
 
-/* Take j (the slot keeps a reference): keep the cached prefix it may reuse, compute the
- * positions of the rest and encode its pictures; the prompt itself runs in
- * engine_slot_prefill's chunks. On failure the job is finished with an error and released; the
+/* Take j (the slot keeps a reference): keep the cached prefix it may reuse (its own cache's,
+ * or when donor, another slot, holds a longer one, a copy of donor's), compute the positions
+ * of the rest and encode its pictures; the prompt itself runs in engine_slot_prefill's chunks. On failure the job is finished with an error and released; the
  * slot is idle again. Either way the job's picture pixels are freed (and their memory budget
  * given back): generation does not need them. */
-void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env);
+void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env,
+                       const engine_slot *donor);
+
+/* Prefixes shared between slots (slot_share.c). start: j into slot s, from the longest prefix
+ * any slot holds; or, when a slot is prefilling a prompt that will hold more of j, s waits
+ * (false). resume: starts the waiting slots whose source has the shared part now (or
+ * stopped prefilling it); returns how many started. */
+bool engine_share_start(engine_slot *slots, int n, engine_slot *s, qvl_job *j,
+                        const engine_slot_env *env);
+int engine_share_resume(engine_slot *slots, int n, const engine_slot_env *env);
 
 /* Prompt tokens the slot's next chunk runs, chunk tokens at most (0: the whole rest). */
 int64_t engine_slot_chunk_length(const engine_slot *s, int64_t chunk);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "picture_rules.h"
+#include "qvl/log.h"
 #include "qvl/mm_prompt.h"
 #include "slot.h"
 
@@ -128,7 +129,28 @@ static qvl_status begin(engine_slot *s, qvl_job *j, qvl_error *err) {
     return st;
 }
 
-void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
+/* The prefix of j that donor's cache holds, copied into s's cache when it is longer than
+ * what s's own cache holds (s->keep). A failed copy leaves s's cache empty: the prompt is then
+ * prefilled whole. */
+static void copy_prefix(engine_slot *s, const qvl_job *j, const engine_slot *donor) {
+    const int64_t keep = engine_slot_reusable(donor, j);
+    if (keep <= s->keep) return;
+    qvl_error err = {0};
+    if (qvl_seq_copy_prefix(s->m, s->seq, donor->seq, keep, &err) != QVL_OK) {
+        QVL_LOG_W("slot %d: %s; prefilling the prompt instead", s->index, err.msg);
+        s->n_keys = 0;
+        s->keep = 0;
+        return;
+    }
+    /* The keys of the copied entries are j's (that is what matched); begin() records the
+     * partition and pictures of j as the cache's. */
+    memcpy(s->keys, j->keys, (size_t)keep * sizeof *s->keys);
+    s->n_keys = keep;
+    s->keep = keep;
+}
+
+void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env,
+                       const engine_slot *donor) {
     qvl_model_set_seq(s->m, s->seq);
     s->job = j;
     s->n_generated = 0;
@@ -148,6 +170,7 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env) {
         return;
     }
     s->keep = engine_slot_reusable(s, j);
+    if (donor) copy_prefix(s, j, donor);
     s->prefill_at = s->keep;
     s->feat_row = 0;
     s->prefilling = true;

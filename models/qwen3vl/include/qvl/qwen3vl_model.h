@@ -99,6 +99,15 @@ qvl_status qvl_seq_create(qvl_model *m, qvl_seq **out, qvl_error *err);
 void qvl_seq_free(qvl_seq *s);
 /* Make s the current sequence (NULL: the one qvl_model_open made). */
 void qvl_model_set_seq(qvl_model *m, qvl_seq *s);
+/* dst's cache becomes the first n_past tokens of src's (n_past <= what src holds): copied on
+ * the backends that hold the caches (a graph of GET_ROWS and STORE_ROWS per layer, so every
+ * backend runs it), src unchanged. The rope offset is src's, as qvl_model_truncate keeps it:
+ * exact when n_past is past src's last picture, else the caller passes positions (as after a
+ * truncation). Values are exact for f32, f16 and bf16 caches; a q8_0 cache is re-quantised,
+ * which gives the same bytes except in blocks whose values all lie below about 2^-7
+ * (model_seq_copy.c). On failure dst holds nothing. */
+qvl_status qvl_seq_copy_prefix(qvl_model *m, qvl_seq *dst, const qvl_seq *src, int64_t n_past,
+                               qvl_error *err);
 
 /* One decode step for n sequences at once: token ids[i] is appended to seqs[i] (text
  * positions continuing it) and its next-token logits are row i of logits [n, vocab]. The
