@@ -74,3 +74,13 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_BINARY_DIR}/serve_openai)
   set_tests_properties(serve_openai PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
+
+# qvl serve stopping under load (tests/serve_shutdown_test.py): SIGTERM with --parallel 2 busy
+# (one stream, one whole answer) and two requests queued; every client gets its 503 or its
+# stream's error event and [DONE]. Skipped (77) without the tokenizer.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_shutdown COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_shutdown_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_shutdown)
+  set_tests_properties(serve_shutdown PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

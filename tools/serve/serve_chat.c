@@ -94,7 +94,8 @@ static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s,
         answered = true;
         if (f == QVL_FINISH_ERROR) {
             const bool stopping = qvl_engine_state(s->engine) == QVL_ENGINE_STOPPING;
-            rc = serve_reply_error(c, s, stopping ? 503 : 500, msg, NULL, NULL);
+            rc = stopping ? serve_reply_unavailable(c, s)
+                          : serve_reply_error(c, s, 500, msg, NULL, NULL);
         } else if (f == QVL_FINISH_TIMEOUT) {
             /* Nothing was generated: 503 tells clients and a load balancer that retrying (here
              * later, or at another replica) is safe. */
@@ -141,7 +142,7 @@ static enum MHD_Result stopped_reply(struct MHD_Connection *c, serve_server *s,
         /* As a request that waited past its deadline for a slot: retrying later is safe. */
         return serve_reply_error(c, s, 503, bad->message, NULL, "timeout");
     default:
-        return serve_reply_error(c, s, 503, "the server is shutting down", NULL, "model_loading");
+        return serve_reply_unavailable(c, s);
     }
 }
 
@@ -172,16 +173,12 @@ static enum MHD_Result submit_choice(struct MHD_Connection *c, serve_server *s, 
     st = qvl_engine_submit(s->engine, j);
     if (st != QVL_OK) {
         qvl_job_release(j);
-        const int rc = st == QVL_E_LIMIT ? 429 : 503;
+        if (st != QVL_E_LIMIT) return serve_reply_unavailable(c, s);
         char msg[200];
-        if (rc == 429)
-            snprintf(msg, sizeof msg, "the server is busy: %d slots and %d queued requests are "
-                     "taken (each of n choices takes one); retry later", s->cfg->parallel,
-                     s->cfg->queue);
-        else
-            snprintf(msg, sizeof msg, "the server is not serving (loading or stopping)");
-        return serve_reply_error(c, s, (unsigned)rc, msg, NULL,
-                                 rc == 429 ? "queue_full" : "model_loading");
+        snprintf(msg, sizeof msg, "the server is busy: %d slots and %d queued requests are "
+                 "taken (each of n choices takes one); retry later", s->cfg->parallel,
+                 s->cfg->queue);
+        return serve_reply_error(c, s, 429, msg, NULL, "queue_full");
     }
     *out = j;
     *failed = false;
@@ -189,9 +186,7 @@ static enum MHD_Result submit_choice(struct MHD_Connection *c, serve_server *s, 
 }
 
 enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len) {
-    if (qvl_engine_state(s->engine) != QVL_ENGINE_READY)
-        return serve_reply_error(c, s, 503, "the server is not serving (loading or stopping)",
-                                 NULL, "model_loading");
+    if (qvl_engine_state(s->engine) != QVL_ENGINE_READY) return serve_reply_unavailable(c, s);
     /* The deadline counts from the whole body's arrival: waiting for picture memory, decoding,
      * waiting for a slot and generating all count against it. */
     const double deadline =

@@ -73,6 +73,23 @@ enum MHD_Result serve_reply_error(struct MHD_Connection *c, serve_server *s, uns
                        serve_oai_error((int)status, message, param, code));
 }
 
+char *serve_unavailable_json(serve_server *s) {
+    switch (qvl_engine_state(s->engine)) {
+    case QVL_ENGINE_LOADING:
+        return serve_oai_error(503, "the model is loading; retry when GET /health says ok", NULL,
+                               "model_loading");
+    case QVL_ENGINE_STOPPING:
+        return serve_oai_error(503, SERVE_SHUTDOWN_MESSAGE, NULL, "shutting_down");
+    default:
+        return serve_oai_error(503, "the model could not be loaded (see the server's log)", NULL,
+                               "model_unavailable");
+    }
+}
+
+enum MHD_Result serve_reply_unavailable(struct MHD_Connection *c, serve_server *s) {
+    return serve_reply(c, s, 503, "application/json", serve_unavailable_json(s));
+}
+
 /* poll() with POLLRDHUP reports the client's FIN (or a reset) even while bytes it sent earlier,
  * such as a pipelined next request, wait unread; a peek at the next byte would see those bytes
  * and never the close. */
@@ -90,6 +107,13 @@ bool serve_peer_gone(struct MHD_Connection *c) {
     if (n == 0) return true; /* orderly shutdown by the client */
     return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 #endif
+}
+
+static void flight_add(serve_server *s, int d) {
+    pthread_mutex_lock(&s->flight_mu);
+    s->in_flight += d;
+    if (s->in_flight == 0) pthread_cond_broadcast(&s->flight_cv);
+    pthread_mutex_unlock(&s->flight_mu);
 }
 
 static route route_of(const char *url) {
@@ -146,9 +170,7 @@ static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, r
         return serve_reply(c, s, 200, "text/plain; version=0.0.4; charset=utf-8",
                            serve_metrics_render(s->metrics));
     case R_SLOTS: {
-        if (st != QVL_ENGINE_READY)
-            return serve_reply_error(c, s, 503, "the model is loading; retry when GET /health "
-                                     "says ok", NULL, "model_loading");
+        if (st != QVL_ENGINE_READY) return serve_reply_unavailable(c, s);
         qvl_engine_slot_info info[256]; /* --parallel is at most 256 */
         const int n = qvl_engine_slot_info_get(s->engine, info, 256);
         return serve_reply(c, s, 200, "application/json",
@@ -246,8 +268,7 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
         return true;
     }
     if (qvl_engine_state(s->engine) != QVL_ENGINE_READY) {
-        *rc = serve_reply_error(c, s, 503, "the model is loading; retry when GET /health says ok",
-                                NULL, "model_loading");
+        *rc = serve_reply_unavailable(c, s);
         return true;
     }
     if (!json_content_type(c)) {
@@ -278,6 +299,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
         *con_cls = st;
+        flight_add(s, 1);
         st->r = route_of(url);
         enum MHD_Result rc;
         if (answer_early(c, s, st->r, method, version, &rc)) {
@@ -335,6 +357,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(st->body);
     free(st);
     *con_cls = NULL;
+    flight_add(s, -1);
 #ifdef __GLIBC__
     /* glibc keeps what a thread freed in that thread's arena for reuse, and one connection
      * thread per client means many arenas: after a big body (and the tree and pictures made
@@ -373,10 +396,18 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
         return false;
     }
     s->started = (long long)time(NULL);
+    pthread_mutex_init(&s->flight_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the drain's bound ignores clock changes */
+    pthread_cond_init(&s->flight_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->in_flight = 0;
     s->listen_loopback = serve_host_is_loopback_address(cfg->host);
     s->guard = serve_guard_create(cfg->receive_timeout, s->metrics, cfg->verbose);
     if (!s->guard) {
         snprintf(msg, msg_len, "cannot start the connection watchdog (out of memory or threads)");
+        serve_http_stop(s);
         return false;
     }
     /* The logger goes first so that it also receives messages about the options after it.
@@ -390,8 +421,7 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
         MHD_OPTION_URI_LOG_CALLBACK, serve_guard_on_request_line, s->guard,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
-        serve_guard_free(s->guard);
-        s->guard = NULL;
+        serve_http_stop(s);
         snprintf(msg, msg_len, "cannot listen on %s port %d (in use, or not an address of this "
                  "machine)", cfg->host, cfg->port);
         return false;
@@ -401,9 +431,22 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
     return true;
 }
 
+void serve_http_drain(serve_server *s, int seconds) {
+    if (!s->daemon) return;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += seconds;
+    pthread_mutex_lock(&s->flight_mu);
+    while (s->in_flight > 0)
+        if (pthread_cond_timedwait(&s->flight_cv, &s->flight_mu, &until) != 0) break;
+    pthread_mutex_unlock(&s->flight_mu);
+}
+
 void serve_http_stop(serve_server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     serve_guard_free(s->guard); /* after the daemon: every connection is closed */
     s->guard = NULL;
+    pthread_cond_destroy(&s->flight_cv);
+    pthread_mutex_destroy(&s->flight_mu);
 }

@@ -1,6 +1,7 @@
 /* qvl serve: an OpenAI-compatible HTTP server for one model. The listener starts first (so
  * /health can say "loading"), the engine thread loads the model, and the main thread waits for
- * SIGINT/SIGTERM, then shuts down in order: engine (finishing every job), then connections. */
+ * SIGINT/SIGTERM, then shuts down in order: engine (finishing every job), the answers of the
+ * requests in flight, then connections. */
 #define _XOPEN_SOURCE 700
 
 #include <limits.h>
@@ -212,6 +213,10 @@ int qvl_cmd_serve(int argc, char **argv) {
     /* Decodes and waits for picture memory end first: they make no connection thread wait. */
     serve_budget_close(&budget);
     qvl_engine_stop(engine);
+    /* Every job has ended with "shutting down": let each connection write its 503 or its
+     * stream's error event and [DONE] before the daemon closes the sockets; a client that
+     * stopped reading holds it at most --timeout seconds, as it would any connection. */
+    serve_http_drain(&srv, cfg.timeout);
     serve_http_stop(&srv);
     qvl_engine_free(engine);
     serve_metrics_set_image_budget(metrics, NULL);

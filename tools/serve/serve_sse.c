@@ -151,7 +151,9 @@ static bool choice_event(sse *e, int i, bool *made) {
     /* Headers are gone: the error travels as an event. (A stream starts after the prefill, so
      * TIMEOUT, which ends a job before it, does not reach here.) */
     if (f == QVL_FINISH_ERROR || f == QVL_FINISH_TIMEOUT)
-        return set_event(e, serve_oai_error(500, msg, NULL, NULL));
+        return set_event(e, qvl_engine_state(e->s->engine) == QVL_ENGINE_STOPPING
+                                ? serve_unavailable_json(e->s)
+                                : serve_oai_error(500, msg, NULL, NULL));
     oc.finish = f == QVL_FINISH_LENGTH ? "length"
               : c->calls.n_calls > 0 ? "tool_calls" : "stop";
     return set_event(e, serve_oai_chunk(&e->meta, i, &oc, e->include_usage));
