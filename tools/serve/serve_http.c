@@ -25,15 +25,24 @@
 #endif
 
 #include "serve_auth.h"
+#include "serve_cors.h"
 #include "serve_guard.h"
 #include "serve_host.h"
 #include "serve_json.h"
 #include "serve_oai.h"
+#include "serve_props.h"
 
 /* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
 #define SERVE_TRIM_AFTER_BYTES ((size_t)1 << 20)
 
-typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_SLOTS } route;
+typedef enum route {
+    R_NOT_FOUND, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, /* POST, with a body */
+    R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SLOTS, R_PROPS,      /* GET */
+} route;
+
+#define MODEL_PREFIX "/v1/models/"
+
+static bool is_post(route r) { return r >= R_CHAT && r <= R_DETOKENIZE; }
 
 typedef struct conn_state {
     route r;
@@ -61,6 +70,7 @@ enum MHD_Result serve_reply(struct MHD_Connection *c, serve_server *s, unsigned 
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    serve_cors_headers(c, s->cfg->cors, r);
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     serve_metrics_response(s->metrics, (int)status);
@@ -116,12 +126,20 @@ static void flight_add(serve_server *s, int d) {
     pthread_mutex_unlock(&s->flight_mu);
 }
 
-static route route_of(const char *url) {
-    if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
-    if (strcmp(url, "/v1/models") == 0) return R_MODELS;
-    if (strcmp(url, "/health") == 0) return R_HEALTH;
-    if (strcmp(url, "/metrics") == 0) return R_METRICS;
-    if (strcmp(url, "/slots") == 0) return R_SLOTS;
+static route route_of(const char *url, const serve_config *cfg) {
+    static const struct {
+        const char *path;
+        route r;
+    } routes[] = {{"/v1/chat/completions", R_CHAT}, {"/v1/completions", R_COMPLETIONS},
+                  {"/tokenize", R_TOKENIZE},         {"/detokenize", R_DETOKENIZE},
+                  {"/v1/models", R_MODELS},          {"/health", R_HEALTH},
+                  {"/metrics", R_METRICS},           {"/slots", R_SLOTS},
+                  {"/props", R_PROPS}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strcmp(url, routes[i].path) == 0)
+            return routes[i].r == R_SLOTS && cfg->no_slots ? R_NOT_FOUND : routes[i].r;
+    if (strncmp(url, MODEL_PREFIX, strlen(MODEL_PREFIX)) == 0 && url[strlen(MODEL_PREFIX)])
+        return R_MODEL;
     return R_NOT_FOUND;
 }
 
@@ -148,15 +166,31 @@ static enum MHD_Result reply_405(struct MHD_Connection *c, serve_server *s, cons
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    serve_cors_headers(c, s->cfg->cors, r);
     enum MHD_Result rc = MHD_queue_response(c, 405, r);
     MHD_destroy_response(r);
     serve_metrics_response(s->metrics, 405);
     return rc;
 }
 
-static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, route r) {
+static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, route r,
+                                    const char *url) {
     qvl_engine_phase st = qvl_engine_state(s->engine);
     switch (r) {
+    case R_MODEL: {
+        /* libmicrohttpd hands the path %-decoded: an alias with a '/' arrives whole. */
+        const char *id = url + strlen(MODEL_PREFIX);
+        if (strcmp(id, s->cfg->model_id) == 0)
+            return serve_reply(c, s, 200, "application/json",
+                               serve_oai_model(s->cfg->model_id, s->started));
+        char msg[200];
+        snprintf(msg, sizeof msg, "the model '%.64s' does not exist: this server serves '%.64s'",
+                 id, s->cfg->model_id);
+        return serve_reply_error(c, s, 404, msg, "model", "model_not_found");
+    }
+    case R_PROPS:
+        if (st != QVL_ENGINE_READY) return serve_reply_unavailable(c, s);
+        return serve_reply(c, s, 200, "application/json", serve_props_json(s));
     case R_HEALTH:
         return st == QVL_ENGINE_READY
                    ? serve_reply(c, s, 200, "application/json", strdup("{\"status\":\"ok\"}"))
@@ -240,22 +274,30 @@ static bool answer_bad_framing_or_host(struct MHD_Connection *c, serve_server *s
 
 /* First call of a request: everything that can be decided from the headers. Returns true when
  * a response was queued (*rc holds the result). */
-static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, const char *method,
-                         const char *version, enum MHD_Result *rc) {
+static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, const char *url,
+                         const char *method, const char *version, enum MHD_Result *rc) {
     if (answer_bad_framing_or_host(c, s, version, rc)) return true;
-    const bool allowed = r == R_CHAT ? strcmp(method, "POST") == 0
-                                     : strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    const bool post = is_post(r);
+    const bool allowed = post ? strcmp(method, "POST") == 0
+                              : strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     char msg[160];
     if (r == R_NOT_FOUND) {
         *rc = serve_reply_error(c, s, 404, "not found: the server answers POST "
-                                "/v1/chat/completions, GET /v1/models, /health, /metrics and /slots",
+                                "/v1/chat/completions, /v1/completions, /tokenize, /detokenize; "
+                                "GET /v1/models, /props, /health, /metrics and /slots",
                                 NULL, "not_found");
+        return true;
+    }
+    /* A browser's preflight carries no Authorization: it is answered before the key check. */
+    if (s->cfg->cors && strcmp(method, "OPTIONS") == 0) {
+        *rc = serve_cors_preflight(c, s->cfg->cors, post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+        serve_metrics_response(s->metrics, 204);
         return true;
     }
     if (!allowed) {
         snprintf(msg, sizeof msg, "method %.16s is not allowed here (use %s)", method,
-                 r == R_CHAT ? "POST" : "GET");
-        *rc = reply_405(c, s, r == R_CHAT ? "POST" : "GET, HEAD", msg);
+                 post ? "POST" : "GET");
+        *rc = reply_405(c, s, post ? "POST" : "GET, HEAD", msg);
         return true;
     }
     if (r != R_HEALTH && !authorized(c, s->cfg)) {
@@ -263,8 +305,8 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
                                 NULL, "invalid_api_key");
         return true;
     }
-    if (r != R_CHAT) {
-        *rc = get_endpoint(c, s, r);
+    if (!post) {
+        *rc = get_endpoint(c, s, r, url);
         return true;
     }
     if (qvl_engine_state(s->engine) != QVL_ENGINE_READY) {
@@ -300,9 +342,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!st) return MHD_NO;
         *con_cls = st;
         flight_add(s, 1);
-        st->r = route_of(url);
+        st->r = route_of(url, s->cfg);
         enum MHD_Result rc;
-        if (answer_early(c, s, st->r, method, version, &rc)) {
+        if (answer_early(c, s, st->r, url, method, version, &rc)) {
             /* libmicrohttpd discards any body and closes after this answer. */
             serve_guard_request_received(s->guard, c);
             return rc;
@@ -343,7 +385,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (st->len == 0)
         return serve_reply_error(c, s, 400, "the request has no body", NULL, "invalid_json");
-    return serve_chat(c, s, st->body, st->len);
+    switch (st->r) {
+    case R_TOKENIZE: return serve_tokenize(c, s, st->body, st->len);
+    case R_DETOKENIZE: return serve_detokenize(c, s, st->body, st->len);
+    case R_COMPLETIONS: return serve_completions(c, s, st->body, st->len);
+    default: return serve_chat(c, s, st->body, st->len);
+    }
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

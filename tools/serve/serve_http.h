@@ -61,8 +61,15 @@ enum MHD_Result serve_reply_unavailable(struct MHD_Connection *c, serve_server *
 /* True once the client has closed its side or reset the connection. */
 bool serve_peer_gone(struct MHD_Connection *c);
 
-/* POST /v1/chat/completions with its whole body (serve_chat.c). */
+/* POST /v1/chat/completions and /v1/completions with their whole body (serve_chat.c). */
 enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len);
+enum MHD_Result serve_completions(struct MHD_Connection *c, serve_server *s, const char *body,
+                                  size_t len);
+/* POST /tokenize and /detokenize (serve_tokenize.c). */
+enum MHD_Result serve_tokenize(struct MHD_Connection *c, serve_server *s, const char *body,
+                               size_t len);
+enum MHD_Result serve_detokenize(struct MHD_Connection *c, serve_server *s, const char *body,
+                                 size_t len);
 
 /* Answer with a Server-Sent Events stream of the jobs' answers, choice i from jobs[i] (n <=
  * SERVE_MAX_CHOICES), chunks interleaved (serve_sse.c); with read_calls the text goes through

@@ -1,4 +1,5 @@
-/* The streamed answer: "data: {chunk}\n\n" events in OpenAI's chat.completion.chunk format,
+/* The streamed answer: "data: {chunk}\n\n" events in OpenAI's chat.completion.chunk format (or
+ * text_completion for /v1/completions),
  * then "data: [DONE]\n\n". libmicrohttpd pulls the body through stream_read on the connection's
  * own thread, which blocks there until the engine publishes more text. A write to a client that
  * has left fails, the response is freed (stream_free) and the job is cancelled; while waiting,
@@ -71,7 +72,8 @@ static cJSON *take_logprobs(sse *e, sse_choice *c, size_t upto, bool final, bool
     size_t k = c->lp_sent;
     while (k < j->n_logprobs && (final || j->logprobs[k].end <= upto)) k++;
     if (k == c->lp_sent) return NULL;
-    cJSON *lp = serve_logprobs_json(e->s->engine, j->logprobs + c->lp_sent, k - c->lp_sent);
+    cJSON *lp = serve_logprobs_of(e->s->engine, e->meta.api, j->logprobs + c->lp_sent,
+                                  k - c->lp_sent, c->lp_sent ? j->logprobs[c->lp_sent - 1].end : 0);
     if (!lp) *oom = true;
     c->lp_sent = k;
     return lp;
@@ -258,6 +260,8 @@ enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_j
     for (int i = 0; i < n; i++) {
         e->ch[i].j = jobs[i];
         e->ch[i].read_calls = read_calls;
+        /* A text completion's chunks carry text only: no role chunk first. */
+        e->ch[i].ph = meta->api == SERVE_API_TEXT ? C_TEXT : C_ROLE;
         serve_toolcalls_init(&e->ch[i].calls);
     }
     e->s = s;
