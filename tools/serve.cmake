@@ -41,6 +41,10 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_video.c
   ${QVL_SERVE_DIR}/serve_metrics.c
   ${QVL_SERVE_DIR}/serve_auth.c
-  ${QVL_SERVE_DIR}/serve_budget.c)
+  ${QVL_SERVE_DIR}/serve_budget.c
+  ${QVL_SERVE_DIR}/serve_fields.c
+  ${QVL_SERVE_DIR}/serve_cors.c
+  ${QVL_SERVE_DIR}/serve_props.c
+  ${QVL_SERVE_DIR}/serve_tokenize.c)
 target_include_directories(qvl PRIVATE ${QVL_SERVE_DIR} ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(qvl PRIVATE ${QVL_MHD_TARGET} PkgConfig::QVL_SERVE_CJSON Threads::Threads)
