@@ -84,3 +84,14 @@ if(Python3_Interpreter_FOUND)
     ${CMAKE_CURRENT_BINARY_DIR}/serve_shutdown)
   set_tests_properties(serve_shutdown PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
+
+# llama-server's surface (tests/serve_llama_test.py): its flags as /props, /slots and
+# /v1/models/{id} report them, /tokenize and /detokenize, /v1/completions (raw prompt, token
+# ids, streamed, legacy logprobs, the OpenAI client when .pydeps has it), refused and ignored
+# fields, CORS. Skipped (77) without the tokenizer.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_llama COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_llama_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_llama)
+  set_tests_properties(serve_llama PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()
