@@ -113,7 +113,7 @@ qvl_status qvl_engine_detokenize(qvl_engine *e, const int32_t *ids, size_t n, ch
  * its video's text, each picture's and frame group's pad its tokens. Nothing is encoded yet.
  * Errors: QVL_E_LIMIT when the prompt does not fit a slot's context, QVL_E_NOMEM, else
  * QVL_E_INVALID (a picture placeholder spelled in the text, a count that does not match the
- * pictures and videos). The job's
+ * pictures and videos, an empty prompt, a prompt id outside the vocabulary). The job's
  * partition is no API key and no salt, its deadline none: set them before submitting.
  * A grammar that does not parse, a logit_bias id outside the vocabulary or a top_logprobs count
  * out of range are QVL_E_INVALID, checked before the prompt is tokenized. */
