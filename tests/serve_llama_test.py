@@ -71,6 +71,13 @@ def test_flag_errors(model):
         err = r.stderr.strip()
         check("flags %s: exit 2 with one line naming %s" % (" ".join(args), names),
               r.returncode == 2 and "\n" not in err and names in err, (r.returncode, err))
+    # The type reaches the model: q8_0 needs a head_dim of 32k, the tiny model's is 16.
+    for args in (["--kv-type", "q8_0"], ["-ctk", "q8_0", "-ctv", "q8_0"]):
+        r = subprocess.run([QVL, "serve", "-m", model, "--port", "0"] + args,
+                           capture_output=True, text=True, timeout=60)
+        check("%s reaches the model (its q8_0 refusal)" % " ".join(args),
+              r.returncode == 1 and "q8_0" in r.stderr and "head_dim" in r.stderr,
+              (r.returncode, r.stderr))
 
 
 def test_props_and_models(s):
