@@ -255,6 +255,17 @@ def test_cors(s, plain):
     status, h, _ = s.request("POST", "/tokenize", {"content": "x"}, headers={"Origin": ORIGIN})
     check("--cors: an answer carries the origin", status == 200 and
           h.get("access-control-allow-origin") == ORIGIN and h.get("vary") == "Origin", h)
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+    try:
+        conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "x", "max_tokens": 2,
+                                                                 "stream": True}),
+                     headers={"Content-Type": "application/json", "Origin": ORIGIN})
+        r = conn.getresponse()
+        r.read()
+        check("--cors: a stream carries the origin", r.status == 200 and
+              r.getheader("Access-Control-Allow-Origin") == ORIGIN, r.getheaders())
+    finally:
+        conn.close()
     status, h, _ = s.request("GET", "/health", headers={"Origin": "https://evil.example"})
     check("--cors: another origin gets no allow-origin", status == 200 and
           "access-control-allow-origin" not in h, h)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "serve_cors.h"
 #include "serve_http.h"
 #include "serve_logprobs.h"
 #include "serve_request.h"
@@ -279,6 +280,7 @@ enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_j
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass events through */
+    serve_cors_headers(c, s->cfg->cors, r);
     enum MHD_Result rc = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     serve_metrics_response(s->metrics, 200);
