@@ -28,6 +28,7 @@ check = u.Checks()
 ORIGIN = "https://app.example"
 # <|endoftext|> and <|im_end|> banned: answers run exactly max_tokens tokens.
 NO_END = {"151643": -100, "151645": -100}
+TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
 
 
 def post(s, path, body, headers=None):
@@ -88,6 +89,8 @@ def test_props_and_models(s):
           status == 200 and props.get("total_slots") == 2 and gen.get("n_ctx") == 2048 and
           props.get("model_alias") == "qwen-tiny" and props.get("model_path", "").endswith("tiny"),
           (status, props))
+    check("/props: chat_template from the model's chat_template.jinja",
+          props.get("chat_template") == TEMPLATE, props.get("chat_template"))
     check("/props: modalities vision, no audio; params; build_info",
           props.get("modalities") == {"vision": True, "audio": False} and
           isinstance(gen.get("params", {}).get("temperature"), (int, float)) and
@@ -285,6 +288,8 @@ def main():
         return 77
     os.makedirs(WORK, exist_ok=True)
     model = u.make_tiny_model(QVL, WORK, tok)
+    with open(os.path.join(model, "chat_template.jinja"), "w") as f:
+        f.write(TEMPLATE)
     test_flag_errors(model)
     s = u.Server(QVL, WORK, "llama", ["-m", model, "-np", "2", "-c", "2048", "-a", "qwen-tiny",
                                       "--kv-type", "f16", "-ctk", "f16", "-ctv", "f16", "-fa",

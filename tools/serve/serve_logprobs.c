@@ -61,19 +61,27 @@ static bool add_token(qvl_engine *e, cJSON *obj, int32_t id, float logprob) {
     size_t len = 0;
     if (!qvl_engine_token_bytes(e, id, &bytes, &len)) len = 0;
     char *text = as_text(bytes, len); /* as serve_token_text, but the bytes are needed too */
-    cJSON *arr = text ? cJSON_CreateArray() : NULL;
-    bool ok = arr && cJSON_AddStringToObject(obj, "token", text);
+    bool ok = text && cJSON_AddStringToObject(obj, "token", text);
     /* OpenAI writes -9999.0 for a probability that underflows */
     ok = ok && cJSON_AddNumberToObject(obj, "logprob", isfinite(logprob) ? logprob : -9999.0);
-    for (size_t i = 0; ok && i < len; i++) {
-        cJSON *v = cJSON_CreateNumber((unsigned char)bytes[i]);
-        ok = v && cJSON_AddItemToArray(arr, v);
-        if (!ok) cJSON_Delete(v);
-    }
-    if (ok) ok = cJSON_AddItemToObject(obj, "bytes", arr);
+    cJSON *arr = ok ? serve_bytes_json(bytes, len) : NULL;
+    ok = arr && cJSON_AddItemToObject(obj, "bytes", arr);
     if (!ok) cJSON_Delete(arr);
     free(text);
     return ok;
+}
+
+cJSON *serve_bytes_json(const char *bytes, size_t n) {
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < n; i++) {
+        cJSON *v = cJSON_CreateNumber((unsigned char)bytes[i]);
+        if (!v || !cJSON_AddItemToArray(arr, v)) {
+            cJSON_Delete(v);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
 }
 
 bool serve_utf8_whole(const char *bytes, size_t n) {

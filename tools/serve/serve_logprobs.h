@@ -31,6 +31,8 @@ cJSON *serve_logprobs_of(qvl_engine *e, serve_api api, const qvl_token_logprob *
 /* A token's bytes as text (U+FFFD for bytes that are not whole characters); malloc'd, NULL
  * when out of memory. */
 char *serve_token_text(qvl_engine *e, int32_t id);
+/* [b0, b1, ...]: the bytes as numbers; NULL when out of memory. */
+cJSON *serve_bytes_json(const char *bytes, size_t n);
 /* bytes[0, n) is well-formed UTF-8 with no NUL. */
 bool serve_utf8_whole(const char *bytes, size_t n);
 

@@ -6,10 +6,11 @@
 #include "serve_props.h"
 
 #include <cjson/cJSON.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "qvl/file.h"
 
 #ifndef QVL_VERSION
 #define QVL_VERSION "unknown"
@@ -19,27 +20,17 @@
 #endif
 
 /* Largest template file read (tokenizer_config.json is tens of KB). */
-#define PROPS_MAX_FILE ((long)8 << 20)
+#define PROPS_MAX_FILE ((size_t)8 << 20)
 
+/* dir/name, or NULL (absent, not a regular file, too large, out of memory). */
 static char *read_file(const char *dir, const char *name, size_t *len) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n >= 0 && n <= PROPS_MAX_FILE && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
+    char *path = qvl_path_join(dir, name);
+    char *text = NULL;
+    qvl_error err = {0};
+    if (path && qvl_read_file(path, PROPS_MAX_FILE, QVL_E_NOT_FOUND, &text, len, &err) != QVL_OK)
+        text = NULL;
+    free(path);
+    return text;
 }
 
 /* The "chat_template" of a JSON file: a string, or a list of {name, template} (the one named

@@ -41,13 +41,9 @@ static cJSON *piece_json(serve_server *s, int32_t id) {
     if (ok && serve_utf8_whole(bytes, n)) {
         ok = cJSON_AddStringToObject(o, "piece", bytes) != NULL; /* NUL-terminated by the tokenizer */
     } else if (ok) {
-        cJSON *arr = cJSON_AddArrayToObject(o, "piece");
-        ok = arr != NULL;
-        for (size_t i = 0; ok && i < n; i++) {
-            cJSON *b = cJSON_CreateNumber((unsigned char)bytes[i]);
-            ok = b && cJSON_AddItemToArray(arr, b);
-            if (!ok) cJSON_Delete(b);
-        }
+        cJSON *arr = serve_bytes_json(bytes, n);
+        ok = arr && cJSON_AddItemToObject(o, "piece", arr);
+        if (!ok) cJSON_Delete(arr);
     }
     if (!ok) {
         cJSON_Delete(o);
