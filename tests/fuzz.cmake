@@ -41,6 +41,7 @@ foreach(name ${QVL_FUZZ_TARGETS})
     pkg_check_modules(QVL_FUZZ_CJSON REQUIRED IMPORTED_TARGET libcjson)
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_structured.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_tools.c
+      ${CMAKE_SOURCE_DIR}/tools/serve/serve_fields.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_pyjson.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_json.c
       ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c

@@ -97,3 +97,24 @@ if(Python3_Interpreter_FOUND)
     ${QVL_SHARED_DATA_DIR} ${CMAKE_CURRENT_BINARY_DIR}/serve_webui_browser)
   set_tests_properties(serve_webui_browser PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
+
+# qvl serve stopping under load (tests/serve_shutdown_test.py): SIGTERM with --parallel 2 busy
+# (one stream, one whole answer) and two requests queued; every client gets its 503 or its
+# stream's error event and [DONE]. Skipped (77) without the tokenizer.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_shutdown COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_shutdown_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_shutdown)
+  set_tests_properties(serve_shutdown PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()
+
+# llama-server's surface (tests/serve_llama_test.py): its flags as /props, /slots and
+# /v1/models/{id} report them, /tokenize and /detokenize, /v1/completions (raw prompt, token
+# ids, streamed, legacy logprobs, the OpenAI client when .pydeps has it), refused and ignored
+# fields, CORS. Skipped (77) without the tokenizer.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME serve_llama COMMAND ${Python3_EXECUTABLE}
+    ${CMAKE_CURRENT_LIST_DIR}/serve_llama_test.py $<TARGET_FILE:qvl> ${QVL_SHARED_DATA_DIR}
+    ${CMAKE_CURRENT_BINARY_DIR}/serve_llama)
+  set_tests_properties(serve_llama PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

@@ -6,6 +6,7 @@ find_package(Threads REQUIRED)
 qvl_add_test(test_serve_json SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_json.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_json.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_request.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_structured.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_tools.c
+  ${CMAKE_SOURCE_DIR}/tools/serve/serve_fields.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_pyjson.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_image.c ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_video.c ${CMAKE_SOURCE_DIR}/tools/video_files.c

@@ -42,7 +42,11 @@ target_sources(qvl PRIVATE
   ${QVL_SERVE_DIR}/serve_metrics.c
   ${QVL_SERVE_DIR}/serve_auth.c
   ${QVL_SERVE_DIR}/serve_budget.c
-  ${QVL_SERVE_DIR}/serve_webui.c)
+  ${QVL_SERVE_DIR}/serve_webui.c
+  ${QVL_SERVE_DIR}/serve_fields.c
+  ${QVL_SERVE_DIR}/serve_cors.c
+  ${QVL_SERVE_DIR}/serve_props.c
+  ${QVL_SERVE_DIR}/serve_tokenize.c)
 
 # The chat page at GET / (tools/serve/webui/index.html) becomes a C array at build time, so the
 # binary serves it with no file beside it.

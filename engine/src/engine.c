@@ -515,6 +515,47 @@ static qvl_status expand(int32_t **ids, int64_t *n, int32_t pad, const int64_t *
     return QVL_OK;
 }
 
+qvl_status qvl_engine_tokenize(qvl_engine *e, const char *text, size_t len, int32_t **ids,
+                               size_t *n, qvl_error *err) {
+    pthread_mutex_lock(&e->tok_mu); /* encode keeps scratch state in the tokenizer */
+    qvl_status st = qvl_tokenizer_encode(e->tok, text, len, ids, n, err);
+    pthread_mutex_unlock(&e->tok_mu);
+    return st;
+}
+
+qvl_status qvl_engine_detokenize(qvl_engine *e, const int32_t *ids, size_t n, char **text,
+                                 size_t *len, qvl_error *err) {
+    const int32_t vocab = qvl_tokenizer_vocab_size(e->tok);
+    for (size_t i = 0; i < n; i++) {
+        const char *bytes;
+        size_t nb;
+        if (ids[i] < 0 || ids[i] >= vocab ||
+            qvl_tokenizer_token_to_piece(e->tok, ids[i], &bytes, &nb, NULL) != QVL_OK)
+            return qvl_fail(err, QVL_E_INVALID, "token %zu: %lld is not a token of this model "
+                            "(0..%d)", i, (long long)ids[i], (int)vocab - 1);
+    }
+    return qvl_tokenizer_decode(e->tok, ids, n, false, text, len, err);
+}
+
+/* A prompt given as ids: copied, each checked against the model's vocabulary. */
+static qvl_status copy_ids(const qvl_engine *e, const qvl_engine_request *req, int32_t **out,
+                           size_t *n, qvl_error *err) {
+    *out = malloc((req->n_prompt_ids + 1) * sizeof **out);
+    if (!*out) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < req->n_prompt_ids; i++) {
+        const int32_t id = req->prompt_ids[i];
+        if (id < 0 || id >= e->defaults.n_valid) {
+            free(*out);
+            *out = NULL;
+            return qvl_fail(err, QVL_E_INVALID, "prompt token %zu: %lld is not a token id of "
+                            "this model (0..%d)", i, (long long)id, (int)e->defaults.n_valid - 1);
+        }
+        (*out)[i] = id;
+    }
+    *n = req->n_prompt_ids;
+    return QVL_OK;
+}
+
 /* The prompt's ids with each picture's one placeholder expanded to its tokens, and each
  * video's groups (one placeholder each) to theirs. */
 static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t **out,
@@ -525,10 +566,12 @@ static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t
     qvl_status st = video_text(req, &with_videos, err);
     if (st == QVL_E_NOMEM) return st;
     if (st != QVL_OK) return QVL_E_INVALID;
-    const char *text = with_videos ? with_videos : req->prompt;
-    pthread_mutex_lock(&e->tok_mu);
-    st = qvl_tokenizer_encode(e->tok, text, strlen(text), &ids, &count, err);
-    pthread_mutex_unlock(&e->tok_mu);
+    if (req->prompt_ids) {
+        st = copy_ids(e, req, &ids, &count, err);
+    } else {
+        const char *text = with_videos ? with_videos : req->prompt;
+        st = qvl_engine_tokenize(e, text, strlen(text), &ids, &count, err);
+    }
     free(with_videos);
     int64_t n = (int64_t)count;
     /* Also without pictures: a pad token in the text (a front end refuses the ones it can see
@@ -609,6 +652,12 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
         return st;
     }
     const int64_t ctx = e->opts.ctx;
+    if (n == 0) { /* the first answer token is sampled from the last prompt token's logits */
+        qvl_grammar_free(grammar);
+        free(ids);
+        qvl_engine_request_free(req);
+        return qvl_fail(err, QVL_E_INVALID, "the prompt is empty: give at least one token");
+    }
     if (n >= ctx) {
         qvl_grammar_free(grammar);
         free(ids);

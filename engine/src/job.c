@@ -182,6 +182,7 @@ void qvl_job_wait(qvl_job *j, qvl_job_wait_for what, size_t seen, int timeout_ms
 void qvl_engine_request_free(qvl_engine_request *r) {
     if (!r) return;
     free(r->prompt);
+    free(r->prompt_ids);
     for (size_t i = 0; i < r->n_pictures; i++) qvl_picture_free(&r->pictures[i]);
     free(r->pictures);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);

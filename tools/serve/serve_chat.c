@@ -1,4 +1,4 @@
-/* POST /v1/chat/completions: parse, tokenize, queue, then wait for the answer (or for its
+/* POST /v1/chat/completions and /v1/completions: parse, tokenize, queue, then wait for the answer (or for its
  * first token when streaming, so that a request that fails before answering still gets its
  * proper status). While waiting, the connection thread checks every WAIT_MS whether the client
  * has gone; if so the job is cancelled and the engine drops it before its next token. */
@@ -22,9 +22,9 @@ static const char *finish_name(qvl_finish f) {
     return f == QVL_FINISH_LENGTH ? "length" : "stop";
 }
 
-/* "chatcmpl-" and 24 hex digits, unique within the process and unlikely to repeat across
+/* "chatcmpl-" (or "cmpl-") and 24 hex digits, unique within the process and unlikely to repeat across
  * restarts (the id is a label, not a secret). */
-static void make_id(char *out, size_t n) {
+static void make_id(const char *prefix, char *out, size_t n) {
     static atomic_uint_fast64_t counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -34,7 +34,7 @@ static void make_id(char *out, size_t n) {
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 27;
-    snprintf(out, n, "chatcmpl-%016llx%08llx", (unsigned long long)x,
+    snprintf(out, n, "%s%016llx%08llx", prefix, (unsigned long long)x,
              (unsigned long long)(k & 0xffffffffULL));
 }
 
@@ -47,8 +47,8 @@ static bool blank(const char *s) {
 
 /* The choice of job j (finished STOP or LENGTH) as the answer gives it; with read_calls its
  * tool calls are read out of the text (*text_out: the content left, freed by the caller). */
-static bool make_choice(serve_server *s, qvl_job *j, bool read_calls, serve_oai_choice *c,
-                        char **text_out) {
+static bool make_choice(serve_server *s, serve_api api, qvl_job *j, bool read_calls,
+                        serve_oai_choice *c, char **text_out) {
     *c = (serve_oai_choice){.content = j->text ? j->text : "",
                             .finish = finish_name(j->finish)};
     *text_out = NULL;
@@ -73,7 +73,7 @@ static bool make_choice(serve_server *s, qvl_job *j, bool read_calls, serve_oai_
         }
     }
     if (j->req->logprobs) {
-        c->logprobs = serve_logprobs_json(s->engine, j->logprobs, j->n_logprobs);
+        c->logprobs = serve_logprobs_of(s->engine, api, j->logprobs, j->n_logprobs, 0);
         if (!c->logprobs) return false;
     }
     return true;
@@ -94,7 +94,8 @@ static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s,
         answered = true;
         if (f == QVL_FINISH_ERROR) {
             const bool stopping = qvl_engine_state(s->engine) == QVL_ENGINE_STOPPING;
-            rc = serve_reply_error(c, s, stopping ? 503 : 500, msg, NULL, NULL);
+            rc = stopping ? serve_reply_unavailable(c, s)
+                          : serve_reply_error(c, s, 500, msg, NULL, NULL);
         } else if (f == QVL_FINISH_TIMEOUT) {
             /* Nothing was generated: 503 tells clients and a load balancer that retrying (here
              * later, or at another replica) is safe. */
@@ -114,7 +115,8 @@ static enum MHD_Result finished_reply(struct MHD_Connection *c, serve_server *s,
         bool ok = true;
         /* The jobs are finished: the engine writes none of their fields any more. */
         for (int i = 0; i < n; i++) {
-            if (!make_choice(s, jobs[i], read_calls, &choices[i], &texts[i])) ok = false;
+            if (!make_choice(s, meta->api, jobs[i], read_calls, &choices[i], &texts[i]))
+                ok = false;
             u.completion += jobs[i]->completion_tokens;
         }
         char *body = ok ? serve_oai_completion(meta, choices, n, &u) : NULL;
@@ -141,7 +143,7 @@ static enum MHD_Result stopped_reply(struct MHD_Connection *c, serve_server *s,
         /* As a request that waited past its deadline for a slot: retrying later is safe. */
         return serve_reply_error(c, s, 503, bad->message, NULL, "timeout");
     default:
-        return serve_reply_error(c, s, 503, "the server is shutting down", NULL, "model_loading");
+        return serve_reply_unavailable(c, s);
     }
 }
 
@@ -172,33 +174,29 @@ static enum MHD_Result submit_choice(struct MHD_Connection *c, serve_server *s, 
     st = qvl_engine_submit(s->engine, j);
     if (st != QVL_OK) {
         qvl_job_release(j);
-        const int rc = st == QVL_E_LIMIT ? 429 : 503;
+        if (st != QVL_E_LIMIT) return serve_reply_unavailable(c, s);
         char msg[200];
-        if (rc == 429)
-            snprintf(msg, sizeof msg, "the server is busy: %d slots and %d queued requests are "
-                     "taken (each of n choices takes one); retry later", s->cfg->parallel,
-                     s->cfg->queue);
-        else
-            snprintf(msg, sizeof msg, "the server is not serving (loading or stopping)");
-        return serve_reply_error(c, s, (unsigned)rc, msg, NULL,
-                                 rc == 429 ? "queue_full" : "model_loading");
+        snprintf(msg, sizeof msg, "the server is busy: %d slots and %d queued requests are "
+                 "taken (each of n choices takes one); retry later", s->cfg->parallel,
+                 s->cfg->queue);
+        return serve_reply_error(c, s, 429, msg, NULL, "queue_full");
     }
     *out = j;
     *failed = false;
     return MHD_YES;
 }
 
-enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len) {
-    if (qvl_engine_state(s->engine) != QVL_ENGINE_READY)
-        return serve_reply_error(c, s, 503, "the server is not serving (loading or stopping)",
-                                 NULL, "model_loading");
+/* Both APIs: parse, queue each choice, wait, answer in the API's shape. */
+static enum MHD_Result generate(struct MHD_Connection *c, serve_server *s, const char *body,
+                                size_t len, serve_api api) {
+    if (qvl_engine_state(s->engine) != QVL_ENGINE_READY) return serve_reply_unavailable(c, s);
     /* The deadline counts from the whole body's arrival: waiting for picture memory, decoding,
      * waiting for a slot and generating all count against it. */
     const double deadline =
         s->cfg->request_timeout > 0 ? qvl_job_now() + s->cfg->request_timeout : 0;
     serve_image_guard guard = {.budget = s->budget, .deadline = deadline,
                                .client_gone = client_gone, .client_arg = c};
-    serve_parse_ctx ctx = {.defaults = qvl_engine_sampling_defaults(s->engine),
+    serve_parse_ctx ctx = {.api = api, .defaults = qvl_engine_sampling_defaults(s->engine),
                            .pictures = qvl_engine_picture_rules(s->engine),
                            .videos = qvl_engine_video_rules(s->engine),
                            .image_dir = s->image_dir, .max_images = s->cfg->max_images,
@@ -239,8 +237,9 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
         have++;
     }
     char id[48];
-    make_id(id, sizeof id);
-    serve_oai_meta meta = {.id = id, .created = (long long)time(NULL), .model = s->cfg->model_id};
+    make_id(api == SERVE_API_TEXT ? "cmpl-" : "chatcmpl-", id, sizeof id);
+    serve_oai_meta meta = {.api = api, .id = id, .created = (long long)time(NULL),
+                           .model = s->cfg->model_id};
     /* Non-streamed: every choice finished. Streamed: every choice started (or one finished
      * before starting: it failed, and its status answers the request). */
     for (int k = 0; k < n;) {
@@ -269,4 +268,13 @@ enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char
     }
     if (!stream) return finished_reply(c, s, jobs, n, read_calls, &meta);
     return serve_sse_start(c, s, jobs, n, &meta, include_usage, read_calls);
+}
+
+enum MHD_Result serve_chat(struct MHD_Connection *c, serve_server *s, const char *body, size_t len) {
+    return generate(c, s, body, len, SERVE_API_CHAT);
+}
+
+enum MHD_Result serve_completions(struct MHD_Connection *c, serve_server *s, const char *body,
+                                  size_t len) {
+    return generate(c, s, body, len, SERVE_API_TEXT);
 }

@@ -38,6 +38,10 @@ typedef struct serve_config {
     const char *allow_host; /* comma-separated Host names answered besides the loopback ones
                                when listening on loopback ("*": any); NULL: none */
     const char *backend, *plugins, *weights; /* as qvl run's --backend, --plugins, --weights */
+    const char *kv_type;   /* --kv-type (or -ctk/-ctv when equal); NULL: the backend's default */
+    const char *cors;      /* --cors: comma-separated origins answered with CORS headers ("*":
+                              any); NULL: no CORS headers, preflights are 405 */
+    bool no_slots;         /* --no-slots: GET /slots is 404 */
     const qvl_options *backend_options; /* laid over plugins.yaml (-t); NULL: none */
     const char *gpu_layers, *cpu_backend, *vision_backend; /* as qvl run's -ngl, --cpu-backend,
                                                               --vision-backend */

@@ -25,16 +25,25 @@
 #endif
 
 #include "serve_auth.h"
+#include "serve_cors.h"
 #include "serve_guard.h"
 #include "serve_host.h"
 #include "serve_json.h"
 #include "serve_oai.h"
 #include "serve_webui.h"
+#include "serve_props.h"
 
 /* Bodies of at least this many bytes (buffer capacity) give memory back when their request ends. */
 #define SERVE_TRIM_AFTER_BYTES ((size_t)1 << 20)
 
-typedef enum route { R_NOT_FOUND, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_SLOTS, R_WEBUI } route;
+typedef enum route {
+    R_NOT_FOUND, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, /* POST, with a body */
+    R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_SLOTS, R_PROPS, R_WEBUI, /* GET */
+} route;
+
+#define MODEL_PREFIX "/v1/models/"
+
+static bool is_post(route r) { return r >= R_CHAT && r <= R_DETOKENIZE; }
 
 typedef struct conn_state {
     route r;
@@ -62,6 +71,7 @@ enum MHD_Result serve_reply(struct MHD_Connection *c, serve_server *s, unsigned 
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    serve_cors_headers(c, s->cfg->cors, r);
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     serve_metrics_response(s->metrics, (int)status);
@@ -72,6 +82,23 @@ enum MHD_Result serve_reply_error(struct MHD_Connection *c, serve_server *s, uns
                                   const char *message, const char *param, const char *code) {
     return serve_reply(c, s, status, "application/json",
                        serve_oai_error((int)status, message, param, code));
+}
+
+char *serve_unavailable_json(serve_server *s) {
+    switch (qvl_engine_state(s->engine)) {
+    case QVL_ENGINE_LOADING:
+        return serve_oai_error(503, "the model is loading; retry when GET /health says ok", NULL,
+                               "model_loading");
+    case QVL_ENGINE_STOPPING:
+        return serve_oai_error(503, SERVE_SHUTDOWN_MESSAGE, NULL, "shutting_down");
+    default:
+        return serve_oai_error(503, "the model could not be loaded (see the server's log)", NULL,
+                               "model_unavailable");
+    }
+}
+
+enum MHD_Result serve_reply_unavailable(struct MHD_Connection *c, serve_server *s) {
+    return serve_reply(c, s, 503, "application/json", serve_unavailable_json(s));
 }
 
 /* poll() with POLLRDHUP reports the client's FIN (or a reset) even while bytes it sent earlier,
@@ -93,13 +120,28 @@ bool serve_peer_gone(struct MHD_Connection *c) {
 #endif
 }
 
+static void flight_add(serve_server *s, int d) {
+    pthread_mutex_lock(&s->flight_mu);
+    s->in_flight += d;
+    if (s->in_flight == 0) pthread_cond_broadcast(&s->flight_cv);
+    pthread_mutex_unlock(&s->flight_mu);
+}
+
 static route route_of(const char *url, const serve_config *cfg) {
+    static const struct {
+        const char *path;
+        route r;
+    } routes[] = {{"/v1/chat/completions", R_CHAT}, {"/v1/completions", R_COMPLETIONS},
+                  {"/tokenize", R_TOKENIZE},         {"/detokenize", R_DETOKENIZE},
+                  {"/v1/models", R_MODELS},          {"/health", R_HEALTH},
+                  {"/metrics", R_METRICS},           {"/slots", R_SLOTS},
+                  {"/props", R_PROPS}};
     if (strcmp(url, "/") == 0 && !cfg->no_webui) return R_WEBUI;
-    if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
-    if (strcmp(url, "/v1/models") == 0) return R_MODELS;
-    if (strcmp(url, "/health") == 0) return R_HEALTH;
-    if (strcmp(url, "/metrics") == 0) return R_METRICS;
-    if (strcmp(url, "/slots") == 0) return R_SLOTS;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strcmp(url, routes[i].path) == 0)
+            return routes[i].r == R_SLOTS && cfg->no_slots ? R_NOT_FOUND : routes[i].r;
+    if (strncmp(url, MODEL_PREFIX, strlen(MODEL_PREFIX)) == 0 && url[strlen(MODEL_PREFIX)])
+        return R_MODEL;
     return R_NOT_FOUND;
 }
 
@@ -126,15 +168,31 @@ static enum MHD_Result reply_405(struct MHD_Connection *c, serve_server *s, cons
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    serve_cors_headers(c, s->cfg->cors, r);
     enum MHD_Result rc = MHD_queue_response(c, 405, r);
     MHD_destroy_response(r);
     serve_metrics_response(s->metrics, 405);
     return rc;
 }
 
-static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, route r) {
+static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, route r,
+                                    const char *url) {
     qvl_engine_phase st = qvl_engine_state(s->engine);
     switch (r) {
+    case R_MODEL: {
+        /* libmicrohttpd hands the path %-decoded: an alias with a '/' arrives whole. */
+        const char *id = url + strlen(MODEL_PREFIX);
+        if (strcmp(id, s->cfg->model_id) == 0)
+            return serve_reply(c, s, 200, "application/json",
+                               serve_oai_model(s->cfg->model_id, s->started));
+        char msg[200];
+        snprintf(msg, sizeof msg, "the model '%.64s' does not exist: this server serves '%.64s'",
+                 id, s->cfg->model_id);
+        return serve_reply_error(c, s, 404, msg, "model", "model_not_found");
+    }
+    case R_PROPS:
+        if (st != QVL_ENGINE_READY) return serve_reply_unavailable(c, s);
+        return serve_reply(c, s, 200, "application/json", serve_props_json(s));
     case R_HEALTH:
         return st == QVL_ENGINE_READY
                    ? serve_reply(c, s, 200, "application/json", strdup("{\"status\":\"ok\"}"))
@@ -150,9 +208,7 @@ static enum MHD_Result get_endpoint(struct MHD_Connection *c, serve_server *s, r
     case R_WEBUI:
         return serve_webui_reply(c, s);
     case R_SLOTS: {
-        if (st != QVL_ENGINE_READY)
-            return serve_reply_error(c, s, 503, "the model is loading; retry when GET /health "
-                                     "says ok", NULL, "model_loading");
+        if (st != QVL_ENGINE_READY) return serve_reply_unavailable(c, s);
         qvl_engine_slot_info info[256]; /* --parallel is at most 256 */
         const int n = qvl_engine_slot_info_get(s->engine, info, 256);
         return serve_reply(c, s, 200, "application/json",
@@ -222,22 +278,30 @@ static bool answer_bad_framing_or_host(struct MHD_Connection *c, serve_server *s
 
 /* First call of a request: everything that can be decided from the headers. Returns true when
  * a response was queued (*rc holds the result). */
-static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, const char *method,
-                         const char *version, enum MHD_Result *rc) {
+static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, const char *url,
+                         const char *method, const char *version, enum MHD_Result *rc) {
     if (answer_bad_framing_or_host(c, s, version, rc)) return true;
-    const bool allowed = r == R_CHAT ? strcmp(method, "POST") == 0
-                                     : strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    const bool post = is_post(r);
+    const bool allowed = post ? strcmp(method, "POST") == 0
+                              : strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     char msg[160];
     if (r == R_NOT_FOUND) {
         *rc = serve_reply_error(c, s, 404, "not found: the server answers POST "
-                                "/v1/chat/completions, GET /v1/models, /health, /metrics and /slots",
+                                "/v1/chat/completions, /v1/completions, /tokenize, /detokenize; "
+                                "GET /v1/models, /props, /health, /metrics and /slots",
                                 NULL, "not_found");
+        return true;
+    }
+    /* A browser's preflight carries no Authorization: it is answered before the key check. */
+    if (s->cfg->cors && strcmp(method, "OPTIONS") == 0) {
+        *rc = serve_cors_preflight(c, s->cfg->cors, post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+        serve_metrics_response(s->metrics, 204);
         return true;
     }
     if (!allowed) {
         snprintf(msg, sizeof msg, "method %.16s is not allowed here (use %s)", method,
-                 r == R_CHAT ? "POST" : "GET");
-        *rc = reply_405(c, s, r == R_CHAT ? "POST" : "GET, HEAD", msg);
+                 post ? "POST" : "GET");
+        *rc = reply_405(c, s, post ? "POST" : "GET, HEAD", msg);
         return true;
     }
     /* The page holds no data; it asks for the key and sends it with its own requests. */
@@ -246,13 +310,12 @@ static bool answer_early(struct MHD_Connection *c, serve_server *s, route r, con
                                 NULL, "invalid_api_key");
         return true;
     }
-    if (r != R_CHAT) {
-        *rc = get_endpoint(c, s, r);
+    if (!post) {
+        *rc = get_endpoint(c, s, r, url);
         return true;
     }
     if (qvl_engine_state(s->engine) != QVL_ENGINE_READY) {
-        *rc = serve_reply_error(c, s, 503, "the model is loading; retry when GET /health says ok",
-                                NULL, "model_loading");
+        *rc = serve_reply_unavailable(c, s);
         return true;
     }
     if (!json_content_type(c)) {
@@ -283,9 +346,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
         *con_cls = st;
+        flight_add(s, 1);
         st->r = route_of(url, s->cfg);
         enum MHD_Result rc;
-        if (answer_early(c, s, st->r, method, version, &rc)) {
+        if (answer_early(c, s, st->r, url, method, version, &rc)) {
             /* libmicrohttpd discards any body and closes after this answer. */
             serve_guard_request_received(s->guard, c);
             return rc;
@@ -326,7 +390,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (st->len == 0)
         return serve_reply_error(c, s, 400, "the request has no body", NULL, "invalid_json");
-    return serve_chat(c, s, st->body, st->len);
+    switch (st->r) {
+    case R_TOKENIZE: return serve_tokenize(c, s, st->body, st->len);
+    case R_DETOKENIZE: return serve_detokenize(c, s, st->body, st->len);
+    case R_COMPLETIONS: return serve_completions(c, s, st->body, st->len);
+    default: return serve_chat(c, s, st->body, st->len);
+    }
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -340,6 +409,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(st->body);
     free(st);
     *con_cls = NULL;
+    flight_add(s, -1);
 #ifdef __GLIBC__
     /* glibc keeps what a thread freed in that thread's arena for reuse, and one connection
      * thread per client means many arenas: after a big body (and the tree and pictures made
@@ -378,10 +448,18 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
         return false;
     }
     s->started = (long long)time(NULL);
+    pthread_mutex_init(&s->flight_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the drain's bound ignores clock changes */
+    pthread_cond_init(&s->flight_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->in_flight = 0;
     s->listen_loopback = serve_host_is_loopback_address(cfg->host);
     s->guard = serve_guard_create(cfg->receive_timeout, s->metrics, cfg->verbose);
     if (!s->guard) {
         snprintf(msg, msg_len, "cannot start the connection watchdog (out of memory or threads)");
+        serve_http_stop(s);
         return false;
     }
     /* The logger goes first so that it also receives messages about the options after it.
@@ -395,8 +473,7 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
         MHD_OPTION_URI_LOG_CALLBACK, serve_guard_on_request_line, s->guard,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
-        serve_guard_free(s->guard);
-        s->guard = NULL;
+        serve_http_stop(s);
         snprintf(msg, msg_len, "cannot listen on %s port %d (in use, or not an address of this "
                  "machine)", cfg->host, cfg->port);
         return false;
@@ -406,9 +483,22 @@ bool serve_http_start(serve_server *s, char *msg, size_t msg_len) {
     return true;
 }
 
+void serve_http_drain(serve_server *s, int seconds) {
+    if (!s->daemon) return;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += seconds;
+    pthread_mutex_lock(&s->flight_mu);
+    while (s->in_flight > 0)
+        if (pthread_cond_timedwait(&s->flight_cv, &s->flight_mu, &until) != 0) break;
+    pthread_mutex_unlock(&s->flight_mu);
+}
+
 void serve_http_stop(serve_server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     serve_guard_free(s->guard); /* after the daemon: every connection is closed */
     s->guard = NULL;
+    pthread_cond_destroy(&s->flight_cv);
+    pthread_mutex_destroy(&s->flight_mu);
 }

@@ -1,6 +1,7 @@
 /* qvl serve: an OpenAI-compatible HTTP server for one model. The listener starts first (so
  * /health can say "loading"), the engine thread loads the model, and the main thread waits for
- * SIGINT/SIGTERM, then shuts down in order: engine (finishing every job), then connections. */
+ * SIGINT/SIGTERM, then shuts down in order: engine (finishing every job), the answers of the
+ * requests in flight, then connections. */
 #define _XOPEN_SOURCE 700
 
 #include <limits.h>
@@ -32,6 +33,39 @@ static const char *base_name(const char *dir, char *buf, size_t n) {
     while (start > 0 && dir[start - 1] != '/') start--;
     snprintf(buf, n, "%.*s", (int)(len - start), dir + start);
     return buf;
+}
+
+/* The one KV cache type from --kv-type and llama.cpp's -ctk/-ctv (K and V share qvl's type, so
+ * the spellings must agree). false: a one-line error was printed. */
+static bool kv_type_of(const char *kv, const char *k, const char *v, const char **out) {
+    static const char *const known[] = {"f32", "f16", "q8_0"};
+    const char *names[3] = {kv, k, v}, *flags[3] = {"--kv-type", "-ctk", "-ctv"};
+    *out = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!names[i]) continue;
+        bool ok = false;
+        for (size_t t = 0; t < sizeof known / sizeof known[0]; t++) ok |= !strcmp(names[i], known[t]);
+        if (!ok) {
+            fprintf(stderr, "qvl serve: %s %s: the KV cache type must be f32, f16 or q8_0\n",
+                    flags[i], names[i]);
+            return false;
+        }
+        if (*out && strcmp(*out, names[i]) != 0) {
+            fprintf(stderr, "qvl serve: %s %s differs from %s: qvl keeps K and V in one type; "
+                    "give the same type (or --kv-type TYPE)\n", flags[i], names[i], *out);
+            return false;
+        }
+        *out = names[i];
+    }
+    return true;
+}
+
+/* -fa/--flash-attn takes llama.cpp's values; qvl's attention is the same either way
+ * (docs/serving.md, "llama-server's flags"). */
+static bool flash_attn_ok(const char *v) {
+    if (!v || !strcmp(v, "on") || !strcmp(v, "off") || !strcmp(v, "auto")) return true;
+    fprintf(stderr, "qvl serve: -fa %s: give on, off or auto\n", v);
+    return false;
 }
 
 /* Wait for a stop signal; returns 0 on a signal, 1 when loading failed. */
@@ -71,6 +105,8 @@ int qvl_cmd_serve(int argc, char **argv) {
     int64_t max_image_mib = 1024; /* docs/serving.md, "Picture memory": why this default */
     int64_t max_conn_per_ip = cfg.max_connections_per_ip, receive_timeout = cfg.receive_timeout;
     backend_args be = {.threads = -1}; /* -1: -t not given (the parser allows 0 and up) */
+    const char *cache_k = NULL, *cache_v = NULL, *flash_attn = NULL;
+    bool metrics_flag = false, slots_flag = false;
     cli_opt opts[] = {
         {"model", 'm', CLI_STRING, &cfg.model, "DIR|FILE", "model directory (config.json, *.safetensors, tokenizer.json) or llama.cpp GGUF file", 0, 0, false},
         {"mmproj", 0, CLI_STRING, &cfg.mmproj, "FILE", "the vision part of a GGUF model (llama.cpp's mmproj GGUF), for pictures and videos", 0, 0, false},
@@ -94,6 +130,14 @@ int qvl_cmd_serve(int argc, char **argv) {
         {"max-connections-per-ip", 0, CLI_INT, &max_conn_per_ip, "N", "connections from one client address at once; more are closed when accepted; 0 = no limit (default 32; behind a proxy give 0)", 0, 65536, false},
         {"receive-timeout", 0, CLI_INT, &receive_timeout, "S", "a request (headers and body) must arrive whole within S seconds of the connection's opening or the previous answer, else 408 and close (default 60)", 1, 86400, false},
         {"allow-host", 0, CLI_STRING, &cfg.allow_host, "NAMES", "comma-separated Host names answered besides localhost, *.localhost, 127.x.x.x and [::1] when listening on loopback; * = any (default: none; other Hosts get 403)", 0, 0, false},
+        {"kv-type", 0, CLI_STRING, &cfg.kv_type, "TYPE", "KV cache dtype: f32, f16 or q8_0 (default: the backend's kv_type: option in plugins.yaml, else f16; as qvl run)", 0, 0, false},
+        {"cache-type-k", 0, CLI_STRING, &cache_k, "TYPE", "llama.cpp's K cache type: qvl has one KV type, so it must equal -ctv and --kv-type when given", 0, 0, false},
+        {"cache-type-v", 0, CLI_STRING, &cache_v, "TYPE", "llama.cpp's V cache type (as -ctk)", 0, 0, false},
+        {"flash-attn", 0, CLI_STRING, &flash_attn, "on|off|auto", "accepted for llama.cpp's command lines; no effect: attention is fused wherever the backend takes the fused op (docs/serving.md)", 0, 0, false},
+        {"metrics", 0, CLI_FLAG, &metrics_flag, NULL, "accepted for llama.cpp's command lines: GET /metrics is always served (behind --api-key)", 0, 0, false},
+        {"slots", 0, CLI_FLAG, &slots_flag, NULL, "serve GET /slots (the default)", 0, 0, false},
+        {"no-slots", 0, CLI_FLAG, &cfg.no_slots, NULL, "do not serve GET /slots (404)", 0, 0, false},
+        {"cors", 0, CLI_STRING, &cfg.cors, "ORIGINS", "answer browsers from these origins (comma-separated; * = any) with CORS headers and preflights (default: none)", 0, 0, false},
         {"alias", 0, CLI_STRING, &cfg.model_id, "NAME", "model name in /v1/models and responses (default: the directory's name)", 0, 0, false},
         {"backend", 0, CLI_STRING, &cfg.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
         {"weights", 0, CLI_STRING, &cfg.weights, "DTYPE", "store matrix weights as bf16, f16, f32, q8_0, q4_k, q6_k or the q4_k_m mixture (as qvl run)", 0, 0, false},
@@ -106,19 +150,34 @@ int qvl_cmd_serve(int argc, char **argv) {
     const size_t n_opts = sizeof opts / sizeof opts[0];
     const char *pos[1];
     size_t n_pos = 0;
-    static const cli_alias aliases[] = {{"-ngl", "gpu-layers"}, {"--n-gpu-layers", "gpu-layers"}};
+    /* llama-server's spellings where the meaning is the same. */
+    static const cli_alias aliases[] = {
+        {"-ngl", "gpu-layers"}, {"--n-gpu-layers", "gpu-layers"}, {"-c", "ctx"},
+        {"--ctx-size", "ctx"}, {"-np", "parallel"}, {"-a", "alias"}, {"-ctk", "cache-type-k"},
+        {"-ctv", "cache-type-v"}, {"-fa", "flash-attn"}};
     const size_t n_aliases = sizeof aliases / sizeof aliases[0];
     int rc = cli_parse_aliased("qvl serve", opts, n_opts, aliases, n_aliases, argc, argv, pos, 0,
                                &n_pos);
     if (rc == CLI_HELP) {
         cli_print_help_ex(stdout, "usage: qvl serve -m MODEL_DIR [options]   (OpenAI-compatible "
-                          "POST /v1/chat/completions, GET /v1/models, /health, /metrics)", opts,
-                          n_opts, aliases, n_aliases, NULL);
+                          "POST /v1/chat/completions, /v1/completions, GET /v1/models; "
+                          "llama-server's /tokenize, /detokenize, /props, /slots; /health, "
+                          "/metrics)", opts, n_opts, aliases, n_aliases, NULL);
         return 0;
     }
     if (rc != CLI_OK) return 2;
     if (!cfg.model) {
         fprintf(stderr, "qvl serve: -m MODEL_DIR is required\n");
+        return 2;
+    }
+    if (!kv_type_of(cfg.kv_type, cache_k, cache_v, &cfg.kv_type) || !flash_attn_ok(flash_attn))
+        return 2;
+    if (slots_flag && cfg.no_slots) {
+        fprintf(stderr, "qvl serve: --slots and --no-slots contradict each other\n");
+        return 2;
+    }
+    if (cfg.cors && !cfg.cors[0]) {
+        fprintf(stderr, "qvl serve: --cors needs an origin (https://app.example) or *\n");
         return 2;
     }
     cfg.port = (int)port;
@@ -190,7 +249,7 @@ int qvl_cmd_serve(int argc, char **argv) {
     qvl_engine_options eo = {.model = cfg.model, .mmproj = cfg.mmproj, .slots = cfg.parallel, .queue = cfg.queue,
                              .ctx = cfg.ctx, .prefill_chunk = batch_size,
                              .backend = cfg.backend, .plugins = cfg.plugins,
-                             .weights = cfg.weights, .gpu_layers = cfg.gpu_layers,
+                             .weights = cfg.weights, .kv_type = cfg.kv_type, .gpu_layers = cfg.gpu_layers,
                              .cpu_backend = cfg.cpu_backend, .vision_backend = cfg.vision_backend,
                              .backend_options = cfg.backend_options};
     serve_metrics_observer(metrics, &eo.observer);
@@ -213,6 +272,10 @@ int qvl_cmd_serve(int argc, char **argv) {
     /* Decodes and waits for picture memory end first: they make no connection thread wait. */
     serve_budget_close(&budget);
     qvl_engine_stop(engine);
+    /* Every job has ended with "shutting down": let each connection write its 503 or its
+     * stream's error event and [DONE] before the daemon closes the sockets; a client that
+     * stopped reading holds it at most --timeout seconds, as it would any connection. */
+    serve_http_drain(&srv, cfg.timeout);
     serve_http_stop(&srv);
     qvl_engine_free(engine);
     serve_metrics_set_image_budget(metrics, NULL);

@@ -90,13 +90,36 @@ static bool add_taken(cJSON *choice, cJSON *into, serve_oai_choice *c) {
     return ok;
 }
 
+/* A text completion's choice: {text, index, logprobs, finish_reason}; logprobs taken. */
+static bool add_text_choice(cJSON *list, int index, serve_oai_choice *ch) {
+    cJSON *c = cJSON_CreateObject();
+    if (!c || !cJSON_AddItemToArray(list, c)) {
+        cJSON_Delete(c);
+        cJSON_Delete(ch->logprobs);
+        ch->logprobs = NULL;
+        return false;
+    }
+    bool ok = cJSON_AddStringToObject(c, "text", ch->content ? ch->content : "") &&
+              cJSON_AddNumberToObject(c, "index", index);
+    return add_taken(ok ? c : NULL, c, ch) && add_string_or_null(c, "finish_reason", ch->finish);
+}
+
+static const char *object_name(const serve_oai_meta *m, bool chunk) {
+    if (m->api == SERVE_API_TEXT) return "text_completion";
+    return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
 char *serve_oai_completion(const serve_oai_meta *m, serve_oai_choice *choices, int n,
                            const serve_oai_usage *u) {
-    cJSON *root = meta_object(m, "chat.completion");
+    cJSON *root = meta_object(m, object_name(m, false));
     cJSON *list = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
     bool ok = list != NULL;
     for (int i = 0; i < n; i++) {
         serve_oai_choice *ch = &choices[i];
+        if (m->api == SERVE_API_TEXT) {
+            if (ok) ok = add_text_choice(list, i, ch);
+            continue;
+        }
         cJSON *c = ok ? cJSON_CreateObject() : NULL;
         if (c) cJSON_AddItemToArray(list, c);
         cJSON *msg = c ? cJSON_AddObjectToObject(c, "message") : NULL;
@@ -118,8 +141,17 @@ char *serve_oai_completion(const serve_oai_meta *m, serve_oai_choice *choices, i
 }
 
 char *serve_oai_chunk(const serve_oai_meta *m, int index, serve_oai_choice *ch, bool usage_null) {
-    cJSON *root = meta_object(m, "chat.completion.chunk");
+    cJSON *root = meta_object(m, object_name(m, true));
     cJSON *choices = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
+    if (m->api == SERVE_API_TEXT) {
+        bool ok = choices && add_text_choice(choices, index, ch);
+        if (ok && usage_null) ok = cJSON_AddNullToObject(root, "usage") != NULL;
+        if (!choices) {
+            cJSON_Delete(ch->logprobs);
+            ch->logprobs = NULL;
+        }
+        return print_free(root, ok);
+    }
     cJSON *c = choices ? cJSON_CreateObject() : NULL;
     if (c) cJSON_AddItemToArray(choices, c);
     cJSON *delta = c ? cJSON_AddObjectToObject(c, "delta") : NULL;
@@ -133,9 +165,17 @@ char *serve_oai_chunk(const serve_oai_meta *m, int index, serve_oai_choice *ch, 
 }
 
 char *serve_oai_usage_chunk(const serve_oai_meta *m, const serve_oai_usage *u) {
-    cJSON *root = meta_object(m, "chat.completion.chunk");
+    cJSON *root = meta_object(m, object_name(m, true));
     bool ok = root && cJSON_AddArrayToObject(root, "choices") && add_usage(root, u);
     return print_free(root, ok);
+}
+
+/* {id, object: "model", created, owned_by} into e. */
+static bool model_fields(cJSON *e, const char *model, long long created) {
+    return e && cJSON_AddStringToObject(e, "id", model) &&
+           cJSON_AddStringToObject(e, "object", "model") &&
+           cJSON_AddNumberToObject(e, "created", (double)created) &&
+           cJSON_AddStringToObject(e, "owned_by", "qvl");
 }
 
 char *serve_oai_models(const char *model, long long created) {
@@ -144,11 +184,13 @@ char *serve_oai_models(const char *model, long long created) {
     cJSON *e = data ? cJSON_CreateObject() : NULL;
     if (e) cJSON_AddItemToArray(data, e);
     bool ok = e && cJSON_AddStringToObject(root, "object", "list") &&
-              cJSON_AddStringToObject(e, "id", model) &&
-              cJSON_AddStringToObject(e, "object", "model") &&
-              cJSON_AddNumberToObject(e, "created", (double)created) &&
-              cJSON_AddStringToObject(e, "owned_by", "qvl");
+              model_fields(e, model, created);
     return print_free(root, ok);
+}
+
+char *serve_oai_model(const char *model, long long created) {
+    cJSON *root = cJSON_CreateObject();
+    return print_free(root, model_fields(root, model, created));
 }
 
 char *serve_oai_slots(const qvl_engine_slot_info *slots, int n, int64_t n_ctx) {

@@ -11,9 +11,16 @@
 
 #include "qvl/engine.h"
 
+/* Which API a request came through: its request and answer shapes. */
+typedef enum serve_api {
+    SERVE_API_CHAT, /* POST /v1/chat/completions: messages in, "chat.completion" out */
+    SERVE_API_TEXT, /* POST /v1/completions: a raw prompt in, "text_completion" out */
+} serve_api;
+
 /* The fields shared by a completion and its chunks. */
 typedef struct serve_oai_meta {
-    const char *id;    /* "chatcmpl-..." */
+    serve_api api;
+    const char *id;    /* "chatcmpl-..." or "cmpl-..." */
     long long created; /* Unix seconds */
     const char *model;
 } serve_oai_meta;
@@ -36,13 +43,15 @@ typedef struct serve_oai_choice {
     bool role;           /* chunks: the first of the choice carries "role": "assistant" */
 } serve_oai_choice;
 
-/* A whole answer: object "chat.completion" with choices [0, n) (index = position) and usage. */
+/* A whole answer: object "chat.completion" with choices [0, n) (index = position) and usage;
+ * for SERVE_API_TEXT object "text_completion", each choice {text, index, logprobs,
+ * finish_reason}. */
 char *serve_oai_completion(const serve_oai_meta *m, serve_oai_choice *choices, int n,
                            const serve_oai_usage *u);
 
 /* One "chat.completion.chunk" of choice `index`: its delta (role, content, tool_calls),
- * logprobs and finish_reason. usage_null: write "usage": null (when the client asked for usage
- * at the end). */
+ * logprobs and finish_reason (SERVE_API_TEXT: a "text_completion" with the choice's text).
+ * usage_null: write "usage": null (when the client asked for usage at the end). */
 char *serve_oai_chunk(const serve_oai_meta *m, int index, serve_oai_choice *c, bool usage_null);
 /* The last chunk under stream_options.include_usage: no choices, the usage. */
 char *serve_oai_usage_chunk(const serve_oai_meta *m, const serve_oai_usage *u);
@@ -54,5 +63,7 @@ char *serve_oai_slots(const qvl_engine_slot_info *slots, int n, int64_t n_ctx);
 
 /* GET /v1/models. */
 char *serve_oai_models(const char *model, long long created);
+/* GET /v1/models/{id}: the one model object. */
+char *serve_oai_model(const char *model, long long created);
 
 #endif

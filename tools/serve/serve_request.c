@@ -1,7 +1,8 @@
-/* Chat Completions request parsing. Unknown keys are ignored (clients send many); a value that
- * would change the answer in a way qvl cannot honour is refused rather than silently dropped.
- * A null value counts as absent, as in OpenAI's API. Structured output (response_format,
- * logit_bias, logprobs, n) is serve_structured.c's, tools serve_tools.c's. */
+/* Chat Completions and legacy Completions request parsing. Unknown keys are ignored (clients
+ * send many); a value that would change the answer in a way qvl cannot honour is refused
+ * rather than silently dropped (serve_fields.c). A null value counts as absent, as in OpenAI's
+ * API. Structured output (response_format, logit_bias, logprobs, n) is serve_structured.c's,
+ * tools serve_tools.c's. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "serve_request.h"
@@ -38,7 +39,7 @@ bool serve_bad_set(serve_bad *bad, int status, const char *param, const char *co
 /* The tokens the chat template writes around each picture (and the video ones it never writes
  * here). Typed as text they would reach the model as placeholders with no pixels behind them:
  * refused with the field that holds them, as the CLI refuses a typed <|image_pad|>. */
-static bool check_text(const char *text, const char *param, serve_bad *bad) {
+bool serve_check_text(const char *text, const char *param, serve_bad *bad) {
     for (const char *const *t = qvl_prompt_vision_tokens; *t; t++)
         if (strstr(text, *t))
             return serve_bad_set(bad, 400, param, "invalid_value",
@@ -166,6 +167,8 @@ static bool parse_sampling(const cJSON *root, const serve_parse_ctx *ctx, serve_
     if (!serve_get_number(root, "presence_penalty", -2, 2, &seen, &d, bad)) return false;
     if (seen) p.presence_penalty = (float)d;
     if (!serve_get_number(root, "repetition_penalty", 1e-3, 100, &seen, &d, bad)) return false;
+    if (!seen && !serve_get_number(root, "repeat_penalty", 1e-3, 100, &seen, &d, bad))
+        return false; /* llama-server's name */
     if (seen) p.repetition_penalty = (float)d;
     if (!serve_get_number(root, "frequency_penalty", -2, 2, &seen, &d, bad)) return false;
     r->gen->frequency_penalty = seen ? (float)d : 0.0f;
@@ -181,6 +184,13 @@ static bool parse_limits(const cJSON *root, serve_request *r, serve_bad *bad) {
     if (!serve_get_int(root, "max_tokens", 1, 1e9, &seen_a, &a, bad)) return false;
     if (!serve_get_int(root, "max_completion_tokens", 1, 1e9, &seen_b, &b, bad)) return false;
     r->gen->max_tokens = seen_b ? b : seen_a ? a : -1; /* the newer name wins */
+    if (!seen_a && !seen_b) { /* llama-server's n_predict: -1 is no limit */
+        if (!serve_get_int(root, "n_predict", -1, 1e9, &seen_a, &a, bad)) return false;
+        if (seen_a && a == 0)
+            return serve_bad_set(bad, 400, "n_predict", "invalid_value",
+                                 "'n_predict' must be -1 (no limit) or at least 1");
+        if (seen_a) r->gen->max_tokens = a;
+    }
     if (!serve_get_bool(root, "stream", &r->stream, bad)) return false;
     const cJSON *so = serve_field(root, "stream_options");
     if (so) {
@@ -300,7 +310,7 @@ static bool add_parts(qvl_prompt *chat, serve_request *r, const serve_parse_ctx 
             const cJSON *text = serve_field(part, "text");
             if (!cJSON_IsString(text))
                 return serve_bad_set(bad, 400, param, "invalid_type", "a text part needs 'text' (a string)");
-            if (!check_text(text->valuestring, param, bad)) return false;
+            if (!serve_check_text(text->valuestring, param, bad)) return false;
             if (qvl_prompt_add_text(chat, text->valuestring, &err) != QVL_OK)
                 return serve_bad_set(bad, 500, NULL, NULL, "%s", err.msg);
         } else if (strcmp(type->valuestring, "image_url") == 0) {
@@ -346,7 +356,7 @@ static bool add_tool_calls(qvl_prompt *chat, const cJSON *msg, qvl_prompt_role r
         char *text = !args ? strdup("{}") : cJSON_IsString(args) ? strdup(args->valuestring)
                                                                  : serve_pyjson(args);
         if (!text) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
-        bool ok = check_text(name->valuestring, where, bad) && check_text(text, where, bad);
+        bool ok = serve_check_text(name->valuestring, where, bad) && serve_check_text(text, where, bad);
         qvl_error err = {0};
         if (ok && qvl_prompt_add_tool_call(chat, name->valuestring, text, &err) != QVL_OK)
             ok = serve_bad_set(bad, 500, NULL, NULL, "%s", err.msg);
@@ -383,7 +393,7 @@ static bool add_message(qvl_prompt *chat, serve_request *r, const serve_parse_ct
     } else if (cJSON_IsString(content)) {
         char where[96];
         snprintf(where, sizeof where, "%s.content", param);
-        if (!check_text(content->valuestring, where, bad)) return false;
+        if (!serve_check_text(content->valuestring, where, bad)) return false;
         st = qvl_prompt_add(chat, cr, content->valuestring, &err);
     } else if (cJSON_IsArray(content)) {
         st = qvl_prompt_add(chat, cr, NULL, &err);
@@ -440,6 +450,54 @@ static bool parse_messages(const cJSON *root, const serve_parse_ctx *ctx, serve_
     return ok;
 }
 
+/* One id of a token-id prompt. */
+static bool prompt_id(const cJSON *v, size_t i, int32_t *out, serve_bad *bad) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= INT32_MIN && v->valuedouble <= INT32_MAX) ||
+        v->valuedouble != floor(v->valuedouble))
+        return serve_bad_set(bad, 400, "prompt", "invalid_type", "prompt token %zu is not a "
+                             "token id (an integer)", i);
+    *out = (int32_t)v->valuedouble;
+    return true;
+}
+
+/* The legacy Completions prompt: a string, token ids, or a list of one of these (one prompt
+ * per request). Raw: no chat template is applied. */
+static bool parse_prompt(const cJSON *root, serve_request *r, serve_bad *bad) {
+    const cJSON *p = serve_field(root, "prompt");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+        (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
+        p = p->child;
+    else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && !cJSON_IsNumber(p->child))
+        return serve_bad_set(bad, 400, "prompt", "unsupported_value", "one prompt per request: "
+                             "give a string, a list of token ids, or a list of one of these");
+    if (cJSON_IsString(p)) {
+        if (!serve_check_text(p->valuestring, "prompt", bad)) return false;
+        r->gen->prompt = strdup(p->valuestring);
+        return r->gen->prompt ? true : serve_bad_set(bad, 500, NULL, NULL, "out of memory");
+    }
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0)
+        return serve_bad_set(bad, 400, "prompt", "invalid_value", "'prompt' must be a non-empty "
+                             "string or list of token ids");
+    const size_t n = (size_t)cJSON_GetArraySize(p);
+    r->gen->prompt_ids = malloc(n * sizeof *r->gen->prompt_ids);
+    if (!r->gen->prompt_ids) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
+    const cJSON *v;
+    cJSON_ArrayForEach(v, p) {
+        if (!prompt_id(v, r->gen->n_prompt_ids, &r->gen->prompt_ids[r->gen->n_prompt_ids], bad))
+            return false;
+        r->gen->n_prompt_ids++;
+    }
+    return true;
+}
+
+/* What follows the shared fields: a chat's tools and messages, or a text completion's prompt. */
+static bool parse_input(const cJSON *root, const serve_parse_ctx *ctx, serve_request *r,
+                        serve_bad *bad) {
+    if (ctx->api == SERVE_API_TEXT) return parse_prompt(root, r, bad);
+    return serve_tools_parse(root, r->gen, &r->tools_text, &r->read_calls, bad) &&
+           parse_messages(root, ctx, r, bad);
+}
+
 bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ctx,
                          serve_request **out, serve_bad *bad) {
     *out = NULL;
@@ -455,9 +513,9 @@ bool serve_request_parse(const char *body, size_t len, const serve_parse_ctx *ct
     }
     bool ok = parse_limits(root, r, bad) && parse_sampling(root, ctx, r, bad) &&
               serve_parse_structured(root, ctx, r, bad) &&
-              serve_tools_parse(root, r->gen, &r->tools_text, &r->read_calls, bad) &&
+              serve_refuse_unsupported(root, ctx->api, r->n, bad) &&
               parse_stop(root, r, bad) && parse_cache_salt(root, r, bad) &&
-              parse_messages(root, ctx, r, bad);
+              parse_input(root, ctx, r, bad);
     cJSON_Delete(root);
     if (!ok) {
         serve_request_free(r);

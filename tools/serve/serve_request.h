@@ -1,5 +1,6 @@
-/* POST /v1/chat/completions: the request body (OpenAI's Chat Completions shape) parsed and
- * checked into what the engine needs. Every problem is a 400 naming the parameter. */
+/* POST /v1/chat/completions and /v1/completions: the request body (OpenAI's Chat Completions
+ * or legacy Completions shape) parsed and checked into what the engine needs. Every problem is
+ * a 400 naming the parameter. */
 #ifndef QVL_SERVE_REQUEST_H
 #define QVL_SERVE_REQUEST_H
 
@@ -10,6 +11,7 @@
 #include "qvl/engine_job.h"
 #include "qvl/sampling.h"
 #include "serve_image.h"
+#include "serve_oai.h"
 #include "serve_tools.h"
 #include "serve_video.h"
 
@@ -37,6 +39,7 @@ typedef struct serve_request {
 } serve_request;
 
 typedef struct serve_parse_ctx {
+    serve_api api;                       /* chat (messages) or text (prompt) completions */
     const qvl_sampling_params *defaults; /* from generation_config.json */
     const qvl_picture_rules *pictures;   /* NULL: the model has no vision encoder */
     const qvl_video_rules *videos;       /* NULL: the model takes no videos */
@@ -80,8 +83,14 @@ bool serve_get_number(const struct cJSON *obj, const char *key, double lo, doubl
 bool serve_get_int(const struct cJSON *obj, const char *key, double lo, double hi, bool *seen,
                    int64_t *out, serve_bad *bad);
 bool serve_get_bool(const struct cJSON *obj, const char *key, bool *out, serve_bad *bad);
-/* n, response_format, logit_bias, logprobs and top_logprobs (serve_structured.c). */
+/* n, response_format (and llama-server's grammar, json_schema), logit_bias, logprobs and
+ * top_logprobs (serve_structured.c). */
 bool serve_parse_structured(const struct cJSON *root, const serve_parse_ctx *ctx,
                             serve_request *r, serve_bad *bad);
+/* Fields that would change the answer in a way qvl does not support: a 400 naming the first
+ * one given with a value other than its neutral one (serve_fields.c). */
+bool serve_refuse_unsupported(const struct cJSON *root, serve_api api, int n, serve_bad *bad);
+/* A text part the client wrote holds no vision token (those only the server writes). */
+bool serve_check_text(const char *text, const char *param, serve_bad *bad);
 
 #endif

@@ -1,4 +1,5 @@
-/* The streamed answer: "data: {chunk}\n\n" events in OpenAI's chat.completion.chunk format,
+/* The streamed answer: "data: {chunk}\n\n" events in OpenAI's chat.completion.chunk format (or
+ * text_completion for /v1/completions),
  * then "data: [DONE]\n\n". libmicrohttpd pulls the body through stream_read on the connection's
  * own thread, which blocks there until the engine publishes more text. A write to a client that
  * has left fails, the response is freed (stream_free) and the job is cancelled; while waiting,
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "serve_cors.h"
 #include "serve_http.h"
 #include "serve_logprobs.h"
 #include "serve_request.h"
@@ -71,7 +73,8 @@ static cJSON *take_logprobs(sse *e, sse_choice *c, size_t upto, bool final, bool
     size_t k = c->lp_sent;
     while (k < j->n_logprobs && (final || j->logprobs[k].end <= upto)) k++;
     if (k == c->lp_sent) return NULL;
-    cJSON *lp = serve_logprobs_json(e->s->engine, j->logprobs + c->lp_sent, k - c->lp_sent);
+    cJSON *lp = serve_logprobs_of(e->s->engine, e->meta.api, j->logprobs + c->lp_sent,
+                                  k - c->lp_sent, c->lp_sent ? j->logprobs[c->lp_sent - 1].end : 0);
     if (!lp) *oom = true;
     c->lp_sent = k;
     return lp;
@@ -151,7 +154,9 @@ static bool choice_event(sse *e, int i, bool *made) {
     /* Headers are gone: the error travels as an event. (A stream starts after the prefill, so
      * TIMEOUT, which ends a job before it, does not reach here.) */
     if (f == QVL_FINISH_ERROR || f == QVL_FINISH_TIMEOUT)
-        return set_event(e, serve_oai_error(500, msg, NULL, NULL));
+        return set_event(e, qvl_engine_state(e->s->engine) == QVL_ENGINE_STOPPING
+                                ? serve_unavailable_json(e->s)
+                                : serve_oai_error(500, msg, NULL, NULL));
     oc.finish = f == QVL_FINISH_LENGTH ? "length"
               : c->calls.n_calls > 0 ? "tool_calls" : "stop";
     return set_event(e, serve_oai_chunk(&e->meta, i, &oc, e->include_usage));
@@ -256,6 +261,8 @@ enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_j
     for (int i = 0; i < n; i++) {
         e->ch[i].j = jobs[i];
         e->ch[i].read_calls = read_calls;
+        /* A text completion's chunks carry text only: no role chunk first. */
+        e->ch[i].ph = meta->api == SERVE_API_TEXT ? C_TEXT : C_ROLE;
         serve_toolcalls_init(&e->ch[i].calls);
     }
     e->s = s;
@@ -273,6 +280,7 @@ enum MHD_Result serve_sse_start(struct MHD_Connection *c, serve_server *s, qvl_j
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass events through */
+    serve_cors_headers(c, s->cfg->cors, r);
     enum MHD_Result rc = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     serve_metrics_response(s->metrics, 200);

@@ -1,5 +1,6 @@
-/* Chat Completions fields that shape the answer beyond sampling: n, response_format
- * (json_object, json_schema), logit_bias, logprobs and top_logprobs. A JSON Schema is compiled
+/* Completions fields that shape the answer beyond sampling: n, response_format
+ * (json_object, json_schema; llama-server's grammar and json_schema), logit_bias, logprobs and
+ * top_logprobs. A JSON Schema is compiled
  * to a grammar here, so an unsupported keyword is a 400 naming it before anything is queued. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -105,6 +106,43 @@ static bool parse_logit_bias(const cJSON *root, const serve_parse_ctx *ctx, serv
     return true;
 }
 
+/* llama-server's grammar (GBNF text) and json_schema (a schema), each instead of
+ * response_format. */
+static bool parse_llama_grammar(const cJSON *root, serve_request *r, serve_bad *bad) {
+    const cJSON *g = serve_field(root, "grammar"), *js = serve_field(root, "json_schema");
+    if (!g && !js) return true;
+    if (r->gen->grammar || (g && js))
+        return serve_bad_set(bad, 400, g ? "grammar" : "json_schema", "invalid_value",
+                             "give one of response_format, grammar and json_schema");
+    if (js) {
+        if (!cJSON_IsObject(js) && !cJSON_IsBool(js))
+            return serve_bad_set(bad, 400, "json_schema", "invalid_type",
+                                 "'json_schema' must be a JSON Schema (an object)");
+        char *text = cJSON_PrintUnformatted(js);
+        if (!text) return serve_bad_set(bad, 500, NULL, NULL, "out of memory");
+        bool ok = set_schema_grammar(r, text, strlen(text), "json_schema", bad);
+        free(text);
+        return ok;
+    }
+    if (!cJSON_IsString(g))
+        return serve_bad_set(bad, 400, "grammar", "invalid_type",
+                             "'grammar' must be a GBNF grammar (a string)");
+    if (!g->valuestring[0]) return true; /* llama-server's "no grammar" */
+    r->gen->grammar = strdup(g->valuestring); /* checked by qvl_engine_prepare (400 there) */
+    return r->gen->grammar ? true : serve_bad_set(bad, 500, NULL, NULL, "out of memory");
+}
+
+/* The legacy Completions' logprobs: how many alternatives to list per token (0..20; OpenAI
+ * allows 5), the chosen token's logprob always. */
+static bool parse_text_logprobs(const cJSON *root, serve_request *r, serve_bad *bad) {
+    bool seen = false;
+    int64_t top = 0;
+    if (!serve_get_int(root, "logprobs", 0, QVL_TOP_LOGPROBS_MAX, &seen, &top, bad)) return false;
+    r->gen->logprobs = seen;
+    r->gen->top_logprobs = (int)top;
+    return true;
+}
+
 static bool parse_logprobs(const cJSON *root, serve_request *r, serve_bad *bad) {
     bool logprobs = false, seen = false;
     int64_t top = 0;
@@ -124,6 +162,8 @@ bool serve_parse_structured(const cJSON *root, const serve_parse_ctx *ctx, serve
     int64_t n = 1;
     if (!serve_get_int(root, "n", 1, SERVE_MAX_CHOICES, &seen, &n, bad)) return false;
     r->n = (int)n;
-    return parse_response_format(root, r, bad) && parse_logit_bias(root, ctx, r, bad) &&
-           parse_logprobs(root, r, bad);
+    return parse_response_format(root, r, bad) && parse_llama_grammar(root, r, bad) &&
+           parse_logit_bias(root, ctx, r, bad) &&
+           (ctx->api == SERVE_API_TEXT ? parse_text_logprobs(root, r, bad)
+                                       : parse_logprobs(root, r, bad));
 }

@@ -100,11 +100,20 @@ int32_t qvl_engine_vocab(qvl_engine *e);
  * id the tokenizer does not have. */
 bool qvl_engine_token_bytes(qvl_engine *e, int32_t id, const char **bytes, size_t *len);
 
+/* Text to token ids as a prompt is tokenized (added tokens such as <|im_start|> written out
+ * become their ids); *ids malloc'd, non-NULL even when *n is 0. */
+qvl_status qvl_engine_tokenize(qvl_engine *e, const char *text, size_t len, int32_t **ids,
+                               size_t *n, qvl_error *err);
+/* Token ids to text: their bytes joined, added tokens spelled out, ill-formed UTF-8 as U+FFFD.
+ * QVL_E_INVALID naming the first id the tokenizer does not have. */
+qvl_status qvl_engine_detokenize(qvl_engine *e, const int32_t *ids, size_t n, char **text,
+                                 size_t *len, qvl_error *err);
+
 /* Tokenize a request into a job (takes req, also on failure): each video placeholder becomes
  * its video's text, each picture's and frame group's pad its tokens. Nothing is encoded yet.
  * Errors: QVL_E_LIMIT when the prompt does not fit a slot's context, QVL_E_NOMEM, else
  * QVL_E_INVALID (a picture placeholder spelled in the text, a count that does not match the
- * pictures and videos). The job's
+ * pictures and videos, an empty prompt, a prompt id outside the vocabulary). The job's
  * partition is no API key and no salt, its deadline none: set them before submitting.
  * A grammar that does not parse, a logit_bias id outside the vocabulary or a top_logprobs count
  * out of range are QVL_E_INVALID, checked before the prompt is tokenized. */
