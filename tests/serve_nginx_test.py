@@ -5,9 +5,11 @@ usage: serve_nginx_test.py QVL_BINARY SOURCE_DIR SHARED_DATA_DIR
 Exit 77 (skip) when nginx is not installed (scripts/install-deps.sh installs it) or when
 SHARED_DATA_DIR has no Qwen3-VL tokenizer.json.
 
-32 requests from 8 clients through nginx, each with its own prompt length (its marker, read
-back from usage.prompt_tokens); both replicas serve some (their own /metrics); one replica is
-killed (SIGKILL) while it is generating; every request is still answered, by the survivor.
+At least 32 requests from 8 clients through nginx, each with its own prompt length (its marker,
+read back from usage.prompt_tokens); both replicas serve some (their own /metrics); one replica
+is killed (SIGKILL) while it is generating; every request is still answered, by the survivor.
+The clients keep sending until the kill has happened (however fast or slow the machine), then
+16 more, so the kill never depends on how long the first 32 take.
 Then a streamed answer passes through nginx, a foreign Host is refused through it (403), and
 SIGTERM stops nginx and both replicas and removes the script's directory."""
 import os
@@ -25,9 +27,12 @@ import serve_util as u  # noqa: E402
 
 QVL, SRC = sys.argv[1], sys.argv[2]
 SHARED = sys.argv[3] if len(sys.argv) > 3 else ""
-# Enough requests that both replicas are mid-run when one is killed; short answers, so the run
-# stays well inside ctest's limit under the sanitizers beside other tests.
-N_REQUESTS, N_CLIENTS, MAX_TOKENS = 32, 8, 48
+# Short answers, so the run stays well inside ctest's limit under the sanitizers beside other
+# tests; the end tokens are banned so every answer takes its MAX_TOKENS steps (a replica is busy
+# long enough for its /metrics to show it). MAX_ISSUED bounds the run if the kill never comes
+# (prompts stay inside --ctx 1024).
+N_REQUESTS, N_CLIENTS, MAX_TOKENS, AFTER_KILL, MAX_ISSUED = 32, 8, 48, 16, 400
+NO_END = {"151643": -100, "151645": -100}  # <|endoftext|>, <|im_end|>
 check = u.Checks()
 
 
@@ -132,20 +137,21 @@ def main():
         base = body["usage"]["prompt_tokens"] if status == 200 else 0
 
         results, lock = {}, threading.Lock()
-        todo = list(range(N_REQUESTS))
+        issue = {"next": 0, "end": None}  # end: how many to send in all, fixed at the kill
         served_before_kill = {}
 
         def client():
             while True:
                 with lock:
-                    if not todo:
+                    i = issue["next"]
+                    if i >= (issue["end"] if issue["end"] is not None else MAX_ISSUED):
                         return
-                    i = todo.pop(0)
+                    issue["next"] += 1
                 t0 = time.time()
                 try:
                     status, body = u.chat(r.port, {"messages": u.user("marker" + " apple" * i),
-                                                   "max_tokens": MAX_TOKENS, "temperature": 0},
-                                          timeout=300)
+                                                   "max_tokens": MAX_TOKENS, "temperature": 0,
+                                                   "logit_bias": NO_END}, timeout=300)
                 except OSError as e:
                     status, body = None, str(e)
                 with lock:
@@ -154,8 +160,8 @@ def main():
         threads = [threading.Thread(target=client) for _ in range(N_CLIENTS)]
         for t in threads:
             t.start()
-        # Kill replica 1 while it is generating, once both replicas have finished some requests
-        # (waiting for that, however slow the machine, or for the clients to finish without it).
+        # Kill replica 1 while it is generating, once both replicas have finished some requests:
+        # the clients keep sending until then, so this waits for the event, not for luck.
         killed_busy = None
         while any(t.is_alive() for t in threads):
             a, b = requests_total(port0), requests_total(port1)
@@ -164,24 +170,29 @@ def main():
                 served_before_kill = {0: a, 1: b}
                 killed_busy = busy
                 os.kill(pid1, signal.SIGKILL)
+                with lock:
+                    issue["end"] = max(N_REQUESTS, issue["next"] + AFTER_KILL)
                 break
             time.sleep(0.02)
         with lock:
             done_at_kill = len(results)
         for t in threads:
             t.join(timeout=300)
+        n_sent = issue["next"]
         check("both replicas served before the kill (their /metrics)",
               served_before_kill.get(0, 0) > 0 and served_before_kill.get(1, 0) > 0,
               served_before_kill)
-        check("replica 1 killed (SIGKILL) while generating, mid-run",
-              killed_busy is not None and 0 < done_at_kill < N_REQUESTS, (killed_busy, done_at_kill))
+        if not check("replica 1 killed (SIGKILL) while generating, mid-run",
+                     killed_busy is not None and 0 < done_at_kill < n_sent,
+                     (killed_busy, done_at_kill, n_sent)):
+            return check.summary()
         answers = {i: v for i, v in results.items()}
-        lost = [i for i in range(N_REQUESTS) if i not in answers]
+        lost = [i for i in range(n_sent) if i not in answers]
         dup = [i for i, v in answers.items() if len(v) != 1]
         bad = [(i, v[0][0], str(v[0][1])[:200]) for i, v in answers.items()
                if v[0][0] != 200 or v[0][1]["usage"]["prompt_tokens"] != base + i or
                not isinstance(u.content_of(v[0][1]), str)]
-        check("all %d requests answered 200 once, each with its own marker" % N_REQUESTS,
+        check("all %d requests answered 200 once, each with its own marker" % n_sent,
               not lost and not dup and not bad, (lost, dup, bad))
         after = requests_total(port0)
         check("the survivor answered the rest", after is not None and
