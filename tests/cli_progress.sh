@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Progress and timings: on a terminal (run here under a pseudo-terminal) qvl shows a progress
-# line for loading, each picture's encoding and the prefill (tokens done / total), erased
+# line for loading, the pictures' encoding (vision tokens done / total) and the prefill
+# (tokens done / total, reaching the total, and how many the running step adds), erased
 # before the answer, then the timings summary; --quiet silences both; with stderr not a
 # terminal nothing of it is printed (unless -v asks for the timings).
 # usage: cli_progress.sh QVL_BINARY SOURCE_DIR SHARED_DATA_DIR
@@ -39,13 +40,14 @@ img=$(tr -d ' \n' < "$fx/fixture_images.json" | sed -E 's/.*"name":"img_two",//'
 prompt=$(echo "$img" | sed -E 's/.*"prompt_ids":\[([0-9,]*)\].*/\1/')
 greedy=$(echo "$img" | sed -E 's/.*"greedy_ids":\[([0-9,]*)\].*/\1/' | tr ',' ' ')
 n_prompt=$(echo "$prompt" | tr ',' '\n' | grep -c .)
+head=$(( (n_prompt - 1) / 4 * 4 )) # -b 4: full batches, then the last one samples the answer
 args=(run -m "$fx" --ids "$prompt" --image "$fx/tall.png" --image "$fx/small.png" --print-ids -n 10
       --temp 0 --backend reference -b 4)
 
 in_pty "$tmp/tty" "$qvl" "${args[@]}"; rc=$?
 [ "$rc" -eq 0 ] && ok "runs under a terminal" || bad "exit $rc: $(cat -v "$tmp/tty")"
-for want in "loading $fx ..." "encoding image 1/2 (6 tokens) ..." "encoding image 2/2 (4 tokens) ..." \
-            "prefill 0/$n_prompt tokens ..." "prefill 4/$n_prompt tokens ..." "prefill 8/$n_prompt tokens ..."; do
+for want in "loading $fx ..." "vision 0/10 tokens: encoding image 1/2 (6 tokens) ..." "vision 6/10 tokens: encoding image 2/2 (4 tokens) ..." "vision 10/10 tokens ..." \
+            "prefill 0/$n_prompt tokens, 4 in this step ..." "prefill 4/$n_prompt tokens, 4 in this step ..." "prefill $head/$n_prompt tokens, $((n_prompt - head)) in this step ..." "prefill $n_prompt/$n_prompt tokens ..."; do
   grep -qF -- "$want" "$tmp/tty" && ok "progress: '$want'" || bad "no progress '$want': $(cat -v "$tmp/tty")"
 done
 # Each progress line is erased (CR, erase-line) before anything else is printed: the answer
