@@ -74,5 +74,19 @@ tr -d '\r' < "$tmp/quiet" | grep -qx "$greedy" && ok "--quiet keeps the answer" 
 grep -q "^timings: decode " "$tmp/err" && ! grep -q $'\r' "$tmp/err" \
   && ok "no terminal, -v: timings without progress" || bad "-v: $(cat -v "$tmp/err")"
 
+# --weights converts at load: the progress line counts the tensors, and -v (or a conversion
+# slower than 3 s) ends with the tip that qvl quantize does it once.
+in_pty "$tmp/conv" "$qvl" "${args[@]}" --weights f16 -v
+n_conv=$(tr '\r' '\n' < "$tmp/conv" | sed 's/\x1b\[K//g' | sed -n 's/^tip: qvl quantize -m .* --weights f16 --out DIR2 saves this step (\([0-9]*\) tensors converted in .*/\1/p')
+[ -n "$n_conv" ] && [ "$n_conv" -gt 0 ] && ok "-v: the qvl quantize tip ($n_conv tensors)" \
+  || bad "no tip: $(cat -v "$tmp/conv")"
+grep -qF "converting weights to f16: 1/$n_conv tensors ..." "$tmp/conv" &&
+  grep -qF "converting weights to f16: $n_conv/$n_conv tensors ..." "$tmp/conv" \
+  && ok "progress: converting weights to f16: done/total tensors" || bad "no conversion progress: $(cat -v "$tmp/conv")"
+"$qvl" "${args[@]}" --weights f16 >"$tmp/out" 2>"$tmp/err"
+! grep -q "^tip:" "$tmp/err" && ok "a quick conversion without -v: no tip" || bad "tip without -v: $(cat "$tmp/err")"
+"$qvl" "${args[@]}" --weights f16 -v -q >"$tmp/out" 2>"$tmp/err"
+grep -q "^tip:" "$tmp/err" && bad "-q printed the tip" || ok "-q: no tip"
+
 echo "$passed passed, $failures failed"
 [ "$failures" -eq 0 ]

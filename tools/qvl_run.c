@@ -26,6 +26,7 @@
 #include "run_context.h"
 #include "run_grammar.h"
 #include "run_interrupt.h"
+#include "run_load.h"
 #include "run_sampling.h"
 #include "run_session.h"
 
@@ -440,13 +441,7 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     backend_args be = a.be;
     be.threads_seen = opts[OPT_THREADS].seen;
     backend_args_apply(&be, &mo);
-    if (st == QVL_OK) {
-        run_progress_begin(s.progress, "loading %s", a.model);
-        double t0 = run_now_seconds();
-        st = qvl_model_open(a.model, &mo, &s.m, &err);
-        s.timings.load_seconds = run_now_seconds() - t0;
-        run_progress_end(s.progress);
-    }
+    if (st == QVL_OK) st = run_load_model(&s, &mo, files->dir == NULL, &err);
     /* a split or an automatic choice is worth one line; everything on one backend is not */
     if (st == QVL_OK && !a.quiet && a.be.gpu_layers) {
         char place[256];
