@@ -85,7 +85,7 @@ static void *probe_thread(void *arg) {
 #ifdef QVL_BENCH_AVX2
     if (j->avx2) {
         j->result = j->what == PROBE_FMA  ? (uint64_t)(bench_fma_avx2(FMA_ITERS) * 1000.0f)
-                    : j->what == PROBE_I8 ? (uint64_t)(uint32_t)bench_i8_avx2(FMA_ITERS)
+                    : j->what == PROBE_I8 ? (uint64_t)bench_i8_avx2(FMA_ITERS)
                                           : bench_read_sum_avx2(j->data, j->bytes);
         return NULL;
     }

@@ -38,7 +38,7 @@ double bench_fma_flops_scalar(uint64_t iters);
 double bench_fma_flops_avx2(uint64_t iters);
 /* The inner step of cpu_avx2's q8_0/q4_k/q6_k matmuls (u8 x s8 products summed to i16 pairs by
  * maddubs, to i32 by madd, accumulated), and the multiply-adds x 2 one call performs. */
-int32_t bench_i8_avx2(uint64_t iters);
+uint32_t bench_i8_avx2(uint64_t iters);
 double bench_i8_ops_avx2(uint64_t iters);
 
 #endif

@@ -68,7 +68,7 @@ double bench_fma_flops_avx2(uint64_t iters) { return (double)iters * FMA_CHAINS 
 /* The inputs pass through an empty asm each iteration so the compiler cannot hoist the
  * products out of the loop (the kernels load fresh blocks; here the bytes stay put, which
  * keeps the probe in registers: it measures the arithmetic, not the loads). */
-int32_t bench_i8_avx2(uint64_t iters) {
+uint32_t bench_i8_avx2(uint64_t iters) {
     const __m256i a = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
     __m256i b0 = _mm256_set1_epi8(1), b1 = _mm256_set1_epi8(2), b2 = _mm256_set1_epi8(-3),
             b3 = _mm256_set1_epi8(4);
@@ -81,7 +81,7 @@ int32_t bench_i8_avx2(uint64_t iters) {
         c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b3), ones));
     }
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
-    int32_t lanes[8];
+    uint32_t lanes[8]; /* the sums wrap (as the vector adds did): unsigned, so that is defined */
     _mm256_storeu_si256((__m256i *)lanes, s);
     return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
 }
