@@ -12,7 +12,18 @@
 
 #include "qvl/qwen3vl_config.h"
 
-/* Bytes free for new allocations, or -1 when unknown. */
+/* One number from a cgroup v2 file ("max" or unreadable: -1). */
+static double cgroup_number(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    double v = -1;
+    if (fscanf(f, "%lf", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+/* Bytes free for new allocations, or -1 when unknown: MemAvailable, lowered to what the
+ * container's cgroup v2 limit leaves (MemAvailable counts the whole machine). */
 static double memory_available(const char **source) {
     const char *env = getenv("QVL_MEMORY_AVAILABLE_MIB");
     if (env && *env) {
@@ -31,7 +42,14 @@ static double memory_available(const char **source) {
     while (fgets(line, sizeof line, f))
         if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
     fclose(f);
-    return kib < 0 ? -1 : kib * 1024.0;
+    double avail = kib < 0 ? -1 : kib * 1024.0;
+    const double limit = cgroup_number("/sys/fs/cgroup/memory.max");
+    const double used = cgroup_number("/sys/fs/cgroup/memory.current");
+    if (limit > 0 && used >= 0 && (avail < 0 || limit - used < avail)) {
+        avail = limit > used ? limit - used : 0;
+        *source = "left under the cgroup's memory.max";
+    }
+    return avail;
 }
 
 /* "512 B", "112.0 KiB", "15.2 GiB". */
