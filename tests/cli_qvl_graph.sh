@@ -111,6 +111,14 @@ for g in "text-prefill --tokens 5" "text-decode --kv 7" "vision --grid 4x4,4x6";
     # shellcheck disable=SC2086
     if run 0 --config "$TINY" --graph $g --cross-check reference,reference --seed 3; then
         expect_out "cross-check $g" "cross-check: OK"
+        # stderr is not a terminal: one plain progress line per node, 1/N up to N/N
+        total=$(sed -n 's|^cross-check: node 1/\([0-9]*\) .*|\1|p' "$WORK/err")
+        lines=$(grep -c '^cross-check: node [0-9]*/' "$WORK/err")
+        if [ -z "$total" ] || [ "$lines" != "$total" ] || grep -q "$(printf '\r')" "$WORK/err" ||
+            ! grep -q "^cross-check: node $total/$total " "$WORK/err"; then
+            fail "cross-check $g: progress lines ($lines, total '$total'):"
+            head -3 "$WORK/err"
+        fi
     fi
 done
 

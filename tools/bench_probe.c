@@ -15,8 +15,10 @@
 #define SCALAR_CHAINS 8
 #ifdef QVL_BENCH_AVX2
 #define FMA_FLOPS_AVX2 bench_fma_flops_avx2(FMA_ITERS)
+#define I8_OPS_AVX2 bench_i8_ops_avx2(FMA_ITERS)
 #else
 #define FMA_FLOPS_AVX2 0.0 /* never used: avx2 stays false */
+#define I8_OPS_AVX2 0.0
 #endif
 
 /* The same access pattern as the AVX2 version (see there): READ_STREAMS interleaved streams. */
@@ -61,9 +63,13 @@ typedef struct start_gate {
     int state; /* 0 wait, 1 go, 2 give up (not all threads could be started) */
 } start_gate;
 
+/* What a probe thread runs. */
+enum { PROBE_READ, PROBE_FMA, PROBE_I8, PROBE_KINDS };
+
 typedef struct probe_job {
     start_gate *gate;
-    bool avx2, fma; /* fma: run the FMA loop, else read the slice */
+    bool avx2;
+    int what; /* PROBE_* */
     const unsigned char *data;
     size_t bytes;
     uint64_t result;
@@ -78,13 +84,14 @@ static void *probe_thread(void *arg) {
     if (state != 1) return NULL;
 #ifdef QVL_BENCH_AVX2
     if (j->avx2) {
-        j->result = j->fma ? (uint64_t)(bench_fma_avx2(FMA_ITERS) * 1000.0f)
-                           : bench_read_sum_avx2(j->data, j->bytes);
+        j->result = j->what == PROBE_FMA  ? (uint64_t)(bench_fma_avx2(FMA_ITERS) * 1000.0f)
+                    : j->what == PROBE_I8 ? (uint64_t)bench_i8_avx2(FMA_ITERS)
+                                          : bench_read_sum_avx2(j->data, j->bytes);
         return NULL;
     }
 #endif
-    j->result = j->fma ? (uint64_t)(bench_fma_scalar(FMA_ITERS) * 1000.0f)
-                       : bench_read_sum_scalar(j->data, j->bytes);
+    j->result = j->what == PROBE_FMA ? (uint64_t)(bench_fma_scalar(FMA_ITERS) * 1000.0f)
+                                     : bench_read_sum_scalar(j->data, j->bytes);
     return NULL;
 }
 
@@ -141,9 +148,10 @@ int bench_probe_run(size_t bytes, int threads, int passes, bench_probe *out) {
     memset(buf, 1, out->bytes); /* touch every page before timing */
     uint64_t sink = 0;
     int rc = 0;
-    for (int fma = 0; fma < 2 && rc == 0; fma++) {
+    /* the int8 probe needs AVX2: the scalar build's quantised kernels have no such step */
+    for (int what = 0; what < (avx2 ? PROBE_KINDS : PROBE_I8) && rc == 0; what++) {
         for (int i = 0; i < threads; i++)
-            jobs[i] = (probe_job){.avx2 = avx2, .fma = fma == 1, .data = buf + (size_t)i * slice,
+            jobs[i] = (probe_job){.avx2 = avx2, .what = what, .data = buf + (size_t)i * slice,
                                   .bytes = slice};
         for (int p = 0; p < passes; p++) {
             double dt = run_pass(jobs, threads, &sink);
@@ -153,10 +161,12 @@ int bench_probe_run(size_t bytes, int threads, int passes, bench_probe *out) {
                 break;
             }
             if (dt <= 0) continue;
-            double work = !fma ? (double)out->bytes
-                               : threads * (avx2 ? FMA_FLOPS_AVX2 : bench_fma_flops_scalar(FMA_ITERS));
+            double work = what == PROBE_READ ? (double)out->bytes
+                          : what == PROBE_I8 ? threads * I8_OPS_AVX2
+                          : threads * (avx2 ? FMA_FLOPS_AVX2 : bench_fma_flops_scalar(FMA_ITERS));
             double rate = work / dt / 1e9;
-            double *best = fma ? &out->gflops : &out->gbs;
+            double *best = what == PROBE_READ ? &out->gbs : what == PROBE_FMA ? &out->gflops
+                                                                              : &out->giops;
             if (rate > *best) *best = rate;
         }
     }

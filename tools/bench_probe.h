@@ -9,6 +9,10 @@
 typedef struct bench_probe {
     double gbs;        /* best streaming-read bandwidth over the passes, 1e9 bytes/s */
     double gflops;     /* best FMA rate over the passes, 1e9 flop/s (an FMA counts 2) */
+    /* Best int8 dot-product rate, 1e9 ops/s (a u8 x s8 multiply-add counts 2), run as the
+     * quantised weights' kernels run it (bench_i8_avx2); 0: not measured (no AVX2, or a
+     * device probe, which measures fp32 FMA only). */
+    double giops;
     const char *kind;  /* "avx2-fma" or "scalar": which FMA loop ran */
     int threads;
     size_t bytes;      /* buffer the read probe streamed through */
@@ -32,5 +36,9 @@ float bench_fma_avx2(uint64_t iters);
 /* Floating-point operations one call of bench_fma_*(iters) performs. */
 double bench_fma_flops_scalar(uint64_t iters);
 double bench_fma_flops_avx2(uint64_t iters);
+/* The inner step of cpu_avx2's q8_0/q4_k/q6_k matmuls (u8 x s8 products summed to i16 pairs by
+ * maddubs, to i32 by madd, accumulated), and the multiply-adds x 2 one call performs. */
+uint32_t bench_i8_avx2(uint64_t iters);
+double bench_i8_ops_avx2(uint64_t iters);
 
 #endif

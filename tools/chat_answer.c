@@ -11,6 +11,7 @@
 
 #include "chat_input.h"
 #include "chat_state.h"
+#include "run_sampling.h"
 #include "qvl/engine_prompt.h"
 
 /* How often a wait for the answer looks at Ctrl-C: the engine wakes the wait for every new
@@ -156,12 +157,8 @@ static qvl_status prepare(chat_state *cs, size_t from, bool with_reply, qvl_job 
     const chat_flags *f = cs->seen;
     r->max_tokens = a->n_predict - (int64_t)cs->n_ids;
     r->sampling = *qvl_engine_sampling_defaults(cs->engine);
-    if (f->temp) r->sampling.temperature = (float)a->temp;
-    if (f->top_k) r->sampling.top_k = (int32_t)a->top_k;
-    if (f->top_p) r->sampling.top_p = (float)a->top_p;
-    if (f->min_p) r->sampling.min_p = (float)a->min_p;
-    if (f->repeat_penalty) r->sampling.repetition_penalty = (float)a->repeat_penalty;
-    if (f->presence_penalty) r->sampling.presence_penalty = (float)a->presence_penalty;
+    run_sampling_apply(a, f, &r->sampling);
+    r->frequency_penalty = r->sampling.frequency_penalty; /* the engine's field for it */
     /* One seed per job: a conversation given --seed replays, and no two answers draw the same
      * numbers. */
     r->sampling.seed = cs->seed + k;

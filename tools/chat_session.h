@@ -12,7 +12,8 @@
 /* Which sampling flags were on the command line (the rest come from generation_config.json),
  * and whether -t was. */
 typedef struct chat_flags {
-    bool temp, top_k, top_p, min_p, repeat_penalty, presence_penalty, seed, threads;
+    bool temp, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed;
+    bool threads;
 } chat_flags;
 
 /* The chat to its end; returns the exit status (130 after Ctrl-C at the prompt). The --image

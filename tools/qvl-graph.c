@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "graph_groups.h"
@@ -239,14 +240,35 @@ static const char *declined_note(const qvl_fusion_report *rep, size_t r,
     return buf;
 }
 
+/* Per node of the cross-check's isolated pass, on stderr: a fraction redrawn in place on a
+ * terminal, else one plain line per node (a log then shows how far a slow check got). */
+typedef struct cross_progress {
+    const qvl_graph *g;
+    bool tty;
+} cross_progress;
+
+static void on_cross_node(qvl_tid t, size_t done, size_t total, void *user) {
+    const cross_progress *p = user;
+    const char *name = qvl_graph_tensor_name(p->g, t);
+    if (p->tty) {
+        fprintf(stderr, "\r\033[Kcross-check: node %zu/%zu %s", done, total, name ? name : "");
+        if (done == total) fputs("\r\033[K", stderr);
+    } else {
+        fprintf(stderr, "cross-check: node %zu/%zu %s\n", done, total, name ? name : "");
+    }
+    fflush(stderr);
+}
+
 static int cross_check(qvl_graph *g, const tool_args *a, const char *label, fill_ctx *fc,
                        qvl_loaded_backend *const lb[2]) {
     qvl_error err = {0};
     int rc = EXIT_FAIL;
     qvl_crosscheck_result res;
     memset(&res, 0, sizeof res);
-    qvl_status st = qvl_graph_crosscheck(g, lb[0]->iface, lb[0]->be, lb[1]->iface, lb[1]->be,
-                                         (uint64_t)a->seed, fill_i32, fc, &res, &err);
+    cross_progress cp = {g, isatty(STDERR_FILENO) != 0};
+    qvl_status st = qvl_graph_crosscheck_progress(g, lb[0]->iface, lb[0]->be, lb[1]->iface,
+                                                  lb[1]->be, (uint64_t)a->seed, fill_i32, fc,
+                                                  on_cross_node, &cp, &res, &err);
     const char *worst = res.worst >= 0 ? qvl_graph_tensor_name(g, res.worst) : NULL;
     if (st == QVL_OK || st == QVL_E_MISMATCH) {
         printf("cross-check %s: %s vs %s, seed %lld: %zu nodes compared, each on the same "

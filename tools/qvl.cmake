@@ -22,6 +22,10 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/memory_report.c
   ${CMAKE_CURRENT_LIST_DIR}/run_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/run_grammar.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_sampling.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_context.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_interrupt.c
+  ${CMAKE_CURRENT_LIST_DIR}/run_load.c
   ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_pictures.c

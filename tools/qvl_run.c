@@ -23,11 +23,16 @@
 #include "qvl/video_preprocess.h"
 #include "qvl_commands.h"
 #include "run_answer.h"
+#include "run_context.h"
 #include "run_grammar.h"
+#include "run_interrupt.h"
+#include "run_load.h"
+#include "run_sampling.h"
 #include "run_session.h"
 
 enum {
-    OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_SEED, OPT_MIN_PIXELS,
+    OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_FREQUENCY, OPT_SEED,
+    OPT_MIN_PIXELS,
     OPT_MAX_PIXELS, OPT_MIN_TOKENS, OPT_MAX_TOKENS, OPT_THREADS, OPT_V_MAX_FRAMES,
     OPT_V_MIN_FRAMES, OPT_V_MAX_TOKENS, OPT_V_MAX_PIXELS, OPT_COUNT
 };
@@ -90,7 +95,7 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
     qvl_generation g = {
         .max_new = a->n_predict, .stop = a->ignore_eos ? &no_eos : s->gen, .sampler = s->sampler, .grammar = s->grammar,
         .feed_last = feed_last,
-        .on_token = on_token, .user = &s->out,
+        .on_token = on_token, .cancel = run_interrupted, .user = &s->out,
     };
     run_prompt pr = {.ids = ids, .n = n, .images = im, .batch = a->batch,
                      .prompt_logits = prompt_logits};
@@ -103,12 +108,13 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
     free(prompt_logits);
     qvl_text_stream_flush(&s->out.stream);
     if (st != QVL_OK) return st;
-    if (s->out.print_text) fputc('\n', stdout);
+    if (s->out.print_text) fputc('\n', stdout); /* after a Ctrl-C too: the answer's end */
     if (a->print_ids) {
         for (size_t i = 0; i < s->out.n_ids; i++) printf(i ? " %d" : "%d", s->out.ids[i]);
         printf("\n");
     }
     fflush(stdout);
+    s->interrupted = r.stop == QVL_STOP_CANCELLED;
     if (r.stop == QVL_STOP_CONTEXT && a->until_context) {
         if (!a->quiet)
             fprintf(stderr, "qvl: the answer ended where the context of %lld tokens is full\n",
@@ -121,6 +127,15 @@ qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_l
     return QVL_OK;
 }
 
+/* Which sampling flags were given (qvl chat gets the same record). */
+static chat_flags flags_seen(const cli_opt *opts) {
+    return (chat_flags){
+        .temp = opts[OPT_TEMP].seen, .top_k = opts[OPT_TOP_K].seen, .top_p = opts[OPT_TOP_P].seen,
+        .min_p = opts[OPT_MIN_P].seen, .repeat_penalty = opts[OPT_REPEAT].seen,
+        .presence_penalty = opts[OPT_PRESENCE].seen, .frequency_penalty = opts[OPT_FREQUENCY].seen,
+        .seed = opts[OPT_SEED].seen, .threads = opts[OPT_THREADS].seen};
+}
+
 /* Sampling settings: generation_config.json, then the flags that were given. */
 static qvl_status make_sampler(const run_args *a, const cli_opt *opts, const qvl_gen_config *gen,
                                const qvl_model *m, const qvl_tokenizer *tok, qvl_sampler **out,
@@ -128,12 +143,8 @@ static qvl_status make_sampler(const run_args *a, const cli_opt *opts, const qvl
     qvl_sampling_params p;
     qvl_sampling_params_default(&p);
     qvl_gen_config_sampling_params(gen, &p);
-    if (opts[OPT_TEMP].seen) p.temperature = (float)a->temp;
-    if (opts[OPT_TOP_K].seen) p.top_k = (int32_t)a->top_k;
-    if (opts[OPT_TOP_P].seen) p.top_p = (float)a->top_p;
-    if (opts[OPT_MIN_P].seen) p.min_p = (float)a->min_p;
-    if (opts[OPT_REPEAT].seen) p.repetition_penalty = (float)a->repeat_penalty;
-    if (opts[OPT_PRESENCE].seen) p.presence_penalty = (float)a->presence_penalty;
+    const chat_flags seen = flags_seen(opts);
+    run_sampling_apply(a, &seen, &p);
     p.seed = opts[OPT_SEED].seen ? (uint64_t)a->seed : (uint64_t)time(NULL) ^ (uint64_t)getpid();
     int32_t vocab = (int32_t)qvl_model_config(m)->text.vocab_size;
     /* Rows past the tokenizer's last id are untrained padding: never sample them. */
@@ -309,13 +320,20 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
 
 static int run_parsed(const char *cmd, const char *prog, const run_args *args, const cli_opt *opts,
                       bool chat_mode, run_images *im, double start) {
-    const run_args a = *args;
+    run_args a = *args;
     int rc = check_usage(prog, &a, chat_mode);
     if (!rc) rc = run_grammar_check_usage(prog, &a);
     if (rc) return rc;
     if (a.verbose) qvl_log_level_set(QVL_LOG_INFO);
     qvl_model_files files;
     if ((rc = check_model_dir(prog, a.model, a.mmproj, &files))) return rc;
+    qvl_error err = {0};
+    if (a.ctx == 0 && run_context_auto(&files, a.kv_type, a.quiet, &a.ctx, &err) != QVL_OK) {
+        qvl_model_files_free(&files);
+        return fail(cmd, &err);
+    }
+    /* -1 (llama.cpp's "no limit"): the context is the only bound, and no answer outgrows it */
+    if (a.until_context) a.n_predict = a.ctx;
     rc = run_files(cmd, prog, &a, opts, chat_mode, im, start, &files);
     qvl_model_files_free(&files);
     return rc;
@@ -338,13 +356,10 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
             fprintf(stderr, "%s: %s: not found (needed to tokenize the prompt)\n", prog, path);
             return 1;
         }
-        const chat_flags seen = {
-            .temp = opts[OPT_TEMP].seen, .top_k = opts[OPT_TOP_K].seen,
-            .top_p = opts[OPT_TOP_P].seen, .min_p = opts[OPT_MIN_P].seen,
-            .repeat_penalty = opts[OPT_REPEAT].seen, .presence_penalty = opts[OPT_PRESENCE].seen,
-            .seed = opts[OPT_SEED].seen, .threads = opts[OPT_THREADS].seen};
+        const chat_flags seen = flags_seen(opts);
         return run_chat(&a, &seen, im->paths, im->n, start);
     }
+    run_interrupt_install();
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     if (a.ids) {
@@ -426,13 +441,7 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     backend_args be = a.be;
     be.threads_seen = opts[OPT_THREADS].seen;
     backend_args_apply(&be, &mo);
-    if (st == QVL_OK) {
-        run_progress_begin(s.progress, "loading %s", a.model);
-        double t0 = run_now_seconds();
-        st = qvl_model_open(a.model, &mo, &s.m, &err);
-        s.timings.load_seconds = run_now_seconds() - t0;
-        run_progress_end(s.progress);
-    }
+    if (st == QVL_OK) st = run_load_model(&s, &mo, files->dir == NULL, &err);
     /* a split or an automatic choice is worth one line; everything on one backend is not */
     if (st == QVL_OK && !a.quiet && a.be.gpu_layers) {
         char place[256];
@@ -447,6 +456,7 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     qvl_text_stream_init(&s.out.stream, write_stdout, NULL);
     if (st == QVL_OK) {
         rc = run_answer(&s, ids, n_ids, false, im, &err) == QVL_OK ? 0 : fail(cmd, &err);
+        if (s.interrupted) rc = RUN_EXIT_INTERRUPTED;
         if (!a.quiet && (a.verbose || isatty(STDERR_FILENO))) run_timings_print(&s.timings, s.m);
     } else {
         rc = fail(cmd, &err);
@@ -465,6 +475,7 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
 int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
     const double start = run_now_seconds();
     run_args a = {.n_predict = 256, .ctx = 4096, .batch = 512,
+                  .repeat_last_n = RUN_REPEAT_LAST_N_DEFAULT,
                   .bounds = {.max_tokens = RUN_IMAGE_MAX_TOKENS_DEFAULT}};
     run_image_bounds *b = &a.bounds;
     run_video_bounds *vb = &a.vbounds;
@@ -475,6 +486,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         [OPT_MIN_P] = {"min-p", 0, CLI_FLOAT, &a.min_p, "P", "drop tokens below P x the top probability; 0 = off", 0, 1, false},
         [OPT_REPEAT] = {"repeat-penalty", 0, CLI_FLOAT, &a.repeat_penalty, "R", "repetition penalty (HF semantics); 1 = off", 1e-3, 100, false},
         [OPT_PRESENCE] = {"presence-penalty", 0, CLI_FLOAT, &a.presence_penalty, "P", "subtract P from tokens already generated; 0 = off", -100, 100, false},
+        [OPT_FREQUENCY] = {"frequency-penalty", 0, CLI_FLOAT, &a.frequency_penalty, "F", "subtract F x the times a token was generated; 0 = off", -100, 100, false},
         [OPT_SEED] = {"seed", 's', CLI_INT, &a.seed, "S", "random seed (default: from the clock)", 0, 9.2e18, false},
         [OPT_MIN_PIXELS] = {"min-pixels", 0, CLI_INT, &b->min_pixels, "N", "resize pictures to at least N pixels (default: preprocessor_config.json)", 1, 1e12, false},
         [OPT_MAX_PIXELS] = {"max-pixels", 0, CLI_INT, &b->max_pixels, "N", "resize pictures to at most N pixels (default: preprocessor_config.json, capped by --image-max-tokens)", 1, 1e12, false},
@@ -485,6 +497,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         [OPT_V_MIN_FRAMES] = {"video-min-frames", 0, CLI_INT, &vb->min_frames, "N", "keep at least N frames of a video when it has them (default: the config, else 4)", 1, 1 << 20, false},
         [OPT_V_MAX_TOKENS] = {"video-max-tokens", 0, CLI_INT, &vb->max_tokens, "N", "resize each video's frames to at most N tokens in all (default: an even share of what the context has left)", 1, 1 << 24, false},
         [OPT_V_MAX_PIXELS] = {"video-max-pixels", 0, CLI_INT, &vb->max_pixels, "N", "the processor's pixel bound of a video, all kept frames together (default: the config's size.longest_edge, else 786432)", 1, 1e12, false},
+        {"repeat-last-n", 0, CLI_INT, &a.repeat_last_n, "N", "the repeat, presence and frequency penalties look at the last N tokens (default 64; -1: the whole context; 0: no penalties)", -1, 1 << 24, false},
         {"video-max-duration", 0, CLI_FLOAT, &vb->max_duration, "S", "refuse a --video file that declares more than S seconds (default 10800)", 1e-3, 1e9, false},
         {"video-max-mib", 0, CLI_INT, &vb->max_mib, "N", "refuse a --video file whose kept frames need more than N MiB as RGB (default 4096)", 1, 1 << 30, false},
         {"video-max-seconds", 0, CLI_FLOAT, &vb->max_seconds, "S", "give up decoding a --video file after S seconds (default 120)", 1e-3, 1e9, false},
@@ -498,7 +511,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
         {"file", 'f', CLI_STRING, &a.file, "FILE", "read the user's message from FILE", 0, 0, false},
         {"system", 0, CLI_STRING, &a.system, "TEXT", "a system message before the conversation", 0, 0, false},
         {"n-predict", 'n', CLI_INT, &a.n_predict, "N", "generate at most N tokens per answer (default 256; -1: until the answer ends or the context is full)", -1, 1e9, false},
-        {"ctx", 'c', CLI_INT, &a.ctx, "N", "context (KV cache) size in tokens (default 4096)", 1, 1 << 24, false},
+        {"ctx", 'c', CLI_INT, &a.ctx, "N", "context (KV cache) size in tokens (default 4096; 0: the model's trained context, capped by memory)", 0, RUN_CTX_MAX, false},
         {"batch-size", 'b', CLI_INT, &a.batch, "N", "prompt tokens per prefill step (default 512)", 1, 1 << 24, false},
         {"interactive", 'i', CLI_FLAG, &a.interactive, NULL, "chat instead of one answer (as qvl chat)", 0, 0, false},
         {"backend", 0, CLI_STRING, &a.backend, "NAME", "use this backend (overrides plugins.yaml priorities)", 0, 0, false},
@@ -549,11 +562,7 @@ int qvl_cmd_run(int argc, char **argv, bool chat_mode) {
                 prog);
         rc = CLI_ERROR;
     }
-    /* -1 (llama.cpp's "no limit"): the context is the only bound, and no answer outgrows it */
-    if (a.n_predict < 0) {
-        a.n_predict = a.ctx;
-        a.until_context = true;
-    }
+    a.until_context = a.n_predict < 0; /* n_predict follows the context (run_parsed) */
     if (rc != CLI_OK) {
         run_images_free(&im);
         return 2;

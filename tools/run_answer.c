@@ -52,13 +52,15 @@ qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_
                              qvl_error *err) {
     const qvl_preprocess_config *pc = &im->pc;
     const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
-    int64_t row = 0;
+    int64_t row = 0, done = 0, total = 0;
     qvl_image_features_free(&im->feats);
     memset(&im->feats, 0, sizeof im->feats);
+    for (size_t i = 0; i < im->n; i++) total += im->tokens[i];
+    /* done/total counts vision tokens, so a large picture weighs what it costs */
     for (size_t i = 0; i < im->n; i++) {
-        run_progress_begin(p, "encoding %s %zu/%zu (%lld tokens)",
-                           im->is_video[i] ? "video" : "image", i + 1, im->n,
-                           (long long)im->tokens[i]);
+        run_progress_begin(p, "vision %lld/%lld tokens: encoding %s %zu/%zu (%lld tokens)",
+                           (long long)done, (long long)total, im->is_video[i] ? "video" : "image",
+                           i + 1, im->n, (long long)im->tokens[i]);
         qvl_image_features one = {0};
         double t0 = run_now_seconds();
         qvl_status st = qvl_model_encode_images(m, im->pixels + row * width, 1, &im->grids[i],
@@ -68,6 +70,9 @@ qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_
             t->image_seconds[i] += run_now_seconds() - t0;
             st = append_features(&im->feats, &one, err);
         }
+        done += im->tokens[i];
+        if (st == QVL_OK && i + 1 == im->n)
+            run_progress_update(p, "vision %lld/%lld tokens", (long long)done, (long long)total);
         run_progress_end(p);
         if (st != QVL_OK) return qvl_error_prefix(err, "%s", im->paths[i]);
         row += qvl_image_grid_patches(&im->grids[i]);
@@ -83,6 +88,7 @@ typedef struct first_token_hook {
     void *user;
     run_progress *p;
     run_timings *t;
+    int64_t n_prompt;
     bool seen;
 } first_token_hook;
 
@@ -90,6 +96,8 @@ static void on_first_token(int32_t id, void *user) {
     first_token_hook *h = user;
     if (!h->seen) {
         h->seen = true;
+        run_progress_update(h->p, "prefill %lld/%lld tokens", (long long)h->n_prompt,
+                            (long long)h->n_prompt);
         run_progress_end(h->p);
         if (h->t->first_token_at == 0) h->t->first_token_at = run_now_seconds();
     }
@@ -126,7 +134,11 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
     }
     double t0 = run_now_seconds();
     int64_t k0 = 0; /* image rows the earlier batches took */
-    if (st == QVL_OK) run_progress_begin(p, "prefill 0/%lld tokens", (long long)n);
+    /* The label says what is done and what the step running now adds: a prompt of one batch
+     * is one step, and nothing is done before it ends. */
+    if (st == QVL_OK)
+        run_progress_begin(p, "prefill 0/%lld tokens, %lld in this step", (long long)n,
+                           (long long)(head > 0 ? pr->batch : n));
     bool cancelled = false; /* between batches: the cache then holds whole batches only */
     for (int64_t c0 = 0; st == QVL_OK && c0 < head; c0 += pr->batch) {
         if (g->cancel && g->cancel(g->user)) {
@@ -149,7 +161,9 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
         free(part.deepstack);
         if (st == QVL_OK) st = qvl_sampler_accept_prompt(g->sampler, pr->ids + c0, (size_t)len, err);
         k0 += cnt;
-        run_progress_update(p, "prefill %lld/%lld tokens", (long long)(c0 + len), (long long)n);
+        const int64_t next = c0 + len < head ? pr->batch : n - head;
+        run_progress_update(p, "prefill %lld/%lld tokens, %lld in this step", (long long)(c0 + len),
+                            (long long)n, (long long)next);
     }
     double head_seconds = run_now_seconds() - t0;
     qvl_image_features rest = {0};
@@ -166,7 +180,7 @@ qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation
         /* The progress line stays until the first token (the last batch is prefilled in
          * there), then goes before the answer is printed. */
         first_token_hook hook = {.inner = g->on_token, .cancel = g->cancel, .user = g->user,
-                                 .p = p, .t = t};
+                                 .p = p, .t = t, .n_prompt = n};
         last.on_token = on_first_token;
         last.cancel = hook_cancel;
         last.user = &hook;

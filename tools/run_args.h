@@ -32,7 +32,8 @@ typedef struct run_args {
     backend_args be; /* -t, -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib */
     run_image_bounds bounds;
     run_video_bounds vbounds;
-    double temp, top_p, min_p, repeat_penalty, presence_penalty;
+    double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    int64_t repeat_last_n; /* --repeat-last-n: the penalties' window; -1 the context, 0 none */
     bool print_ids, no_fuse, no_mmap, verbose, quiet, interactive;
     bool ignore_eos;    /* --ignore-eos */
     bool until_context; /* -n -1: a full context ends the answer, it is no error */

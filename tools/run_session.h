@@ -37,6 +37,7 @@ typedef struct run_session {
     run_output out;
     run_progress *progress;
     run_timings timings;
+    bool interrupted; /* the answer ended at a Ctrl-C (run_interrupt.h) */
 } run_session;
 
 /* One generation: prompt ids in (with im's pictures when im is not NULL), answer streamed out.

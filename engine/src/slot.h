@@ -147,8 +147,8 @@ void engine_slot_fed(engine_slot *s, int32_t id, const float *logits);
 void engine_slot_feed_failed(engine_slot *s, const engine_slot_env *env, const char *error);
 
 /* Per-job logits processing (slot_constrain.c). begin: the job's grammar matcher, once its
- * prefill is done. process: *row becomes the row the sampler draws from -- frequency penalty,
- * logit_bias, then the grammar mask (the slot's `work` copy when any applies). chosen: the
+ * prefill is done. process: *row becomes the row the sampler draws from -- logit_bias,
+ * then the grammar mask (the slot's `work` copy when any applies). chosen: the
  * grammar follows token id (*done: the grammar allows nothing but the end now), and with
  * logprobs *lp gets the token's entry (its `end` still to set). end: frees the matcher. */
 qvl_status engine_slot_constrain_begin(engine_slot *s, const engine_slot_env *env, qvl_error *err);

@@ -1,9 +1,10 @@
-/* What a job asks of its logits besides sampling (slot.h): frequency penalty, logit_bias and
- * a grammar mask shape the row before the sampler; logprobs read the same row afterwards.
+/* What a job asks of its logits besides sampling (slot.h): logit_bias and a grammar mask shape
+ * the row before the sampler (which applies the penalties, the frequency penalty included);
+ * logprobs read the same row afterwards.
  *
- * Order, and why: the penalty and the bias are arithmetic on logits (OpenAI applies the bias
- * to the logits the model gave, penalties included); the grammar mask comes last so that no
- * bias, however large, can make the sampler pick a token the grammar refuses. */
+ * Order, and why: the bias is arithmetic on logits and commutes with the penalties' additive
+ * part; the grammar mask comes last so that no bias, however large, can make the sampler pick
+ * a token the grammar refuses. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "slot.h"
@@ -46,14 +47,10 @@ void engine_slot_premask(engine_slot *s) {
 qvl_status engine_slot_process(engine_slot *s, const engine_slot_env *env, const float **row,
                                qvl_error *err) {
     const qvl_engine_request *r = s->job->req;
-    const float fp = r->frequency_penalty;
-    const bool penalty = fp != 0.0f && s->n_generated > 0;
     const bool mask = s->grammar && s->grammar_live;
-    if (!penalty && r->n_bias == 0 && !mask) return QVL_OK;
+    if (r->n_bias == 0 && !mask) return QVL_OK;
     if (*row != s->work) memcpy(s->work, *row, (size_t)env->vocab * sizeof *s->work);
     *row = s->work;
-    if (penalty) /* once per occurrence: logit -= penalty x count */
-        for (int64_t i = 0; i < s->n_generated; i++) s->work[s->generated[i]] -= fp;
     for (size_t i = 0; i < r->n_bias; i++) s->work[r->bias[i].id] += r->bias[i].bias;
     return mask ? qvl_grammar_sampler_apply(s->grammar, s->work, (size_t)env->vocab, err) : QVL_OK;
 }

@@ -195,7 +195,10 @@ static void finish_prefill(engine_slot *s, const engine_slot_env *env) {
     engine_slot_prefill_drop(s);
     observe_prefill(env, j->n_ids - s->keep, s->prefill_seconds);
     qvl_error err = {0};
-    qvl_status st = qvl_sampler_create(&r->sampling, env->vocab, &s->sampler, &err);
+    /* the sampler applies the frequency penalty with the other penalties (qvl/sampling.h) */
+    qvl_sampling_params sp = r->sampling;
+    sp.frequency_penalty = r->frequency_penalty;
+    qvl_status st = qvl_sampler_create(&sp, env->vocab, &s->sampler, &err);
     if (st == QVL_OK) st = qvl_sampler_accept_prompt(s->sampler, j->ids, (size_t)j->n_ids, &err);
     if (st == QVL_OK) st = engine_slot_constrain_begin(s, env, &err);
     if (st != QVL_OK) {

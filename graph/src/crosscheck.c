@@ -72,6 +72,8 @@ typedef struct check {
     uint64_t seed;
     qvl_fill_i32_fn fill_i32;
     void *user;
+    qvl_crosscheck_progress_fn progress;
+    void *progress_user;
 } check;
 
 /* Host bytes for a weight or input: uniform values in [-1, 1) converted to its dtype, or the
@@ -259,6 +261,8 @@ static qvl_status compare_end_to_end(check *c, scratch *sc, verdict *v, qvl_erro
 static qvl_status compare_isolated(check *c, scratch *sc, verdict *v, qvl_error *err) {
     qvl_graph *g = c->g;
     qvl_status s = QVL_OK;
+    size_t total = 0, done = 0;
+    for (size_t k = 0; k < g->n_order; k++) total += g->t[g->order[k]].op != QVL_OP_VIEW;
     for (size_t k = 0; k < g->n_order && s == QVL_OK; k++) {
         qvl_tid t = g->order[k];
         if (g->t[t].op == QVL_OP_VIEW) continue;
@@ -274,6 +278,7 @@ static qvl_status compare_isolated(check *c, scratch *sc, verdict *v, qvl_error 
         }
         if (s == QVL_OK) s = qvl_exec_run_node(c->s[1].ex, t, err);
         if (s == QVL_OK) s = compare_one(c, sc, t, v, err);
+        if (s == QVL_OK && c->progress) c->progress(t, ++done, total, c->progress_user);
     }
     return s;
 }
@@ -282,13 +287,24 @@ qvl_status qvl_graph_crosscheck(qvl_graph *g, const qvl_backend_iface *ia, qvl_b
                                 const qvl_backend_iface *ib, qvl_backend *b, uint64_t seed,
                                 qvl_fill_i32_fn fill_i32, void *user,
                                 qvl_crosscheck_result *res_out, qvl_error *err) {
+    return qvl_graph_crosscheck_progress(g, ia, a, ib, b, seed, fill_i32, user, NULL, NULL,
+                                         res_out, err);
+}
+
+qvl_status qvl_graph_crosscheck_progress(qvl_graph *g, const qvl_backend_iface *ia,
+                                         qvl_backend *a, const qvl_backend_iface *ib,
+                                         qvl_backend *b, uint64_t seed, qvl_fill_i32_fn fill_i32,
+                                         void *user, qvl_crosscheck_progress_fn progress,
+                                         void *progress_user, qvl_crosscheck_result *res_out,
+                                         qvl_error *err) {
     qvl_crosscheck_result res = {0, -1, 0, 0, -1, 0, 0, -1, -1, 0, 0};
     if (res_out) *res_out = res;
     if (!g || !ia || !ib) return qvl_fail(err, QVL_E_INVALID, "crosscheck: missing graph or backend");
     bool replan = g->planned && g->plan_reuse; /* put a reusing plan back afterwards */
     qvl_status s = qvl_graph_plan(g, false, NULL, err);
     if (s != QVL_OK) return s;
-    check c = {g, {{ia, a, NULL, NULL}, {ib, b, NULL, NULL}}, seed, fill_i32, user};
+    check c = {g, {{ia, a, NULL, NULL}, {ib, b, NULL, NULL}}, seed, fill_i32, user, progress,
+               progress_user};
     for (int k = 0; k < 2 && s == QVL_OK; k++) {
         c.s[k].bufs = calloc(g->n ? g->n : 1, sizeof(qvl_buffer));
         if (!c.s[k].bufs) s = qvl_fail(err, QVL_E_NOMEM, "crosscheck: out of memory");

@@ -9,23 +9,27 @@
 /* Largest top_k served by a heap scan (see kth_largest). */
 #define HEAP_MAX_K 256
 
-/* Where a token has been seen, per id. */
-enum { SEEN_ANY = 1, SEEN_GENERATED = 2 };
-
 typedef struct cand {
     float logit;
     int32_t id;
 } cand;
 
+/* The penalties' history is kept as counts per id over the window, with the ids whose count
+ * is not zero listed (at[id] is an id's place in that list), so a penalised row costs the
+ * number of distinct ids in the window, not the window's length. A bounded window keeps its
+ * tokens in a ring, generated ones stored as -1 - id, to take them out again when they leave. */
 struct qvl_sampler {
     qvl_sampling_params p;
     int32_t n_vocab;
     int32_t n_valid;
-    uint8_t *seen;      /* [n_vocab] SEEN_* flags */
-    int32_t *seen_ids;  /* distinct ids with SEEN_ANY, in first-seen order */
-    size_t n_seen;
-    int32_t *gen_ids;   /* distinct ids with SEEN_GENERATED */
-    size_t n_gen;
+    int32_t *count;     /* [n_vocab] times in the window, prompt and generated */
+    int32_t *count_gen; /* [n_vocab] times generated in the window */
+    int32_t *at;        /* [n_vocab] place in ids[] while count > 0 */
+    int32_t *ids;       /* the distinct ids in the window */
+    size_t n_ids;
+    size_t n_gen;       /* generated tokens in the window */
+    int32_t *ring;      /* [penalty_window] the window, oldest at ring_head once full */
+    size_t ring_len, ring_head;
     float *work;        /* [n_valid] penalised logits, by id */
     float *heap;        /* [heap_cap] for a small top-k */
     size_t heap_cap;
@@ -76,6 +80,8 @@ void qvl_sampling_params_default(qvl_sampling_params *p) {
         .min_p = 0.0f,
         .repetition_penalty = 1.0f,
         .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
+        .penalty_window = 0,
         .seed = 0,
         .n_valid = 0,
     };
@@ -95,6 +101,12 @@ static qvl_status check_params(const qvl_sampling_params *p, int32_t n_vocab, qv
     if (!isfinite(p->presence_penalty))
         return qvl_fail(err, QVL_E_INVALID, "sampler: presence_penalty %g must be finite",
                         (double)p->presence_penalty);
+    if (!isfinite(p->frequency_penalty))
+        return qvl_fail(err, QVL_E_INVALID, "sampler: frequency_penalty %g must be finite",
+                        (double)p->frequency_penalty);
+    if (p->penalty_window < 0)
+        return qvl_fail(err, QVL_E_INVALID, "sampler: penalty_window %d must be >= 0 (0: the "
+                        "whole history)", p->penalty_window);
     if (p->n_valid > n_vocab)
         return qvl_fail(err, QVL_E_INVALID, "sampler: n_valid %d exceeds the vocabulary size %d",
                         p->n_valid, n_vocab);
@@ -113,15 +125,17 @@ qvl_status qvl_sampler_create(const qvl_sampling_params *p, int32_t n_vocab, qvl
     s->n_vocab = n_vocab;
     s->n_valid = p->n_valid > 0 ? p->n_valid : n_vocab;
     size_t nv = (size_t)n_vocab;
-    s->seen = calloc(nv, sizeof *s->seen);
-    s->seen_ids = malloc(nv * sizeof *s->seen_ids);
-    s->gen_ids = malloc(nv * sizeof *s->gen_ids);
+    s->count = calloc(nv, sizeof *s->count);
+    s->count_gen = calloc(nv, sizeof *s->count_gen);
+    s->at = malloc(nv * sizeof *s->at);
+    s->ids = malloc(nv * sizeof *s->ids);
+    s->ring = malloc((p->penalty_window > 0 ? (size_t)p->penalty_window : 1) * sizeof *s->ring);
     s->work = malloc((size_t)s->n_valid * sizeof *s->work);
     /* A heap beats quickselect for small k; larger k use quickselect on the candidates. */
     s->heap_cap = p->top_k > 0 && p->top_k <= HEAP_MAX_K ? (size_t)p->top_k : 0;
     s->heap = malloc((s->heap_cap ? s->heap_cap : 1) * sizeof *s->heap);
     s->cands = malloc((size_t)s->n_valid * sizeof *s->cands);
-    if (!s->seen || !s->seen_ids || !s->gen_ids || !s->work || !s->heap || !s->cands) {
+    if (!s->count || !s->count_gen || !s->at || !s->ids || !s->ring || !s->work || !s->heap || !s->cands) {
         qvl_sampler_free(s);
         return qvl_fail(err, QVL_E_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
     }
@@ -132,9 +146,11 @@ qvl_status qvl_sampler_create(const qvl_sampling_params *p, int32_t n_vocab, qvl
 
 void qvl_sampler_free(qvl_sampler *s) {
     if (!s) return;
-    free(s->seen);
-    free(s->seen_ids);
-    free(s->gen_ids);
+    free(s->count);
+    free(s->count_gen);
+    free(s->at);
+    free(s->ids);
+    free(s->ring);
     free(s->work);
     free(s->heap);
     free(s->cands);
@@ -143,14 +159,43 @@ void qvl_sampler_free(qvl_sampler *s) {
 
 /* ---- history ---------------------------------------------------------------------------- */
 
+/* Count one token in (delta 1) or out (delta -1) of the window; entry: id, or -1 - id when
+ * generated. */
+static void tally(qvl_sampler *s, int32_t entry, int delta) {
+    const bool generated = entry < 0;
+    const int32_t id = generated ? -1 - entry : entry;
+    if (delta > 0 && s->count[id] == 0) {
+        s->at[id] = (int32_t)s->n_ids;
+        s->ids[s->n_ids++] = id;
+    }
+    s->count[id] += delta;
+    if (generated) {
+        s->count_gen[id] += delta;
+        s->n_gen = (size_t)((int64_t)s->n_gen + delta);
+    }
+    if (delta < 0 && s->count[id] == 0) { /* swap-remove from the list */
+        const int32_t last = s->ids[--s->n_ids];
+        s->ids[s->at[id]] = last;
+        s->at[last] = s->at[id];
+    }
+}
+
 static qvl_status remember(qvl_sampler *s, int32_t id, bool generated, qvl_error *err) {
     if (id < 0 || id >= s->n_vocab)
         return qvl_fail(err, QVL_E_INVALID, "sampler: token id %d outside the vocabulary [0, %d)", id,
                         s->n_vocab);
-    uint8_t f = s->seen[id];
-    if (!(f & SEEN_ANY)) s->seen_ids[s->n_seen++] = id;
-    if (generated && !(f & SEEN_GENERATED)) s->gen_ids[s->n_gen++] = id;
-    s->seen[id] = (uint8_t)(f | SEEN_ANY | (generated ? SEEN_GENERATED : 0));
+    const int32_t entry = generated ? -1 - id : id;
+    const size_t window = (size_t)s->p.penalty_window;
+    if (window > 0) {
+        if (s->ring_len == window) { /* the oldest leaves */
+            tally(s, s->ring[s->ring_head], -1);
+            s->ring[s->ring_head] = entry;
+            s->ring_head = (s->ring_head + 1) % window;
+        } else {
+            s->ring[s->ring_len++] = entry;
+        }
+    }
+    tally(s, entry, 1);
     return QVL_OK;
 }
 
@@ -170,9 +215,10 @@ qvl_status qvl_sampler_accept_generated(qvl_sampler *s, int32_t id, qvl_error *e
 
 void qvl_sampler_clear_history(qvl_sampler *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->n_seen; i++) s->seen[s->seen_ids[i]] = 0;
-    s->n_seen = 0;
+    for (size_t i = 0; i < s->n_ids; i++) s->count[s->ids[i]] = s->count_gen[s->ids[i]] = 0;
+    s->n_ids = 0;
     s->n_gen = 0;
+    s->ring_len = s->ring_head = 0;
 }
 
 /* ---- selection helpers ------------------------------------------------------------------ */
@@ -354,7 +400,8 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
                                 isnan(logits[i]) ? "NaN" : "+inf");
     }
     const float rp = s->p.repetition_penalty, pp = s->p.presence_penalty;
-    const bool penalised = (rp != 1.0f && s->n_seen > 0) || (pp != 0.0f && s->n_gen > 0);
+    const float fp = s->p.frequency_penalty;
+    const bool penalised = (rp != 1.0f && s->n_ids > 0) || ((pp != 0.0f || fp != 0.0f) && s->n_gen > 0);
     if (!penalised) {
         *out = logits;
         *best = first_equal(logits, n, mx);
@@ -362,15 +409,12 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
     }
     float *w = s->work;
     memcpy(w, logits, n * sizeof *w);
-    if (rp != 1.0f) {
-        for (size_t j = 0; j < s->n_seen; j++) {
-            int32_t id = s->seen_ids[j];
-            if (id < s->n_valid) w[id] = w[id] > 0.0f ? w[id] / rp : w[id] * rp;
-        }
-    }
-    if (pp != 0.0f) {
-        for (size_t j = 0; j < s->n_gen; j++)
-            if (s->gen_ids[j] < s->n_valid) w[s->gen_ids[j]] -= pp;
+    for (size_t j = 0; j < s->n_ids; j++) {
+        const int32_t id = s->ids[j];
+        if (id >= s->n_valid) continue;
+        if (rp != 1.0f) w[id] = w[id] > 0.0f ? w[id] / rp : w[id] * rp;
+        const int32_t times = s->count_gen[id];
+        if (times > 0) w[id] -= pp + fp * (float)times;
     }
     mx = scan_max(w, n, &bad);
     *out = w;

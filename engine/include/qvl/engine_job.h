@@ -58,7 +58,9 @@ typedef struct qvl_engine_request {
     size_t n_pictures;
     int64_t max_tokens;    /* -1: until a stop or the end of the context */
     qvl_sampling_params sampling;
-    float frequency_penalty; /* OpenAI's: logit -= penalty x times generated; 0: off */
+    /* OpenAI's: logit -= penalty x times generated; 0: off. The engine hands it to the sampler
+     * (it replaces sampling.frequency_penalty), which counts within sampling.penalty_window. */
+    float frequency_penalty;
     char **stops;          /* stop strings: the answer ends before the first one */
     size_t n_stops;
     /* Structured output: GBNF text (qvl/grammar.h) the answer must match, or NULL. Checked and

@@ -230,6 +230,16 @@ qvl_status qvl_graph_crosscheck(qvl_graph *g, const qvl_backend_iface *ia, qvl_b
                                 const qvl_backend_iface *ib, qvl_backend *b, uint64_t seed,
                                 qvl_fill_i32_fn fill_i32, void *user,
                                 qvl_crosscheck_result *res, qvl_error *err);
+/* The same, calling progress after each node of the isolated pass (the long one: a node at
+ * a time on b): done of total nodes, t the node just judged (in plan order; views are not
+ * counted). progress may be NULL. */
+typedef void (*qvl_crosscheck_progress_fn)(qvl_tid t, size_t done, size_t total, void *user);
+qvl_status qvl_graph_crosscheck_progress(qvl_graph *g, const qvl_backend_iface *ia,
+                                         qvl_backend *a, const qvl_backend_iface *ib,
+                                         qvl_backend *b, uint64_t seed, qvl_fill_i32_fn fill_i32,
+                                         void *user, qvl_crosscheck_progress_fn progress,
+                                         void *progress_user, qvl_crosscheck_result *res,
+                                         qvl_error *err);
 
 #ifdef __cplusplus
 }

@@ -90,6 +90,8 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
     m->kv_slots = opts->kv_slots > 1 ? opts->kv_slots : 1;
     m->no_fuse = opts->no_fuse;
     m->no_mmap = opts->no_mmap;
+    m->on_convert = opts->on_convert;
+    m->convert_user = opts->convert_user;
 
     qvl_model_load_stats *ls = &m->inst.load;
     double t0 = 0;

@@ -100,7 +100,11 @@ static const bound_weight *bind_late(qvl_model *m, const char *name, int32_t ti,
 }
 
 qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err) {
-    size_t n = qvl_weights_count(m->weights);
+    size_t n = qvl_weights_count(m->weights), n_convert = 0, converted = 0;
+    for (size_t i = 0; m->on_convert && i < n; i++) {
+        const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
+        n_convert += model_bind_dtype(m, t) != t->dtype;
+    }
     for (size_t i = 0; i < n; i++) {
         const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
         const qvl_dtype want = model_bind_dtype(m, t);
@@ -126,6 +130,7 @@ qvl_status model_bind_all_weights(qvl_model *m, qvl_error *err) {
         }
         /* the copies are what runs from now on */
         if (copied && !in_place) qvl_release_mapped_pages(t->data, t->nbytes);
+        if (m->on_convert && want != t->dtype) m->on_convert(++converted, n_convert, m->convert_user);
     }
     qsort(m->bound, m->n_bound, sizeof *m->bound, cmp_bound);
     return QVL_OK;

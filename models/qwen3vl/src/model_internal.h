@@ -100,6 +100,8 @@ struct qvl_model {
     bool weights_requested; /* --weights or `weights:` chose matrix_dtype (else as stored) */
     qvl_dtype vector_dtype; /* dtype of norm weights and biases in the graphs */
     int convert_threads;    /* threads converting weights at load (--weights) */
+    void (*on_convert)(size_t done, size_t total, void *user); /* qvl_model_options' */
+    void *convert_user;
     bound_weight *bound;    /* sorted by name, then target */
     size_t n_bound, cap_bound;
     int64_t ctx;

@@ -1,12 +1,17 @@
 /* Choosing the next token from a row of logits.
  *
  * The processors run in the order Hugging Face transformers applies them, with the
- * two penalties first as vLLM does:
+ * penalties first as vLLM does:
  *   1. mask: ids >= n_valid are never chosen (untrained padding rows of the embedding);
  *   2. repetition penalty (HF semantics) over every distinct token seen so far, prompt and
  *      generated: logit > 0 ? logit / penalty : logit * penalty;
- *   3. presence penalty (vLLM / OpenAI semantics) over every distinct token *generated* so far
- *      (prompt tokens are not penalised): logit -= presence_penalty, once per distinct token;
+ *   3. presence and frequency penalties (vLLM / OpenAI semantics) over the tokens *generated*
+ *      so far (prompt tokens are not penalised): logit -= presence_penalty once per distinct
+ *      token, and frequency_penalty x the number of times it was generated;
+ *   The penalties see the history's last penalty_window tokens only (llama.cpp's
+ *   --repeat-last-n; 0: all of it): a token counts for step 2 when it is among them, and for
+ *   step 3 as many times as it was generated among them. Step 3 follows step 2, as llama.cpp
+ *   and vLLM order them.
  *   -- temperature <= 0 stops here: greedy argmax, ties to the lowest id --
  *   4. temperature: logit / temperature;
  *   5. top-k: keep the tokens whose logit >= the k-th largest (HF keeps ties at the boundary);
@@ -16,7 +21,7 @@
  *   8. softmax and one multinomial draw from a xoshiro256** generator seeded (through
  *      splitmix64) from seed: the same seed and the same inputs give the same tokens.
  * Disabled values: top_k <= 0, top_p >= 1, min_p <= 0, repetition_penalty == 1,
- * presence_penalty == 0.
+ * presence_penalty == 0, frequency_penalty == 0.
  *
  * Cost: one pass over the vocabulary plus a quickselect; the vocabulary is never fully sorted
  * unless top-p alone (no top-k) needs most of it. Greedy without penalties reads the row once
@@ -41,6 +46,10 @@ typedef struct qvl_sampling_params {
     float min_p;              /* in [0, 1]; 0: off */
     float repetition_penalty; /* > 0; 1: off */
     float presence_penalty;   /* any finite value; 0: off */
+    float frequency_penalty;  /* any finite value; 0: off */
+    /* The penalties' window in tokens, prompt and generated (>= 0). 0, as a zeroed struct has
+     * it: the whole history, so the window is opt-in. */
+    int32_t penalty_window;
     uint64_t seed;
     int32_t n_valid;          /* ids >= n_valid are never sampled; <= 0: the whole vocabulary */
 } qvl_sampling_params;
@@ -58,7 +67,7 @@ qvl_status qvl_sampler_create(const qvl_sampling_params *p, int32_t n_vocab, qvl
 void qvl_sampler_free(qvl_sampler *s);
 
 /* History for the penalties. Prompt tokens count for the repetition penalty only; generated
- * tokens count for both. The sampler never records its own choices: call
+ * tokens count for all three. The sampler never records its own choices: call
  * qvl_sampler_accept_generated with each token it returns (that is fed to the model). */
 qvl_status qvl_sampler_accept_prompt(qvl_sampler *s, const int32_t *ids, size_t n, qvl_error *err);
 qvl_status qvl_sampler_accept_generated(qvl_sampler *s, int32_t id, qvl_error *err);
@@ -79,9 +88,9 @@ qvl_status qvl_sampler_sample(qvl_sampler *s, const float *logits, size_t n_logi
 qvl_status qvl_sampler_distribution(qvl_sampler *s, const float *logits, size_t n_logits,
                                     float *probs, qvl_error *err);
 
-/* Log-probabilities of the processed row: steps 1-4 above (mask, repetition and presence
- * penalties, temperature; a temperature <= 0 counts as 1), then log-softmax, before top-k,
- * top-p and min-p cut anything. logprobs[n_vocab]: -inf for masked ids and -inf logits.
+/* Log-probabilities of the processed row: steps 1-4 above (mask, the penalties, temperature;
+ * a temperature <= 0 counts as 1), then log-softmax, before top-k, top-p and min-p cut
+ * anything. logprobs[n_vocab]: -inf for masked ids and -inf logits.
  * Consumes no randomness; logits is not modified. */
 qvl_status qvl_sampler_logprobs(qvl_sampler *s, const float *logits, size_t n_logits,
                                 float *logprobs, qvl_error *err);

@@ -60,6 +60,10 @@ typedef struct qvl_model_options {
     /* --mmproj: the vision tower's GGUF file when the model is a GGUF file (NULL: text only,
      * unless the model's directory holds one; qvl/qwen3vl_gguf.h). */
     const char *mmproj;
+    /* Called during the load after each tensor converted to another dtype (--weights,
+     * plugins.yaml's weights:): done of total such tensors. NULL: not called. */
+    void (*on_convert)(size_t done, size_t total, void *user);
+    void *convert_user;
 } qvl_model_options;
 
 /* Read DIR/config.json, map the weights, check them against the config, open the backend and
