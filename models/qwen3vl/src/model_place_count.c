@@ -19,6 +19,13 @@
 /* A picture no larger than the processor's default max_pixels (16,777,216 pixels: 16384
  * merged tokens of 16-pixel patches merged 2x2) when the caller names no budget. */
 #define PROCESSOR_MAX_TOKENS 16384
+/* What placement adds to the counts: the device allocator's rounding of each
+ * buffer on a card without a budget (cudaMalloc hands out whole pages; a budget counts the
+ * bytes asked) and graphs the counts do not plan (a video's frame groups, a batched decode of
+ * fewer rows than the pool). The backend's own context, module images and CUDA graphs are not
+ * in it: describe() leaves them out of memory_free (cuda_sm61's CU_UNCOUNTED_RESERVE). */
+#define PLACE_MARGIN_BYTES ((uint64_t)16 << 20)
+
 /* A prompt batch when the caller names none (qvl run -b's default). */
 #define DEFAULT_BATCH 512
 
@@ -184,5 +191,7 @@ void model_need(const qvl_model *m, const place_counts *pc, int64_t n, bool visi
     const uint64_t arenas = (out->vision_bytes > pc->prefill_arena ? out->vision_bytes
                                                                    : pc->prefill_arena) +
                             pc->decode_arena;
-    out->need_bytes = out->weights_bytes + out->kv_bytes + arenas + out->scratch_bytes;
+    out->margin_bytes = PLACE_MARGIN_BYTES;
+    out->need_bytes =
+        out->weights_bytes + out->kv_bytes + arenas + out->scratch_bytes + out->margin_bytes;
 }

@@ -7,20 +7,13 @@
 #include "model_internal.h"
 #include "qvl/log.h"
 
-/* What placement keeps free beyond the counts: the device allocator's rounding of each
- * buffer on a card without a budget (cudaMalloc hands out whole pages; a budget counts the
- * bytes asked) and graphs the counts do not plan (a video's frame groups, a batched decode of
- * fewer rows than the pool). The backend's own context, module images and CUDA graphs are not
- * in it: describe() leaves them out of memory_free (cuda_sm61's CU_UNCOUNTED_RESERVE). */
-#define PLACE_MARGIN_BYTES ((uint64_t)16 << 20)
-
 static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 bool model_fits(const qvl_model *m, const place_counts *pc, int64_t n, bool vision_here,
                 uint64_t free_bytes) {
     qvl_model_fit f;
     model_need(m, pc, n, vision_here, &f);
-    return f.need_bytes <= free_bytes && free_bytes - f.need_bytes >= PLACE_MARGIN_BYTES;
+    return f.need_bytes <= free_bytes;
 }
 
 int64_t model_fit_layers(const qvl_model *m, const place_counts *pc, bool vision_here,
@@ -43,7 +36,8 @@ static void auto_suggestion(const qvl_model *m, const place_counts *pc, bool vis
     if (n < 0)
         snprintf(buf, size, "not even the output head fits: run on the CPU (--backend cpu_avx2)");
     else
-        snprintf(buf, size, "-ngl auto (%lld layers on the GPU%s)", (long long)n, where);
+        snprintf(buf, size, "-ngl auto (%lld layer%s on the GPU%s)", (long long)n,
+                 n == 1 ? "" : "s", where);
 }
 
 qvl_status model_refuse(qvl_model *m, const qvl_model_options *opts, const place_counts *pc,
@@ -69,21 +63,21 @@ qvl_status model_refuse(qvl_model *m, const qvl_model_options *opts, const place
     }
     return qvl_fail(err, QVL_E_NOMEM,
                     "the model needs %.1f MiB on %s (weights %.1f, KV %.1f at %s, vision %.1f, "
-                    "activations %.1f, scratch %.1f), %.1f MiB are free: %s%s",
+                    "activations %.1f, scratch %.1f, margin %.1f), %.1f MiB are free: %s%s",
                     mib(f.need_bytes), m->tg[0].lb->name, mib(f.weights_bytes), mib(f.kv_bytes),
                     qvl_dtype_name(f.kv_dtype), mib(f.vision_bytes), mib(f.activation_bytes),
-                    mib(f.scratch_bytes), mib(free_bytes), q8, ngl);
+                    mib(f.scratch_bytes), mib(f.margin_bytes), mib(free_bytes), q8, ngl);
 }
 
 void model_log_fit(const qvl_model *m) {
     const qvl_model_fit *f = &m->fit;
     QVL_LOG_I("on %s: %.1f of %.1f MiB free (weights %.1f, KV %.1f at %s, vision %.1f for a "
-              "picture of %lld tokens, activations %.1f for a batch of %lld, scratch %.1f; "
-              "%lld layers)",
+              "picture of %lld tokens, activations %.1f for a batch of %lld, scratch %.1f, "
+              "margin %.1f; %lld layers)",
               m->tg[0].lb->name, mib(f->need_bytes), mib(f->free_bytes), mib(f->weights_bytes),
               mib(f->kv_bytes), qvl_dtype_name(f->kv_dtype), mib(f->vision_bytes),
               (long long)f->image_tokens, mib(f->activation_bytes), (long long)f->batch,
-              mib(f->scratch_bytes), (long long)f->gpu_layers);
+              mib(f->scratch_bytes), mib(f->margin_bytes), (long long)f->gpu_layers);
 }
 
 void qvl_model_fit_get(const qvl_model *m, qvl_model_fit *out) { *out = m->fit; }

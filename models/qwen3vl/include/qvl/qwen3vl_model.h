@@ -98,15 +98,15 @@ size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_
 /* What placement counted on the primary backend before loading (known only for a primary that
  * reports its free memory; `counted` is false otherwise): bytes of the weights, the KV pool
  * (kv_dtype), the vision graph's arena for a picture of image_tokens, the text graphs'
- * arenas (a prompt batch of `batch` tokens and the decode step), the backend's scratch, and
- * need_bytes, what the primary holds at most: the vision and prompt arenas never coexist, so
- * the larger of the two counts. */
+ * arenas (a prompt batch of `batch` tokens and the decode step), the backend's scratch, a
+ * margin for what cannot be counted, and need_bytes, what the primary holds at most: their sum,
+ * but the vision and prompt arenas never coexist, so only the larger of the two counts. */
 typedef struct qvl_model_fit {
     bool counted;
     int64_t gpu_layers; /* decoder layers on the primary */
     uint64_t free_bytes; /* the primary's free memory before loading (describe()) */
     uint64_t need_bytes, weights_bytes, kv_bytes, vision_bytes, activation_bytes,
-        scratch_bytes;
+        scratch_bytes, margin_bytes;
     qvl_dtype kv_dtype;
     int64_t image_tokens, batch;
 } qvl_model_fit;
