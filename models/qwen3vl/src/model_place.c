@@ -135,9 +135,14 @@ qvl_status model_place(qvl_model *m, const qvl_model_options *opts, qvl_error *e
     uint64_t free_bytes;
     bool known;
     free_memory(&m->tg[0], &free_bytes, &known);
+    place_counts pc;
+    qvl_error why = {0};
+    if (known && model_count(m, opts, m->kv_dtype, &pc, &why) != QVL_OK) {
+        /* a graph the count cannot plan leaves the run as it was before counting */
+        QVL_LOG_I("placement: cannot count what %s would hold (%s)", m->tg[0].lb->name, why.msg);
+        known = false;
+    }
     if (known) { /* count what the primary would hold: auto chooses by it, all is checked */
-        place_counts pc;
-        if ((st = model_count(m, opts, m->kv_dtype, &pc, err)) != QVL_OK) return st;
         bool vision_here = m->cfg.has_vision && vision == 0;
         if (is_auto) {
             ngl = model_fit_layers(m, &pc, vision_here, free_bytes);

@@ -152,8 +152,9 @@ qvl_status model_count(qvl_model *m, const qvl_model_options *opts, qvl_dtype kv
     st = text_graph(m, &base, batch, 1, kv_dtype, rows, &pc->prefill_arena, slots, err);
     if (st == QVL_OK && batch > 1)
         st = text_graph(m, &base, 1, 1, kv_dtype, 0, &pc->decode_arena, slots, err);
-    if (st == QVL_OK && m->kv_slots > 1) {
-        st = text_graph(m, &base, m->kv_slots, m->kv_slots, kv_dtype, 0, &arena, slots, err);
+    if (st == QVL_OK && m->kv_slots > 1) { /* a batched step serves QVL_TEXT_MAX_SEQS at most */
+        const int64_t rows_b = m->kv_slots < QVL_TEXT_MAX_SEQS ? m->kv_slots : QVL_TEXT_MAX_SEQS;
+        st = text_graph(m, &base, rows_b, rows_b, kv_dtype, 0, &arena, slots, err);
         if (arena > pc->decode_arena) pc->decode_arena = arena;
     }
     for (int i = 0; i < QVL_SCRATCH_SLOTS; i++) pc->scratch_text += slots[i];
