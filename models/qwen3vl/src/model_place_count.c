@@ -19,11 +19,11 @@
 /* A picture no larger than the processor's default max_pixels (16,777,216 pixels: 16384
  * merged tokens of 16-pixel patches merged 2x2) when the caller names no budget. */
 #define PROCESSOR_MAX_TOKENS 16384
-/* What placement adds to the counts: the device allocator's rounding of each
- * buffer on a card without a budget (cudaMalloc hands out whole pages; a budget counts the
- * bytes asked) and graphs the counts do not plan (a video's frame groups, a batched decode of
- * fewer rows than the pool). The backend's own context, module images and CUDA graphs are not
- * in it: describe() leaves them out of memory_free (cuda_sm61's CU_UNCOUNTED_RESERVE). */
+/* What placement adds to the counts for what it cannot count: the device allocator's rounding
+ * of each buffer on a card without a budget (cudaMalloc hands out whole pages; a budget counts
+ * the bytes asked) and graphs the counts do not plan (a video's frame groups, a batched decode
+ * of fewer rows than the pool). The backend's own context, module images and CUDA graphs are
+ * not in it: describe() leaves them out of memory_free (cuda_sm61's CU_UNCOUNTED_RESERVE). */
 #define PLACE_MARGIN_BYTES ((uint64_t)16 << 20)
 
 /* A prompt batch when the caller names none (qvl run -b's default). */
@@ -66,7 +66,7 @@ static bool is_cache(void *ctx, const char *name) {
     return strncmp(name, "kv.", 3) == 0 || strstr(name, ".kv.") != NULL;
 }
 
-/* Builds nothing; fuses g for the primary (unless --no-fuse) and counts its arena and scratch. */
+/* Fuses g for the primary (unless --no-fuse), counts its arena and scratch, and frees it. */
 static qvl_status graph_on_primary(const qvl_model *m, qvl_graph *g, size_t *arena,
                                    size_t *scratch, qvl_error *err) {
     const model_target *tg = &m->tg[0];
