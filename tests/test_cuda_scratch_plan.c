@@ -83,7 +83,7 @@ static qvl_node node_of(qvl_op op, qvl_tensor *dst) {
     qvl_node n;
     memset(&n, 0, sizeof n);
     n.op = op;
-    n.n_src = QVL_MAX_SRC;
+    n.n_src = qvl_op_max_inputs(op);
     n.dst = dst;
     n.name = qvl_op_name(op);
     return n;
