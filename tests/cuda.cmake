@@ -22,6 +22,17 @@ if(TARGET qvl-cuda_sm61)
   set_tests_properties(test_cuda_memory_limit PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 
+# Its answer to the scratch extension (placement counts it before loading) equals the scratch
+# each kernel then grows. Skipped without a CUDA device, like the above.
+if(TARGET qvl-cuda_sm61)
+  qvl_add_test(test_cuda_scratch_plan
+    SOURCES test_cuda_scratch_plan.c
+    LIBS m ${CMAKE_DL_LIBS}
+    DEFS QVL_CUDA_SO="$<TARGET_FILE:qvl-cuda_sm61>")
+  add_dependencies(test_cuda_scratch_plan qvl-cuda_sm61)
+  set_tests_properties(test_cuda_scratch_plan PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+
 # Its host-side copy of large transfers (threads over parts): plain C, so it runs everywhere.
 qvl_add_test(test_cuda_host_copy
   SOURCES test_cuda_host_copy.c ${CMAKE_SOURCE_DIR}/backends/cuda_sm61/cu_host_copy.c

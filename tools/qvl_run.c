@@ -437,7 +437,10 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
                             .no_fuse = a.no_fuse, .no_mmap = a.no_mmap,
                             .weight_dtype = a.weights, .kv_type = a.kv_type,
-                            .mmproj = a.mmproj};
+                            .mmproj = a.mmproj, .batch = a.batch, .image_max_tokens = -1};
+    /* placement counts the vision arena for the largest picture this run encodes */
+    for (size_t i = 0; i < im->n; i++)
+        if (im->tokens && im->tokens[i] > mo.image_max_tokens) mo.image_max_tokens = im->tokens[i];
     backend_args be = a.be;
     be.threads_seen = opts[OPT_THREADS].seen;
     backend_args_apply(&be, &mo);

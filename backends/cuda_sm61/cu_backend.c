@@ -404,9 +404,11 @@ static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
 };
 
 
-/* Extensions by name: the device probe for qvl-bench (cu_roofline.cu). */
+/* Extensions by name: the device probe for qvl-bench (cu_roofline.cu), the scratch a node
+ * grows for placement (cu_ops.c). */
 static qvl_proc_fn cu_get_proc_address(const char *name) {
     if (strcmp(name, QVL_EXT_PROBE) == 0) return (qvl_proc_fn)cu_probe;
+    if (strcmp(name, QVL_EXT_SCRATCH) == 0) return (qvl_proc_fn)cu_scratch_need;
     return NULL;
 }
 

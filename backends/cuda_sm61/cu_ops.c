@@ -526,3 +526,58 @@ qvl_status cu_op_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
 qvl_status cu_op_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     return run_scatter(be, n, 1, err);
 }
+
+/* ---- extension QVL_EXT_SCRATCH: what the kernels above grow, asked before running ----
+ * The same choices as the op functions (the same shape-only predicates: fused GEMV, int8
+ * path, split-KV) and the same sizes; test_cuda_scratch_plan runs nodes and checks that the
+ * scratch they grew is what this said. */
+static void need_bytes(size_t *slot, int64_t bytes) {
+    if (bytes > 0 && (size_t)bytes > *slot) *slot = (size_t)bytes;
+}
+
+static void need_attention(size_t s[QVL_SCRATCH_SLOTS], int64_t N, int64_t Hq, int64_t D,
+                           int splits) {
+    if (splits > 1)
+        need_bytes(&s[CU_SCRATCH_C],
+                   cu_attention_part_floats(N, Hq, D, splits) * (int64_t)sizeof(float));
+}
+
+void cu_scratch_need(qvl_backend *be, const qvl_node *n, size_t s[QVL_SCRATCH_SLOTS]) {
+    (void)be;
+    if (n->op == QVL_OP_MATMUL) {
+        const qvl_tensor *a = n->src[0], *w = n->src[1];
+        int64_t rows = qvl_desc_n_rows(&a->desc);
+        int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
+        cu_mat wm = mat_of(w);
+        if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows)) return;
+        need_bytes(&s[CU_SCRATCH_Q8], cu_matmul_q8_scratch_bytes(wm, batches, rows / batches));
+    } else if (n->op == QVL_OP_NORM_LINEAR) {
+        const qvl_norm_linear_params *p = &n->params.norm_linear;
+        int64_t D = qvl_desc_row_len(&n->src[0]->desc), M = qvl_desc_n_rows(&n->src[0]->desc);
+        cu_mat ws[3];
+        for (int i = 0; i < p->n_proj && i < 3; i++) ws[i] = mat_of(n->src[CU_NL_W_SLOT(i)]);
+        if (p->act == QVL_ACT_NONE && cu_gemv_fused_fits(ws, p->n_proj, M)) return;
+        bool all_int8 = p->n_proj > 0;
+        for (int i = 0; i < p->n_proj; i++) {
+            cu_mat w = mat_of(n->src[CU_NL_W_SLOT(i)]);
+            all_int8 = all_int8 && cu_matmul_int8_takes(w, 1, M);
+            need_bytes(&s[CU_SCRATCH_Q8], cu_matmul_q8_scratch_bytes(w, 1, M));
+        }
+        if (!all_int8) need_bytes(&s[CU_SCRATCH_A], M * D * (int64_t)sizeof(float));
+    } else if (n->op == QVL_OP_MLP_RESIDUAL) {
+        int64_t M = qvl_desc_n_rows(&n->src[0]->desc), F = qvl_desc_row_len(&n->src[1]->desc);
+        cu_mat wd = mat_of(n->src[2]);
+        if (cu_gemv_fused_fits(&wd, 1, M)) return;
+        need_bytes(&s[CU_SCRATCH_Q8], cu_matmul_q8_scratch_bytes(wd, 1, M));
+        if (n->params.mlp.act != QVL_ACT_NONE && !cu_matmul_int8_takes(wd, 1, M))
+            need_bytes(&s[CU_SCRATCH_B], M * F * (int64_t)sizeof(float));
+    } else if (n->op == QVL_OP_ATTENTION) {
+        const qvl_tensor_desc *q = &n->src[0]->desc, *k = &n->src[1]->desc;
+        need_attention(s, q->shape[0], q->shape[1], q->shape[2],
+                       cu_attention_splits(q->shape[0], q->shape[1], k->shape[1], k->shape[0]));
+    } else if (n->op == QVL_OP_ATTENTION_SLOTS) {
+        const qvl_tensor_desc *q = &n->src[0]->desc, *k = &n->src[1]->desc;
+        need_attention(s, q->shape[0], q->shape[1], q->shape[2],
+                       cu_attention_splits(q->shape[0], q->shape[1], k->shape[2], k->shape[1]));
+    }
+}

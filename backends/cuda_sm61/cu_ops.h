@@ -45,4 +45,8 @@ qvl_status cu_store_at_job_of(qvl_backend *be, const qvl_node *n, cu_store_at_jo
 /* QVL_OK when a launch returned 0, else a QVL_E_BACKEND failure naming node n. */
 qvl_status cu_launched(const qvl_node *n, int rc, qvl_error *err);
 
+/* Extension QVL_EXT_SCRATCH (backend.h): raises s[slot] to the scratch the node's kernel grows
+ * in that slot (CU_SCRATCH_*). */
+void cu_scratch_need(qvl_backend *be, const qvl_node *n, size_t s[QVL_SCRATCH_SLOTS]);
+
 #endif

@@ -110,6 +110,10 @@ qvl_status qvl_gi_place(const qvl_graph *g, const qvl_tid *order, size_t n_order
 /* ---- graph_query.c ---- */
 bool qvl_gi_valid_tid(const qvl_graph *g, qvl_tid t);
 bool qvl_gi_is_node(const qvl_graph *g, qvl_tid t); /* live NODE */
+/* Node t as a backend is asked about it (accepts(), the scratch extension): its op, params,
+ * name and tensors' descriptors, data NULL; in and dst hold the tensors node points at. */
+void qvl_gi_probe_node(const qvl_graph *g, qvl_tid t, qvl_tensor in[QVL_MAX_SRC], qvl_tensor *dst,
+                       qvl_node *node);
 /* "name" or "#12" for unnamed tensors, written into buf (which is returned). */
 const char *qvl_gi_label(const qvl_graph *g, qvl_tid t, char *buf, size_t size);
 /* Input slots of t's op (0 for inputs and weights). */

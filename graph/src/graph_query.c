@@ -235,3 +235,20 @@ size_t qvl_graph_offset(const qvl_graph *g, qvl_tid t) {
         return QVL_GI_NO_OFFSET;
     return g->t[root].offset + qvl_dtype_offset_bytes(g->t[root].desc.dtype, elem);
 }
+
+void qvl_gi_probe_node(const qvl_graph *g, qvl_tid t, qvl_tensor in[QVL_MAX_SRC], qvl_tensor *dst,
+                       qvl_node *node) {
+    const qvl_gtensor *r = &g->t[t];
+    *dst = (qvl_tensor){r->desc, NULL};
+    memset(node, 0, sizeof *node);
+    node->op = r->op;
+    node->params = r->params;
+    node->n_src = qvl_op_max_inputs(r->op);
+    node->name = r->name;
+    for (uint32_t i = 0; i < node->n_src && i < QVL_MAX_SRC; i++) {
+        if (r->src[i] < 0) continue;
+        in[i] = (qvl_tensor){g->t[r->src[i]].desc, NULL};
+        node->src[i] = &in[i];
+    }
+    node->dst = dst;
+}

@@ -19,20 +19,9 @@ static bool is_computing(const qvl_graph *g, qvl_tid t) {
 
 /* Does target tg take node t? why receives the backend's reason when not. */
 static bool takes(const qvl_graph *g, qvl_tid t, const qvl_split_target *tg, qvl_error *why) {
-    const qvl_gtensor *r = &g->t[t];
-    qvl_tensor in[QVL_MAX_SRC], dst = {r->desc, NULL};
+    qvl_tensor in[QVL_MAX_SRC], dst;
     qvl_node node;
-    memset(&node, 0, sizeof node);
-    node.op = r->op;
-    node.params = r->params;
-    node.n_src = qvl_op_max_inputs(r->op);
-    node.name = r->name;
-    for (uint32_t i = 0; i < node.n_src && i < QVL_MAX_SRC; i++) {
-        if (r->src[i] < 0) continue;
-        in[i] = (qvl_tensor){g->t[r->src[i]].desc, NULL};
-        node.src[i] = &in[i];
-    }
-    node.dst = &dst;
+    qvl_gi_probe_node(g, t, in, &dst, &node);
     qvl_error_clear(why);
     return qvl_backend_check(tg->iface, tg->be, &node, why) == QVL_OK;
 }

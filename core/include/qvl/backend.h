@@ -180,6 +180,19 @@ typedef struct qvl_device_probe {
 typedef qvl_status (*qvl_backend_probe_fn)(qvl_backend *be, size_t bytes, qvl_device_probe *out,
                                            qvl_error *err);
 
+/* Extension "qvl_backend_scratch", for placement (how much of a device a graph takes before it
+ * runs): the device memory the backend's kernel for `node` would hold beside the graph's arena
+ * (scratch, workspaces), asked with the node's tensors' data NULL as for accepts(). A backend
+ * keeps such memory in slots of its own, each grown to the largest any node asked of it and
+ * shared by every node after, so the function raises slot_bytes[i] to what the node needs of
+ * slot i (i < QVL_SCRATCH_SLOTS) and leaves the rest alone: over a graph's nodes the array
+ * ends with each slot's size, and their sum is what the graph grows. A backend without it
+ * holds nothing beside its buffers. */
+#define QVL_EXT_SCRATCH "qvl_backend_scratch"
+#define QVL_SCRATCH_SLOTS 8
+typedef void (*qvl_backend_scratch_fn)(qvl_backend *be, const qvl_node *node,
+                                       size_t slot_bytes[QVL_SCRATCH_SLOTS]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -148,6 +148,18 @@ typedef struct qvl_plan_stats {
  * reuse=false every activation keeps its own storage (cross-check needs all outputs).
  * Inputs are placed in the arena too; weights are not. */
 qvl_status qvl_graph_plan(qvl_graph *g, bool reuse, qvl_plan_stats *stats, qvl_error *err);
+/* What running g (fused for be, planned here when it is not yet) takes on backend be beside its
+ * weights: arena_bytes, the arena once the inputs for which `bound(ctx, name)` is true are
+ * bound to memory of the caller's (a KV cache: they take no room in it, as in qvl_exec), and
+ * scratch_bytes, what the backend's kernels would hold beside it (extension QVL_EXT_SCRATCH;
+ * 0 for a backend without it). scratch may be NULL; otherwise it holds QVL_SCRATCH_SLOTS sizes
+ * that are raised, not reset, so graphs that run one after another on one backend add up to
+ * the scratch it ends with (*scratch_bytes is then the sum over all of them). bound may be
+ * NULL (every input in the arena). */
+qvl_status qvl_graph_memory(qvl_graph *g, const qvl_backend_iface *iface, qvl_backend *be,
+                            bool (*bound)(void *ctx, const char *name), void *ctx,
+                            size_t *arena_bytes, size_t *scratch, size_t *scratch_bytes,
+                            qvl_error *err);
 /* After planning: arena offset of a tensor that owns storage, or the storage root's offset
  * plus the view offset for views; (size_t)-1 for weights. */
 size_t qvl_graph_offset(const qvl_graph *g, qvl_tid t);

@@ -20,7 +20,7 @@
 #include "qvl/registry.h"
 
 /* The graphs of the probe read each matrix in the dtype it will be bound in. */
-static qvl_dtype probe_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
+qvl_dtype model_probe_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
     const qvl_model *m = ctx;
     const qvl_st_tensor *t = qvl_weights_get(m->weights, name);
     return t ? model_bind_dtype(m, t) : dflt;
@@ -124,14 +124,14 @@ static qvl_status build_probe(const qvl_model *m, bool text, qvl_graph **g, qvl_
         qvl_text_graph_opts go = {
             .n_tokens = 1, .kv_at_input = true, .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype,
             .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
-            .matrix_dtype_of = probe_dtype, .matrix_dtype_ctx = m,
+            .matrix_dtype_of = model_probe_dtype, .matrix_dtype_ctx = m,
         };
         return qvl_qwen3vl_build_text(&m->cfg, &go, g, err);
     }
     const int64_t w = m->cfg.vision.spatial_merge_size;
     const qvl_image_grid grid = {1, w, w};
     qvl_vision_graph_opts vo = {.n_images = 1, .grids = &grid, .weight_dtype = m->matrix_dtype,
-                                .norm_dtype = m->vector_dtype, .matrix_dtype_of = probe_dtype,
+                                .norm_dtype = m->vector_dtype, .matrix_dtype_of = model_probe_dtype,
                                 .matrix_dtype_ctx = m};
     return qvl_qwen3vl_build_vision(&m->cfg, &vo, g, err);
 }

@@ -122,6 +122,7 @@ struct qvl_model {
     size_t n_batch_seqs;
     batch_step batch;      /* the last batched decode graph (model_batch.c) */
     vision_step vision;    /* the last vision graph (model_vision.c) */
+    qvl_model_fit fit;     /* what placement counted on the primary (model_place.c) */
     model_instruments inst;
     qvl_model_step_stats steps; /* graphs built and reused (qvl_model_get_step_stats) */
 };
@@ -143,7 +144,48 @@ uint32_t model_weight_targets(const qvl_model *m, const char *name);
 /* The dtype a stored tensor is bound in (--weights, a mixture, or as stored). */
 qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t);
 
+/* Decoder layer of "model.language_model.layers.<l>.…", else -1. */
+int64_t model_layer_of(const char *name);
+
+/* ---- model_place_count.c ---- */
+/* What the primary would hold, counted before loading: weights per text group and of the
+ * vision tower, one layer's KV pool, and the arenas and scratch of the graphs the model runs
+ * there (planned for the primary, not run). */
+typedef struct place_counts {
+    uint64_t *text;   /* weights per text group (qvl_text_group_*) */
+    uint64_t vision;  /* the vision tower's weights */
+    uint64_t kv_layer; /* one layer's K and V over the pool (ctx x kv_slots) in kv_dtype */
+    qvl_dtype kv_dtype;
+    size_t vision_arena, prefill_arena, decode_arena;
+    size_t scratch_text, scratch_all; /* the text graphs' scratch; with the vision graph's */
+    int64_t image_tokens, batch;
+} place_counts;
+qvl_status model_count(qvl_model *m, const qvl_model_options *opts, qvl_dtype kv_dtype,
+                       place_counts *pc, qvl_error *err);
+void model_counts_free(place_counts *pc);
+/* What the primary holds with the last n layers there (and the vision tower when vision_here):
+ * every field of out but counted and free_bytes. */
+void model_need(const qvl_model *m, const place_counts *pc, int64_t n, bool vision_here,
+                qvl_model_fit *out);
+uint64_t model_kv_layer_bytes(const qvl_model *m, qvl_dtype kv_dtype);
+
+/* ---- model_place_fit.c ---- */
+/* Whether the last n layers (and the vision tower when vision_here) fit free_bytes. */
+bool model_fits(const qvl_model *m, const place_counts *pc, int64_t n, bool vision_here,
+                uint64_t free_bytes);
+/* -ngl auto: the most layers that fit (-1: not even the output head). */
+int64_t model_fit_layers(const qvl_model *m, const place_counts *pc, bool vision_here,
+                         uint64_t free_bytes);
+/* The one-line QVL_E_NOMEM of a whole model that does not fit, naming what would. */
+qvl_status model_refuse(qvl_model *m, const qvl_model_options *opts, const place_counts *pc,
+                        bool vision_here, uint64_t free_bytes, qvl_error *err);
+/* -v: m->fit in one line. */
+void model_log_fit(const qvl_model *m);
+
 /* ---- model_fallback.c ---- */
+/* The dtype a weight is bound in, by name, for graphs built before anything is bound
+ * (qvl_weight_dtype_fn; ctx is the model). */
+qvl_dtype model_probe_dtype(const void *ctx, const char *name, qvl_dtype dflt);
 /* Places the probe graphs over the loaded targets, loading more backends of plugins.yaml while
  * a node has none that takes it; sets kv_home and weight_targets. */
 qvl_status model_place_ops(qvl_model *m, const qvl_model_options *opts, qvl_error *err);

@@ -5,7 +5,9 @@
  * CPU backend: the layers nearest the output share the head's backend, so a step crosses
  * between backends once each way (hidden state out, nothing back but the logits). `all` (the
  * default) is everything on the primary; `auto` fits as many layers as the primary's free
- * memory holds after the vision tower, the output head and a margin for activations. */
+ * memory holds beside the vision tower, the output head and what the graphs take there, all
+ * counted before loading (model_place_count.c). A run with everything on a primary that says
+ * how much memory is free and too little of it stops before loading, saying what would fit. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,18 +19,12 @@
 #include "qvl/log.h"
 #include "qvl/weight_mix.h"
 
-/* What --gpu-layers auto leaves free on the primary for what the plan cannot count in advance:
- * graph arenas (a 512-token prefill, a large image through the vision tower), the backend's
- * own workspaces and allocation rounding. */
-#define AUTO_MARGIN_BYTES ((uint64_t)384 << 20)
-
 qvl_dtype model_bind_dtype(const qvl_model *m, const qvl_st_tensor *t) {
     return qvl_qwen3vl_bind_dtype(&m->cfg, t, m->mix_q4_k_m, m->weights_requested, m->matrix_dtype,
                                   m->vector_dtype);
 }
 
-/* Decoder layer of "model.language_model.layers.<l>.…", else -1. */
-static int64_t layer_of(const char *name) {
+int64_t model_layer_of(const char *name) {
     static const char prefix[] = "model.language_model.layers.";
     if (strncmp(name, prefix, sizeof prefix - 1) != 0) return -1;
     char *end;
@@ -42,7 +38,7 @@ static int64_t layer_of(const char *name) {
 uint32_t model_weight_targets(const qvl_model *m, const char *name) {
     const int64_t L = m->cfg.text.num_hidden_layers;
     const int32_t *place = m->text_place;
-    int64_t l = layer_of(name);
+    int64_t l = model_layer_of(name);
     if (l >= 0 && l < L) return 1u << place[qvl_text_group_layer(l)];
     if (strcmp(name, "model.language_model.embed_tokens.weight") == 0)
         return (1u << place[qvl_text_group_input()]) |
@@ -50,40 +46,6 @@ uint32_t model_weight_targets(const qvl_model *m, const char *name) {
     if (strncmp(name, "model.language_model.", 21) == 0 || strcmp(name, "lm_head.weight") == 0)
         return 1u << place[qvl_text_group_output(L)];
     return 1u << m->vision_target; /* model.visual.* */
-}
-
-/* Bytes of each weight in its bound dtype, added up per text group and for the vision tower. */
-typedef struct group_bytes {
-    uint64_t *text; /* per text group */
-    uint64_t vision;
-    uint64_t kv_layer; /* one layer's K and V */
-} group_bytes;
-
-static qvl_status measure(const qvl_model *m, group_bytes *gb, qvl_error *err) {
-    const int64_t L = m->cfg.text.num_hidden_layers;
-    memset(gb, 0, sizeof *gb);
-    if (!(gb->text = calloc(qvl_text_n_groups(L), sizeof *gb->text)))
-        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    for (size_t i = 0; i < qvl_weights_count(m->weights); i++) {
-        const qvl_st_tensor *t = qvl_weights_at(m->weights, i);
-        int64_t n = 1;
-        for (int k = 0; k < t->ndim; k++) n *= t->shape[k]; /* checked when the file was read */
-        size_t bytes = 0;
-        qvl_dtype_row_bytes(model_bind_dtype(m, t), n, &bytes);
-        int64_t l = layer_of(t->name);
-        if (l >= 0 && l < L) gb->text[qvl_text_group_layer(l)] += bytes;
-        else if (strcmp(t->name, "model.language_model.embed_tokens.weight") == 0)
-            gb->text[m->cfg.tie_word_embeddings ? qvl_text_group_output(L) : qvl_text_group_input()] += bytes;
-        else if (strncmp(t->name, "model.language_model.", 21) == 0 ||
-                 strcmp(t->name, "lm_head.weight") == 0)
-            gb->text[qvl_text_group_output(L)] += bytes;
-        else gb->vision += bytes;
-    }
-    const qvl_text_config *tc = &m->cfg.text;
-    size_t row = 0;
-    qvl_dtype_row_bytes(m->kv_dtype, tc->num_key_value_heads * tc->head_dim, &row);
-    gb->kv_layer = 2 * (uint64_t)row * (uint64_t)m->ctx * (uint64_t)m->kv_slots; /* the pool */
-    return QVL_OK;
 }
 
 /* --gpu-layers: NULL or "all" -> L (everything), "auto" -> -1, else a count 0..L (more is
@@ -103,25 +65,6 @@ static qvl_status parse_gpu_layers(const char *s, int64_t L, int64_t *out, qvl_e
                         "or all", s);
     *out = v > L ? L : (int64_t)v;
     return QVL_OK;
-}
-
-/* -ngl auto: the most layers (from the last) that fit the primary after the vision tower (when
- * it is to run there), the output head and the margin. */
-static int64_t fit_layers(const qvl_model *m, const group_bytes *gb, bool vision_here,
-                          uint64_t free_bytes) {
-    const int64_t L = m->cfg.text.num_hidden_layers;
-    uint64_t need = AUTO_MARGIN_BYTES + gb->text[qvl_text_group_output(L)] +
-                    (vision_here ? gb->vision : 0);
-    if (need > free_bytes) return -1; /* not even the head */
-    int64_t n = 0;
-    while (n < L) {
-        uint64_t layer = gb->text[qvl_text_group_layer(L - 1 - n)] + gb->kv_layer;
-        if (need + layer > free_bytes) break;
-        need += layer;
-        n++;
-    }
-    if (n == L && need + gb->text[qvl_text_group_input()] > free_bytes) n = L - 1;
-    return n;
 }
 
 static qvl_status open_named(const qvl_model_options *opts, const char *name,
@@ -189,21 +132,39 @@ qvl_status model_place(qvl_model *m, const qvl_model_options *opts, qvl_error *e
     if (opts->vision_backend_name)
         st = target_named(m, opts, opts->vision_backend_name, "--vision-backend", &vision, err);
     if (st != QVL_OK) return st;
-    if (is_auto) {
-        uint64_t free_bytes;
-        bool known;
-        free_memory(&m->tg[0], &free_bytes, &known);
-        group_bytes gb;
-        if ((st = measure(m, &gb, err)) != QVL_OK) return st;
-        const bool vision_here = m->cfg.has_vision && vision == 0;
-        ngl = known ? fit_layers(m, &gb, vision_here, free_bytes) : L;
-        if (known && ngl < 0 && vision_here && !opts->vision_backend_name) {
-            /* the tower does not fit beside the head: it moves to the CPU with the layers */
-            ngl = fit_layers(m, &gb, false, free_bytes);
-            vision = -1;
+    uint64_t free_bytes;
+    bool known;
+    free_memory(&m->tg[0], &free_bytes, &known);
+    place_counts pc;
+    qvl_error why = {0};
+    if (known && model_count(m, opts, m->kv_dtype, &pc, &why) != QVL_OK) {
+        /* a graph the count cannot plan leaves the run as it was before counting */
+        QVL_LOG_I("placement: cannot count what %s would hold (%s)", m->tg[0].lb->name, why.msg);
+        known = false;
+    }
+    if (known) { /* count what the primary would hold: auto chooses by it, all is checked */
+        bool vision_here = m->cfg.has_vision && vision == 0;
+        if (is_auto) {
+            ngl = model_fit_layers(m, &pc, vision_here, free_bytes);
+            if (ngl < 0 && vision_here && !opts->vision_backend_name) {
+                /* the tower does not fit beside the head: it moves to the CPU with the layers */
+                ngl = model_fit_layers(m, &pc, false, free_bytes);
+                vision = -1;
+                vision_here = false;
+            }
+            if (ngl < 0) ngl = 0;
+        } else if (ngl == L && !model_fits(m, &pc, L, vision_here, free_bytes)) {
+            st = model_refuse(m, opts, &pc, vision_here, free_bytes, err);
+            model_counts_free(&pc);
+            return st;
         }
-        if (ngl < 0) ngl = 0;
-        free(gb.text);
+        model_need(m, &pc, ngl, vision_here, &m->fit);
+        m->fit.counted = true;
+        m->fit.free_bytes = free_bytes;
+        model_counts_free(&pc);
+        model_log_fit(m);
+    } else if (is_auto) {
+        ngl = L; /* a backend that does not say what is free takes everything */
     }
     int32_t cpu = 0;
     if (ngl < L || vision < 0) st = cpu_target(m, opts, &cpu, err);

@@ -64,6 +64,14 @@ typedef struct qvl_model_options {
      * plugins.yaml's weights:): done of total such tensors. NULL: not called. */
     void (*on_convert)(size_t done, size_t total, void *user);
     void *convert_user;
+    /* The largest picture one vision encode will be given, in merged tokens (a video: its
+     * frames' tokens together): placement counts the vision graph's arena and scratch for it
+     * (docs/ARCHITECTURE.md, "Split graphs"). 0: the largest the context holds, at most the
+     * processor's default max_pixels (16384 tokens); negative: no picture will come. */
+    int64_t image_max_tokens;
+    /* Prompt tokens per prefill step (qvl run -b): placement counts a batch this long.
+     * 0: 512. */
+    int64_t batch;
 } qvl_model_options;
 
 /* Read DIR/config.json, map the weights, check them against the config, open the backend and
@@ -91,6 +99,22 @@ typedef struct qvl_model_backend_memory {
     bool host_memory; /* a CPU backend: device_total/free are the machine's, not its own */
 } qvl_model_backend_memory;
 size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_t max);
+/* What placement counted on the primary backend before loading (known only for a primary that
+ * reports its free memory; `counted` is false otherwise): bytes of the weights, the KV pool
+ * (kv_dtype), the vision graph's arena for a picture of image_tokens, the text graphs'
+ * arenas (a prompt batch of `batch` tokens and the decode step), the backend's scratch, a
+ * margin for what cannot be counted, and need_bytes, what the primary holds at most: their sum,
+ * but the vision and prompt arenas never coexist, so only the larger of the two counts. */
+typedef struct qvl_model_fit {
+    bool counted;
+    int64_t gpu_layers; /* decoder layers on the primary */
+    uint64_t free_bytes; /* the primary's free memory before loading (describe()) */
+    uint64_t need_bytes, weights_bytes, kv_bytes, vision_bytes, activation_bytes,
+        scratch_bytes, margin_bytes;
+    qvl_dtype kv_dtype;
+    int64_t image_tokens, batch;
+} qvl_model_fit;
+void qvl_model_fit_get(const qvl_model *m, qvl_model_fit *out);
 int64_t qvl_model_ctx(const qvl_model *m);
 /* ---- sequences ------------------------------------------------------------------------------
  * A sequence is a KV cache and a position on the model's weights: a server answers several
