@@ -1,7 +1,7 @@
 /* Printing qvl-bench's figures. 1 GB = 1e9 bytes throughout (bandwidth convention); memory
  * sizes are also given in MiB where people compare them with top/free. */
 #include "bench_report.h"
-#include "dtype_mix.h"
+#include "qvl/dtype_mix.h"
 #include "memory_report.h"
 
 #include <math.h>
@@ -146,8 +146,8 @@ static void print_one_profile_text(FILE *f, const char *title, const qvl_op_prof
 
 void bench_describe_weights(bench_results *r) {
     char text[48], vision[48];
-    dtype_mix(r->load.text_matrices, false, " + ", text, sizeof text);
-    dtype_mix(r->load.vision_matrices, false, " + ", vision, sizeof vision);
+    qvl_dtype_mix(r->load.text_matrices, false, " + ", text, sizeof text);
+    qvl_dtype_mix(r->load.vision_matrices, false, " + ", vision, sizeof vision);
     if (!text[0]) snprintf(text, sizeof text, "%s", r->weights); /* nothing bound yet */
     if (!vision[0] || !strcmp(text, vision))
         snprintf(r->weights_mix, sizeof r->weights_mix, "%s", text);

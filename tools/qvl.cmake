@@ -43,8 +43,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/qvl_quantize.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_quantize_gguf.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_decode.c
-  ${CMAKE_CURRENT_LIST_DIR}/cli.c
-  ${CMAKE_CURRENT_LIST_DIR}/dtype_mix.c)
+  ${CMAKE_CURRENT_LIST_DIR}/cli.c)
 target_compile_definitions(qvl PRIVATE QVL_VERSION="${PROJECT_VERSION}"
   QVL_GIT_COMMIT="${QVL_GIT_COMMIT}" QVL_COMPILER="${CMAKE_C_COMPILER_ID} ${CMAKE_C_COMPILER_VERSION}")
 target_link_libraries(qvl PRIVATE qvl-engine qvl-qwen3vl PkgConfig::QVL_LIBEDIT Threads::Threads m)

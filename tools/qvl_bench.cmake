@@ -2,7 +2,6 @@
 add_executable(qvl-bench
   ${CMAKE_CURRENT_LIST_DIR}/qvl_bench.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_report.c
-  ${CMAKE_CURRENT_LIST_DIR}/dtype_mix.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_parallel.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_probe.c
   ${CMAKE_CURRENT_LIST_DIR}/backend_args.c

@@ -27,7 +27,7 @@
 #include "qvl/weight_mix.h"
 #include "qvl/weights.h"
 #include "qvl_commands.h"
-#include "dtype_mix.h"
+#include "qvl/dtype_mix.h"
 #include "qvl_quantize.h"
 
 /* Files a model directory may hold beside its weights, copied unchanged when present. */
@@ -230,7 +230,7 @@ static qvl_status quantize(const char *model, const char *weights, const char *o
 
 void qvl_quantize_print_mix(FILE *f, const size_t by_dtype[QVL_DTYPE_COUNT]) {
     char buf[256];
-    dtype_mix(by_dtype, true, ", ", buf, sizeof buf);
+    qvl_dtype_mix(by_dtype, true, ", ", buf, sizeof buf);
     fputs(buf, f);
 }
 

@@ -14,6 +14,7 @@
 #include "qvl/backend_helpers.h"
 #include "qvl/backend_options.h"
 #include "qvl/checked.h"
+#include "qvl/dtype_mix.h"
 #include "qvl/graph.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/log.h"
@@ -75,6 +76,20 @@ qvl_dtype model_bound_dtype(const void *ctx, const char *name, qvl_dtype dflt) {
         if (w) return w->dtype;
     }
     return dflt;
+}
+
+/* The matrices' dtypes as bound, most used first ("q4_k_m: q4_k + q6_k + q8_0 (vision)"): a
+ * mixture read from a file is named by what it holds, never by its first tensor's dtype. */
+static void weights_label(const qvl_model *m, char *buf, size_t cap) {
+    qvl_model_load_stats ls;
+    qvl_model_get_load_stats(m, &ls);
+    char text[96], vision[96];
+    qvl_dtype_mix(ls.text_matrices, false, " + ", text, sizeof text);
+    qvl_dtype_mix(ls.vision_matrices, false, " + ", vision, sizeof vision);
+    snprintf(buf, cap, "%s%s%s%s%s", m->mix_q4_k_m ? "q4_k_m: " : "", text,
+             vision[0] && strcmp(vision, text) != 0 ? " + " : "",
+             vision[0] && strcmp(vision, text) != 0 ? vision : "",
+             vision[0] && strcmp(vision, text) != 0 ? " (vision)" : "");
 }
 
 qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_model **out,
@@ -144,12 +159,12 @@ qvl_status qvl_model_open(const char *dir, const qvl_model_options *opts, qvl_mo
         qvl_model_close(m);
         return st;
     }
-    char place[256];
+    char place[256], weights[256];
     qvl_model_placement(m, place, sizeof place);
+    weights_label(m, weights, sizeof weights);
     QVL_LOG_I("model %s: %lld layers, hidden %lld, vocab %lld, weights %s; %s", dir,
               (long long)m->cfg.text.num_hidden_layers, (long long)m->cfg.text.hidden_size,
-              (long long)m->cfg.text.vocab_size,
-              m->mix_q4_k_m ? "q4_k_m" : qvl_dtype_name(m->matrix_dtype), place);
+              (long long)m->cfg.text.vocab_size, weights, place);
     *out = m;
     return QVL_OK;
 }

@@ -1,9 +1,9 @@
-/* A model's weight types in one line (dtype_mix.h). */
-#include "dtype_mix.h"
+/* A model's weight types in one line (qvl/dtype_mix.h). */
+#include "qvl/dtype_mix.h"
 
 #include <stdio.h>
 
-void dtype_mix(const size_t counts[QVL_DTYPE_COUNT], bool with_counts, const char *sep,
+void qvl_dtype_mix(const size_t counts[QVL_DTYPE_COUNT], bool with_counts, const char *sep,
                char *buf, size_t cap) {
     bool done[QVL_DTYPE_COUNT] = {0};
     size_t len = 0;
