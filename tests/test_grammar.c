@@ -241,6 +241,15 @@ static const char *const pieces[] = {
     "\\", "\\n", "\\u", "00", "e9", "x", "}]", "]}", "\t\t", "nul", "l", "\x01", "\xFF", "",
 };
 
+/* One of the count allowed tokens, uniformly (a seeded LCG: the walks repeat run to run). */
+static int32_t pick_allowed(uint64_t *rng, const uint8_t *allowed, int32_t n, size_t count) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    size_t pick = (size_t)(*rng >> 33) % count;
+    for (int32_t i = 0; i < n; i++)
+        if (allowed[i] && pick-- == 0) return i;
+    return 0;
+}
+
 static void test_mask_against_feeding(void **state) {
     (void)state;
     const int32_t n = (int32_t)(sizeof pieces / sizeof pieces[0]);
@@ -285,14 +294,7 @@ static void test_mask_against_feeding(void **state) {
             }
             assert_int_equal(seen, count);
             if (count == 0) break;
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            size_t pick = (size_t)(rng >> 33) % count;
-            int32_t id = 0;
-            for (int32_t i = 0; i < n; i++)
-                if (allowed[i] && pick-- == 0) {
-                    id = i;
-                    break;
-                }
+            const int32_t id = pick_allowed(&rng, allowed, n, count);
             bool ok;
             assert_int_equal(qvl_grammar_matcher_feed(m, pieces[id], lens[id], &ok, &err), QVL_OK);
             assert_true(ok);
@@ -343,14 +345,7 @@ static void test_cached_sets_match_walks(void **state) {
                 if ((logits[i] == 0.0f) != (allowed[i] != 0))
                     fail_msg("walk %d step %d: token %d '%s': constraint %d, trie walk %d", walk,
                              step, i, pieces[i], logits[i] == 0.0f, allowed[i]);
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            size_t pick = (size_t)(rng >> 33) % count;
-            int32_t id = 0;
-            for (int32_t i = 0; i < n; i++)
-                if (allowed[i] && pick-- == 0) {
-                    id = i;
-                    break;
-                }
+            const int32_t id = pick_allowed(&rng, allowed, n, count);
             bool ok;
             assert_int_equal(qvl_grammar_matcher_feed(m, pieces[id], lens[id], &ok, &err), QVL_OK);
             assert_true(ok);
