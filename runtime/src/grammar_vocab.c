@@ -11,7 +11,7 @@
  * Whole subtrees inside strings: a state S that every "plain" byte (printable ASCII but '"' and
  * '\\', the bytes a JSON string takes as themselves) leads back to S itself (the stacks of
  * `"\"" char* "\""` after any ordinary character are the stacks before it) accepts every token
- * made of plain bytes alone. The walk checks that once per call (95 advances) and then takes
+ * made of plain bytes alone. The walk checks that once per call (94 advances) and then takes
  * each subtree whose bytes are all plain, entered from S, as a run of token ids without
  * advancing the matcher: per node, a flag says the subtree is all plain, and the subtree's
  * tokens are ids[tok_lo[i], tok_lo[skip[i]]) (preorder keeps them contiguous).
