@@ -52,6 +52,15 @@ TOOLS = [
             "required": ["on", "rooms"], "additionalProperties": False}}},
     {"type": "function", "function": {"name": "now"}},
 ]
+# Floats and ints as json.dumps writes them reach the prompt as written (1.0 stays "1.0", not
+# "1"; integers beyond 2^53 keep every digit): tests/serve_pyjson_test.py covers the lexemes.
+NUMBER_TOOLS = [{"type": "function", "function": {
+    "name": "dim", "description": "Dim the lights",
+    "parameters": {"type": "object", "properties": {
+        "level": {"type": "number", "minimum": 0.0, "maximum": 2.50, "default": 1.0,
+                  "examples": [1e5, 1e-7, -0.0, 0.1, 1.5e-7, 1e16, 0.0001, 1e-05]},
+        "id": {"type": "integer", "minimum": 10, "examples": [12345678901234567890]}},
+        "required": ["level"]}}}]
 PARAMS = {t["function"]["name"]: t["function"].get(
     "parameters", {"type": "object", "properties": {}, "additionalProperties": False})
     for t in TOOLS}
@@ -153,12 +162,14 @@ def test_prompt(s, model):
             {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
             {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]},
             {"role": "user", "content": "Thanks."}]
-    for name, m in [("tools, calls and results", msgs), ("tools without a system message", msgs[1:2])]:
-        want = jinja_prompt([dict(x, content=x["content"] or "") for x in m], TOOLS)
+    for name, m, tools in [("tools, calls and results", msgs, TOOLS),
+                           ("tools without a system message", msgs[1:2], TOOLS),
+                           ("tools' numbers as written", msgs[1:2], NUMBER_TOOLS)]:
+        want = jinja_prompt([dict(x, content=x["content"] or "") for x in m], tools)
         if want is None:
             print("note: jinja2 is not installed; the prompt check against the template is skipped")
             return
-        status, _, body = s.chat({"messages": m, "tools": TOOLS, "max_tokens": 1,
+        status, _, body = s.chat({"messages": m, "tools": tools, "max_tokens": 1,
                                   "tool_choice": "none"})
         got = body["usage"]["prompt_tokens"] if status == 200 else None
         check(f"prompt of {name} = the template's ({got} tokens)",

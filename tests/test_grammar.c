@@ -311,6 +311,74 @@ static void test_mask_against_feeding(void **state) {
     qvl_grammar_vocab_free(v);
 }
 
+/* Inside strings the walk takes whole trie subtrees of plain text without matching their bytes
+ * (grammar_vocab.c). Every token's bit must still equal feeding it: plain ASCII, complete and
+ * cut UTF-8 characters, broken UTF-8 (overlong, surrogate, too large, stray continuation),
+ * quotes, escapes and control bytes, after prefixes that sit in states taking every non-ASCII
+ * character (a JSON string), only ASCII (a class without them), only some non-ASCII (no
+ * whole subtree of non-ASCII text then), and none of them; and the whole-subtree path must
+ * have been taken where it applies. */
+static const char *const bulk_pieces[] = {
+    "a", "ab", "abc", "abc def", " the", "x}", "a\"", "\"", "\"}", "\\", "a\\n", "\t", "a\n",
+    "\xC3", "\xC3\xA9", "a\xC3\xA9", "\xC3\xA9t\xC3\xA9", "\xC3\xA9\xC3", "\xE4\xB8\xAD",
+    "\xE4\xB8", "\xE4", "\xF0\x9F\x99\x82", "\xF0\x9F", "\xE0\x80", "\xE0\xA0", "\xED\xA0",
+    "\xED\x9F", "\xF4\x90", "\xF4\x8F", "\x80", "a\xFF", "\xC0\xAF", "\xC3\xA9\"", "~", "\x7F",
+};
+
+static size_t mask_equals_feeding(const qvl_grammar *g, const qvl_grammar_vocab *v,
+                                  const char *prefix) {
+    const int32_t n = (int32_t)(sizeof bulk_pieces / sizeof bulk_pieces[0]);
+    qvl_error err = {0};
+    qvl_grammar_matcher *m = NULL, *probe = NULL;
+    assert_int_equal(qvl_grammar_matcher_create(g, &m, &err), QVL_OK);
+    assert_int_equal(qvl_grammar_matcher_create(g, &probe, &err), QVL_OK);
+    bool ok;
+    assert_int_equal(qvl_grammar_matcher_feed(m, prefix, strlen(prefix), &ok, &err), QVL_OK);
+    assert_true(ok);
+    uint8_t allowed[64];
+    size_t count;
+    assert_int_equal(qvl_grammar_matcher_allowed(m, v, allowed, (size_t)n, &count, &err), QVL_OK);
+    for (int32_t i = 0; i < n; i++) {
+        assert_int_equal(qvl_grammar_matcher_reset(probe, &err), QVL_OK);
+        assert_int_equal(qvl_grammar_matcher_feed(probe, prefix, strlen(prefix), &ok, &err), QVL_OK);
+        assert_int_equal(qvl_grammar_matcher_feed(probe, bulk_pieces[i], strlen(bulk_pieces[i]),
+                                                  &ok, &err), QVL_OK);
+        if ((allowed[i] != 0) != ok)
+            fail_msg("after '%s': token %d mask %d, feeding says %d", prefix, i, allowed[i], ok);
+    }
+    const size_t bulk = qvl_grammar_matcher_bulk_tokens(m);
+    assert_true(bulk <= count);
+    qvl_grammar_matcher_free(probe);
+    qvl_grammar_matcher_free(m);
+    return bulk;
+}
+
+static void test_whole_subtrees_in_strings(void **state) {
+    (void)state;
+    const int32_t n = (int32_t)(sizeof bulk_pieces / sizeof bulk_pieces[0]);
+    size_t lens[64];
+    for (int32_t i = 0; i < n; i++) lens[i] = strlen(bulk_pieces[i]);
+    qvl_grammar_vocab *v = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_grammar_vocab_from_pieces(bulk_pieces, lens, n, &v, &err), QVL_OK);
+    qvl_grammar *json = parse_ok(qvl_grammar_json_gbnf());
+    const size_t json_bulk = mask_equals_feeding(json, v, "{\"k\": \"");
+    assert_int_equal(mask_equals_feeding(json, v, "[\"ab \xC3\xA9"), json_bulk);
+    assert_int_equal(mask_equals_feeding(json, v, "[\"a\\"), 0); /* an escape: no loop */
+    assert_int_equal(mask_equals_feeding(json, v, "[\"\xC3"), 0); /* inside a character */
+    assert_int_equal(mask_equals_feeding(json, v, "{\"k\": "), 0);
+    qvl_grammar *ascii = parse_ok("root ::= \"\\\"\" [ !#-\\[\\]-\\x7F]* \"\\\"\"\n");
+    const size_t ascii_bulk = mask_equals_feeding(ascii, v, "\"");
+    /* a JSON string takes non-ASCII subtrees whole too, an ASCII-only one the ASCII ones */
+    assert_true(ascii_bulk > 0 && json_bulk > ascii_bulk);
+    qvl_grammar *some = parse_ok("root ::= \"\\\"\" ([ !#-\\[\\]-\\x7F] | [\xC3\xA0-\xC3\xBF])* \"\\\"\"\n");
+    assert_int_equal(mask_equals_feeding(some, v, "\"x"), ascii_bulk); /* ASCII subtrees only */
+    qvl_grammar_free(some);
+    qvl_grammar_free(ascii);
+    qvl_grammar_free(json);
+    qvl_grammar_vocab_free(v);
+}
+
 /* The constraint's sets come from a cache keyed by matcher state (grammar_sampler.c): along
  * random walks through JSON, where states recur (inside strings, after each element), every
  * set applied must equal the trie walk of a matcher fed the same tokens, and the cache must
@@ -453,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_done_and_accepting),
         cmocka_unit_test(test_stack_cap),
         cmocka_unit_test(test_mask_against_feeding),
+        cmocka_unit_test(test_whole_subtrees_in_strings),
         cmocka_unit_test(test_cached_sets_match_walks),
         cmocka_unit_test(test_constraint_on_logits),
         cmocka_unit_test(test_generate_matches),

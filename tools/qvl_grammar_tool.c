@@ -13,7 +13,8 @@
  *       the cost of the allowed-token mask over a real vocabulary: follow N random strings of
  *       about SOFT_MAX bytes (default 64), or the text in FILE (an answer as a model writes it),
  *       token by token (greedy longest-token split of each allowed set) and time one mask
- *       per token, as the engine applies it (qvl_grammar_sampler: its cache of sets included) */
+ *       per token, as the engine applies it (qvl_grammar_sampler: its cache of sets included),
+ *       and the mean of the masks the cache did not hold */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdbool.h>
@@ -141,8 +142,8 @@ static int cmd_match(qvl_grammar *g, bool prefix) {
 }
 
 typedef struct bench_stats {
-    double total, worst;
-    long masks;
+    double total, worst, miss_total; /* miss: a set the state cache did not hold */
+    long masks, misses;
     size_t allowed_sum;
 } bench_stats;
 
@@ -155,12 +156,17 @@ static qvl_status bench_follow(qvl_grammar_sampler *gs, const qvl_grammar_vocab 
     size_t at = 0;
     while (st == QVL_OK && at < len) {
         memset(logits, 0, (size_t)n_vocab * sizeof *logits);
+        const int64_t hits = qvl_grammar_sampler_cache_hits(gs);
         double t = now_seconds();
         st = qvl_grammar_sampler_apply(gs, logits, (size_t)n_vocab, err);
         t = now_seconds() - t;
         if (st == QVL_E_INVALID) st = QVL_OK; /* no whole token fits here: a byte is fed */
         if (st != QVL_OK) break;
         b->total += t;
+        if (qvl_grammar_sampler_cache_hits(gs) == hits) {
+            b->miss_total += t;
+            b->misses++;
+        }
         if (t > b->worst) b->worst = t;
         b->masks++;
         size_t best = 0;
@@ -224,9 +230,10 @@ static int cmd_bench(qvl_grammar *g, int argc, char **argv) {
     }
     if (st == QVL_OK)
         printf("trie: %zu nodes, built in %.1f ms; masks: %ld, mean %.3f ms, worst %.3f ms, "
-               "mean allowed %.0f tokens, sets from the state cache %.1f%%\n",
+               "mean miss %.3f ms, mean allowed %.0f tokens, sets from the state cache %.1f%%\n",
                qvl_grammar_vocab_n_nodes(v), t_trie * 1e3, b.masks,
                b.masks ? b.total / (double)b.masks * 1e3 : 0.0, b.worst * 1e3,
+               b.misses ? b.miss_total / (double)b.misses * 1e3 : 0.0,
                b.masks ? (double)b.allowed_sum / (double)b.masks : 0.0,
                b.masks ? 100.0 * (double)qvl_grammar_sampler_cache_hits(gs) / (double)b.masks
                        : 0.0);

@@ -49,6 +49,8 @@ struct qvl_grammar {
 /* Does element e match code point cp / some code point in [lo, hi]? (e is a character test.) */
 bool qvl_g_elem_matches(const qvl_grammar *g, const g_elem *e, uint32_t cp);
 bool qvl_g_elem_overlaps(const qvl_grammar *g, const g_elem *e, uint32_t lo, uint32_t hi);
+/* Does element e match every code point in [lo, hi]? */
+bool qvl_g_elem_covers(const qvl_grammar *g, const g_elem *e, uint32_t lo, uint32_t hi);
 
 /* grammar_check.c: undefined rules are caught by the parser; this refuses a grammar without
  * a finite derivation of root and one with left recursion, and fills min_len. */
@@ -88,11 +90,19 @@ struct qvl_grammar_matcher {
     g_arena a;
     g_state cur;
     size_t live_frames; /* frames reachable after the last compaction */
+    size_t bulk;        /* tokens the last walk allowed by whole subtrees (grammar_vocab.c) */
 };
 
 /* from -> *to by one byte: 1 accepted, 0 rejected (to undefined), -1 error (err set). New
  * frames and tops go to the end of the arenas. */
 int qvl_g_advance(const qvl_grammar *g, g_arena *a, const g_state *from, uint8_t byte,
                   g_state *to, qvl_error *err);
+/* The UTF-8 decoding of one more byte after from (need, len, acc only): false for a byte no
+ * well-formed text can hold there; else to's need, len and acc, and [*lo, *hi] the code points
+ * the character can still be (the one, once need is 0). */
+bool qvl_g_utf8_step(const g_state *from, uint8_t byte, g_state *to, uint32_t *lo, uint32_t *hi);
+/* Whether x and y hold the same stacks (compared by content, in any order), the same accept
+ * flag and the same partial character, if any. */
+bool qvl_g_same_state(const g_arena *a, const g_state *x, const g_state *y);
 
 #endif

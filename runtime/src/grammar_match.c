@@ -38,6 +38,16 @@ bool qvl_g_elem_overlaps(const qvl_grammar *g, const g_elem *e, uint32_t lo, uin
     return false;
 }
 
+bool qvl_g_elem_covers(const qvl_grammar *g, const g_elem *e, uint32_t lo, uint32_t hi) {
+    if (e->type == GE_CP) return lo == hi && (uint32_t)e->v == lo;
+    if (e->type == GE_ANY) return true;
+    const g_class *c = &g->classes[e->v];
+    const uint32_t *r = &g->ranges[2 * c->first];
+    for (uint32_t i = 0; i < c->count; i++) /* sorted, disjoint, not adjacent: one must hold it */
+        if (r[2 * i] <= lo && hi <= r[2 * i + 1]) return true;
+    return false;
+}
+
 static uint32_t mix(uint32_t h, uint32_t v) {
     h ^= v + 0x9E3779B9u + (h << 6) + (h >> 2);
     return h * 0x85EBCA6Bu;
@@ -63,6 +73,21 @@ static bool same_stack(const g_arena *a, int32_t x, int32_t y) {
         if (f->pos != h->pos || f->hash != h->hash) return false;
         x = f->parent;
         y = h->parent;
+    }
+    return true;
+}
+
+bool qvl_g_same_state(const g_arena *a, const g_state *x, const g_state *y) {
+    if (x->n != y->n || x->accept != y->accept || x->need != y->need)
+        return false;
+    /* acc and len still hold the last character once it is complete (need 0) */
+    if (x->need && (x->len != y->len || x->acc != y->acc)) return false;
+    /* a state's stacks are distinct (add_top), so equal counts and x within y mean equal */
+    for (int32_t i = 0; i < x->n; i++) {
+        bool found = false;
+        for (int32_t j = 0; j < y->n && !found; j++)
+            found = same_stack(a, a->tops[x->off + (size_t)i], a->tops[y->off + (size_t)j]);
+        if (!found) return false;
     }
     return true;
 }
@@ -110,8 +135,8 @@ static int expand(const qvl_grammar *g, g_arena *a, g_state *s, int32_t f, qvl_e
     return 0;
 }
 
-int qvl_g_advance(const qvl_grammar *g, g_arena *a, const g_state *from, uint8_t byte,
-                  g_state *to, qvl_error *err) {
+bool qvl_g_utf8_step(const g_state *from, uint8_t byte, g_state *to, uint32_t *lo,
+                     uint32_t *hi) {
     uint32_t acc;
     uint8_t need, len;
     if (from->need == 0) {
@@ -119,19 +144,34 @@ int qvl_g_advance(const qvl_grammar *g, g_arena *a, const g_state *from, uint8_t
         else if (byte >= 0xC2 && byte <= 0xDF) { acc = byte & 0x1Fu; need = 1; len = 2; }
         else if (byte >= 0xE0 && byte <= 0xEF) { acc = byte & 0x0Fu; need = 2; len = 3; }
         else if (byte >= 0xF0 && byte <= 0xF4) { acc = byte & 0x07u; need = 3; len = 4; }
-        else return 0;
+        else return false;
     } else {
-        if ((byte & 0xC0) != 0x80) return 0;
+        if ((byte & 0xC0) != 0x80) return false;
         acc = (from->acc << 6) | (byte & 0x3Fu);
         need = (uint8_t)(from->need - 1);
         len = from->len;
     }
     static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    uint32_t lo = acc << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
-    if (lo < min_cp[len]) lo = min_cp[len];
-    if (hi > 0x10FFFF) hi = 0x10FFFF;
-    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return 0; /* overlong, too large, surrogate */
-    *to = (g_state){.off = a->n_tops, .n = 0, .accept = false, .need = need, .len = len, .acc = acc};
+    *lo = acc << (6 * need);
+    *hi = *lo | ((1u << (6 * need)) - 1);
+    if (*lo < min_cp[len]) *lo = min_cp[len];
+    if (*hi > 0x10FFFF) *hi = 0x10FFFF;
+    if (*lo > *hi || (*lo >= 0xD800 && *hi <= 0xDFFF)) return false; /* overlong, too large, surrogate */
+    to->need = need;
+    to->len = len;
+    to->acc = acc;
+    return true;
+}
+
+int qvl_g_advance(const qvl_grammar *g, g_arena *a, const g_state *from, uint8_t byte,
+                  g_state *to, qvl_error *err) {
+    g_state ch;
+    uint32_t lo, hi;
+    if (!qvl_g_utf8_step(from, byte, &ch, &lo, &hi)) return 0;
+    const uint8_t need = ch.need;
+    const uint32_t acc = ch.acc;
+    *to = (g_state){.off = a->n_tops, .n = 0, .accept = false, .need = need, .len = ch.len,
+                    .acc = acc};
     for (int32_t i = 0; i < from->n; i++) {
         int32_t f = a->tops[from->off + (size_t)i];
         const g_elem *e = &g->elems[a->frames[f].pos];

@@ -6,7 +6,22 @@
  * advanced by node i's byte; a rejected byte jumps to skip[i], pruning every token below.
  * States of the current path live in one array indexed by depth, and the matcher's arenas are
  * rewound to the parent's marks before each node, so the walk allocates nothing per node once
- * the arenas have grown. */
+ * the arenas have grown.
+ *
+ * Whole subtrees inside strings: a state S that every "plain" byte (printable ASCII but '"' and
+ * '\\', the bytes a JSON string takes as themselves) leads back to S itself (the stacks of
+ * `"\"" char* "\""` after any ordinary character are the stacks before it) accepts every token
+ * made of plain bytes alone. The walk checks that once per call (94 advances) and then takes
+ * each subtree whose bytes are all plain, entered from S, as a run of token ids without
+ * advancing the matcher: per node, a flag says the subtree is all plain, and the subtree's
+ * tokens are ids[tok_lo[i], tok_lo[skip[i]]) (preorder keeps them contiguous).
+ * When, besides, each of S's character tests takes either every non-ASCII code point or none
+ * (a negated class such as [^"\\\x00-\x1F] does), every non-ASCII character does to S what
+ * one of them does (checked with U+00E9), and a token that ends inside a character is allowed
+ * exactly when its bytes so far are well-formed; so a subtree whose text, read from the start
+ * of a character, is plain ASCII and well-formed UTF-8 (its last character possibly cut) is
+ * taken whole too (the second flag). Only tokens with a quote, a backslash, a control byte or
+ * broken UTF-8 are still matched byte by byte. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +32,8 @@ struct qvl_grammar_vocab {
     uint8_t *byte;
     int32_t *depth, *skip, *tok_first, *tok_count;
     int32_t *ids; /* token ids sorted by their bytes */
+    int32_t *tok_lo; /* per node (and n_nodes): ids index of the first token at or after it */
+    uint8_t *plain;  /* per node: PLAIN_ASCII, PLAIN_UTF8 (its subtree's text from there) */
     int32_t max_depth;
     /* each text token's bytes by id: blob[off[id], off[id] + len[id]); len 0: not a text token */
     uint8_t *blob;
@@ -47,10 +64,56 @@ void qvl_grammar_vocab_free(qvl_grammar_vocab *v) {
     free(v->tok_first);
     free(v->tok_count);
     free(v->ids);
+    free(v->tok_lo);
+    free(v->plain);
     free(v->blob);
     free(v->off);
     free(v->len);
     free(v);
+}
+
+enum {
+    PLAIN_ASCII = 1, /* plain bytes only */
+    PLAIN_UTF8 = 2,  /* plain bytes and well-formed non-ASCII characters, the last maybe cut */
+};
+
+static bool plain_byte(uint8_t b) { return b >= 0x20 && b < 0x80 && b != '"' && b != '\\'; }
+
+/* Whether the text of node i's subtree, read from the start of a character, is PLAIN_UTF8.
+ * Each node is scanned over its subtree (to its first offending byte), so the build costs the
+ * sum of the trie's depths, a few million steps. */
+static bool subtree_utf8(const qvl_grammar_vocab *v, size_t i, g_state *chars) {
+    const int32_t base = v->depth[i] - 1;
+    chars[0] = (g_state){0};
+    for (size_t j = i; j < (size_t)v->skip[i]; j++) {
+        const int32_t d = v->depth[j] - base;
+        const uint8_t b = v->byte[j];
+        uint32_t lo, hi;
+        if ((b < 0x80 && !plain_byte(b)) || !qvl_g_utf8_step(&chars[d - 1], b, &chars[d], &lo, &hi))
+            return false;
+    }
+    return true;
+}
+
+/* tok_lo and plain from the preorder arrays. */
+static qvl_status index_subtrees(qvl_grammar_vocab *v, qvl_error *err) {
+    v->tok_lo = malloc((v->n_nodes + 1) * sizeof *v->tok_lo);
+    v->plain = malloc(v->n_nodes + 1);
+    g_state *chars = malloc(((size_t)v->max_depth + 1) * sizeof *chars);
+    if (!v->tok_lo || !v->plain || !chars) {
+        free(chars);
+        return qvl_fail(err, QVL_E_NOMEM, "grammar: out of memory for the token trie");
+    }
+    v->tok_lo[0] = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) v->tok_lo[i + 1] = v->tok_lo[i] + v->tok_count[i];
+    size_t bad = v->n_nodes; /* the first node at or after i with a byte that is not plain */
+    for (size_t i = v->n_nodes; i-- > 0;) {
+        if (!plain_byte(v->byte[i])) bad = i;
+        v->plain[i] = bad >= (size_t)v->skip[i] ? PLAIN_ASCII | PLAIN_UTF8 : 0;
+        if (!v->plain[i] && subtree_utf8(v, i, chars)) v->plain[i] = PLAIN_UTF8;
+    }
+    free(chars);
+    return QVL_OK;
 }
 
 size_t qvl_grammar_vocab_n_nodes(const qvl_grammar_vocab *v) {
@@ -126,7 +189,7 @@ static qvl_status build(piece *ps, size_t n, qvl_grammar_vocab *v, qvl_error *er
         at += ps[i].len;
     }
     v->n_ids = n_ids;
-    return QVL_OK;
+    return index_subtrees(v, err);
 }
 
 static qvl_status finish(piece *ps, size_t n, qvl_grammar_vocab **out, qvl_error *err) {
@@ -184,29 +247,88 @@ qvl_status qvl_grammar_vocab_from_tokenizer_plain(const qvl_tokenizer *tok,
     return from_tokenizer(tok, true, out, err);
 }
 
+/* Which subtrees m's state takes whole: PLAIN_ASCII when every plain byte leads it back to
+ * itself, PLAIN_UTF8 when non-ASCII characters do too; 0 for neither; -1 error. */
+static int loops_on_plain(qvl_grammar_matcher *m, qvl_error *err) {
+    g_arena *a = &m->a;
+    const size_t frames = a->n_frames, tops = a->n_tops;
+    int r = 1;
+    for (int b = 0x20; b < 0x80 && r == 1; b++) {
+        if (!plain_byte((uint8_t)b)) continue;
+        g_state to;
+        r = qvl_g_advance(m->g, a, &m->cur, (uint8_t)b, &to, err);
+        if (r == 1 && !qvl_g_same_state(a, &m->cur, &to)) r = 0;
+        a->n_frames = frames;
+        a->n_tops = tops;
+    }
+    if (r != 1) return r;
+    for (int32_t k = 0; k < m->cur.n; k++) { /* every non-ASCII code point or none */
+        const g_elem *e = &m->g->elems[a->frames[a->tops[m->cur.off + (size_t)k]].pos];
+        if (qvl_g_elem_overlaps(m->g, e, 0x80, 0x10FFFF) &&
+            (!qvl_g_elem_covers(m->g, e, 0x80, 0xD7FF) ||
+             !qvl_g_elem_covers(m->g, e, 0xE000, 0x10FFFF)))
+            return PLAIN_ASCII;
+    }
+    g_state mid, to;
+    r = qvl_g_advance(m->g, a, &m->cur, 0xC3, &mid, err);
+    if (r == 1) r = qvl_g_advance(m->g, a, &mid, 0xA9, &to, err);
+    if (r == 1 && !qvl_g_same_state(a, &m->cur, &to)) r = 0;
+    a->n_frames = frames;
+    a->n_tops = tops;
+    return r < 0 ? -1 : r == 1 ? PLAIN_UTF8 : PLAIN_ASCII;
+}
+
+static size_t allow_run(const qvl_grammar_vocab *v, int32_t from, int32_t to, uint8_t *allowed,
+                        size_t n_allowed) {
+    size_t n = 0;
+    for (int32_t k = from; k < to; k++) {
+        int32_t id = v->ids[k];
+        if ((size_t)id < n_allowed && !allowed[id]) {
+            allowed[id] = 1;
+            n++;
+        }
+    }
+    return n;
+}
+
+size_t qvl_grammar_matcher_bulk_tokens(const qvl_grammar_matcher *m) { return m->bulk; }
+
 qvl_status qvl_grammar_matcher_allowed(qvl_grammar_matcher *m, const qvl_grammar_vocab *v,
                                        uint8_t *allowed, size_t n_allowed, size_t *count,
                                        qvl_error *err) {
     qvl_error local;
     if (!err) err = &local;
     *count = 0;
+    m->bulk = 0;
     if (n_allowed) memset(allowed, 0, n_allowed);
     if (m->cur.n == 0) return QVL_OK; /* only the end can come */
+    const int loops = loops_on_plain(m, err);
+    if (loops < 0) return err->status;
     g_state *st = malloc(((size_t)v->max_depth + 1) * sizeof *st);
     size_t *mark = malloc(2 * ((size_t)v->max_depth + 1) * sizeof *mark);
-    if (!st || !mark) {
+    bool *home = malloc(((size_t)v->max_depth + 1) * sizeof *home); /* state at depth d is S */
+    if (!st || !mark || !home) {
         free(st);
         free(mark);
+        free(home);
         return qvl_fail(err, QVL_E_NOMEM, "grammar: out of memory");
     }
     g_arena *a = &m->a;
     st[0] = m->cur;
     mark[0] = a->n_frames;
     mark[1] = a->n_tops;
+    home[0] = loops > 0;
     size_t n = 0;
     qvl_status status = QVL_OK;
     for (size_t i = 0; i < v->n_nodes;) {
         int32_t d = v->depth[i];
+        if (home[d - 1] && (v->plain[i] & loops)) {
+            const size_t got = allow_run(v, v->tok_lo[i], v->tok_lo[v->skip[i]], allowed, n_allowed);
+            n += got;
+            m->bulk += got;
+            i = (size_t)v->skip[i];
+            continue;
+        }
         a->n_frames = mark[2 * (d - 1)];
         a->n_tops = mark[2 * (d - 1) + 1];
         int r = qvl_g_advance(m->g, a, &st[d - 1], v->byte[i], &st[d], err);
@@ -220,19 +342,15 @@ qvl_status qvl_grammar_matcher_allowed(qvl_grammar_matcher *m, const qvl_grammar
         }
         mark[2 * d] = a->n_frames;
         mark[2 * d + 1] = a->n_tops;
-        for (int32_t k = 0; k < v->tok_count[i]; k++) {
-            int32_t id = v->ids[v->tok_first[i] + k];
-            if ((size_t)id < n_allowed && !allowed[id]) {
-                allowed[id] = 1;
-                n++;
-            }
-        }
+        home[d] = home[d - 1] && plain_byte(v->byte[i]);
+        n += allow_run(v, v->tok_first[i], v->tok_first[i] + v->tok_count[i], allowed, n_allowed);
         i++;
     }
     a->n_frames = mark[0];
     a->n_tops = mark[1];
     free(st);
     free(mark);
+    free(home);
     *count = n;
     return status;
 }

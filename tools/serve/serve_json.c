@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "qvl/json_bounds.h"
+#include "serve_pyjson.h"
 
 /* The budget of the parse running on this thread. The hooks measure blocks with
  * malloc_usable_size rather than a size header, so that memory cJSON allocates (a printed
@@ -291,6 +292,12 @@ cJSON *serve_json_parse(const char *body, size_t len, int max_depth, serve_bad *
         snprintf(param, sizeof param, "%.*s%s%.40s", (int)wl, where, where[0] ? "." : "", key);
         cJSON_Delete(root);
         bad_set(bad, 400, param, "duplicate_key", msg);
+        return NULL;
+    }
+    /* after the budget: lexemes are small next to the nodes, and at most one per value */
+    if (!serve_pyjson_keep_numbers(root, body, len)) {
+        cJSON_Delete(root);
+        bad_set(bad, 500, NULL, NULL, "out of memory");
         return NULL;
     }
     return root;

@@ -126,6 +126,10 @@ bool qvl_grammar_vocab_piece(const qvl_grammar_vocab *v, int32_t id, const uint8
 qvl_status qvl_grammar_matcher_allowed(qvl_grammar_matcher *m, const qvl_grammar_vocab *v,
                                        uint8_t *allowed, size_t n_allowed, size_t *count,
                                        qvl_error *err);
+/* Of the tokens the last qvl_grammar_matcher_allowed allowed, how many it took by whole trie
+ * subtrees without matching their bytes (inside a string: see grammar_vocab.c); for tests and
+ * the bench. */
+size_t qvl_grammar_matcher_bulk_tokens(const qvl_grammar_matcher *m);
 
 #ifdef __cplusplus
 }
