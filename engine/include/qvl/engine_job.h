@@ -38,7 +38,7 @@ typedef struct qvl_logit_bias {
 #define QVL_TOP_LOGPROBS_MAX 20
 
 /* A generated token's log-probability and the most probable alternatives, all under the
- * distribution docs/serving.md defines (processed logits, before top-k/top-p/min-p). */
+ * distribution docs/structured-output.md defines (processed logits, before top-k/top-p/min-p). */
 typedef struct qvl_token_logprob {
     int32_t id;
     float logprob;
