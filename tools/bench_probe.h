@@ -3,6 +3,7 @@
 #ifndef QVL_BENCH_PROBE_H
 #define QVL_BENCH_PROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,7 @@ typedef struct bench_probe {
      * device probe, which measures fp32 FMA only). */
     double giops;
     const char *kind;  /* "avx2-fma" or "scalar": which FMA loop ran */
+    bool device;       /* the backend's own probe of its device, not this host's CPU */
     int threads;
     size_t bytes;      /* buffer the read probe streamed through */
     uint64_t checksum; /* sum of what the threads computed (keeps the loops alive) */

@@ -1,9 +1,10 @@
 /* qvl-avx2-linear-bench: the cpu_avx2 MATMUL kernel alone, next to the roofline probes measured
  * in the same run, so kernel work can be judged without a whole model (and with less noise).
  *
- *   qvl-avx2-linear-bench BACKEND_SO [-t THREADS] [-r REPS] [-c] [DTYPE:M:K:N ...]
+ *   qvl-avx2-linear-bench BACKEND_SO [-t THREADS] [-r REPS] [-c] [--vision] [DTYPE:M:K:N ...]
  *
- * For each shape (default: the Qwen3-VL-2B text projections at M = 128 and M = 1) it runs the
+ * For each shape (default: the Qwen3-VL-2B text projections at M = 128 and M = 1; --vision: the
+ * 2B vision tower's four products at a 448x448 picture's 784 patches, bf16 and q8_0) it runs the
  * MATMUL node REPS times on the backend loaded from BACKEND_SO and prints the median time,
  * GFLOP/s (2 M K N per product) as a share of the FMA probe, and GB/s of weights read as a
  * share of the read-bandwidth probe. Weights are random; the a rows are random f32. With
@@ -134,16 +135,18 @@ done:
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s BACKEND_SO [-t THREADS] [-r REPS] [-c] [DTYPE:M:K:N ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s BACKEND_SO [-t THREADS] [-r REPS] [-c] [--vision] [DTYPE:M:K:N ...]\n",
+                argv[0]);
         return 2;
     }
     const char *so = argv[1], *threads = "2";
     int reps = 5, first_shape = argc;
-    bool cached = false;
+    bool cached = false, vision = false;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = argv[++i];
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-c")) cached = true;
+        else if (!strcmp(argv[i], "--vision")) vision = true;
         else { first_shape = i; break; }
     }
     if (reps < 1) reps = 1;
@@ -160,10 +163,20 @@ int main(int argc, char **argv) {
         "f32:128:2048:6144",  "bf16:1:2048:6144",   "bf16:1:6144:2048",   "q8_0:1:2048:6144",
         "q8_0:1:6144:2048",   "q8_0:128:2048:6144", "f16:1:2048:6144",
     };
-    int n_shapes = first_shape < argc ? argc - first_shape : (int)(sizeof defaults / sizeof *defaults);
+    /* The vision tower's q/k/v, attention output, fc1 and fc2 (M = patches, K x N as stored):
+     * 448x448 is 28 x 28 patches of 16 pixels; 1024x768's 3072 patches run the same kernels
+     * with four times the row blocks. */
+    static const char *vision_shapes[] = {
+        "bf16:784:1024:3072", "bf16:784:1024:1024", "bf16:784:1024:4096", "bf16:784:4096:1024",
+        "q8_0:784:1024:3072", "q8_0:784:1024:1024", "q8_0:784:1024:4096", "q8_0:784:4096:1024",
+    };
+    const char **set = vision ? vision_shapes : defaults;
+    int n_set = vision ? (int)(sizeof vision_shapes / sizeof *vision_shapes)
+                       : (int)(sizeof defaults / sizeof *defaults);
+    int n_shapes = first_shape < argc ? argc - first_shape : n_set;
     int rc = 0;
     for (int s = 0; s < n_shapes && rc == 0; s++) {
-        const char *spec = first_shape < argc ? argv[first_shape + s] : defaults[s];
+        const char *spec = first_shape < argc ? argv[first_shape + s] : set[s];
         char dts[16];
         long long M, K, N;
         qvl_dtype dt;

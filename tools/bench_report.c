@@ -42,20 +42,29 @@ static double vision_gflops(const bench_results *r) {
 
 static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
 
-/* The probe a part's matmuls are measured against: cpu_avx2 multiplies quantised weights
- * (q8_0, q4_k, q6_k) with int8 dot products, about twice the fp32 FMA rate per instruction,
- * so against the FMA probe they read over 100%. A part counts as quantised when most of its
- * matrices are. value 0: no probe of that arithmetic here (a device probe measures fp32 FMA
- * only), and no fraction is given. */
+/* The probe a part's matmuls are measured against. A part counts as int8 work when most of its
+ * matrices are multiplied with int8 dot products, which run about twice the fp32 FMA rate per
+ * instruction (against the FMA probe they would read over 100%). Prefill and vision multiply
+ * many rows at once, so what counts is the backend's GEMM: on a device every quantised dtype
+ * (dp4a and the like); on the host CPU (cpu_avx2) only the k-quants, q4_k and q6_k, while q8_0
+ * weights are dequantised to f32 panels and multiplied with FMAs (backends/cpu_avx2
+ * avx_linear.c), so a q8_0 vision tower measured against the int8 probe read half its share.
+ * value 0: no probe of that arithmetic here (a device probe measures fp32 FMA only), and no
+ * fraction is given. */
 typedef struct peak {
     double value;
     const char *name, *unit, *json; /* "FMA peak", "GFLOP/s", "fma" */
 } peak;
 
+static bool int8_gemm(const bench_probe *p, qvl_dtype dt) {
+    if (!qvl_dtype_is_quant(dt)) return false;
+    return p->device || dt != QVL_Q8_0;
+}
+
 static peak peak_for(const bench_probe *p, const size_t counts[QVL_DTYPE_COUNT]) {
     size_t quant = 0, other = 0;
     for (int d = 0; d < QVL_DTYPE_COUNT; d++) {
-        if (qvl_dtype_is_quant((qvl_dtype)d)) quant += counts[d];
+        if (int8_gemm(p, (qvl_dtype)d)) quant += counts[d];
         else other += counts[d];
     }
     if (quant <= other) return (peak){p->gflops, "FMA peak", "GFLOP/s", "fma"};

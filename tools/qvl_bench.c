@@ -353,7 +353,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
             static char kind[sizeof dp.kind];
             memcpy(kind, dp.kind, sizeof kind);
             r->probe = (bench_probe){.gbs = dp.read_gbs, .gflops = dp.fma_gflops, .kind = kind,
-                                     .threads = 0, .bytes = dp.bytes};
+                                     .device = true, .threads = 0, .bytes = dp.bytes};
             r->probed = true;
         }
     } else if (!a->no_probe) {
