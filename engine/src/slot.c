@@ -128,6 +128,11 @@ static bool check_stops(engine_slot *s) {
     return false;
 }
 
+/* A stop token of the model's ends the answer unless the request ignores them. */
+static bool ends(const engine_slot_env *env, const qvl_job *j, int32_t id) {
+    return !j->req->ignore_eos && qvl_gen_config_is_eos(env->gen, id);
+}
+
 bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next) {
     qvl_job *j = s->job;
     if (!j) return false;
@@ -149,12 +154,11 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
     if (engine_slot_process(s, env, &row, &err) != QVL_OK ||
         qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK ||
         engine_slot_chosen(s, env, row, id, &done, &lp, &err) != QVL_OK ||
-        (!qvl_gen_config_is_eos(env->gen, id) &&
-         qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
+        (!ends(env, j, id) && qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
         return false;
     }
-    if (qvl_gen_config_is_eos(env->gen, id)) {
+    if (ends(env, j, id)) {
         engine_slot_end(s, env, QVL_FINISH_STOP, NULL);
         return false;
     }

@@ -72,6 +72,11 @@ typedef struct qvl_engine_request {
     char *grammar_trigger;
     qvl_logit_bias *bias;  /* ids checked against the vocabulary by qvl_engine_prepare */
     size_t n_bias;
+    /* The model's stop tokens do not end the answer (qvl run --ignore-eos, llama.cpp's
+     * ignore_eos): one sampled is kept as an ordinary token (fed to the model, counted, in
+     * `tokens`; special, so no text), and max_tokens or the context ends the answer. A
+     * grammar still allows a stop token only where its output is complete. */
+    bool ignore_eos;
     bool logprobs;         /* record each token's logprob ... */
     int top_logprobs;      /* ... and this many alternatives (0..QVL_TOP_LOGPROBS_MAX) */
 } qvl_engine_request;
