@@ -6,48 +6,6 @@
 
 /* ---- pictures ------------------------------------------------------------------------------ */
 
-/* dst gets src appended: the merger rows after dst's, and each deepstack set after dst's rows
- * of the same set (the layout of qvl_image_features: sets are consecutive blocks). src is
- * consumed (moved or freed) either way. */
-static qvl_status append_features(qvl_image_features *dst, qvl_image_features *src,
-                                  qvl_error *err) {
-    if (dst->n_tokens == 0) {
-        qvl_image_features_free(dst);
-        *dst = *src;
-        memset(src, 0, sizeof *src);
-        return QVL_OK;
-    }
-    if (src->hidden != dst->hidden || src->n_deepstack != dst->n_deepstack) {
-        qvl_image_features_free(src);
-        return qvl_fail(err, QVL_E_SHAPE, "vision encoder: feature shapes differ between pictures");
-    }
-    const int64_t n = dst->n_tokens + src->n_tokens, h = dst->hidden;
-    float *e = malloc((size_t)(n * h) * sizeof *e);
-    float *d = dst->n_deepstack ? malloc((size_t)(dst->n_deepstack * n * h) * sizeof *d) : NULL;
-    if (!e || (dst->n_deepstack && !d)) {
-        free(e);
-        free(d);
-        qvl_image_features_free(src);
-        return qvl_fail(err, QVL_E_NOMEM, "out of memory for the image features");
-    }
-    memcpy(e, dst->embeds, (size_t)(dst->n_tokens * h) * sizeof *e);
-    memcpy(e + dst->n_tokens * h, src->embeds, (size_t)(src->n_tokens * h) * sizeof *e);
-    for (int32_t k = 0; k < dst->n_deepstack; k++) {
-        memcpy(d + k * n * h, dst->deepstack + k * dst->n_tokens * h,
-               (size_t)(dst->n_tokens * h) * sizeof *d);
-        memcpy(d + k * n * h + dst->n_tokens * h, src->deepstack + k * src->n_tokens * h,
-               (size_t)(src->n_tokens * h) * sizeof *d);
-    }
-    free(dst->embeds);
-    free(dst->deepstack);
-    dst->embeds = e;
-    dst->deepstack = d;
-    dst->n_tokens = n;
-    dst->seconds += src->seconds;
-    qvl_image_features_free(src);
-    return QVL_OK;
-}
-
 qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_timings *t,
                              qvl_error *err) {
     const qvl_preprocess_config *pc = &im->pc;
@@ -68,7 +26,7 @@ qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_
         if (st != QVL_OK) qvl_image_features_free(&one);
         if (st == QVL_OK) {
             t->image_seconds[i] += run_now_seconds() - t0;
-            st = append_features(&im->feats, &one, err);
+            st = qvl_image_features_append(&im->feats, &one, err);
         }
         done += im->tokens[i];
         if (st == QVL_OK && i + 1 == im->n)

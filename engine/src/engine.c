@@ -556,22 +556,47 @@ static qvl_status copy_ids(const qvl_engine *e, const qvl_engine_request *req, i
     return QVL_OK;
 }
 
+/* Ids given as the prompt hold every pad of their pictures and videos already: as many as
+ * the items take, of each kind. */
+static qvl_status check_pads(const qvl_engine *e, const qvl_engine_request *req,
+                             const int32_t *ids, size_t n, qvl_error *err) {
+    int64_t want[2] = {0, 0}, have[2] = {0, 0};
+    for (size_t i = 0; i < req->n_pictures; i++) want[req->pictures[i].is_video] += req->pictures[i].n_tokens;
+    for (size_t i = 0; i < n; i++) {
+        have[0] += ids[i] == e->pad_id;
+        have[1] += e->has_video && ids[i] == e->video_pad_id;
+    }
+    for (int k = 0; k < 2; k++)
+        if (have[k] != want[k])
+            return qvl_fail(err, QVL_E_INVALID, "the prompt ids hold %lld %s pad tokens but its "
+                            "%s take %lld", (long long)have[k], k ? "video" : "image",
+                            k ? "videos" : "pictures", (long long)want[k]);
+    return QVL_OK;
+}
+
 /* The prompt's ids with each picture's one placeholder expanded to its tokens, and each
  * video's groups (one placeholder each) to theirs. */
 static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t **out,
                            int64_t *n_out, qvl_error *err) {
     int32_t *ids = NULL;
     size_t count = 0;
+    if (req->prompt_ids) { /* the pads are there already */
+        qvl_status st = copy_ids(e, req, &ids, &count, err);
+        if (st == QVL_OK) st = check_pads(e, req, ids, count, err);
+        if (st != QVL_OK) {
+            free(ids);
+            return st == QVL_E_NOMEM ? st : QVL_E_INVALID;
+        }
+        *out = ids;
+        *n_out = (int64_t)count;
+        return QVL_OK;
+    }
     char *with_videos = NULL;
     qvl_status st = video_text(req, &with_videos, err);
     if (st == QVL_E_NOMEM) return st;
     if (st != QVL_OK) return QVL_E_INVALID;
-    if (req->prompt_ids) {
-        st = copy_ids(e, req, &ids, &count, err);
-    } else {
-        const char *text = with_videos ? with_videos : req->prompt;
-        st = qvl_engine_tokenize(e, text, strlen(text), &ids, &count, err);
-    }
+    const char *text = with_videos ? with_videos : req->prompt;
+    st = qvl_engine_tokenize(e, text, strlen(text), &ids, &count, err);
     free(with_videos);
     int64_t n = (int64_t)count;
     /* Also without pictures: a pad token in the text (a front end refuses the ones it can see

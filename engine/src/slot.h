@@ -94,6 +94,16 @@ static inline void observe_timeout(const engine_slot_env *env) {
 static inline void observe_prefill(const engine_slot_env *env, int64_t n, double seconds) {
     if (env->observer->prefill) env->observer->prefill(env->observer->arg, n, seconds);
 }
+static inline void observe_encode(const engine_slot_env *env, size_t index, size_t count,
+                                  int64_t tokens, bool is_video, double seconds) {
+    if (env->observer->encode)
+        env->observer->encode(env->observer->arg, index, count, tokens, is_video, seconds);
+}
+static inline void observe_prefill_step(const engine_slot_env *env, int64_t done, int64_t total,
+                                        int64_t next) {
+    if (env->observer->prefill_step)
+        env->observer->prefill_step(env->observer->arg, done, total, next);
+}
 static inline void observe_decode(const engine_slot_env *env, int64_t n, double seconds) {
     if (env->observer->decode) env->observer->decode(env->observer->arg, n, seconds);
 }

@@ -52,6 +52,16 @@ typedef struct qvl_engine_observer {
      * constrained), taking `seconds` in all, of which `waited` on the engine thread's path
      * (the rest overlapped the model's decode steps). */
     void (*mask)(void *arg, int64_t masks, double seconds, double waited);
+    /* One prompt's progress, for a front end that shows it (qvl run, one slot). The vision
+     * encoder runs the prompt's pictures and videos one at a time: item `index` of the
+     * `count` it encodes (`tokens`: the item's prompt tokens) is about to run (seconds < 0)
+     * or ran in `seconds`. */
+    void (*encode)(void *arg, size_t index, size_t count, int64_t tokens, bool is_video,
+                   double seconds);
+    /* Before each chunk of a prompt's prefill: `done` of its `total` tokens are in the cache
+     * (a reused prefix included) and the chunk adds `next`; once more with next 0 when the
+     * whole prompt is in. */
+    void (*prefill_step)(void *arg, int64_t done, int64_t total, int64_t next);
 } qvl_engine_observer;
 
 typedef struct qvl_engine_options {

@@ -50,8 +50,10 @@ typedef struct qvl_token_logprob {
 
 typedef struct qvl_engine_request {
     char *prompt;          /* one placeholder per picture and per video */
-    /* Instead of prompt (which is then NULL): the prompt as token ids, taken as they are (no
-     * pictures; ids outside the model's vocabulary are QVL_E_INVALID in qvl_engine_prepare). */
+    /* Instead of prompt (which is then NULL): the prompt as token ids, taken as they are (ids
+     * outside the model's vocabulary are QVL_E_INVALID in qvl_engine_prepare). With pictures
+     * or videos the ids hold all their pad tokens already (qvl run --ids --image), in the
+     * pictures' order; other counts are QVL_E_INVALID. */
     int32_t *prompt_ids;
     size_t n_prompt_ids;
     qvl_picture *pictures; /* pictures and videos (is_video), in prompt order */
