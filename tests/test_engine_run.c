@@ -4,7 +4,9 @@
  *     count differs from the pictures' are refused by qvl_engine_prepare;
  *   - the observer hears each picture's encoding begin and end, one at a time in prompt order,
  *     and the prefill before every chunk (done / total, the chunk's tokens: chunks of
- *     prefill_chunk from the prompt's start, the last one the rest) and once at its end. */
+ *     prefill_chunk from the prompt's start, the last one the rest) and once at its end;
+ *   - prompt_logits: every prompt position's logits, the same when the prompt is in the
+ *     slot's cache already (nothing is reused), the last row's greedy choice the first token. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -198,10 +200,40 @@ static void test_progress_events(void **state) {
     assert_true(n > 2 * CHUNK); /* several chunks were seen */
 }
 
+static void test_prompt_logits(void **state) {
+    (void)state;
+    events l = {0};
+    qvl_engine *e = start(&l);
+    qvl_error err = {0};
+    qvl_job *j[2];
+    for (int k = 0; k < 2; k++) { /* the second finds the first's prompt in the slot */
+        qvl_engine_request *r = request(e, NULL, 0);
+        r->prompt_logits = true;
+        assert_int_equal(qvl_engine_prepare(e, r, &j[k], &err), QVL_OK);
+        assert_non_null(j[k]->prompt_logits);
+        run_job(e, j[k]);
+        assert_int_equal(j[k]->cached_tokens, 0);
+    }
+    const int64_t n = j[0]->n_ids, vocab = j[0]->logits_width;
+    assert_true(vocab >= qvl_engine_vocab(e));
+    assert_memory_equal(j[0]->prompt_logits, j[1]->prompt_logits,
+                        (size_t)n * (size_t)vocab * sizeof(float));
+    if (j[0]->completion_tokens > 0) {
+        const float *last = j[0]->prompt_logits + (n - 1) * vocab;
+        int32_t best = 0; /* among the ids the sampler draws from */
+        for (int32_t i = 1; i < qvl_engine_vocab(e); i++) if (last[i] > last[best]) best = i;
+        assert_int_equal(best, j[0]->tokens[0]);
+    }
+    qvl_job_release(j[0]);
+    qvl_job_release(j[1]);
+    qvl_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ids_with_pictures),
         cmocka_unit_test(test_progress_events),
+        cmocka_unit_test(test_prompt_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

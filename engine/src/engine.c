@@ -163,6 +163,9 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
                             .backend_options = c->backend_options, .gpu_layers = c->gpu_layers,
                             .cpu_backend_name = c->cpu_backend,
                             .vision_backend_name = c->vision_backend, .mmproj = c->mmproj,
+                            .image_max_tokens = c->image_max_tokens,
+                            .on_convert = c->on_convert, .convert_user = c->convert_user,
+                            .batch = c->prefill_chunk,
                             /* the model's own sequence and one per slot: batched steps over
                              * the slots then run one attention node per layer */
                             .kv_slots = c->slots + 1};
@@ -702,6 +705,12 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
     j->grammar = grammar;
+    j->logits_width = e->env.vocab;
+    if (req->prompt_logits &&
+        !(j->prompt_logits = malloc((size_t)n * (size_t)e->env.vocab * sizeof(float)))) {
+        qvl_job_release(j);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory for the prompt's logits");
+    }
     st = make_keys(ids, n, e->pad_id, e->has_video ? e->video_pad_id : -1, req, keys, images, err);
     if (st != QVL_OK) {
         qvl_job_release(j);
@@ -713,6 +722,8 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
 }
 
 int32_t qvl_engine_vocab(qvl_engine *e) { return e->defaults.n_valid; }
+
+const qvl_model *qvl_engine_model(qvl_engine *e) { return e->model; }
 
 bool qvl_engine_token_bytes(qvl_engine *e, int32_t id, const char **bytes, size_t *len) {
     if (id < 0 || id >= qvl_tokenizer_vocab_size(e->tok)) return false;

@@ -170,8 +170,10 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env,
         engine_slot_end(s, env, QVL_FINISH_TIMEOUT, QVL_JOB_TIMEOUT_MESSAGE);
         return;
     }
-    s->keep = engine_slot_reusable(s, j);
-    if (donor) copy_prefix(s, j, donor);
+    /* every prompt position's logits are wanted: none may come from the cache */
+    const bool all = j->req->prompt_logits;
+    s->keep = all ? 0 : engine_slot_reusable(s, j);
+    if (donor && !all) copy_prefix(s, j, donor);
     s->prefill_at = s->keep;
     s->feat_row = 0;
     s->prefilling = true;
@@ -238,7 +240,12 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
     qvl_positions_slice(s->pos, rest, at - s->keep, len, s->pos_part);
     if (st == QVL_OK)
         st = qvl_model_eval_images(s->m, j->ids + at, len, s->pos_part,
-                                   part.n_tokens > 0 ? &part : NULL, false, s->logits, &err);
+                                   part.n_tokens > 0 ? &part : NULL, j->prompt_logits != NULL,
+                                   j->prompt_logits ? j->prompt_logits + at * env->vocab
+                                                    : s->logits, &err);
+    if (st == QVL_OK && j->prompt_logits) /* the last row is the next token's */
+        memcpy(s->logits, j->prompt_logits + (at + len - 1) * env->vocab,
+               (size_t)env->vocab * sizeof *s->logits);
     free(part.deepstack);
     if (st != QVL_OK) {
         prefill_failed(s, env, err.msg);

@@ -80,6 +80,12 @@ typedef struct qvl_engine_options {
     const char *gpu_layers, *cpu_backend, *vision_backend;
     bool no_fuse, no_mmap;
     const qvl_options *backend_options; /* laid over plugins.yaml (-t); NULL: none */
+    /* As qvl_model_options' (qvl/qwen3vl_model.h): the largest picture a prompt will bring,
+     * for placement's count (0: the largest the context holds; negative: none will come),
+     * and the weights' conversion progress at load (NULL: none). */
+    int64_t image_max_tokens;
+    void (*on_convert)(size_t done, size_t total, void *user);
+    void *convert_user;
     qvl_engine_observer observer;
 } qvl_engine_options;
 
@@ -104,6 +110,10 @@ int64_t qvl_engine_ctx(qvl_engine *e);
 /* Where the model's layers run, in one line (as qvl run prints it with -ngl). */
 void qvl_engine_placement(qvl_engine *e, char *out, size_t size);
 int qvl_engine_slots(qvl_engine *e);
+/* The loaded model, for a one-slot front end that reports on it (qvl run's memory lines and
+ * load statistics): read it only while no job runs, since the engine thread owns it. */
+struct qvl_model;
+const struct qvl_model *qvl_engine_model(qvl_engine *e);
 /* Token ids a request may name (logit_bias): [0, qvl_engine_vocab). */
 int32_t qvl_engine_vocab(qvl_engine *e);
 /* A token's bytes (into the tokenizer; added tokens spelled out), for logprobs. False for an

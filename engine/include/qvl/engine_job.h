@@ -79,6 +79,9 @@ typedef struct qvl_engine_request {
      * `tokens`; special, so no text), and max_tokens or the context ends the answer. A
      * grammar still allows a stop token only where its output is complete. */
     bool ignore_eos;
+    /* Keep the logits of every prompt position in the job's prompt_logits (qvl run
+     * --dump-logits). Such a job reuses no cached prefix: every position is computed. */
+    bool prompt_logits;
     bool logprobs;         /* record each token's logprob ... */
     int top_logprobs;      /* ... and this many alternatives (0..QVL_TOP_LOGPROBS_MAX) */
 } qvl_engine_request;
@@ -128,6 +131,11 @@ typedef struct qvl_job {
      * token is published: a stream sends an entry once its text is visible (end <= visible). */
     qvl_token_logprob *logprobs;
     size_t n_logprobs, cap_logprobs;
+    /* [n_ids, logits_width] when req->prompt_logits (allocated by qvl_engine_prepare),
+     * written by the prefill: final once the job has started. logits_width is the model's
+     * output rows, which may pass qvl_engine_vocab (untrained padding rows). */
+    float *prompt_logits;
+    int64_t logits_width;
     /* Seconds the grammar mask took over the job's tokens (0 without a grammar). */
     double mask_seconds;
     char error[512];
