@@ -21,7 +21,8 @@ qvl_status chat_engine_open(chat_state *cs, qvl_error *err) {
     const run_args *a = cs->a;
     cs->be = a->be;
     cs->be.threads_seen = cs->seen->threads;
-    qvl_status st = engine_answer_open(a, &cs->be, cs->progress, &cs->timings, &cs->engine, err);
+    qvl_status st =
+        engine_answer_open(a, &cs->be, NULL, cs->progress, &cs->timings, &cs->engine, err);
     if (st != QVL_OK) return st;
     const qvl_picture_rules *base = qvl_engine_picture_rules(cs->engine);
     cs->video_rules = qvl_engine_video_rules(cs->engine);

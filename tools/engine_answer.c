@@ -8,18 +8,29 @@
  * piece of text, so this only bounds how long a Ctrl-C waits while no text comes (prefill). */
 #define WAIT_MS 100
 
-qvl_status engine_answer_open(const run_args *a, backend_args *be, run_progress *p,
-                              run_timings *t, qvl_engine **out, qvl_error *err) {
+qvl_status engine_answer_open(const run_args *a, backend_args *be,
+                              const qvl_engine_options *extra, run_progress *p, run_timings *t,
+                              qvl_engine **out, qvl_error *err) {
+    qvl_engine_options o = {0};
+    if (extra) o = *extra;
+    o.model = a->model;
+    o.mmproj = a->mmproj;
     /* queue 1: the next job may be submitted while the engine thread is still counting the
      * slot the last one left idle. */
-    qvl_engine_options o = {
-        .model = a->model, .mmproj = a->mmproj, .slots = 1, .queue = 1, .ctx = a->ctx,
-        .prefill_chunk = a->batch, .backend = a->backend, .plugins = a->plugins,
-        .weights = a->weights, .kv_type = a->kv_type, .gpu_layers = be->gpu_layers,
-        .cpu_backend = be->cpu_backend, .vision_backend = be->vision_backend,
-        .no_fuse = a->no_fuse, .no_mmap = a->no_mmap,
-        .backend_options = backend_args_options(be),
-    };
+    o.slots = 1;
+    o.queue = 1;
+    o.ctx = a->ctx;
+    o.prefill_chunk = a->batch;
+    o.backend = a->backend;
+    o.plugins = a->plugins;
+    o.weights = a->weights;
+    o.kv_type = a->kv_type;
+    o.gpu_layers = be->gpu_layers;
+    o.cpu_backend = be->cpu_backend;
+    o.vision_backend = be->vision_backend;
+    o.no_fuse = a->no_fuse;
+    o.no_mmap = a->no_mmap;
+    o.backend_options = backend_args_options(be);
     *out = NULL;
     run_progress_begin(p, "loading %s", a->model);
     const double t0 = run_now_seconds();

@@ -13,10 +13,12 @@
 /* Start a one-slot engine with a's model, context, prefill batch and placement flags, showing
  * "loading MODEL" on p while it loads (its time into t->load_seconds), and print the
  * placement line when -ngl was given (not with --quiet). be (-t etc. laid over plugins.yaml,
- * threads_seen set by the caller) must outlive the engine. Loading's own one-line message on
- * failure. */
-qvl_status engine_answer_open(const run_args *a, backend_args *be, run_progress *p,
-                              run_timings *t, qvl_engine **out, qvl_error *err);
+ * threads_seen set by the caller) must outlive the engine. `extra` (NULL: none) gives what
+ * only one front end sets: the observer, image_max_tokens, on_convert, tokenizer_optional.
+ * Loading's own one-line message on failure. */
+qvl_status engine_answer_open(const run_args *a, backend_args *be,
+                              const qvl_engine_options *extra, run_progress *p, run_timings *t,
+                              qvl_engine **out, qvl_error *err);
 
 typedef struct engine_stream {
     bool print_text;             /* write the answer's text to stdout as it becomes final */

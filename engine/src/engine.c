@@ -148,6 +148,7 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
 static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_error *err) {
     const qvl_engine_options *c = &e->opts;
     qvl_status st = qvl_model_files_tokenizer(files, &e->tok, err);
+    if (st == QVL_E_NOT_FOUND && c->tokenizer_optional) st = QVL_OK; /* e->tok stays NULL */
     if (st != QVL_OK) return st;
     st = qvl_model_files_gen_config(files, &e->gen, err);
     if (st == QVL_E_NOT_FOUND) {
@@ -167,12 +168,14 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
                             .on_convert = c->on_convert, .convert_user = c->convert_user,
                             .batch = c->prefill_chunk,
                             /* the model's own sequence and one per slot: batched steps over
-                             * the slots then run one attention node per layer */
-                            .kv_slots = c->slots + 1};
+                             * the slots then run one attention node per layer; one slot
+                             * takes the model's own (qvl run and chat: one cache, as the
+                             * model alone would hold) */
+                            .kv_slots = c->slots == 1 ? 1 : c->slots + 1};
     st = qvl_model_open(c->model, &mo, &e->model, err);
     if (st != QVL_OK) return st;
     for (int i = 0; i < c->slots; i++) {
-        st = engine_slot_open(&e->slots[i], i, e->model, err);
+        st = engine_slot_open(&e->slots[i], i, e->model, c->slots == 1, err);
         e->n_slots = i + 1;
         if (st != QVL_OK) return st;
         QVL_LOG_I("slot %d of %d ready", i + 1, c->slots);
@@ -182,11 +185,11 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
     qvl_sampling_params_default(&e->defaults);
     qvl_gen_config_sampling_params(&e->gen, &e->defaults);
     /* Rows past the tokenizer's last id are untrained padding: never sampled (as qvl run). */
-    e->defaults.n_valid = qvl_tokenizer_vocab_size(e->tok);
+    e->defaults.n_valid = e->tok ? qvl_tokenizer_vocab_size(e->tok) : vocab;
     if (e->defaults.n_valid > vocab) e->defaults.n_valid = vocab;
     /* Built once at load (a walk of the vocabulary), not per request. With the plain added
      * tokens: a tool call's grammar spells "<tool_call>", which the model writes as one. */
-    st = qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err);
+    st = e->tok ? qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err) : QVL_OK;
     if (st != QVL_OK) return st;
     e->env = (engine_slot_env){.tok = e->tok, .gen = &e->gen, .observer = &e->opts.observer,
                               .vocab = vocab, .trie = e->trie};
@@ -520,6 +523,7 @@ static qvl_status expand(int32_t **ids, int64_t *n, int32_t pad, const int64_t *
 
 qvl_status qvl_engine_tokenize(qvl_engine *e, const char *text, size_t len, int32_t **ids,
                                size_t *n, qvl_error *err) {
+    if (!e->tok) return qvl_fail(err, QVL_E_INVALID, "the model has no tokenizer.json: give the prompt as token ids");
     pthread_mutex_lock(&e->tok_mu); /* encode keeps scratch state in the tokenizer */
     qvl_status st = qvl_tokenizer_encode(e->tok, text, len, ids, n, err);
     pthread_mutex_unlock(&e->tok_mu);
@@ -528,6 +532,7 @@ qvl_status qvl_engine_tokenize(qvl_engine *e, const char *text, size_t len, int3
 
 qvl_status qvl_engine_detokenize(qvl_engine *e, const int32_t *ids, size_t n, char **text,
                                  size_t *len, qvl_error *err) {
+    if (!e->tok) return qvl_fail(err, QVL_E_INVALID, "the model has no tokenizer.json");
     const int32_t vocab = qvl_tokenizer_vocab_size(e->tok);
     for (size_t i = 0; i < n; i++) {
         const char *bytes;
@@ -550,8 +555,8 @@ static qvl_status copy_ids(const qvl_engine *e, const qvl_engine_request *req, i
         if (id < 0 || id >= e->defaults.n_valid) {
             free(*out);
             *out = NULL;
-            return qvl_fail(err, QVL_E_INVALID, "prompt token %zu: %lld is not a token id of "
-                            "this model (0..%d)", i, (long long)id, (int)e->defaults.n_valid - 1);
+            return qvl_fail(err, QVL_E_INVALID, "prompt token %zu: %lld is outside the model's "
+                            "vocabulary (0..%d)", i, (long long)id, (int)e->defaults.n_valid - 1);
         }
         (*out)[i] = id;
     }
@@ -726,7 +731,7 @@ int32_t qvl_engine_vocab(qvl_engine *e) { return e->defaults.n_valid; }
 const qvl_model *qvl_engine_model(qvl_engine *e) { return e->model; }
 
 bool qvl_engine_token_bytes(qvl_engine *e, int32_t id, const char **bytes, size_t *len) {
-    if (id < 0 || id >= qvl_tokenizer_vocab_size(e->tok)) return false;
+    if (!e->tok || id < 0 || id >= qvl_tokenizer_vocab_size(e->tok)) return false;
     return qvl_tokenizer_token_to_piece(e->tok, id, bytes, len, NULL) == QVL_OK;
 }
 

@@ -17,11 +17,13 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *err) {
+qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, bool own, qvl_error *err) {
     memset(s, 0, sizeof *s);
     s->index = index;
     s->m = m;
-    qvl_status st = qvl_seq_create(m, &s->seq, err);
+    s->own_seq = own;
+    if (own) s->seq = qvl_model_own_seq(m);
+    qvl_status st = own ? QVL_OK : qvl_seq_create(m, &s->seq, err);
     if (st != QVL_OK) return qvl_error_prefix(err, "slot %d", index);
     const size_t ctx = (size_t)qvl_model_ctx(s->m);
     const size_t vocab = (size_t)qvl_model_config(s->m)->text.vocab_size;
@@ -36,7 +38,7 @@ qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *
 }
 
 void engine_slot_close(engine_slot *s) {
-    qvl_seq_free(s->seq);
+    if (!s->own_seq) qvl_seq_free(s->seq);
     qvl_sampler_free(s->sampler);
     free(s->keys);
     free(s->images);
@@ -163,7 +165,7 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
         return false;
     }
     s->generated[s->n_generated++] = id;
-    if (!qvl_tokenizer_is_special(env->tok, id)) {
+    if (env->tok && !qvl_tokenizer_is_special(env->tok, id)) { /* no tokenizer: ids only */
         const char *bytes;
         size_t len;
         if (qvl_tokenizer_token_to_piece(env->tok, id, &bytes, &len, NULL) == QVL_OK)

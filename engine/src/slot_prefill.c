@@ -53,7 +53,11 @@ static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t
         grids[i] = qvl_picture_grid(&r->pictures[i]);
         is_video[i] = r->pictures[i].is_video;
     }
-    if (st == QVL_OK)
+    /* Text alone: every row is the token's index (a text-only model has no vision settings
+     * for the general rule to read). */
+    for (int64_t t = 0; st == QVL_OK && r->n_pictures == 0 && t < n; t++)
+        all[t] = all[n + t] = all[2 * n + t] = (int32_t)t;
+    if (st == QVL_OK && r->n_pictures > 0)
         st = qvl_mrope_positions_media(j->ids, n, (int32_t)cfg->image_token_id,
                                        (int32_t)cfg->video_token_id, grids, is_video,
                                        r->n_pictures, cfg->vision.spatial_merge_size, 0, all,
@@ -159,7 +163,9 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env,
     s->searched = 0;
     s->oom = false;
     qvl_text_stream_init(&s->stream, engine_slot_emit_text, s);
-    const int64_t room = qvl_model_ctx(s->m) - j->n_ids;
+    /* The last token is sampled from a full cache and never fed: one more than the free
+     * positions (as qvl run always did; engine_slot_next ends at the full cache too). */
+    const int64_t room = qvl_model_ctx(s->m) - j->n_ids + 1;
     s->max_new = j->req->max_tokens > 0 && j->req->max_tokens < room ? j->req->max_tokens : room;
     if (atomic_load(&j->cancel)) {
         engine_slot_end(s, env, QVL_FINISH_CANCELLED, NULL);

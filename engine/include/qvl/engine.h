@@ -84,6 +84,10 @@ typedef struct qvl_engine_options {
      * for placement's count (0: the largest the context holds; negative: none will come),
      * and the weights' conversion progress at load (NULL: none). */
     int64_t image_max_tokens;
+    /* A model directory without tokenizer.json still loads (qvl run --ids --print-ids): its
+     * jobs take prompt ids only, their answers have ids and no text, and grammars are
+     * refused. false: a missing tokenizer fails the load. */
+    bool tokenizer_optional;
     void (*on_convert)(size_t done, size_t total, void *user);
     void *convert_user;
     qvl_engine_observer observer;

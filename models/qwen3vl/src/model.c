@@ -225,6 +225,7 @@ void qvl_seq_free(qvl_seq *q) {
 }
 
 void qvl_model_set_seq(qvl_model *m, qvl_seq *q) { m->seq = q ? q : m->own; }
+qvl_seq *qvl_model_own_seq(qvl_model *m) { return m->own; }
 
 static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *ids, int64_t n,
                                    const qvl_image_features *img, qvl_error *err);

@@ -125,6 +125,9 @@ typedef struct qvl_seq qvl_seq;
  * sequence made here before qvl_model_close. */
 qvl_status qvl_seq_create(qvl_model *m, qvl_seq **out, qvl_error *err);
 void qvl_seq_free(qvl_seq *s);
+/* The sequence qvl_model_open made (qvl_model_close frees it; never qvl_seq_free it): a
+ * caller with one sequence uses it rather than paying for a second cache. */
+qvl_seq *qvl_model_own_seq(qvl_model *m);
 /* Make s the current sequence (NULL: the one qvl_model_open made). */
 void qvl_model_set_seq(qvl_model *m, qvl_seq *s);
 /* dst's cache becomes the first n_past tokens of src's (n_past <= what src holds): copied on
