@@ -6,7 +6,9 @@
  *     and the prefill before every chunk (done / total, the chunk's tokens: chunks of
  *     prefill_chunk from the prompt's start, the last one the rest) and once at its end;
  *   - prompt_logits: every prompt position's logits, the same when the prompt is in the
- *     slot's cache already (nothing is reused), the last row's greedy choice the first token. */
+ *     slot's cache already (nothing is reused), the last row's greedy choice the first token;
+ *   - the context's end: a prompt of n tokens in a context of c gets c - n + 1 tokens at most
+ *     (the last sampled from the full cache), a prompt that fills it one, a longer one none. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,8 +52,10 @@ static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next
     if (l->n < MAX_EVENTS) l->ev[l->n++] = (event){'p', done, total, next, 0};
 }
 
+#define CTX 512
+
 static qvl_engine *start(events *l) {
-    qvl_engine_options o = {.model = FIXTURE, .slots = 1, .queue = 1, .ctx = 512,
+    qvl_engine_options o = {.model = FIXTURE, .slots = 1, .queue = 1, .ctx = CTX,
                             .backend = "reference", .kv_type = "f32", .prefill_chunk = CHUNK};
     o.observer = (qvl_engine_observer){.arg = l, .encode = on_encode,
                                        .prefill_step = on_prefill_step};
@@ -229,11 +233,50 @@ static void test_prompt_logits(void **state) {
     qvl_engine_free(e);
 }
 
+/* Text ids only (no pictures): n copies of one id, ignoring stop tokens, up to max tokens. */
+static qvl_job *plain(qvl_engine *e, int64_t n, int64_t max, qvl_status *st) {
+    qvl_engine_request *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids);
+    assert_non_null(r->prompt_ids);
+    for (int64_t i = 0; i < n; i++) r->prompt_ids[i] = 5 + (int32_t)(i % 7);
+    r->n_prompt_ids = (size_t)n;
+    qvl_sampling_params_default(&r->sampling);
+    r->sampling.temperature = 0.0f;
+    r->max_tokens = max;
+    r->ignore_eos = true;
+    qvl_job *j = NULL;
+    qvl_error err = {0};
+    *st = qvl_engine_prepare(e, r, &j, &err);
+    return j;
+}
+
+static void test_context_end(void **state) {
+    (void)state;
+    events l = {0};
+    qvl_engine *e = start(&l);
+    const int64_t cases[][3] = {{CTX - 6, -1, 7}, {CTX - 6, 7, 7}, {CTX, 10, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        qvl_status st;
+        qvl_job *j = plain(e, cases[k][0], cases[k][1], &st);
+        assert_int_equal(st, QVL_OK);
+        run_job(e, j);
+        assert_int_equal(j->finish, QVL_FINISH_LENGTH);
+        assert_int_equal(j->completion_tokens, cases[k][2]);
+        qvl_job_release(j);
+    }
+    qvl_status st;
+    assert_null(plain(e, CTX + 1, 10, &st));
+    assert_int_equal(st, QVL_E_LIMIT);
+    qvl_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ids_with_pictures),
         cmocka_unit_test(test_progress_events),
         cmocka_unit_test(test_prompt_logits),
+        cmocka_unit_test(test_context_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

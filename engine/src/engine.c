@@ -691,12 +691,12 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_INVALID, "the prompt is empty: give at least one token");
     }
-    if (n >= ctx) {
+    if (n > ctx) { /* a prompt that fills the context still gets the token its logits give */
         qvl_grammar_free(grammar);
         free(ids);
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_LIMIT, "the prompt has %lld tokens, but a slot's context "
-                        "(--ctx) holds %lld including the answer", (long long)n, (long long)ctx);
+                        "(--ctx) holds %lld", (long long)n, (long long)ctx);
     }
     uint64_t *keys = malloc((size_t)n * sizeof *keys);
     qvl_prefix_image *images = calloc(req->n_pictures + 1, sizeof *images);
