@@ -178,7 +178,8 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
         st = engine_slot_open(&e->slots[i], i, e->model, c->slots == 1, err);
         e->n_slots = i + 1;
         if (st != QVL_OK) return st;
-        QVL_LOG_I("slot %d of %d ready", i + 1, c->slots);
+        /* one slot is the model alone (qvl run, qvl chat): nothing to tell */
+        if (c->slots > 1) QVL_LOG_I("slot %d of %d ready", i + 1, c->slots);
     }
     const qvl_qwen3vl_config *cfg = qvl_model_config(e->model);
     const int32_t vocab = (int32_t)cfg->text.vocab_size;
