@@ -18,3 +18,8 @@ add_dependencies(test_engine qvl-reference)
 qvl_add_test(test_engine_constrain SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine_constrain.c
   LIBS qvl-engine m)
 add_dependencies(test_engine_constrain qvl-reference)
+# What qvl run asks of the engine: a prompt as ids holding its pictures' pads, and the
+# progress observer (each picture's encoding, each prefill chunk).
+qvl_add_test(test_engine_run SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine_run.c
+  LIBS qvl-engine)
+add_dependencies(test_engine_run qvl-reference)

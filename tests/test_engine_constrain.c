@@ -5,6 +5,8 @@
  *   - a grammar with a trigger leaves the answer free until the trigger's text appears, then
  *     holds what follows to the grammar (a bias that forces a token loses to the mask);
  *   - logit_bias -100 bans the greedy token, +100 forces one;
+ *   - ignore_eos: a forced stop token ends the answer at once, unless the request ignores
+ *     stop tokens: then it is kept as a token (no text) until max_tokens;
  *   - logprobs: one entry per generated token, the chosen id's, sorted alternatives with the
  *     most probable first, probabilities summing to at most 1;
  *   - bad grammars, bias ids and top_logprobs counts are refused by qvl_engine_prepare;
@@ -23,6 +25,7 @@
 
 #include "qvl/engine.h"
 #include "qvl/engine_prompt.h"
+#include "qvl/gen_config.h"
 #include "qvl/grammar.h"
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
@@ -206,6 +209,37 @@ static void test_logprobs(void **state) {
     qvl_engine_free(e);
 }
 
+/* The fixture's stop token forced by a bias: it ends the answer, or is kept with ignore_eos. */
+static void test_ignore_eos(void **state) {
+    (void)state;
+    qvl_gen_config gen;
+    qvl_error err = {0};
+    assert_int_equal(qvl_gen_config_load(FIXTURE "/generation_config.json", &gen, &err), QVL_OK);
+    assert_true(gen.n_eos > 0);
+    const int32_t eos = gen.eos_token_ids[0];
+    mask_counts c = {0};
+    qvl_engine *e = start(&c);
+    for (int ignore = 0; ignore < 2; ignore++) {
+        qvl_engine_request *r = request("stop", 0.0f, 1, 5);
+        r->bias = calloc(1, sizeof *r->bias);
+        r->bias[0] = (qvl_logit_bias){.id = eos, .bias = 100.0f};
+        r->n_bias = 1;
+        r->ignore_eos = ignore;
+        qvl_job *j = submit(e, r);
+        if (!ignore) {
+            assert_int_equal(wait_done(j), QVL_FINISH_STOP);
+            assert_int_equal(j->completion_tokens, 0);
+        } else {
+            assert_int_equal(wait_done(j), QVL_FINISH_LENGTH);
+            assert_int_equal(j->completion_tokens, 5);
+            for (int i = 0; i < 5; i++) assert_int_equal(j->tokens[i], eos);
+            assert_int_equal(j->len, 0); /* a special token has no text */
+        }
+        qvl_job_release(j);
+    }
+    qvl_engine_free(e);
+}
+
 static void expect_refused(qvl_engine *e, qvl_engine_request *r, const char *words) {
     qvl_job *j = NULL;
     qvl_error err = {0};
@@ -238,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_grammar_beside_plain_jobs),
         cmocka_unit_test(test_trigger_and_bias),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_ignore_eos),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

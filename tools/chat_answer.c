@@ -11,12 +11,9 @@
 
 #include "chat_input.h"
 #include "chat_state.h"
+#include "engine_answer.h"
 #include "run_sampling.h"
 #include "qvl/engine_prompt.h"
-
-/* How often a wait for the answer looks at Ctrl-C: the engine wakes the wait for every new
- * piece of text, so this only bounds how long a Ctrl-C waits while no text comes (prefill). */
-#define WAIT_MS 100
 
 static const char image_marker[] = "<image>";
 
@@ -24,34 +21,9 @@ qvl_status chat_engine_open(chat_state *cs, qvl_error *err) {
     const run_args *a = cs->a;
     cs->be = a->be;
     cs->be.threads_seen = cs->seen->threads;
-    qvl_engine_options o = {
-        .model = a->model, .mmproj = a->mmproj, .slots = 1, .queue = 1, .ctx = a->ctx, .prefill_chunk = a->batch,
-        .backend = a->backend,
-        .plugins = a->plugins, .weights = a->weights, .kv_type = a->kv_type,
-        .gpu_layers = cs->be.gpu_layers, .cpu_backend = cs->be.cpu_backend,
-        .vision_backend = cs->be.vision_backend, .no_fuse = a->no_fuse, .no_mmap = a->no_mmap,
-        .backend_options = backend_args_options(&cs->be),
-    };
-    /* queue 1: the next turn may be submitted while the engine thread is still counting the
-     * slot the last one left idle. */
-    run_progress_begin(cs->progress, "loading %s", a->model);
-    const double t0 = run_now_seconds();
-    cs->engine = qvl_engine_start(&o, err);
-    if (!cs->engine) {
-        run_progress_end(cs->progress);
-        return QVL_E_NOMEM;
-    }
-    qvl_engine_phase ph = qvl_engine_wait_loaded(cs->engine);
-    cs->timings.load_seconds = run_now_seconds() - t0;
-    run_progress_end(cs->progress);
-    if (ph != QVL_ENGINE_READY)
-        return qvl_fail(err, QVL_E_INVALID, "%s", qvl_engine_error(cs->engine));
-    /* a split or an automatic choice is worth one line; everything on one backend is not */
-    if (!a->quiet && a->be.gpu_layers) {
-        char place[256];
-        qvl_engine_placement(cs->engine, place, sizeof place);
-        fprintf(stderr, "placement: %s\n", place);
-    }
+    qvl_status st =
+        engine_answer_open(a, &cs->be, NULL, cs->progress, &cs->timings, &cs->engine, err);
+    if (st != QVL_OK) return st;
     const qvl_picture_rules *base = qvl_engine_picture_rules(cs->engine);
     cs->video_rules = qvl_engine_video_rules(cs->engine);
     if (!base) return QVL_OK;
@@ -257,45 +229,13 @@ static void report_job(const chat_state *cs, const qvl_job *j) {
 
 /* Submit j and stream its answer; on return j is finished and cs holds its tokens and text. */
 static qvl_status run_job(chat_state *cs, qvl_job *j, qvl_error *err) {
-    const bool print_text = !cs->a->print_ids;
-    if (qvl_engine_submit(cs->engine, j) != QVL_OK)
-        return qvl_fail(err, QVL_E_INVALID, "the engine does not take the message");
-    cs->n_jobs++;
+    const engine_stream how = {.print_text = !cs->a->print_ids, .progress = cs->progress,
+                               .timings = &cs->timings, .interrupted = chat_interrupted};
     run_progress_begin(cs->progress, "prefill %lld tokens", (long long)j->n_ids);
-    bool started = false;
-    size_t printed = 0;
-    char chunk[4096];
-    for (;;) {
-        qvl_job_wait(j, QVL_WAIT_TEXT, printed, WAIT_MS);
-        if (chat_interrupted()) atomic_store(&j->cancel, true);
-        pthread_mutex_lock(&j->mu);
-        const bool done = j->finish != QVL_JOB_RUNNING;
-        const bool now_started = j->started;
-        size_t n = j->visible > printed ? j->visible - printed : 0;
-        if (n > sizeof chunk) n = sizeof chunk;
-        if (n > 0) memcpy(chunk, j->text + printed, n);
-        pthread_mutex_unlock(&j->mu);
-        if (now_started && !started) {
-            started = true;
-            run_progress_end(cs->progress);
-            if (cs->timings.first_token_at == 0) cs->timings.first_token_at = run_now_seconds();
-        }
-        if (n > 0 && print_text) {
-            fwrite(chunk, 1, n, stdout);
-            fflush(stdout);
-        }
-        printed += n;
-        if (done && n == 0) break;
-    }
-    run_progress_end(cs->progress);
-    /* Finished: the engine writes the job no more. */
-    if (j->finish == QVL_FINISH_ERROR || j->finish == QVL_FINISH_TIMEOUT)
-        return qvl_fail(err, QVL_E_INVALID, "%s", j->error);
+    qvl_status st = engine_answer_stream(cs->engine, j, &how, err);
+    if (st != QVL_OK) return st;
+    cs->n_jobs++;
     if (cs->a->verbose) report_job(cs, j);
-    cs->timings.prefill_tokens += j->n_ids - j->cached_tokens;
-    cs->timings.prefill_seconds += j->prefill_seconds;
-    cs->timings.decode_tokens += j->completion_tokens;
-    cs->timings.decode_seconds += j->decode_seconds;
     return append_answer(cs, j, err);
 }
 

@@ -28,6 +28,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/run_load.c
   ${CMAKE_CURRENT_LIST_DIR}/run_chat.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_answer.c
+  ${CMAKE_CURRENT_LIST_DIR}/engine_answer.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_pictures.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_input.c
   ${CMAKE_CURRENT_LIST_DIR}/run_images.c

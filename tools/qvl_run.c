@@ -16,8 +16,6 @@
 #include "chat_session.h"
 #include "cli.h"
 #include "qvl/file.h"
-#include "qvl/file_write.h"
-#include "qvl/generate.h"
 #include "qvl/log.h"
 #include "qvl/qwen3vl_gguf.h"
 #include "qvl/video_preprocess.h"
@@ -51,80 +49,9 @@ static const char *const run_only[] = {"prompt", "file", "ids", "dump-logits", "
  * should cost one line, not the tokenizer's time). */
 #define PROMPT_MAX_BYTES ((size_t)64 << 20)
 
-static void write_stdout(const char *text, size_t len, void *user) {
-    (void)user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-}
-
-static void on_token(int32_t id, void *user) {
-    run_output_token(user, id);
-}
-
 static int fail(const char *cmd, const qvl_error *err) {
     fprintf(stderr, "qvl %s: %s\n", cmd, err->msg);
     return 1;
-}
-
-/* Through qvl_new_file like every file qvl writes: a FIFO or device is written as it is, a
- * regular file replaced whole (qvl/file_write.h). */
-static qvl_status write_logits(const char *path, const float *logits, size_t count,
-                               qvl_error *err) {
-    qvl_new_file f;
-    qvl_status s = qvl_new_file_open(path, &f, err);
-    if (s != QVL_OK) return s;
-    /* x86/ARM hosts: little-endian */
-    if ((s = qvl_new_file_write(&f, logits, count * sizeof *logits, err)) == QVL_OK)
-        return qvl_new_file_commit(&f, err);
-    qvl_new_file_abandon(&f);
-    return s;
-}
-
-qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_last,
-                      const run_images *im, qvl_error *err) {
-    const run_args *a = s->a;
-    int64_t vocab = qvl_model_config(s->m)->text.vocab_size;
-    float *prompt_logits = NULL;
-    if (a->dump_logits) {
-        prompt_logits = malloc((size_t)n * (size_t)vocab * sizeof(float));
-        if (!prompt_logits) return qvl_fail(err, QVL_E_NOMEM, "out of memory for --dump-logits");
-    }
-    /* --ignore-eos: a stop list without end tokens (the sampler may still pick them) */
-    qvl_gen_config no_eos = *s->gen;
-    no_eos.n_eos = 0;
-    qvl_generation g = {
-        .max_new = a->n_predict, .stop = a->ignore_eos ? &no_eos : s->gen, .sampler = s->sampler, .grammar = s->grammar,
-        .feed_last = feed_last,
-        .on_token = on_token, .cancel = run_interrupted, .user = &s->out,
-    };
-    run_prompt pr = {.ids = ids, .n = n, .images = im, .batch = a->batch,
-                     .prompt_logits = prompt_logits};
-    qvl_generation_result r;
-    s->out.n_ids = 0;
-    qvl_status st = run_generate(s->m, &pr, &g, s->progress, &s->timings, &r, err);
-    if (st == QVL_OK && s->out.oom) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (st == QVL_OK && prompt_logits)
-        st = write_logits(a->dump_logits, prompt_logits, (size_t)n * (size_t)vocab, err);
-    free(prompt_logits);
-    qvl_text_stream_flush(&s->out.stream);
-    if (st != QVL_OK) return st;
-    if (s->out.print_text) fputc('\n', stdout); /* after a Ctrl-C too: the answer's end */
-    if (a->print_ids) {
-        for (size_t i = 0; i < s->out.n_ids; i++) printf(i ? " %d" : "%d", s->out.ids[i]);
-        printf("\n");
-    }
-    fflush(stdout);
-    s->interrupted = r.stop == QVL_STOP_CANCELLED;
-    if (r.stop == QVL_STOP_CONTEXT && a->until_context) {
-        if (!a->quiet)
-            fprintf(stderr, "qvl: the answer ended where the context of %lld tokens is full\n",
-                    (long long)qvl_model_ctx(s->m));
-        return QVL_OK;
-    }
-    if (r.stop == QVL_STOP_CONTEXT)
-        return qvl_fail(err, QVL_E_LIMIT, "the context of %lld tokens is full (raise --ctx)",
-                        (long long)qvl_model_ctx(s->m));
-    return QVL_OK;
 }
 
 /* Which sampling flags were given (qvl chat gets the same record). */
@@ -134,23 +61,6 @@ static chat_flags flags_seen(const cli_opt *opts) {
         .min_p = opts[OPT_MIN_P].seen, .repeat_penalty = opts[OPT_REPEAT].seen,
         .presence_penalty = opts[OPT_PRESENCE].seen, .frequency_penalty = opts[OPT_FREQUENCY].seen,
         .seed = opts[OPT_SEED].seen, .threads = opts[OPT_THREADS].seen};
-}
-
-/* Sampling settings: generation_config.json, then the flags that were given. */
-static qvl_status make_sampler(const run_args *a, const cli_opt *opts, const qvl_gen_config *gen,
-                               const qvl_model *m, const qvl_tokenizer *tok, qvl_sampler **out,
-                               qvl_error *err) {
-    qvl_sampling_params p;
-    qvl_sampling_params_default(&p);
-    qvl_gen_config_sampling_params(gen, &p);
-    const chat_flags seen = flags_seen(opts);
-    run_sampling_apply(a, &seen, &p);
-    p.seed = opts[OPT_SEED].seen ? (uint64_t)a->seed : (uint64_t)time(NULL) ^ (uint64_t)getpid();
-    int32_t vocab = (int32_t)qvl_model_config(m)->text.vocab_size;
-    /* Rows past the tokenizer's last id are untrained padding: never sample them. */
-    p.n_valid = tok ? qvl_tokenizer_vocab_size(tok) : 0;
-    if (p.n_valid > vocab) p.n_valid = vocab;
-    return qvl_sampler_create(&p, vocab, out, err);
 }
 
 /* --ids with --image: the ids must already hold each picture's pad tokens. */
@@ -356,8 +266,8 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
             fprintf(stderr, "%s: %s: not found (needed to tokenize the prompt)\n", prog, path);
             return 1;
         }
-        const chat_flags seen = flags_seen(opts);
-        return run_chat(&a, &seen, im->paths, im->n, start);
+        const chat_flags chat_seen = flags_seen(opts);
+        return run_chat(&a, &chat_seen, im->paths, im->n, start);
     }
     run_interrupt_install();
     int32_t *ids = NULL;
@@ -379,33 +289,29 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
         free(ids);
         return fail(cmd, &err);
     }
-    run_grammar rg = {0};
-    if (run_grammar_load(&a, &rg, &err) != QVL_OK) {
+    const chat_flags seen = flags_seen(opts);
+    run_session s = {.a = &a, .seen = &seen, .im = im, .be = a.be};
+    s.be.threads_seen = seen.threads;
+    /* A bad grammar costs one line and no model loading. */
+    if (run_grammar_text(&a, &s.grammar, &err) != QVL_OK) {
         free(text);
         free(ids);
         return fail(cmd, &err);
     }
     /* The tokenizer is needed unless ids go in and ids come out (and no grammar follows). */
-    bool need_tokenizer = !a.ids || !a.print_ids || rg.grammar;
+    bool need_tokenizer = !a.ids || !a.print_ids || s.grammar;
     qvl_tokenizer *tok = NULL;
     st = qvl_model_files_tokenizer(files, &tok, &err);
     if (st == QVL_E_NOT_FOUND && need_tokenizer) {
         fprintf(stderr, "%s: %s (needed to %s; --ids with --print-ids runs without it)\n",
-                prog, err.msg, rg.grammar ? "follow the grammar" : a.ids ? "print the answer as text"
+                prog, err.msg, s.grammar ? "follow the grammar" : a.ids ? "print the answer as text"
                                                                    : "tokenize the prompt");
         free(text);
         free(ids);
-        run_grammar_free(&rg);
+        free(s.grammar);
         return 1;
     }
     if (st == QVL_E_NOT_FOUND) st = QVL_OK;
-
-    qvl_gen_config gen;
-    if (st == QVL_OK) st = qvl_model_files_gen_config(files, &gen, &err);
-    if (st == QVL_E_NOT_FOUND) {
-        QVL_LOG_I("%s: no generation_config.json: greedy decoding, no stop token", a.model);
-        st = QVL_OK;
-    }
     if (st == QVL_OK && text && im->n > 0 && im->n_videos == 0) { /* before reading any picture */
         size_t n_markers = run_count_markers(text);
         if (n_markers > 0 && n_markers != im->n)
@@ -418,9 +324,9 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
     if (st == QVL_OK && a.ids && im->n > 0) st = check_id_pads(ids, n_ids, im, &err);
     if (st == QVL_OK) st = check_fits(n_ids, im, a.ctx, &err);
     free(text);
+    qvl_tokenizer_free(tok); /* the engine has its own */
 
-    run_session s = {.a = &a, .gen = &gen, .tok = tok,
-                     .out = {.tok = tok, .print_text = tok && !a.print_ids}};
+    s.seed = seen.seed ? (uint64_t)a.seed : (uint64_t)time(NULL) ^ (uint64_t)getpid();
     s.progress = run_progress_create(!a.quiet && isatty(STDERR_FILENO));
     s.timings.start = start;
     s.timings.n_images = im->n;
@@ -434,44 +340,26 @@ static int run_files(const char *cmd, const char *prog, const run_args *args, co
         run_progress_end(s.progress);
     }
 
-    qvl_model_options mo = {.plugins_path = a.plugins, .backend_name = a.backend, .ctx = a.ctx,
-                            .no_fuse = a.no_fuse, .no_mmap = a.no_mmap,
-                            .weight_dtype = a.weights, .kv_type = a.kv_type,
-                            .mmproj = a.mmproj, .batch = a.batch, .image_max_tokens = -1};
+    /* --ids with --print-ids runs without a tokenizer (checked above) */
+    qvl_engine_options eo = {.image_max_tokens = -1, .tokenizer_optional = true};
     /* placement counts the vision arena for the largest picture this run encodes */
     for (size_t i = 0; i < im->n; i++)
-        if (im->tokens && im->tokens[i] > mo.image_max_tokens) mo.image_max_tokens = im->tokens[i];
-    backend_args be = a.be;
-    be.threads_seen = opts[OPT_THREADS].seen;
-    backend_args_apply(&be, &mo);
-    if (st == QVL_OK) st = run_load_model(&s, &mo, files->dir == NULL, &err);
-    /* a split or an automatic choice is worth one line; everything on one backend is not */
-    if (st == QVL_OK && !a.quiet && a.be.gpu_layers) {
-        char place[256];
-        qvl_model_placement(s.m, place, sizeof place);
-        fprintf(stderr, "placement: %s\n", place);
-    }
-    if (st == QVL_OK) st = make_sampler(&a, opts, &gen, s.m, tok, &s.sampler, &err);
-    if (st == QVL_OK)
-        st = run_grammar_bind(&rg, tok, &gen, (int32_t)qvl_model_config(s.m)->text.vocab_size, &err);
-    s.grammar = rg.sampler;
-    if (st == QVL_OK && im->n > 0) st = run_encode_images(s.m, im, s.progress, &s.timings, &err);
-    qvl_text_stream_init(&s.out.stream, write_stdout, NULL);
+        if (im->tokens && im->tokens[i] > eo.image_max_tokens) eo.image_max_tokens = im->tokens[i];
+    run_answer_observer(&s, &eo.observer);
+    if (st == QVL_OK) st = run_load_engine(&s, &eo, files->dir == NULL, &err);
     if (st == QVL_OK) {
-        rc = run_answer(&s, ids, n_ids, false, im, &err) == QVL_OK ? 0 : fail(cmd, &err);
+        rc = run_answer(&s, ids, n_ids, &err) == QVL_OK ? 0 : fail(cmd, &err);
         if (s.interrupted) rc = RUN_EXIT_INTERRUPTED;
-        if (!a.quiet && (a.verbose || isatty(STDERR_FILENO))) run_timings_print(&s.timings, s.m);
+        if (!a.quiet && (a.verbose || isatty(STDERR_FILENO)))
+            run_timings_print(&s.timings, qvl_engine_model(s.engine));
     } else {
         rc = fail(cmd, &err);
     }
+    qvl_engine_free(s.engine);
     run_progress_free(s.progress);
     free(s.timings.image_seconds);
-    free(s.out.ids);
+    free(s.grammar);
     free(ids);
-    qvl_sampler_free(s.sampler);
-    run_grammar_free(&rg);
-    qvl_model_close(s.m);
-    qvl_tokenizer_free(tok);
     return rc;
 }
 

@@ -1,220 +1,181 @@
-/* Vision encoder per picture and batched prefill for qvl run (run_answer.h). */
+/* qvl run's one answer on the engine (run_answer.h): the prompt's ids and pictures as one job,
+ * its progress drawn from the engine's observer, the answer streamed as qvl chat streams it. */
+#define _POSIX_C_SOURCE 200809L
 #include "run_answer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- pictures ------------------------------------------------------------------------------ */
+#include "engine_answer.h"
+#include "qvl/file_write.h"
+#include "qvl/sha256.h"
+#include "run_interrupt.h"
+#include "run_sampling.h"
 
-/* dst gets src appended: the merger rows after dst's, and each deepstack set after dst's rows
- * of the same set (the layout of qvl_image_features: sets are consecutive blocks). src is
- * consumed (moved or freed) either way. */
-static qvl_status append_features(qvl_image_features *dst, qvl_image_features *src,
-                                  qvl_error *err) {
-    if (dst->n_tokens == 0) {
-        qvl_image_features_free(dst);
-        *dst = *src;
-        memset(src, 0, sizeof *src);
-        return QVL_OK;
+/* ---- progress (called on the engine thread; run_progress locks) ----------------------------- */
+
+/* done/total counts vision tokens, so a large picture weighs what it costs */
+static void on_encode(void *arg, size_t index, size_t count, int64_t tokens, bool is_video,
+                      double seconds) {
+    run_session *s = arg;
+    if (seconds < 0) {
+        run_progress_begin(s->progress, "vision %lld/%lld tokens: encoding %s %zu/%zu (%lld tokens)",
+                           (long long)s->vision_done, (long long)s->vision_total,
+                           is_video ? "video" : "image", index + 1, count, (long long)tokens);
+        return;
     }
-    if (src->hidden != dst->hidden || src->n_deepstack != dst->n_deepstack) {
-        qvl_image_features_free(src);
-        return qvl_fail(err, QVL_E_SHAPE, "vision encoder: feature shapes differ between pictures");
-    }
-    const int64_t n = dst->n_tokens + src->n_tokens, h = dst->hidden;
-    float *e = malloc((size_t)(n * h) * sizeof *e);
-    float *d = dst->n_deepstack ? malloc((size_t)(dst->n_deepstack * n * h) * sizeof *d) : NULL;
-    if (!e || (dst->n_deepstack && !d)) {
-        free(e);
-        free(d);
-        qvl_image_features_free(src);
-        return qvl_fail(err, QVL_E_NOMEM, "out of memory for the image features");
-    }
-    memcpy(e, dst->embeds, (size_t)(dst->n_tokens * h) * sizeof *e);
-    memcpy(e + dst->n_tokens * h, src->embeds, (size_t)(src->n_tokens * h) * sizeof *e);
-    for (int32_t k = 0; k < dst->n_deepstack; k++) {
-        memcpy(d + k * n * h, dst->deepstack + k * dst->n_tokens * h,
-               (size_t)(dst->n_tokens * h) * sizeof *d);
-        memcpy(d + k * n * h + dst->n_tokens * h, src->deepstack + k * src->n_tokens * h,
-               (size_t)(src->n_tokens * h) * sizeof *d);
-    }
-    free(dst->embeds);
-    free(dst->deepstack);
-    dst->embeds = e;
-    dst->deepstack = d;
-    dst->n_tokens = n;
-    dst->seconds += src->seconds;
-    qvl_image_features_free(src);
-    return QVL_OK;
+    if (index < s->timings.n_images) s->timings.image_seconds[index] += seconds;
+    s->vision_seconds += seconds;
+    s->vision_done += tokens;
+    if (index + 1 == count)
+        run_progress_update(s->progress, "vision %lld/%lld tokens", (long long)s->vision_done,
+                            (long long)s->vision_total);
+    run_progress_end(s->progress);
 }
 
-qvl_status run_encode_images(qvl_model *m, run_images *im, run_progress *p, run_timings *t,
-                             qvl_error *err) {
+/* The label says what is done and what the step running now adds: a prompt of one batch is
+ * one step, and nothing is done before it ends. The line stays until the first token. */
+static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next) {
+    run_session *s = arg;
+    if (done == 0)
+        run_progress_begin(s->progress, "prefill 0/%lld tokens, %lld in this step",
+                           (long long)total, (long long)next);
+    else if (next > 0)
+        run_progress_update(s->progress, "prefill %lld/%lld tokens, %lld in this step",
+                            (long long)done, (long long)total, (long long)next);
+    else
+        run_progress_update(s->progress, "prefill %lld/%lld tokens", (long long)done,
+                            (long long)total);
+}
+
+void run_answer_observer(run_session *s, qvl_engine_observer *o) {
+    o->arg = s;
+    o->encode = on_encode;
+    o->prefill_step = on_prefill_step;
+}
+
+/* ---- the request ----------------------------------------------------------------------------- */
+
+/* im's items as the engine takes them: each its own copy of its pixel rows (the engine frees
+ * them once encoded), named by their digest. */
+static qvl_status make_pictures(const run_images *im, qvl_engine_request *r, qvl_error *err) {
+    if (im->n == 0) return QVL_OK;
+    if (!(r->pictures = calloc(im->n, sizeof *r->pictures)))
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     const qvl_preprocess_config *pc = &im->pc;
     const int64_t width = 3 * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
-    int64_t row = 0, done = 0, total = 0;
-    qvl_image_features_free(&im->feats);
-    memset(&im->feats, 0, sizeof im->feats);
-    for (size_t i = 0; i < im->n; i++) total += im->tokens[i];
-    /* done/total counts vision tokens, so a large picture weighs what it costs */
+    int64_t row = 0;
     for (size_t i = 0; i < im->n; i++) {
-        run_progress_begin(p, "vision %lld/%lld tokens: encoding %s %zu/%zu (%lld tokens)",
-                           (long long)done, (long long)total, im->is_video[i] ? "video" : "image",
-                           i + 1, im->n, (long long)im->tokens[i]);
-        qvl_image_features one = {0};
-        double t0 = run_now_seconds();
-        qvl_status st = qvl_model_encode_images(m, im->pixels + row * width, 1, &im->grids[i],
-                                                &one, err);
-        if (st != QVL_OK) qvl_image_features_free(&one);
-        if (st == QVL_OK) {
-            t->image_seconds[i] += run_now_seconds() - t0;
-            st = append_features(&im->feats, &one, err);
-        }
-        done += im->tokens[i];
-        if (st == QVL_OK && i + 1 == im->n)
-            run_progress_update(p, "vision %lld/%lld tokens", (long long)done, (long long)total);
-        run_progress_end(p);
-        if (st != QVL_OK) return qvl_error_prefix(err, "%s", im->paths[i]);
-        row += qvl_image_grid_patches(&im->grids[i]);
+        qvl_picture *p = &r->pictures[r->n_pictures++];
+        p->grid_t = im->grids[i].t;
+        p->grid_h = im->grids[i].h;
+        p->grid_w = im->grids[i].w;
+        p->n_rows = qvl_image_grid_patches(&im->grids[i]);
+        p->n_tokens = im->tokens[i];
+        p->is_video = im->is_video[i];
+        const size_t bytes = (size_t)(p->n_rows * width) * sizeof *p->pixels;
+        if (!(p->pixels = malloc(bytes))) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        memcpy(p->pixels, im->pixels + row * width, bytes);
+        qvl_sha256_ctx h;
+        qvl_sha256_init(&h);
+        qvl_sha256_update(&h, &im->grids[i], sizeof im->grids[i]);
+        qvl_sha256_update(&h, p->pixels, bytes);
+        qvl_sha256_final(&h, p->digest);
+        row += p->n_rows;
     }
     return QVL_OK;
 }
 
-/* ---- batched prefill ----------------------------------------------------------------------- */
-
-typedef struct first_token_hook {
-    void (*inner)(int32_t id, void *user);
-    bool (*cancel)(void *user);
-    void *user;
-    run_progress *p;
-    run_timings *t;
-    int64_t n_prompt;
-    bool seen;
-} first_token_hook;
-
-static void on_first_token(int32_t id, void *user) {
-    first_token_hook *h = user;
-    if (!h->seen) {
-        h->seen = true;
-        run_progress_update(h->p, "prefill %lld/%lld tokens", (long long)h->n_prompt,
-                            (long long)h->n_prompt);
-        run_progress_end(h->p);
-        if (h->t->first_token_at == 0) h->t->first_token_at = run_now_seconds();
-    }
-    if (h->inner) h->inner(id, h->user);
-}
-
-static bool hook_cancel(void *user) {
-    const first_token_hook *h = user;
-    return h->cancel && h->cancel(h->user);
-}
-
-qvl_status run_generate(qvl_model *m, const run_prompt *pr, const qvl_generation *g,
-                        run_progress *p, run_timings *t, qvl_generation_result *r,
-                        qvl_error *err) {
-    const run_images *im = pr->images && pr->images->n > 0 ? pr->images : NULL;
-    const int64_t n = pr->n, vocab = qvl_model_config(m)->text.vocab_size;
-    const int32_t pad = im ? im->pad_id : -1, vpad = im && im->n_videos ? im->video_pad_id : -1;
-    int32_t *pos = NULL, *pos_part = NULL;
-    float *scratch = NULL;
+static qvl_status make_request(run_session *s, const int32_t *ids, int64_t n,
+                               qvl_engine_request **out, qvl_error *err) {
+    const run_args *a = s->a;
+    qvl_engine_request *r = calloc(1, sizeof *r);
+    if (!r) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     qvl_status st = QVL_OK;
-    memset(r, 0, sizeof *r);
-    if (im) { /* 3-D positions: images change them (qvl_model_positions) */
-        pos = malloc((size_t)n * 3 * sizeof *pos);
-        pos_part = malloc((size_t)n * 3 * sizeof *pos_part);
-        if (!pos || !pos_part) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-        if (st == QVL_OK)
-            st = qvl_model_positions_media(m, pr->ids, n, im->grids, im->is_video, im->n, pos, err);
+    if (!(r->prompt_ids = malloc((size_t)(n + 1) * sizeof *ids)))
+        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK) {
+        memcpy(r->prompt_ids, ids, (size_t)n * sizeof *ids);
+        r->n_prompt_ids = (size_t)n;
+        st = make_pictures(s->im, r, err);
     }
-    /* The last batch (1..batch tokens) goes to qvl_generate, which samples after it. */
-    const int64_t head = ((n - 1) / pr->batch) * pr->batch;
-    if (st == QVL_OK && head > 0 && !pr->prompt_logits) {
-        scratch = malloc((size_t)vocab * sizeof *scratch);
-        if (!scratch) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st == QVL_OK && s->grammar && !(r->grammar = strdup(s->grammar)))
+        st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    if (st != QVL_OK) {
+        qvl_engine_request_free(r);
+        return st;
     }
-    double t0 = run_now_seconds();
-    int64_t k0 = 0; /* image rows the earlier batches took */
-    /* The label says what is done and what the step running now adds: a prompt of one batch
-     * is one step, and nothing is done before it ends. */
-    if (st == QVL_OK)
-        run_progress_begin(p, "prefill 0/%lld tokens, %lld in this step", (long long)n,
-                           (long long)(head > 0 ? pr->batch : n));
-    bool cancelled = false; /* between batches: the cache then holds whole batches only */
-    for (int64_t c0 = 0; st == QVL_OK && c0 < head; c0 += pr->batch) {
-        if (g->cancel && g->cancel(g->user)) {
-            cancelled = true;
-            break;
-        }
-        const int64_t len = pr->batch;
-        int64_t cnt = 0;
-        for (int64_t i = 0; im && i < len; i++)
-            cnt += pr->ids[c0 + i] == pad || (vpad >= 0 && pr->ids[c0 + i] == vpad);
-        qvl_image_features part = {0};
-        if (im) {
-            st = qvl_image_features_slice(&im->feats, k0, cnt, &part, err);
-            qvl_positions_slice(pos, n, c0, len, pos_part);
-        }
-        float *out = pr->prompt_logits ? pr->prompt_logits + c0 * vocab : scratch;
-        if (st == QVL_OK)
-            st = qvl_model_eval_images(m, pr->ids + c0, len, im ? pos_part : NULL,
-                                       im ? &part : NULL, pr->prompt_logits != NULL, out, err);
-        free(part.deepstack);
-        if (st == QVL_OK) st = qvl_sampler_accept_prompt(g->sampler, pr->ids + c0, (size_t)len, err);
-        k0 += cnt;
-        const int64_t next = c0 + len < head ? pr->batch : n - head;
-        run_progress_update(p, "prefill %lld/%lld tokens, %lld in this step", (long long)(c0 + len),
-                            (long long)n, (long long)next);
-    }
-    double head_seconds = run_now_seconds() - t0;
-    qvl_image_features rest = {0};
-    if (st == QVL_OK && cancelled) r->stop = QVL_STOP_CANCELLED;
-    if (st == QVL_OK && !cancelled && im) {
-        st = qvl_image_features_slice(&im->feats, k0, im->feats.n_tokens - k0, &rest, err);
-        qvl_positions_slice(pos, n, head, n - head, pos_part);
-    }
-    if (st == QVL_OK && !cancelled) {
-        qvl_generation last = *g;
-        last.prompt_logits = pr->prompt_logits ? pr->prompt_logits + head * vocab : NULL;
-        last.prompt_pos = im ? pos_part : NULL;
-        last.images = im ? &rest : NULL;
-        /* The progress line stays until the first token (the last batch is prefilled in
-         * there), then goes before the answer is printed. */
-        first_token_hook hook = {.inner = g->on_token, .cancel = g->cancel, .user = g->user,
-                                 .p = p, .t = t, .n_prompt = n};
-        last.on_token = on_first_token;
-        last.cancel = hook_cancel;
-        last.user = &hook;
-        st = qvl_generate(m, pr->ids + head, n - head, &last, r, err);
-    }
-    run_progress_end(p);
-    free(rest.deepstack);
-    r->prefill_seconds += head_seconds;
-    t->prefill_tokens += n;
-    t->prefill_seconds += r->prefill_seconds;
-    t->decode_tokens += r->n_generated;
-    t->decode_seconds += r->decode_seconds;
-    free(scratch);
-    free(pos_part);
-    free(pos);
-    return st;
+    r->max_tokens = a->n_predict;
+    r->sampling = *qvl_engine_sampling_defaults(s->engine);
+    run_sampling_apply(a, s->seen, &r->sampling);
+    r->frequency_penalty = r->sampling.frequency_penalty; /* the engine's field for it */
+    r->sampling.seed = s->seed;
+    r->ignore_eos = a->ignore_eos;
+    r->prompt_logits = a->dump_logits != NULL;
+    *out = r;
+    return QVL_OK;
 }
 
-void run_output_token(run_output *o, int32_t id) {
-    if (o->n_ids == o->cap_ids) {
-        size_t cap = o->cap_ids ? 2 * o->cap_ids : 64;
-        int32_t *grown = realloc(o->ids, cap * sizeof *grown);
-        if (!grown) {
-            o->oom = true;
-            return;
+/* ---- the answer ------------------------------------------------------------------------------ */
+
+/* Through qvl_new_file like every file qvl writes: a FIFO or device is written as it is, a
+ * regular file replaced whole (qvl/file_write.h). */
+static qvl_status write_logits(const char *path, const float *logits, size_t count,
+                               qvl_error *err) {
+    qvl_new_file f;
+    qvl_status s = qvl_new_file_open(path, &f, err);
+    if (s != QVL_OK) return s;
+    /* x86/ARM hosts: little-endian */
+    if ((s = qvl_new_file_write(&f, logits, count * sizeof *logits, err)) == QVL_OK)
+        return qvl_new_file_commit(&f, err);
+    qvl_new_file_abandon(&f);
+    return s;
+}
+
+static bool cancel_asked(void) {
+    return run_interrupted(NULL);
+}
+
+qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, qvl_error *err) {
+    const run_args *a = s->a;
+    for (size_t i = 0; i < s->im->n; i++) s->vision_total += s->im->tokens[i];
+    qvl_engine_request *r = NULL;
+    qvl_job *j = NULL;
+    qvl_status st = make_request(s, ids, n, &r, err);
+    if (st == QVL_OK) st = qvl_engine_prepare(s->engine, r, &j, err);
+    if (st != QVL_OK) return st;
+    const engine_stream how = {.print_text = !a->print_ids, .progress = s->progress,
+                               .timings = &s->timings, .interrupted = cancel_asked};
+    st = engine_answer_stream(s->engine, j, &how, err);
+    /* the job counts the vision encoder as prefill; the summary has a line of its own for it */
+    s->timings.prefill_seconds -= s->vision_seconds;
+    if (st == QVL_OK && j->prompt_logits && j->started)
+        st = write_logits(a->dump_logits, j->prompt_logits,
+                          (size_t)n * (size_t)j->logits_width, err);
+    const int64_t ctx = qvl_engine_ctx(s->engine);
+    /* the last token came from a full cache (the engine stops there, as at max_tokens) */
+    const bool full = j->finish == QVL_FINISH_LENGTH && n + j->completion_tokens - 1 >= ctx;
+    if (st == QVL_OK) {
+        if (!a->print_ids) fputc('\n', stdout); /* after a Ctrl-C too: the answer's end */
+        if (a->print_ids) {
+            for (int64_t i = 0; i < j->completion_tokens; i++)
+                printf(i ? " %d" : "%d", j->tokens[i]);
+            printf("\n");
         }
-        o->ids = grown;
-        o->cap_ids = cap;
+        fflush(stdout);
+        s->interrupted = j->finish == QVL_FINISH_CANCELLED;
     }
-    o->ids[o->n_ids++] = id;
-    if (o->print_text && o->tok && !qvl_tokenizer_is_special(o->tok, id)) {
-        const char *bytes;
-        size_t len;
-        if (qvl_tokenizer_token_to_piece(o->tok, id, &bytes, &len, NULL) == QVL_OK)
-            qvl_text_stream_feed(&o->stream, bytes, len);
+    qvl_job_release(j);
+    if (st != QVL_OK) return st;
+    if (full && a->until_context) {
+        if (!a->quiet)
+            fprintf(stderr, "qvl: the answer ended where the context of %lld tokens is full\n",
+                    (long long)ctx);
+        return QVL_OK;
     }
+    if (full)
+        return qvl_fail(err, QVL_E_LIMIT, "the context of %lld tokens is full (raise --ctx)",
+                        (long long)ctx);
+    return QVL_OK;
 }

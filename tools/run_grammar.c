@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "qvl/file.h"
+#include "qvl/grammar.h"
 
 int run_grammar_check_usage(const char *prog, const run_args *a) {
     int n = (a->json ? 1 : 0) + (a->json_schema ? 1 : 0) + (a->grammar ? 1 : 0);
@@ -17,8 +18,8 @@ int run_grammar_check_usage(const char *prog, const run_args *a) {
     return 0;
 }
 
-/* The flags' grammar as GBNF text (NULL: no flag), compiled into *g when g is not NULL. */
-static qvl_status load_text(const run_args *a, char **gbnf, qvl_grammar **g, qvl_error *err) {
+/* The flags' grammar as GBNF text (NULL: no flag), checked by compiling it once. */
+qvl_status run_grammar_text(const run_args *a, char **gbnf, qvl_error *err) {
     *gbnf = NULL;
     const char *path = a->json_schema ? a->json_schema : a->grammar;
     if (!a->json && !path) return QVL_OK;
@@ -41,8 +42,7 @@ static qvl_status load_text(const run_args *a, char **gbnf, qvl_grammar **g, qvl
     }
     qvl_grammar *parsed = NULL;
     if (st == QVL_OK) st = qvl_grammar_parse(text, len, &parsed, err);
-    if (st == QVL_OK && g) *g = parsed;
-    else qvl_grammar_free(parsed);
+    qvl_grammar_free(parsed);
     if (st != QVL_OK) {
         free(text);
         if (path && err->msg[0] && strncmp(err->msg, path, strlen(path)) != 0)
@@ -51,37 +51,4 @@ static qvl_status load_text(const run_args *a, char **gbnf, qvl_grammar **g, qvl
     }
     *gbnf = text;
     return QVL_OK;
-}
-
-qvl_status run_grammar_text(const run_args *a, char **gbnf, qvl_error *err) {
-    return load_text(a, gbnf, NULL, err);
-}
-
-qvl_status run_grammar_load(const run_args *a, run_grammar *rg, qvl_error *err) {
-    memset(rg, 0, sizeof *rg);
-    char *gbnf = NULL;
-    qvl_status st = load_text(a, &gbnf, &rg->grammar, err);
-    free(gbnf);
-    return st;
-}
-
-qvl_status run_grammar_bind(run_grammar *rg, const qvl_tokenizer *tok, const qvl_gen_config *gen,
-                            int32_t n_vocab, qvl_error *err) {
-    if (!rg->grammar) return QVL_OK;
-    if (!tok)
-        return qvl_fail(err, QVL_E_NOT_FOUND, "--json, --json-schema and --grammar need the "
-                        "model's tokenizer.json");
-    qvl_status st = qvl_grammar_vocab_from_tokenizer(tok, &rg->vocab, err);
-    if (st == QVL_OK)
-        st = qvl_grammar_sampler_create(rg->grammar, rg->vocab, gen->eos_token_ids,
-                                        (size_t)(gen->n_eos > 0 ? gen->n_eos : 0), n_vocab,
-                                        &rg->sampler, err);
-    return st;
-}
-
-void run_grammar_free(run_grammar *rg) {
-    qvl_grammar_sampler_free(rg->sampler);
-    qvl_grammar_vocab_free(rg->vocab);
-    qvl_grammar_free(rg->grammar);
-    memset(rg, 0, sizeof *rg);
 }

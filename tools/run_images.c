@@ -29,7 +29,6 @@ void run_images_free(run_images *im) {
     for (size_t i = 0; im->videos && i < im->n; i++) run_video_free(&im->videos[i]);
     free(im->videos);
     free(im->is_video);
-    qvl_image_features_free(&im->feats);
     memset(im, 0, sizeof *im);
 }
 

@@ -37,7 +37,6 @@ typedef struct run_images {
     qvl_preprocess_config pc;
     qvl_video_config vc;     /* video_preprocessor_config.json and the --video-* flags */
     run_video_bounds vb;
-    qvl_image_features feats;
     bool quiet;              /* no per-picture line on stderr */
 } run_images;
 

@@ -1,5 +1,5 @@
-/* The sampling flags of qvl run and qvl chat laid over generation_config.json's settings, in
- * one place for both (qvl run samples with the model directly, qvl chat through the engine). */
+/* The sampling flags of qvl run and qvl chat laid over generation_config.json's settings (the
+ * engine's defaults), in one place for both. */
 #ifndef QVL_TOOLS_RUN_SAMPLING_H
 #define QVL_TOOLS_RUN_SAMPLING_H
 

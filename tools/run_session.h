@@ -1,49 +1,38 @@
-/* What qvl run needs once the command line is parsed: the settings, the loaded pieces, and one
- * answer from prompt ids to streamed text (qvl chat runs on the engine: chat_session.h). */
+/* What qvl run needs once the command line is parsed: the settings, the engine with one slot
+ * (as qvl chat: chat_session.h), and one answer from prompt ids to streamed text. */
 #ifndef QVL_TOOLS_RUN_SESSION_H
 #define QVL_TOOLS_RUN_SESSION_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chat_session.h"
 #include "qvl/chat.h"
-#include "qvl/gen_config.h"
-#include "qvl/grammar_sampler.h"
-#include "qvl/qwen3vl_model.h"
-#include "qvl/sampling.h"
-#include "qvl/text_stream.h"
+#include "qvl/engine.h"
 #include "qvl/tokenizer.h"
 #include "run_args.h"
 #include "run_images.h"
 #include "run_progress.h"
 
-/* What the generation callback needs. */
-typedef struct run_output {
-    const qvl_tokenizer *tok;
-    bool print_text;
-    qvl_text_stream stream;
-    int32_t *ids;
-    size_t n_ids, cap_ids;
-    bool oom;
-} run_output;
-
 typedef struct run_session {
     const run_args *a;
-    qvl_model *m;
-    qvl_sampler *sampler;
-    qvl_grammar_sampler *grammar; /* --json / --json-schema / --grammar, else NULL */
-    const qvl_gen_config *gen;
-    qvl_tokenizer *tok;
-    run_output out;
+    const chat_flags *seen;  /* which sampling flags were given */
+    backend_args be;         /* -t etc. laid over plugins.yaml (outlives the engine) */
+    qvl_engine *engine;      /* one slot (engine_answer.h) */
+    char *grammar;           /* --json / --json-schema / --grammar as GBNF, else NULL */
+    uint64_t seed;
+    const run_images *im;    /* the prompt's pictures and videos (the progress names them) */
+    int64_t vision_done, vision_total; /* vision tokens encoded / to encode */
+    double vision_seconds;   /* the encoder's time, which the job counts as prefill */
     run_progress *progress;
     run_timings timings;
     bool interrupted; /* the answer ended at a Ctrl-C (run_interrupt.h) */
 } run_session;
 
-/* One generation: prompt ids in (with im's pictures when im is not NULL), answer streamed out.
- * A full context is QVL_E_LIMIT naming --ctx. */
-qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, bool feed_last,
-                      const run_images *im, qvl_error *err);
+/* One answer on the engine: prompt ids in (holding im's pads when im has items), answer
+ * streamed out (text, or ids with --print-ids), --dump-logits written. A full context is
+ * QVL_E_LIMIT naming --ctx (with -n -1 a note on stderr). */
+qvl_status run_answer(run_session *s, const int32_t *ids, int64_t n, qvl_error *err);
 
 /* The user's message: the pictures at "<image>" markers in the text when it has any (as many
  * markers as pictures), else all pictures first and then the text. */

@@ -148,6 +148,7 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
 static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_error *err) {
     const qvl_engine_options *c = &e->opts;
     qvl_status st = qvl_model_files_tokenizer(files, &e->tok, err);
+    if (st == QVL_E_NOT_FOUND && c->tokenizer_optional) st = QVL_OK; /* e->tok stays NULL */
     if (st != QVL_OK) return st;
     st = qvl_model_files_gen_config(files, &e->gen, err);
     if (st == QVL_E_NOT_FOUND) {
@@ -163,27 +164,33 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
                             .backend_options = c->backend_options, .gpu_layers = c->gpu_layers,
                             .cpu_backend_name = c->cpu_backend,
                             .vision_backend_name = c->vision_backend, .mmproj = c->mmproj,
+                            .image_max_tokens = c->image_max_tokens,
+                            .on_convert = c->on_convert, .convert_user = c->convert_user,
+                            .batch = c->prefill_chunk,
                             /* the model's own sequence and one per slot: batched steps over
-                             * the slots then run one attention node per layer */
-                            .kv_slots = c->slots + 1};
+                             * the slots then run one attention node per layer; one slot
+                             * takes the model's own (qvl run and chat: one cache, as the
+                             * model alone would hold) */
+                            .kv_slots = c->slots == 1 ? 1 : c->slots + 1};
     st = qvl_model_open(c->model, &mo, &e->model, err);
     if (st != QVL_OK) return st;
     for (int i = 0; i < c->slots; i++) {
-        st = engine_slot_open(&e->slots[i], i, e->model, err);
+        st = engine_slot_open(&e->slots[i], i, e->model, c->slots == 1, err);
         e->n_slots = i + 1;
         if (st != QVL_OK) return st;
-        QVL_LOG_I("slot %d of %d ready", i + 1, c->slots);
+        /* one slot is the model alone (qvl run, qvl chat): nothing to tell */
+        if (c->slots > 1) QVL_LOG_I("slot %d of %d ready", i + 1, c->slots);
     }
     const qvl_qwen3vl_config *cfg = qvl_model_config(e->model);
     const int32_t vocab = (int32_t)cfg->text.vocab_size;
     qvl_sampling_params_default(&e->defaults);
     qvl_gen_config_sampling_params(&e->gen, &e->defaults);
     /* Rows past the tokenizer's last id are untrained padding: never sampled (as qvl run). */
-    e->defaults.n_valid = qvl_tokenizer_vocab_size(e->tok);
+    e->defaults.n_valid = e->tok ? qvl_tokenizer_vocab_size(e->tok) : vocab;
     if (e->defaults.n_valid > vocab) e->defaults.n_valid = vocab;
     /* Built once at load (a walk of the vocabulary), not per request. With the plain added
      * tokens: a tool call's grammar spells "<tool_call>", which the model writes as one. */
-    st = qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err);
+    st = e->tok ? qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err) : QVL_OK;
     if (st != QVL_OK) return st;
     e->env = (engine_slot_env){.tok = e->tok, .gen = &e->gen, .observer = &e->opts.observer,
                               .vocab = vocab, .trie = e->trie};
@@ -517,6 +524,7 @@ static qvl_status expand(int32_t **ids, int64_t *n, int32_t pad, const int64_t *
 
 qvl_status qvl_engine_tokenize(qvl_engine *e, const char *text, size_t len, int32_t **ids,
                                size_t *n, qvl_error *err) {
+    if (!e->tok) return qvl_fail(err, QVL_E_INVALID, "the model has no tokenizer.json: give the prompt as token ids");
     pthread_mutex_lock(&e->tok_mu); /* encode keeps scratch state in the tokenizer */
     qvl_status st = qvl_tokenizer_encode(e->tok, text, len, ids, n, err);
     pthread_mutex_unlock(&e->tok_mu);
@@ -525,6 +533,7 @@ qvl_status qvl_engine_tokenize(qvl_engine *e, const char *text, size_t len, int3
 
 qvl_status qvl_engine_detokenize(qvl_engine *e, const int32_t *ids, size_t n, char **text,
                                  size_t *len, qvl_error *err) {
+    if (!e->tok) return qvl_fail(err, QVL_E_INVALID, "the model has no tokenizer.json");
     const int32_t vocab = qvl_tokenizer_vocab_size(e->tok);
     for (size_t i = 0; i < n; i++) {
         const char *bytes;
@@ -547,12 +556,30 @@ static qvl_status copy_ids(const qvl_engine *e, const qvl_engine_request *req, i
         if (id < 0 || id >= e->defaults.n_valid) {
             free(*out);
             *out = NULL;
-            return qvl_fail(err, QVL_E_INVALID, "prompt token %zu: %lld is not a token id of "
-                            "this model (0..%d)", i, (long long)id, (int)e->defaults.n_valid - 1);
+            return qvl_fail(err, QVL_E_INVALID, "prompt token %zu: %lld is outside the model's "
+                            "vocabulary (0..%d)", i, (long long)id, (int)e->defaults.n_valid - 1);
         }
         (*out)[i] = id;
     }
     *n = req->n_prompt_ids;
+    return QVL_OK;
+}
+
+/* Ids given as the prompt hold every pad of their pictures and videos already: as many as
+ * the items take, of each kind. */
+static qvl_status check_pads(const qvl_engine *e, const qvl_engine_request *req,
+                             const int32_t *ids, size_t n, qvl_error *err) {
+    int64_t want[2] = {0, 0}, have[2] = {0, 0};
+    for (size_t i = 0; i < req->n_pictures; i++) want[req->pictures[i].is_video] += req->pictures[i].n_tokens;
+    for (size_t i = 0; i < n; i++) {
+        have[0] += ids[i] == e->pad_id;
+        have[1] += e->has_video && ids[i] == e->video_pad_id;
+    }
+    for (int k = 0; k < 2; k++)
+        if (have[k] != want[k])
+            return qvl_fail(err, QVL_E_INVALID, "the prompt ids hold %lld %s pad tokens but its "
+                            "%s take %lld", (long long)have[k], k ? "video" : "image",
+                            k ? "videos" : "pictures", (long long)want[k]);
     return QVL_OK;
 }
 
@@ -562,16 +589,23 @@ static qvl_status tokenize(qvl_engine *e, const qvl_engine_request *req, int32_t
                            int64_t *n_out, qvl_error *err) {
     int32_t *ids = NULL;
     size_t count = 0;
+    if (req->prompt_ids) { /* the pads are there already */
+        qvl_status st = copy_ids(e, req, &ids, &count, err);
+        if (st == QVL_OK) st = check_pads(e, req, ids, count, err);
+        if (st != QVL_OK) {
+            free(ids);
+            return st == QVL_E_NOMEM ? st : QVL_E_INVALID;
+        }
+        *out = ids;
+        *n_out = (int64_t)count;
+        return QVL_OK;
+    }
     char *with_videos = NULL;
     qvl_status st = video_text(req, &with_videos, err);
     if (st == QVL_E_NOMEM) return st;
     if (st != QVL_OK) return QVL_E_INVALID;
-    if (req->prompt_ids) {
-        st = copy_ids(e, req, &ids, &count, err);
-    } else {
-        const char *text = with_videos ? with_videos : req->prompt;
-        st = qvl_engine_tokenize(e, text, strlen(text), &ids, &count, err);
-    }
+    const char *text = with_videos ? with_videos : req->prompt;
+    st = qvl_engine_tokenize(e, text, strlen(text), &ids, &count, err);
     free(with_videos);
     int64_t n = (int64_t)count;
     /* Also without pictures: a pad token in the text (a front end refuses the ones it can see
@@ -658,12 +692,12 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_INVALID, "the prompt is empty: give at least one token");
     }
-    if (n >= ctx) {
+    if (n > ctx) { /* a prompt that fills the context still gets the token its logits give */
         qvl_grammar_free(grammar);
         free(ids);
         qvl_engine_request_free(req);
         return qvl_fail(err, QVL_E_LIMIT, "the prompt has %lld tokens, but a slot's context "
-                        "(--ctx) holds %lld including the answer", (long long)n, (long long)ctx);
+                        "(--ctx) holds %lld", (long long)n, (long long)ctx);
     }
     uint64_t *keys = malloc((size_t)n * sizeof *keys);
     qvl_prefix_image *images = calloc(req->n_pictures + 1, sizeof *images);
@@ -677,6 +711,12 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     }
     j->grammar = grammar;
+    j->logits_width = e->env.vocab;
+    if (req->prompt_logits &&
+        !(j->prompt_logits = malloc((size_t)n * (size_t)e->env.vocab * sizeof(float)))) {
+        qvl_job_release(j);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory for the prompt's logits");
+    }
     st = make_keys(ids, n, e->pad_id, e->has_video ? e->video_pad_id : -1, req, keys, images, err);
     if (st != QVL_OK) {
         qvl_job_release(j);
@@ -689,8 +729,10 @@ qvl_status qvl_engine_prepare(qvl_engine *e, qvl_engine_request *req, qvl_job **
 
 int32_t qvl_engine_vocab(qvl_engine *e) { return e->defaults.n_valid; }
 
+const qvl_model *qvl_engine_model(qvl_engine *e) { return e->model; }
+
 bool qvl_engine_token_bytes(qvl_engine *e, int32_t id, const char **bytes, size_t *len) {
-    if (id < 0 || id >= qvl_tokenizer_vocab_size(e->tok)) return false;
+    if (!e->tok || id < 0 || id >= qvl_tokenizer_vocab_size(e->tok)) return false;
     return qvl_tokenizer_token_to_piece(e->tok, id, bytes, len, NULL) == QVL_OK;
 }
 

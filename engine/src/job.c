@@ -67,6 +67,7 @@ void qvl_job_release(qvl_job *j) {
     free(j->images);
     free(j->text);
     free(j->tokens);
+    free(j->prompt_logits);
     free(j->logprobs);
     qvl_grammar_free(j->grammar);
     pthread_cond_destroy(&j->cv);

@@ -17,11 +17,13 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *err) {
+qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, bool own, qvl_error *err) {
     memset(s, 0, sizeof *s);
     s->index = index;
     s->m = m;
-    qvl_status st = qvl_seq_create(m, &s->seq, err);
+    s->own_seq = own;
+    if (own) s->seq = qvl_model_own_seq(m);
+    qvl_status st = own ? QVL_OK : qvl_seq_create(m, &s->seq, err);
     if (st != QVL_OK) return qvl_error_prefix(err, "slot %d", index);
     const size_t ctx = (size_t)qvl_model_ctx(s->m);
     const size_t vocab = (size_t)qvl_model_config(s->m)->text.vocab_size;
@@ -36,7 +38,7 @@ qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *
 }
 
 void engine_slot_close(engine_slot *s) {
-    qvl_seq_free(s->seq);
+    if (!s->own_seq) qvl_seq_free(s->seq);
     qvl_sampler_free(s->sampler);
     free(s->keys);
     free(s->images);
@@ -128,6 +130,11 @@ static bool check_stops(engine_slot *s) {
     return false;
 }
 
+/* A stop token of the model's ends the answer unless the request ignores them. */
+static bool ends(const engine_slot_env *env, const qvl_job *j, int32_t id) {
+    return !j->req->ignore_eos && qvl_gen_config_is_eos(env->gen, id);
+}
+
 bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next) {
     qvl_job *j = s->job;
     if (!j) return false;
@@ -149,17 +156,16 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
     if (engine_slot_process(s, env, &row, &err) != QVL_OK ||
         qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK ||
         engine_slot_chosen(s, env, row, id, &done, &lp, &err) != QVL_OK ||
-        (!qvl_gen_config_is_eos(env->gen, id) &&
-         qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
+        (!ends(env, j, id) && qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
         return false;
     }
-    if (qvl_gen_config_is_eos(env->gen, id)) {
+    if (ends(env, j, id)) {
         engine_slot_end(s, env, QVL_FINISH_STOP, NULL);
         return false;
     }
     s->generated[s->n_generated++] = id;
-    if (!qvl_tokenizer_is_special(env->tok, id)) {
+    if (env->tok && !qvl_tokenizer_is_special(env->tok, id)) { /* no tokenizer: ids only */
         const char *bytes;
         size_t len;
         if (qvl_tokenizer_token_to_piece(env->tok, id, &bytes, &len, NULL) == QVL_OK)

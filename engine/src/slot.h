@@ -35,6 +35,7 @@ typedef struct engine_slot {
     int index;
     qvl_model *m;         /* shared by every slot */
     qvl_seq *seq;         /* this slot's KV cache and position */
+    bool own_seq;         /* seq is the model's own (freed with the model) */
     uint64_t *keys;       /* [ctx]: keys of the tokens in the KV cache */
     int64_t n_keys;
     qvl_partition partition;  /* whose prompt the cache holds (valid while n_keys > 0) */
@@ -94,6 +95,16 @@ static inline void observe_timeout(const engine_slot_env *env) {
 static inline void observe_prefill(const engine_slot_env *env, int64_t n, double seconds) {
     if (env->observer->prefill) env->observer->prefill(env->observer->arg, n, seconds);
 }
+static inline void observe_encode(const engine_slot_env *env, size_t index, size_t count,
+                                  int64_t tokens, bool is_video, double seconds) {
+    if (env->observer->encode)
+        env->observer->encode(env->observer->arg, index, count, tokens, is_video, seconds);
+}
+static inline void observe_prefill_step(const engine_slot_env *env, int64_t done, int64_t total,
+                                        int64_t next) {
+    if (env->observer->prefill_step)
+        env->observer->prefill_step(env->observer->arg, done, total, next);
+}
 static inline void observe_decode(const engine_slot_env *env, int64_t n, double seconds) {
     if (env->observer->decode) env->observer->decode(env->observer->arg, n, seconds);
 }
@@ -101,7 +112,8 @@ static inline void observe_queue(const engine_slot_env *env, int64_t waiting, in
     if (env->observer->queue) env->observer->queue(env->observer->arg, waiting, busy);
 }
 
-qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, qvl_error *err);
+/* own: the slot takes the model's own sequence (an engine of one slot needs no other). */
+qvl_status engine_slot_open(engine_slot *s, int index, qvl_model *m, bool own, qvl_error *err);
 void engine_slot_close(engine_slot *s);
 
 /* Prompt tokens of j this slot's cache already holds (what engine_slot_start would reuse). */

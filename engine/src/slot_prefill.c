@@ -53,7 +53,11 @@ static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t
         grids[i] = qvl_picture_grid(&r->pictures[i]);
         is_video[i] = r->pictures[i].is_video;
     }
-    if (st == QVL_OK)
+    /* Text alone: every row is the token's index (a text-only model has no vision settings
+     * for the general rule to read). */
+    for (int64_t t = 0; st == QVL_OK && r->n_pictures == 0 && t < n; t++)
+        all[t] = all[n + t] = all[2 * n + t] = (int32_t)t;
+    if (st == QVL_OK && r->n_pictures > 0)
         st = qvl_mrope_positions_media(j->ids, n, (int32_t)cfg->image_token_id,
                                        (int32_t)cfg->video_token_id, grids, is_video,
                                        r->n_pictures, cfg->vision.spatial_merge_size, 0, all,
@@ -70,30 +74,30 @@ static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t
     return QVL_OK;
 }
 
-/* Run the vision encoder on the pictures from index `first` on (those not in the cache). */
-static qvl_status encode_images(qvl_model *m, const qvl_engine_request *r, size_t first,
+/* Run the vision encoder on the pictures from index `first` on (those not in the cache), one
+ * at a time: each item's time is its own (qvl run reports it per picture), and no item waits
+ * for a copy of all the pixels into one buffer. */
+static qvl_status encode_images(qvl_model *m, const engine_slot_env *env,
+                                const qvl_engine_request *r, size_t first,
                                 qvl_image_features *feats, qvl_error *err) {
     memset(feats, 0, sizeof *feats);
-    size_t count = r->n_pictures - first;
-    if (count == 0) return QVL_OK;
-    const qvl_qwen3vl_config *cfg = qvl_model_config(m);
-    const int64_t width = 3 * cfg->vision.temporal_patch_size * cfg->vision.patch_size *
-                          cfg->vision.patch_size;
-    int64_t rows = 0;
-    for (size_t i = first; i < r->n_pictures; i++) rows += r->pictures[i].n_rows;
-    float *pixels = malloc((size_t)(rows * width) * sizeof *pixels);
-    qvl_image_grid *grids = malloc(count * sizeof *grids);
-    qvl_status st = pixels && grids ? QVL_OK : qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    int64_t at = 0;
+    const size_t count = r->n_pictures - first;
+    qvl_status st = QVL_OK;
     for (size_t i = first; st == QVL_OK && i < r->n_pictures; i++) {
-        memcpy(pixels + at * width, r->pictures[i].pixels,
-               (size_t)(r->pictures[i].n_rows * width) * sizeof *pixels);
-        at += r->pictures[i].n_rows;
-        grids[i - first] = qvl_picture_grid(&r->pictures[i]);
+        const qvl_picture *p = &r->pictures[i];
+        const qvl_image_grid grid = qvl_picture_grid(p);
+        observe_encode(env, i - first, count, p->n_tokens, p->is_video, -1.0);
+        const double t0 = now_seconds();
+        qvl_image_features one = {0};
+        st = qvl_model_encode_images(m, p->pixels, 1, &grid, &one, err);
+        if (st != QVL_OK) {
+            qvl_image_features_free(&one);
+            break;
+        }
+        observe_encode(env, i - first, count, p->n_tokens, p->is_video, now_seconds() - t0);
+        st = qvl_image_features_append(feats, &one, err);
     }
-    if (st == QVL_OK) st = qvl_model_encode_images(m, pixels, count, grids, feats, err);
-    free(pixels);
-    free(grids);
+    if (st != QVL_OK) qvl_image_features_free(feats);
     return st;
 }
 
@@ -112,7 +116,8 @@ static void prefill_failed(engine_slot *s, const engine_slot_env *env, const cha
     engine_slot_end(s, env, QVL_FINISH_ERROR, msg);
 }
 
-static qvl_status begin(engine_slot *s, qvl_job *j, qvl_error *err) {
+static qvl_status begin(engine_slot *s, const engine_slot_env *env, qvl_job *j,
+                        qvl_error *err) {
     const qvl_engine_request *r = j->req;
     qvl_model_truncate(s->m, s->keep);
     s->n_keys = s->keep;
@@ -124,7 +129,7 @@ static qvl_status begin(engine_slot *s, qvl_job *j, qvl_error *err) {
     const int64_t rest = j->n_ids - s->keep;
     s->pos_part = st == QVL_OK ? malloc((size_t)rest * 3 * sizeof *s->pos_part) : NULL;
     if (st == QVL_OK && !s->pos_part) st = qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    if (st == QVL_OK) st = encode_images(s->m, r, first, &s->feats, err);
+    if (st == QVL_OK) st = encode_images(s->m, env, r, first, &s->feats, err);
     s->prefill_seconds = now_seconds() - t0;
     return st;
 }
@@ -158,7 +163,9 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env,
     s->searched = 0;
     s->oom = false;
     qvl_text_stream_init(&s->stream, engine_slot_emit_text, s);
-    const int64_t room = qvl_model_ctx(s->m) - j->n_ids;
+    /* The last token is sampled from a full cache and never fed: one more than the free
+     * positions (as qvl run always did; engine_slot_next ends at the full cache too). */
+    const int64_t room = qvl_model_ctx(s->m) - j->n_ids + 1;
     s->max_new = j->req->max_tokens > 0 && j->req->max_tokens < room ? j->req->max_tokens : room;
     if (atomic_load(&j->cancel)) {
         engine_slot_end(s, env, QVL_FINISH_CANCELLED, NULL);
@@ -169,13 +176,15 @@ void engine_slot_start(engine_slot *s, qvl_job *j, const engine_slot_env *env,
         engine_slot_end(s, env, QVL_FINISH_TIMEOUT, QVL_JOB_TIMEOUT_MESSAGE);
         return;
     }
-    s->keep = engine_slot_reusable(s, j);
-    if (donor) copy_prefix(s, j, donor);
+    /* every prompt position's logits are wanted: none may come from the cache */
+    const bool all = j->req->prompt_logits;
+    s->keep = all ? 0 : engine_slot_reusable(s, j);
+    if (donor && !all) copy_prefix(s, j, donor);
     s->prefill_at = s->keep;
     s->feat_row = 0;
     s->prefilling = true;
     qvl_error err = {0};
-    const qvl_status st = begin(s, j, &err);
+    const qvl_status st = begin(s, env, j, &err);
     /* The vision encoder has consumed the pixels (or failed): give their memory back now, not
      * when the answer is done. Only the engine thread reads them once the job is queued. */
     for (size_t i = 0; i < j->req->n_pictures; i++) qvl_picture_free(&j->req->pictures[i]);
@@ -224,6 +233,7 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
     qvl_model_set_seq(s->m, s->seq);
     const double t0 = now_seconds();
     const int64_t at = s->prefill_at, len = engine_slot_chunk_length(s, chunk);
+    observe_prefill_step(env, at, j->n_ids, len);
     const int64_t rest = j->n_ids - s->keep;
     const qvl_qwen3vl_config *cfg = qvl_model_config(s->m);
     const int32_t pad = (int32_t)cfg->image_token_id, video_pad = (int32_t)cfg->video_token_id;
@@ -236,7 +246,12 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
     qvl_positions_slice(s->pos, rest, at - s->keep, len, s->pos_part);
     if (st == QVL_OK)
         st = qvl_model_eval_images(s->m, j->ids + at, len, s->pos_part,
-                                   part.n_tokens > 0 ? &part : NULL, false, s->logits, &err);
+                                   part.n_tokens > 0 ? &part : NULL, j->prompt_logits != NULL,
+                                   j->prompt_logits ? j->prompt_logits + at * env->vocab
+                                                    : s->logits, &err);
+    if (st == QVL_OK && j->prompt_logits) /* the last row is the next token's */
+        memcpy(s->logits, j->prompt_logits + (at + len - 1) * env->vocab,
+               (size_t)env->vocab * sizeof *s->logits);
     free(part.deepstack);
     if (st != QVL_OK) {
         prefill_failed(s, env, err.msg);
@@ -247,5 +262,7 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
     s->prefill_at = at + len;
     s->feat_row += pads;
     s->prefill_seconds += now_seconds() - t0;
-    if (s->prefill_at == j->n_ids) finish_prefill(s, env);
+    if (s->prefill_at < j->n_ids) return;
+    observe_prefill_step(env, j->n_ids, j->n_ids, 0);
+    finish_prefill(s, env);
 }

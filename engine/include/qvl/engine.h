@@ -52,6 +52,16 @@ typedef struct qvl_engine_observer {
      * constrained), taking `seconds` in all, of which `waited` on the engine thread's path
      * (the rest overlapped the model's decode steps). */
     void (*mask)(void *arg, int64_t masks, double seconds, double waited);
+    /* One prompt's progress, for a front end that shows it (qvl run, one slot). The vision
+     * encoder runs the prompt's pictures and videos one at a time: item `index` of the
+     * `count` it encodes (`tokens`: the item's prompt tokens) is about to run (seconds < 0)
+     * or ran in `seconds`. */
+    void (*encode)(void *arg, size_t index, size_t count, int64_t tokens, bool is_video,
+                   double seconds);
+    /* Before each chunk of a prompt's prefill: `done` of its `total` tokens are in the cache
+     * (a reused prefix included) and the chunk adds `next`; once more with next 0 when the
+     * whole prompt is in. */
+    void (*prefill_step)(void *arg, int64_t done, int64_t total, int64_t next);
 } qvl_engine_observer;
 
 typedef struct qvl_engine_options {
@@ -70,6 +80,16 @@ typedef struct qvl_engine_options {
     const char *gpu_layers, *cpu_backend, *vision_backend;
     bool no_fuse, no_mmap;
     const qvl_options *backend_options; /* laid over plugins.yaml (-t); NULL: none */
+    /* As qvl_model_options' (qvl/qwen3vl_model.h): the largest picture a prompt will bring,
+     * for placement's count (0: the largest the context holds; negative: none will come),
+     * and the weights' conversion progress at load (NULL: none). */
+    int64_t image_max_tokens;
+    /* A model directory without tokenizer.json still loads (qvl run --ids --print-ids): its
+     * jobs take prompt ids only, their answers have ids and no text, and grammars are
+     * refused. false: a missing tokenizer fails the load. */
+    bool tokenizer_optional;
+    void (*on_convert)(size_t done, size_t total, void *user);
+    void *convert_user;
     qvl_engine_observer observer;
 } qvl_engine_options;
 
@@ -94,6 +114,10 @@ int64_t qvl_engine_ctx(qvl_engine *e);
 /* Where the model's layers run, in one line (as qvl run prints it with -ngl). */
 void qvl_engine_placement(qvl_engine *e, char *out, size_t size);
 int qvl_engine_slots(qvl_engine *e);
+/* The loaded model, for a one-slot front end that reports on it (qvl run's memory lines and
+ * load statistics): read it only while no job runs, since the engine thread owns it. */
+struct qvl_model;
+const struct qvl_model *qvl_engine_model(qvl_engine *e);
 /* Token ids a request may name (logit_bias): [0, qvl_engine_vocab). */
 int32_t qvl_engine_vocab(qvl_engine *e);
 /* A token's bytes (into the tokenizer; added tokens spelled out), for logprobs. False for an

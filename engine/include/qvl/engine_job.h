@@ -50,8 +50,10 @@ typedef struct qvl_token_logprob {
 
 typedef struct qvl_engine_request {
     char *prompt;          /* one placeholder per picture and per video */
-    /* Instead of prompt (which is then NULL): the prompt as token ids, taken as they are (no
-     * pictures; ids outside the model's vocabulary are QVL_E_INVALID in qvl_engine_prepare). */
+    /* Instead of prompt (which is then NULL): the prompt as token ids, taken as they are (ids
+     * outside the model's vocabulary are QVL_E_INVALID in qvl_engine_prepare). With pictures
+     * or videos the ids hold all their pad tokens already (qvl run --ids --image), in the
+     * pictures' order; other counts are QVL_E_INVALID. */
     int32_t *prompt_ids;
     size_t n_prompt_ids;
     qvl_picture *pictures; /* pictures and videos (is_video), in prompt order */
@@ -72,6 +74,14 @@ typedef struct qvl_engine_request {
     char *grammar_trigger;
     qvl_logit_bias *bias;  /* ids checked against the vocabulary by qvl_engine_prepare */
     size_t n_bias;
+    /* The model's stop tokens do not end the answer (qvl run --ignore-eos, llama.cpp's
+     * ignore_eos): one sampled is kept as an ordinary token (fed to the model, counted, in
+     * `tokens`; special, so no text), and max_tokens or the context ends the answer. A
+     * grammar still allows a stop token only where its output is complete. */
+    bool ignore_eos;
+    /* Keep the logits of every prompt position in the job's prompt_logits (qvl run
+     * --dump-logits). Such a job reuses no cached prefix: every position is computed. */
+    bool prompt_logits;
     bool logprobs;         /* record each token's logprob ... */
     int top_logprobs;      /* ... and this many alternatives (0..QVL_TOP_LOGPROBS_MAX) */
 } qvl_engine_request;
@@ -121,6 +131,11 @@ typedef struct qvl_job {
      * token is published: a stream sends an entry once its text is visible (end <= visible). */
     qvl_token_logprob *logprobs;
     size_t n_logprobs, cap_logprobs;
+    /* [n_ids, logits_width] when req->prompt_logits (allocated by qvl_engine_prepare),
+     * written by the prefill: final once the job has started. logits_width is the model's
+     * output rows, which may pass qvl_engine_vocab (untrained padding rows). */
+    float *prompt_logits;
+    int64_t logits_width;
     /* Seconds the grammar mask took over the job's tokens (0 without a grammar). */
     double mask_seconds;
     char error[512];

@@ -225,6 +225,7 @@ void qvl_seq_free(qvl_seq *q) {
 }
 
 void qvl_model_set_seq(qvl_model *m, qvl_seq *q) { m->seq = q ? q : m->own; }
+qvl_seq *qvl_model_own_seq(qvl_model *m) { return m->own; }
 
 static qvl_status set_image_inputs(qvl_model *m, qvl_split *sp, const int32_t *ids, int64_t n,
                                    const qvl_image_features *img, qvl_error *err);
@@ -422,6 +423,47 @@ qvl_status qvl_image_features_slice(const qvl_image_features *all, int64_t k0, i
     for (int32_t k = 0; k < all->n_deepstack; k++)
         memcpy(out->deepstack + k * count * h, all->deepstack + (k * all->n_tokens + k0) * h,
                (size_t)(count * h) * sizeof *out->deepstack);
+    return QVL_OK;
+}
+
+/* The layout of qvl_image_features: deepstack sets are consecutive blocks, so each set of
+ * dst's grows by src's rows of the same set. */
+qvl_status qvl_image_features_append(qvl_image_features *dst, qvl_image_features *src,
+                                     qvl_error *err) {
+    if (dst->n_tokens == 0) {
+        qvl_image_features_free(dst);
+        *dst = *src;
+        memset(src, 0, sizeof *src);
+        return QVL_OK;
+    }
+    if (src->hidden != dst->hidden || src->n_deepstack != dst->n_deepstack) {
+        qvl_image_features_free(src);
+        return qvl_fail(err, QVL_E_SHAPE, "vision encoder: feature shapes differ between pictures");
+    }
+    const int64_t n = dst->n_tokens + src->n_tokens, h = dst->hidden;
+    float *e = malloc((size_t)(n * h) * sizeof *e);
+    float *d = dst->n_deepstack ? malloc((size_t)(dst->n_deepstack * n * h) * sizeof *d) : NULL;
+    if (!e || (dst->n_deepstack && !d)) {
+        free(e);
+        free(d);
+        qvl_image_features_free(src);
+        return qvl_fail(err, QVL_E_NOMEM, "out of memory for the image features");
+    }
+    memcpy(e, dst->embeds, (size_t)(dst->n_tokens * h) * sizeof *e);
+    memcpy(e + dst->n_tokens * h, src->embeds, (size_t)(src->n_tokens * h) * sizeof *e);
+    for (int32_t k = 0; k < dst->n_deepstack; k++) {
+        memcpy(d + k * n * h, dst->deepstack + k * dst->n_tokens * h,
+               (size_t)(dst->n_tokens * h) * sizeof *d);
+        memcpy(d + k * n * h + dst->n_tokens * h, src->deepstack + k * src->n_tokens * h,
+               (size_t)(src->n_tokens * h) * sizeof *d);
+    }
+    free(dst->embeds);
+    free(dst->deepstack);
+    dst->embeds = e;
+    dst->deepstack = d;
+    dst->n_tokens = n;
+    dst->seconds += src->seconds;
+    qvl_image_features_free(src);
     return QVL_OK;
 }
 

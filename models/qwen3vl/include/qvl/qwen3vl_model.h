@@ -125,6 +125,9 @@ typedef struct qvl_seq qvl_seq;
  * sequence made here before qvl_model_close. */
 qvl_status qvl_seq_create(qvl_model *m, qvl_seq **out, qvl_error *err);
 void qvl_seq_free(qvl_seq *s);
+/* The sequence qvl_model_open made (qvl_model_close frees it; never qvl_seq_free it): a
+ * caller with one sequence uses it rather than paying for a second cache. */
+qvl_seq *qvl_model_own_seq(qvl_model *m);
 /* Make s the current sequence (NULL: the one qvl_model_open made). */
 void qvl_model_set_seq(qvl_model *m, qvl_seq *s);
 /* dst's cache becomes the first n_past tokens of src's (n_past <= what src holds): copied on
@@ -175,6 +178,10 @@ void qvl_image_features_free(qvl_image_features *f);
  * count): free only out->deepstack, before all is freed. */
 qvl_status qvl_image_features_slice(const qvl_image_features *all, int64_t k0, int64_t count,
                                     qvl_image_features *out, qvl_error *err);
+/* dst with src's rows appended (the features of the next picture encoded on its own; dst may
+ * be empty). src is consumed (moved or freed) either way. */
+qvl_status qvl_image_features_append(qvl_image_features *dst, qvl_image_features *src,
+                                     qvl_error *err);
 /* Columns [c0, c0 + len) of positions laid out as 3 rows of n (the pos argument of eval) into
  * out, 3 rows of len. */
 void qvl_positions_slice(const int32_t *pos, int64_t n, int64_t c0, int64_t len, int32_t *out);
