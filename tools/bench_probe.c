@@ -50,11 +50,18 @@ float bench_fma_scalar(uint64_t iters) {
 
 double bench_fma_flops_scalar(uint64_t iters) { return (double)iters * SCALAR_CHAINS * 2; }
 
-static double now_seconds(void) {
+double bench_now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void bench_sort_times(double *t, int n) { qsort(t, (size_t)n, sizeof *t, cmp_double); }
 
 /* Threads wait here until every one of them exists, so that they all start together. */
 typedef struct start_gate {
@@ -112,9 +119,9 @@ static double run_pass(probe_job *jobs, int threads, uint64_t *sink) {
         if (pthread_create(&tid[started], NULL, probe_thread, &jobs[started]) != 0) break;
     }
     open_gate(&gate, started == threads ? 1 : 2);
-    double t0 = now_seconds();
+    double t0 = bench_now_seconds();
     for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
-    double dt = now_seconds() - t0;
+    double dt = bench_now_seconds() - t0;
     free(tid);
     if (started < threads) return -1;
     for (int i = 0; i < threads; i++) *sink += jobs[i].result;

@@ -29,6 +29,11 @@ int bench_probe_run(size_t bytes, int threads, int passes, bench_probe *out);
 /* Streams each thread reads at once (see bench_read_sum_avx2). */
 #define READ_STREAMS 8
 
+/* Monotonic seconds, and times sorted ascending (t[n / 2] the median): the kernel benches'
+ * shared timing. */
+double bench_now_seconds(void);
+void bench_sort_times(double *t, int n);
+
 /* The kernels, one thread's share each; the AVX2 ones live in bench_probe_avx2.c (compiled
  * with -mavx2 -mfma) and are only called when the CPU reports AVX2 and FMA. */
 uint64_t bench_read_sum_scalar(const void *p, size_t bytes);

@@ -13,22 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench_probe.h"
 #include "qvl/backend_helpers.h"
 #include "test_backend.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void set_desc(qvl_tensor *t, qvl_dtype dt, int ndim, const int64_t *shape,
                      const int64_t *stride, void *data) {
@@ -73,14 +61,14 @@ static int run_shape(const qvl_test_backend *tb, int64_t S, int64_t H, int64_t D
     qvl_tensor *src[4] = {&tq, &tk, &tv, &ts};
     qvl_error err = {0};
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
-        double t0 = now_s();
+        double t0 = bench_now_seconds();
         if (qvl_test_run_node(tb, QVL_OP_ATTENTION, &p, src, 4, &to, &err) != QVL_OK) {
             fprintf(stderr, "attention failed: %s\n", err.msg);
             goto done;
         }
-        if (r >= 0) t[r] = now_s() - t0;
+        if (r >= 0) t[r] = bench_now_seconds() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    bench_sort_times(t, reps);
     double med = t[reps / 2];
     double gflops = 4.0 * (double)S * (double)S / (double)G * (double)C / med * 1e-9;
     printf("attention S=%lld H=%lld D=%lld segments %lld  %9.3f ms (min %.3f max %.3f)  %7.1f "

@@ -15,23 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench_probe.h"
 #include "qvl/backend_helpers.h"
 #include "qvl/dtype.h"
 #include "test_backend.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static size_t weight_bytes(qvl_dtype dt, int64_t n) {
     return (size_t)(n / (int64_t)qvl_dtype_block_elems(dt)) * qvl_dtype_block_bytes(dt);
@@ -109,13 +97,13 @@ static int run_shape(const qvl_test_backend *tb, qvl_dtype dt, int64_t M, int64_
         double sum = 0;
         for (int c = 0; c < copies; c++) {
             tw.data = w + (size_t)((r * copies + c) % copies) * wb;
-            double t0 = now_s();
+            double t0 = bench_now_seconds();
             if (fn(tb->be, &n, &err) != QVL_OK) goto done;
-            sum += now_s() - t0;
+            sum += bench_now_seconds() - t0;
         }
         t[r] = sum / copies;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    bench_sort_times(t, reps);
     double med = t[reps / 2], gflops = 2.0 * (double)M * K * N / med * 1e-9;
     double gbs = (double)wb / med * 1e-9;
     printf("%-5s M=%-4lld K=%-5lld N=%-6lld  %9.3f ms (min %.3f max %.3f)  %7.1f GFLOP/s = %5.1f%% "
