@@ -11,6 +11,7 @@ target_include_directories(test_serve_budget PRIVATE ${CMAKE_SOURCE_DIR}/tools/s
 # alone, cancellation and deadline mid-batch, prefix selection, partition isolation, one prefill
 # shared by jobs with one prompt (n choices).
 qvl_add_test(test_engine SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine.c
+  ${CMAKE_CURRENT_LIST_DIR}/support/engine_picture.c
   LIBS qvl-engine qvl-test-support)
 add_dependencies(test_engine qvl-reference)
 # The engine's per-job logits processing: grammars (with and without a trigger) beside plain
@@ -21,5 +22,6 @@ add_dependencies(test_engine_constrain qvl-reference)
 # What qvl run asks of the engine: a prompt as ids holding its pictures' pads, and the
 # progress observer (each picture's encoding, each prefill chunk).
 qvl_add_test(test_engine_run SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/support/engine_picture.c
   LIBS qvl-engine)
 add_dependencies(test_engine_run qvl-reference)

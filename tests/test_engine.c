@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "parity_backends.h"
+#include "support/engine_picture.h"
 #include "qvl/engine.h"
 #include "qvl/engine_prompt.h"
 #include "qvl/file.h"
@@ -71,19 +72,7 @@ static qvl_engine *start(const char *backend, int slots, counts *c) {
 
 /* A picture file of the fixture's, ready for the engine. */
 static void load_picture(qvl_engine *e, const char *name, qvl_picture *out) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", FIXTURE, name);
-    char *bytes = NULL;
-    size_t n = 0;
-    qvl_error err = {0};
-    assert_int_equal(qvl_read_file(path, 1 << 24, QVL_E_IO, &bytes, &n, &err), QVL_OK);
-    qvl_image img;
-    assert_int_equal(qvl_image_decode((const unsigned char *)bytes, n, name, &img, &err), QVL_OK);
-    free(bytes);
-    memset(out, 0, sizeof *out);
-    const qvl_picture_rules *rules = qvl_engine_picture_rules(e);
-    assert_non_null(rules);
-    assert_int_equal(qvl_picture_make(rules, &img, out, &err), QVL_OK);
+    test_engine_load_picture(e, FIXTURE, name, out);
 }
 
 /* Job k's request: a user turn (some with a picture first), greedy. `extra` continues the
