@@ -298,13 +298,13 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_FG_MIN_BLOCKS) k_gemv
 
 static bool cu_is_kquant(int32_t dt) { return dt == QVL_Q4_K || dt == QVL_Q6_K; }
 
-/* Shared memory of the fused kernels for M rows of K (0 when w's dtype has no fused kernel). */
+/* Shared memory of the float and q8_0 fused kernels for M rows of K (0 when w's dtype has none
+ * of them: q4_k / q6_k size theirs by chunks, cu_fused_kquant_chunk). */
 static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
     if (dt == QVL_Q8_0) { /* floats, then int8 quants and f32 scales padded to whole batches */
         int64_t nbp = cu_q8_padded_blocks(K / QVL_Q8_0_BLOCK);
         return M * K * (int64_t)sizeof(float) + M * nbp * (QVL_Q8_0_BLOCK + 4);
     }
-    if (cu_is_kquant(dt)) return cu_fused_kquant_smem(M, K);
     if (dt == QVL_F32 || dt == QVL_F16 || dt == QVL_BF16) return M * K * (int64_t)sizeof(float);
     return 0;
 }
@@ -314,18 +314,30 @@ static bool cu_fused_env_kquant_off(void) {
     return v && strcmp(v, "0") == 0;
 }
 
+/* q4_k / q6_k: super-blocks per chunk of K for M rows (0: not fused). A norm needs its whole
+ * row in one chunk. */
+static int64_t cu_fused_kquant_chunk_for(int64_t M, int64_t K, int prologue) {
+    int64_t c = cu_fused_kquant_chunk(M, K, CU_FUSED_MAX_SMEM);
+    return prologue == CU_FUSED_NORM && c != K / QVL_QK_K ? 0 : c;
+}
+
 /* Projections whose dtypes the fused kernels take together: all the same, or q4_k and q6_k
  * mixed (Q4_K_M's q6_k attention-V beside q4_k q and k). Weight rows: whole blocks (super-blocks
  * for q4_k / q6_k, so K is one too), unit stride, at the alignment of the kernel's loads. */
-extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M) {
+extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int prologue) {
     if (n_proj < 1 || n_proj > 3 || M < 1 || M > CU_FUSED_MAX_ROWS) return 0;
     int32_t dt = w[0].dtype;
     bool kq = cu_is_kquant(dt);
     if (kq && cu_fused_env_kquant_off()) return 0;
     int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : kq ? QVL_QK_K : 8, K = w[0].cols;
-    int64_t smem = cu_fused_smem(dt, M, K);
-    int64_t room = CU_FUSED_MAX_SMEM - (dt == QVL_Q8_0 ? CU_Q8_STAGE_BYTES : 0);
-    if (smem <= 0 || smem > room) return 0;
+    if (K % per != 0) return 0;
+    if (kq) {
+        if (cu_fused_kquant_chunk_for(M, K, prologue) <= 0) return 0;
+    } else {
+        int64_t smem = cu_fused_smem(dt, M, K);
+        int64_t room = CU_FUSED_MAX_SMEM - (dt == QVL_Q8_0 ? CU_Q8_STAGE_BYTES : 0);
+        if (smem <= 0 || smem > room) return 0;
+    }
     for (int i = 0; i < n_proj; i++) {
         int32_t di = w[i].dtype;
         unsigned align = di == QVL_Q4_K ? 16u : di == QVL_Q8_0 || di == QVL_Q6_K ? 2u : 16u;
@@ -388,7 +400,7 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
                                     cu_view x, cu_view aux, cu_view beta, cu_view res,
                                     int64_t M, const cu_mat *w, const cu_view *bias, int n_proj,
                                     float *out, int64_t ldo, int sm_count) {
-    if (!cu_gemv_fused_fits(w, n_proj, M)) return (int)cudaErrorInvalidConfiguration;
+    if (!cu_gemv_fused_fits(w, n_proj, M, prologue)) return (int)cudaErrorInvalidConfiguration;
     cu_fused_args p;
     memset(&p, 0, sizeof p);
     p.prologue = prologue;
@@ -424,11 +436,12 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     for (int i = n_proj; i < 3; i++) p.n_off[i + 1] = p.n_off[i];
     p.out = out;
     p.ldo = ldo;
-    size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
     if (cu_is_kquant(w[0].dtype)) {
-        cu_fused_run_kquant(p, smem, sm_count, s);
+        p.kc_sb = (int)cu_fused_kquant_chunk_for(M, p.K, prologue);
+        cu_fused_run_kquant(p, (size_t)cu_fused_kquant_smem(M, p.kc_sb * (int64_t)QVL_QK_K), sm_count, s);
         return (int)cudaGetLastError();
     }
+    size_t smem = (size_t)cu_fused_smem(w[0].dtype, M, p.K);
     bool staged = w[0].dtype == QVL_Q8_0 && cu_q8_rows_staged(w, n_proj);
     if (M == 1) cu_fused_dispatch<1, CU_FG_UNROLL_M1>(p, w[0].dtype, staged, smem, sm_count, s);
     else if (M <= 4) cu_fused_dispatch<4, CU_FG_UNROLL>(p, w[0].dtype, staged, smem, sm_count, s);

@@ -36,6 +36,7 @@ struct cu_fused_args {
     cu_view res;         /* data NULL when there is no residual */
     int64_t x_row[CU_FUSED_MAX_ROWS], aux_row[CU_FUSED_MAX_ROWS], res_row[CU_FUSED_MAX_ROWS];
     int64_t M, K; /* K <= 12032 (M rows of K floats fit in 47 KiB): in-row indices are ints */
+    int kc_sb;    /* q4_k / q6_k: super-blocks of K per chunk (cu_gemv_fused_k.cu) */
     int n_proj;
     const void *w[3];
     int32_t w_dtype[3]; /* q4_k and q6_k projections may mix (cu_gemv_fused_k.cu) */
@@ -285,11 +286,13 @@ __device__ __forceinline__ float cu_quantize_block8(float4 v, uint32_t &packed, 
 }
 
 /* The epilogue: warp sums, plus the projection's bias and the residual; output column o
- * (projection pj's row n) of every row. */
+ * (projection pj's row n) of every row. add: a later chunk of K, whose sums go onto what the
+ * same lane wrote for the earlier ones (bias and residual already in). */
 template <int MR>
 __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, int64_t n,
                                                int64_t o, const float *acc, int lane,
-                                               bool scaled = false, const float *scale = NULL) {
+                                               bool scaled = false, const float *scale = NULL,
+                                               bool add = false) {
     const void *bd = p.bias[0].data; /* p.bias[pj], with constant indices (cu_pick) */
     int32_t bdt = p.bias[0].dtype;
     int64_t bs = p.bias[0].stride[0];
@@ -308,9 +311,12 @@ __device__ __forceinline__ void cu_fused_store(const cu_fused_args &p, int pj, i
         float y = cu_warp_sum(acc[m]);
         if (scaled) y *= scale[m]; /* a deferred RMS norm */
         if (lane == 0) {
-            y += b;
-            if (p.res.data)
-                y = cu_view_load(p.res, p.res_row[m] + n * rs) + y;
+            if (add) {
+                y += p.out[m * p.ldo + o];
+            } else {
+                y += b;
+                if (p.res.data) y = cu_view_load(p.res, p.res_row[m] + n * rs) + y;
+            }
             p.out[m * p.ldo + o] = y;
         }
     }
@@ -343,8 +349,11 @@ static void cu_fused_run(Kernel k, const cu_fused_args &p, size_t smem, int sm_c
     k<<<cu_fused_grid(k, smem, p.n_off[p.n_proj], sm_count), threads, smem, s>>>(p);
 }
 
-/* The q4_k / q6_k kernel (cu_gemv_fused_k.cu): shared memory for M rows of K, and the launch. */
-int64_t cu_fused_kquant_smem(int64_t M, int64_t K);
+/* The q4_k / q6_k kernel (cu_gemv_fused_k.cu): shared memory for M rows of a chunk of Kc; the
+ * super-blocks per chunk for M rows of K within room bytes (all of K where it fits; 0: none
+ * fits); the launch. */
+int64_t cu_fused_kquant_smem(int64_t M, int64_t Kc);
+int64_t cu_fused_kquant_chunk(int64_t M, int64_t K, int64_t room);
 void cu_fused_run_kquant(const cu_fused_args &p, size_t smem, int sm_count, cu_stream s);
 
 #endif

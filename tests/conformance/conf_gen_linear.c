@@ -43,21 +43,25 @@ static const struct { int64_t M, K, N; int flags; } mm_edges[] = {
 
 /* q4_k / q6_k shapes, K whole super-blocks: decode GEMVs (M of 1 or 2, N from 1 to 1030, K up to
  * the model's 6144-wide down projection), GEMM tiles (M of 6, 13, 40, 150), bias, and every
- * weight view the layout rule allows. Each runs with q4_k and q6_k. */
+ * weight view the layout rule allows; decode rows too long for cuda_sm61's shared memory, taken
+ * in chunks of K (8 x 6144: 16 + 8 super-blocks; 5 x 12288: two of 24, bias once). Each runs
+ * with q4_k and q6_k. */
 static const struct { int64_t M, K, N; int flags; } mm_kq_edges[] = {
     {1, 256, 33, 0},                 {1, 2048, 1030, MM_BIAS},
     {1, 6144, 64, MM_W_WIN},         {2, 256, 1, 0},
     {3, 512, 41, MM_BIAS | MM_W_ODD}, {6, 768, 16, MM_A_PAD},
     {7, 256, 17, MM_A_T | MM_W_WIN},  {13, 1024, 144, MM_BIAS},
     {150, 768, 130, MM_BIAS},        {152, 512, 97, MM_A_3D | MM_BIAS | MM_W_WIN},
-    {40, 2048, 200, MM_A_PAD | MM_W_ODD},
+    {40, 2048, 200, MM_A_PAD | MM_W_ODD}, {8, 6144, 70, MM_BIAS | MM_W_ODD},
+    {5, 12288, 33, MM_BIAS | MM_A_PAD},
 };
 #define N_MM_KQ_EDGES ((int)(sizeof mm_kq_edges / sizeof mm_kq_edges[0]))
 #define N_MM_FIXED_CASES (N_MM_2D_EDGE_CASES + 2 * N_MM_KQ_EDGES + N_ROWS_CASES)
 
 /* A server's busy slots decoding together: M = 2 .. 16 rows (CONF_ROWS_MAX) of the model's
- * K = 2048 against every weight dtype, with and without bias. The rows outgrow the fused
- * kernels' shared memory from M = 6 on (cuda_sm61), so both its fused and plain GEMVs run;
+ * K = 2048 against every weight dtype, with and without bias. cuda_sm61's fused kernels take 8
+ * rows at most (float rows outgrow their shared memory from M = 6 on), so both its fused and
+ * plain GEMVs run;
  * N = 131 ends part-way through a block of warps. Case i: M = 2 + i / 6, dtype i % 6. */
 #define CONF_ROWS_MAX 16
 #define N_ROWS_CASES ((CONF_ROWS_MAX - 1) * 6)
@@ -192,7 +196,8 @@ static const struct { int64_t M, D, N[3]; int n_proj; } nl_edges[] = {
 #define N_NL_EDGES ((int)(sizeof nl_edges / sizeof nl_edges[0]))
 
 /* q4_k / q6_k projections (D whole super-blocks): the model's decode and prefill QKV with
- * q6_k v as Q4_K_M mixes them, q4_k / q6_k next to float and q8_0 projections, one block.
+ * q6_k v as Q4_K_M mixes them, q4_k / q6_k next to float and q8_0 projections, one block;
+ * 8 decode rows of the longest D that cuda_sm61 fuses (4608) and of one it does not (5120).
  * Each runs twice: rms then layer norm, q4_k and q6_k swapped. */
 static const struct { int64_t M, D, N[3]; int n_proj; qvl_dtype wd[3]; } nl_kq_edges[] = {
     {1, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q6_K}},
@@ -201,6 +206,8 @@ static const struct { int64_t M, D, N[3]; int n_proj; qvl_dtype wd[3]; } nl_kq_e
     {7, 256, {13, 0, 0}, 1, {QVL_Q4_K}},
     {150, 768, {72, 40, 40}, 3, {QVL_Q6_K, QVL_Q8_0, QVL_Q6_K}},
     {2, 256, {301, 77, 0}, 2, {QVL_Q4_K, QVL_BF16}},
+    {8, 4608, {40, 24, 24}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q6_K}},
+    {6, 5120, {33, 0, 0}, 1, {QVL_Q6_K}},
 };
 #define N_NL_KQ_EDGES ((int)(sizeof nl_kq_edges / sizeof nl_kq_edges[0]))
 
@@ -324,10 +331,12 @@ static const struct { int64_t M, D, F; } mlp_edges[] = {
 #define N_MLP_EDGES ((int)(sizeof mlp_edges / sizeof mlp_edges[0]))
 
 /* q4_k / q6_k down projections (F whole super-blocks): a decode MLP as long as the model's
- * (F 6144; D kept small for the run time), a vision-sized one, prefill rows, one block. Each
- * runs with q4_k and q6_k, the activation turning with the case. */
+ * (F 6144; D kept small for the run time), a vision-sized one, prefill rows, one block, and 7
+ * decode rows of F 9728 (an 8B's; taken in chunks of K on cuda_sm61). Each runs with q4_k and
+ * q6_k, the activation turning with the case. */
 static const struct { int64_t M, D, F; } mlp_kq_edges[] = {
     {1, 320, 6144}, {3, 96, 1536}, {150, 150, 512}, {20, 40, 256}, {1, 13, 768}, {8, 64, 4096},
+    {7, 48, 9728},
 };
 #define N_MLP_KQ_EDGES ((int)(sizeof mlp_kq_edges / sizeof mlp_kq_edges[0]))
 
