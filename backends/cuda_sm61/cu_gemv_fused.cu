@@ -314,9 +314,10 @@ static bool cu_fused_env_kquant_off(void) {
     return v && strcmp(v, "0") == 0;
 }
 
-/* q4_k / q6_k: super-blocks per chunk of K for M rows (0: not fused). A norm needs its whole
- * row in one chunk. */
-static int64_t cu_fused_kquant_chunk_for(int64_t M, int64_t K, int prologue) {
+/* q4_k / q6_k: super-blocks per chunk of K for M rows (0: not fused). An RMS norm needs its
+ * whole row in one chunk; a layer norm is not fused (cu_gemv_fused_k.cu). */
+static int64_t cu_fused_kquant_chunk_for(int64_t M, int64_t K, int prologue, int layer) {
+    if (prologue == CU_FUSED_NORM && layer) return 0;
     int64_t c = cu_fused_kquant_chunk(M, K, CU_FUSED_MAX_SMEM);
     return prologue == CU_FUSED_NORM && c != K / QVL_QK_K ? 0 : c;
 }
@@ -324,7 +325,8 @@ static int64_t cu_fused_kquant_chunk_for(int64_t M, int64_t K, int prologue) {
 /* Projections whose dtypes the fused kernels take together: all the same, or q4_k and q6_k
  * mixed (Q4_K_M's q6_k attention-V beside q4_k q and k). Weight rows: whole blocks (super-blocks
  * for q4_k / q6_k, so K is one too), unit stride, at the alignment of the kernel's loads. */
-extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int prologue) {
+extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int prologue,
+                                  int layer) {
     if (n_proj < 1 || n_proj > 3 || M < 1 || M > CU_FUSED_MAX_ROWS) return 0;
     int32_t dt = w[0].dtype;
     bool kq = cu_is_kquant(dt);
@@ -332,7 +334,7 @@ extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int pr
     int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : kq ? QVL_QK_K : 8, K = w[0].cols;
     if (K % per != 0) return 0;
     if (kq) {
-        if (cu_fused_kquant_chunk_for(M, K, prologue) <= 0) return 0;
+        if (cu_fused_kquant_chunk_for(M, K, prologue, layer) <= 0) return 0;
     } else {
         int64_t smem = cu_fused_smem(dt, M, K);
         int64_t room = CU_FUSED_MAX_SMEM - (dt == QVL_Q8_0 ? CU_Q8_STAGE_BYTES : 0);
@@ -400,7 +402,8 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
                                     cu_view x, cu_view aux, cu_view beta, cu_view res,
                                     int64_t M, const cu_mat *w, const cu_view *bias, int n_proj,
                                     float *out, int64_t ldo, int sm_count) {
-    if (!cu_gemv_fused_fits(w, n_proj, M, prologue)) return (int)cudaErrorInvalidConfiguration;
+    int layer = prologue == CU_FUSED_NORM && layer_or_act;
+    if (!cu_gemv_fused_fits(w, n_proj, M, prologue, layer)) return (int)cudaErrorInvalidConfiguration;
     cu_fused_args p;
     memset(&p, 0, sizeof p);
     p.prologue = prologue;
@@ -437,7 +440,7 @@ extern "C" int cu_launch_gemv_fused(cu_stream s, int prologue, int layer_or_act,
     p.out = out;
     p.ldo = ldo;
     if (cu_is_kquant(w[0].dtype)) {
-        p.kc_sb = (int)cu_fused_kquant_chunk_for(M, p.K, prologue);
+        p.kc_sb = (int)cu_fused_kquant_chunk_for(M, p.K, prologue, layer);
         cu_fused_run_kquant(p, (size_t)cu_fused_kquant_smem(M, p.kc_sb * (int64_t)QVL_QK_K), sm_count, s);
         return (int)cudaGetLastError();
     }

@@ -19,13 +19,14 @@
  * chunks of K: every warp runs its columns over one chunk, the block quantises the next chunk,
  * and the warp adds its next partial sums into the outputs it wrote (the same lane writes and
  * re-reads each output, so no other thread sees a partial sum). A norm needs its whole row for
- * its statistics, so NORM_LINEAR is fused only where K fits in one chunk.
+ * its scale, so NORM_LINEAR is fused only where K fits in one chunk.
  *
  * An RMS norm leaves its scale for the epilogue: W (x * g / rms) = (1 / rms) W (x * g), and the
  * int8 rounding of x * g and of x * g / rms differs only in da, while the dot product is linear
  * in da and sa. The sum of squares is gathered while quantising, so no block-wide reduction
- * waits between the loads and the dot products. A layer norm (the vision tower) reads its rows
- * once more first for the mean and variance. */
+ * waits between the loads and the dot products. A layer norm (the vision tower's, whose rows
+ * are never this few in practice) takes the unfused path: its statistics and beta cost this
+ * kernel registers it does not have to spare at 8 rows. */
 #include "cu_gemv_fused.cuh"
 #include "cu_kquant.cuh"
 
@@ -38,19 +39,20 @@
 #define CU_KF_MIN_BLOCKS 2
 #endif
 
-/* The first byte of output column o's weight row and its format (NULL past the last column). */
-__device__ __forceinline__ const unsigned char *cu_kf_row(const cu_fused_args &p, int64_t o,
-                                                          int64_t total, int *dt) {
+/* Output column o's weight row from super-block c0 on, and its format (NULL past the last
+ * column). */
+__device__ __forceinline__ const unsigned char *cu_kf_row(const cu_fused_args &p, int o, int total,
+                                                          int c0, int *dt) {
     *dt = QVL_Q4_K;
     if (o >= total) return NULL;
     int64_t n;
     int pj = cu_fused_proj(p, o, &n);
     *dt = cu_pick(p.w_dtype, pj);
     int64_t bb = *dt == QVL_Q4_K ? cu_kq<QVL_Q4_K>::BB : cu_kq<QVL_Q6_K>::BB;
-    return (const unsigned char *)cu_pick(p.w, pj) + (n * cu_pick(p.w_row_stride, pj) / QVL_QK_K) * bb;
+    return (const unsigned char *)cu_pick(p.w, pj) + (n * cu_pick(p.w_row_stride, pj) / QVL_QK_K + c0) * bb;
 }
 
-/* The batch of super-blocks s0 + g + 4u (u < CU_KF_UNROLL) of a row; zeros from `end` on. */
+/* The batch of super-blocks s0 + g + 4u (u < CU_KF_UNROLL) from wrow on; zeros from `end` on. */
 __device__ __forceinline__ void cu_kf_fetch(const unsigned char *wrow, int dt, int s0, int end,
                                             int g, int part, cu_kraw (&r)[CU_KF_UNROLL]) {
 #pragma unroll
@@ -80,11 +82,11 @@ int64_t cu_fused_kquant_chunk(int64_t M, int64_t K, int64_t room) {
     return 0;
 }
 
-/* One lane's 4 elements of a row as loaded: x (f32), and gamma and beta (norm) or up (gated
+/* One lane's 4 elements of a row as loaded: x (f32), and gamma (norm) or up (gated
  * activation), raw as stored where p.vec (cu_vec4_raw), else already f32. */
 struct cu_kf_in {
     float4 x;
-    uint4 a, b;
+    uint4 a;
 };
 
 /* Elements k .. k + 3 of x's row m. */
@@ -108,15 +110,9 @@ __device__ __forceinline__ uint4 cu_kf_strided4(const cu_view &v, int64_t off, i
 
 __device__ __forceinline__ void cu_kf_load(const cu_fused_args &p, int m, int k, cu_kf_in &r) {
     r.x = cu_kf_x4(p, m, k);
-    r.a = r.b = make_uint4(0u, 0u, 0u, 0u);
+    r.a = make_uint4(0u, 0u, 0u, 0u);
     if (p.prologue == CU_FUSED_NORM) {
-        if (p.vec) {
-            r.a = cu_vec4_raw(p.aux, k / 4);
-            if (p.beta.data) r.b = cu_vec4_raw(p.beta, k / 4);
-        } else {
-            r.a = cu_kf_strided4(p.aux, 0, p.aux.stride[0], k);
-            if (p.beta.data) r.b = cu_kf_strided4(p.beta, 0, p.beta.stride[0], k);
-        }
+        r.a = p.vec ? cu_vec4_raw(p.aux, k / 4) : cu_kf_strided4(p.aux, 0, p.aux.stride[0], k);
     } else if (p.prologue == CU_FUSED_ACT && p.aux.data) {
         int64_t ar = cu_pick(p.aux_row, m);
         if (p.vec) r.a = __ldg((const uint4 *)((const float *)p.aux.data + ar) + k / 4);
@@ -124,46 +120,15 @@ __device__ __forceinline__ void cu_kf_load(const cu_fused_args &p, int m, int k,
     }
 }
 
-/* The prologue's 4 values (a deferred RMS norm: x * g, with x's sum of squares added to sq;
- * a layer norm: with the row's mean and 1 / std). */
-__device__ __forceinline__ float4 cu_kf_value(const cu_fused_args &p, const cu_kf_in &r, float mean,
-                                              float inv, float &sq) {
+/* The prologue's 4 values (the RMS norm deferred: x * g, with x's sum of squares added to sq). */
+__device__ __forceinline__ float4 cu_kf_value(const cu_fused_args &p, const cu_kf_in &r, float &sq) {
     float4 x = r.x;
     if (p.prologue == CU_FUSED_COPY) return x;
     if (p.prologue == CU_FUSED_ACT)
         return cu_act4(p.act, p.aux.data != NULL, x, cu_vec4_cvt(QVL_F32, r.a));
     float4 g = cu_vec4_cvt(p.vec ? p.aux.dtype : QVL_F32, r.a);
-    if (!p.layer) {
-        sq += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-        return make_float4(x.x * g.x, x.y * g.y, x.z * g.z, x.w * g.w);
-    }
-    float4 b = cu_vec4_cvt(p.vec ? p.beta.dtype : QVL_F32, r.b);
-    return make_float4(cu_norm_one(p, x.x, mean, inv, g.x, b.x), cu_norm_one(p, x.y, mean, inv, g.y, b.y),
-                       cu_norm_one(p, x.z, mean, inv, g.z, b.z), cu_norm_one(p, x.w, mean, inv, g.w, b.w));
-}
-
-/* A layer norm's mean and 1 / std of each row into stat[2m], stat[2m + 1]. */
-__device__ void cu_kf_layer_stats(const cu_fused_args &p, float *stat, float *red) {
-    const int K = (int)p.K;
-    for (int m = 0; m < (int)p.M; m++) {
-        float s = 0.0f;
-        for (int k = threadIdx.x * 4; k < K; k += blockDim.x * 4) {
-            float4 x = cu_kf_x4(p, m, k);
-            s += x.x + x.y + x.z + x.w;
-        }
-        float mean = cu_block_reduce(s, false, red) / (float)K, v = 0.0f;
-        for (int k = threadIdx.x * 4; k < K; k += blockDim.x * 4) {
-            float4 x = cu_kf_x4(p, m, k);
-            v += (x.x - mean) * (x.x - mean) + (x.y - mean) * (x.y - mean) +
-                 (x.z - mean) * (x.z - mean) + (x.w - mean) * (x.w - mean);
-        }
-        float var = cu_block_reduce(v, false, red) / (float)K;
-        if (threadIdx.x == 0) {
-            stat[2 * m] = mean;
-            stat[2 * m + 1] = 1.0f / sqrtf(var + p.eps);
-        }
-    }
-    __syncthreads();
+    sq += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+    return make_float4(x.x * g.x, x.y * g.y, x.z * g.z, x.w * g.w);
 }
 
 /* Quantise elements [k0, k0 + 32 nbr) of the M rows into the chunk's shared rows (row stride
@@ -172,19 +137,17 @@ __device__ void cu_kf_layer_stats(const cu_fused_args &p, float *stat, float *re
  * any is used. With ss, each warp adds its rows' sums of squares into ss[m * CU_FG_WARPS + warp]. */
 template <int QB>
 __device__ __forceinline__ void cu_kf_quantise(const cu_fused_args &p, int k0, int nbr, int nbc,
-                                               int8_t *qs, float *ds, float *sums, float *ss,
-                                               const float *stat) {
+                                               int8_t *qs, float *ds, float *sums, float *ss) {
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
     int g = lane / 8, part = lane % 8;
     const int nblk = (int)p.M * nbr;
-    const bool layer = p.prologue == CU_FUSED_NORM && p.layer;
     for (int b0 = warp * 4; b0 < nblk; b0 += CU_FG_WARPS * 4 * QB) {
         cu_kf_in in[QB];
 #pragma unroll
         for (int u = 0; u < QB; u++) {
             int blk = b0 + u * CU_FG_WARPS * 4 + g;
             if (blk < nblk) cu_kf_load(p, blk / nbr, k0 + (blk % nbr) * CU_KQ_BLOCK + part * 4, in[u]);
-            else in[u].x = make_float4(0.0f, 0.0f, 0.0f, 0.0f), in[u].a = in[u].b = make_uint4(0u, 0u, 0u, 0u);
+            else in[u].x = make_float4(0.0f, 0.0f, 0.0f, 0.0f), in[u].a = make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
         for (int u = 0; u < QB; u++) {
@@ -192,7 +155,7 @@ __device__ __forceinline__ void cu_kf_quantise(const cu_fused_args &p, int k0, i
             if (bw >= nblk) break;
             int m = bw / nbr, j = bw % nbr + g;
             float sq = 0.0f;
-            float4 v = cu_kf_value(p, in[u], layer ? stat[2 * m] : 0.0f, layer ? stat[2 * m + 1] : 1.0f, sq);
+            float4 v = cu_kf_value(p, in[u], sq);
             uint32_t packed;
             int sum;
             float d = cu_quantize_block8<true>(v, packed, sum);
@@ -213,63 +176,62 @@ __device__ __forceinline__ void cu_kf_quantise(const cu_fused_args &p, int k0, i
 template <int MR>
 __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_KF_MIN_BLOCKS) k_gemv_fused_k(cu_fused_args p) {
     extern __shared__ float4 qs4[];
-    __shared__ float red[32];
     __shared__ float ss[CU_FUSED_MAX_ROWS * CU_FG_WARPS];
-    __shared__ float stat[2 * CU_FUSED_MAX_ROWS];
+    __shared__ float scale[CU_FUSED_MAX_ROWS]; /* the deferred RMS norm's 1 / rms per row */
     const int nsb = (int)p.K / QVL_QK_K, M = (int)p.M, csb = p.kc_sb;
     const int nbc = csb * (QVL_QK_K / CU_KQ_BLOCK), lda = csb * QVL_QK_K;
     int8_t *qs = (int8_t *)qs4;
     float *ds = (float *)(qs + M * lda), *sums = ds + M * nbc;
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
     int g = lane / 8, part = lane % 8; /* super-block g of a step, its lane part (cu_kquant.cuh) */
-    int64_t total = cu_pick(p.n_off, p.n_proj);
-    int64_t step = (int64_t)gridDim.x * CU_FG_WARPS;
-    const int64_t first = (int64_t)blockIdx.x * CU_FG_WARPS + warp;
-    const bool deferred = p.prologue == CU_FUSED_NORM && !p.layer; /* one chunk (the host's rule) */
+    /* column numbers as ints: fewer registers (a model's widest output, the vocabulary, is far
+     * below 2^31) */
+    const int total = (int)cu_pick(p.n_off, p.n_proj), step = (int)gridDim.x * CU_FG_WARPS;
+    const int first = (int)blockIdx.x * CU_FG_WARPS + warp;
+    const bool deferred = p.prologue == CU_FUSED_NORM; /* RMS, one chunk (the host's rule) */
 
     int dt;
-    const unsigned char *wrow = cu_kf_row(p, first, total, &dt);
+    const unsigned char *wrow = cu_kf_row(p, first, total, 0, &dt);
     cu_kraw next[CU_KF_UNROLL];
     cu_kf_fetch(wrow, dt, 0, min(nsb, csb), g, part, next); /* in flight during the prologue */
     if (deferred && lane == 0)
         for (int m = 0; m < M; m++) ss[m * CU_FG_WARPS + warp] = 0.0f;
-    if (p.prologue == CU_FUSED_NORM && p.layer) cu_kf_layer_stats(p, stat, red);
-    float scale[MR];
 
     for (int c0 = 0; c0 < nsb; c0 += csb) {
         const int c1 = min(nsb, c0 + csb);
         if (c0 > 0) __syncthreads(); /* every warp is done with the last chunk's rows */
-        cu_kf_quantise<MR == 1 ? 2 : 4>(p, c0 * QVL_QK_K, (c1 - c0) * (QVL_QK_K / CU_KQ_BLOCK), nbc,
-                                        qs, ds, sums, deferred ? ss : NULL, stat);
+        cu_kf_quantise<2>(p, c0 * QVL_QK_K, (c1 - c0) * (QVL_QK_K / CU_KQ_BLOCK), nbc, qs, ds, sums,
+                          deferred ? ss : NULL);
         __syncthreads();
-        if (c0 == 0) {
-#pragma unroll
-            for (int m = 0; m < MR; m++) scale[m] = deferred && m < M ? cu_rms_scale(p, m, ss) : 1.0f;
+        if (deferred && c0 == 0) { /* block-uniform: every warp's sums of squares are in */
+            if ((int)threadIdx.x < M) scale[threadIdx.x] = cu_rms_scale(p, (int)threadIdx.x, ss);
+            __syncthreads();
         }
-        for (int64_t o = first; o < total; o += step) { /* warp-uniform loop */
+        const int len = c1 - c0; /* super-blocks of this chunk: the loop counts from its start */
+        for (int o = first; o < total; o += step) { /* warp-uniform loop */
             const unsigned char *wnext = NULL;
             int dt_next = dt;
             float acc[MR];
 #pragma unroll
             for (int m = 0; m < MR; m++) acc[m] = 0.0f;
-            for (int s0 = c0; s0 < c1; s0 += 4 * CU_KF_UNROLL) {
+            for (int s0 = 0; s0 < len; s0 += 4 * CU_KF_UNROLL) {
                 cu_kraw cur[CU_KF_UNROLL];
 #pragma unroll
                 for (int u = 0; u < CU_KF_UNROLL; u++) cur[u] = next[u];
-                if (s0 + 4 * CU_KF_UNROLL < c1) {
-                    cu_kf_fetch(wrow, dt, s0 + 4 * CU_KF_UNROLL, c1, g, part, next);
+                if (s0 + 4 * CU_KF_UNROLL < len) {
+                    cu_kf_fetch(wrow, dt, s0 + 4 * CU_KF_UNROLL, len, g, part, next);
                 } else {
-                    wnext = cu_kf_row(p, o + step, total, &dt_next);
-                    cu_kf_fetch(wnext, dt_next, c0, c1, g, part, next);
+                    wnext = cu_kf_row(p, o + step, total, c0, &dt_next);
+                    cu_kf_fetch(wnext, dt_next, 0, len, g, part, next);
                 }
 #pragma unroll
                 for (int u = 0; u < CU_KF_UNROLL; u++) {
                     int sb = s0 + g + 4 * u;
-                    if (sb >= c1) continue;
+                    if (sb >= len) continue;
                     if (dt == QVL_Q4_K)
-                        cu_kq<QVL_Q4_K>::dot<MR>(cur[u], part, sb - c0, M, qs, lda, ds, sums, nbc, acc);
+                        cu_kq<QVL_Q4_K>::dot<MR>(cur[u], part, sb, M, qs, lda, ds, sums, nbc, acc);
                     else
-                        cu_kq<QVL_Q6_K>::dot<MR>(cur[u], part, sb - c0, M, qs, lda, ds, sums, nbc, acc);
+                        cu_kq<QVL_Q6_K>::dot<MR>(cur[u], part, sb, M, qs, lda, ds, sums, nbc, acc);
                 }
             }
             int64_t n;
@@ -279,8 +241,8 @@ __global__ void __launch_bounds__(CU_FG_WARPS *CU_WARP, CU_KF_MIN_BLOCKS) k_gemv
             dt = dt_next;
         }
         if (c1 < nsb) { /* the next chunk's first weights, in flight while it is quantised */
-            wrow = cu_kf_row(p, first, total, &dt);
-            cu_kf_fetch(wrow, dt, c1, min(nsb, c1 + csb), g, part, next);
+            wrow = cu_kf_row(p, first, total, c1, &dt);
+            cu_kf_fetch(wrow, dt, 0, min(nsb, c1 + csb) - c1, g, part, next);
         }
     }
 }

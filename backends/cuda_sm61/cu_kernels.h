@@ -161,10 +161,11 @@ enum { CU_FUSED_NORM = 0, CU_FUSED_ACT = 1, CU_FUSED_COPY = 2 };
 /* Bytes of activation rows a block holds (dynamic shared memory). A block may use 48 KiB of
  * shared memory in all without opting in, and the kernels' own static arrays count too. */
 #define CU_FUSED_MAX_SMEM (47 * 1024)
-/* Can these 2-D weights run fused over M rows after this prologue (all f32, f16, bf16 with
- * 16-byte rows, or all q8_0, the rows fitting in shared memory; or q4_k / q6_k, whose rows
- * are taken in chunks of K except after a norm)? */
-int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int prologue);
+/* Can these 2-D weights run fused over M rows after this prologue (layer: a layer norm, not
+ * RMS)? All f32, f16, bf16 with 16-byte rows, or all q8_0, the rows fitting in shared memory;
+ * or q4_k / q6_k, whose rows are taken in chunks of K except after an RMS norm, and never
+ * after a layer norm. */
+int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int prologue, int layer);
 /* prologue CU_FUSED_NORM: layer_or_act = layer (0 RMS, 1 layer norm), x = the rows,
  * aux = gamma, beta (data NULL when absent). CU_FUSED_ACT: layer_or_act = qvl_act, x = a,
  * aux = up (data NULL when absent). CU_FUSED_COPY: x = the rows (aux, beta unused).

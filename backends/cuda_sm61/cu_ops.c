@@ -276,7 +276,7 @@ qvl_status cu_op_matmul(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     int64_t per_w = w->desc.ndim == 3 ? batches / w->desc.shape[0] : 1;
     cu_mat wm = mat_of(w);
     cu_view bias = view_of(qvl_node_src(n, 2));
-    if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows, CU_FUSED_COPY)) /* decode: one launch */
+    if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows, CU_FUSED_COPY, 0)) /* decode: one launch */
         return cu_launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_COPY, 0, 0.0f, view_of(a),
                                                 view_of(NULL), view_of(NULL), view_of(NULL),
                                                 rows, &wm, &bias, 1, n->dst->data, N,
@@ -318,7 +318,7 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
         bs[i] = view_of(qvl_node_src(n, CU_NL_B_SLOT(i)));
     }
     /* the fused GEMV has no output activation: with one, the rows take the general path */
-    if (p->act == QVL_ACT_NONE && cu_gemv_fused_fits(ws, p->n_proj, M, CU_FUSED_NORM))
+    if (p->act == QVL_ACT_NONE && cu_gemv_fused_fits(ws, p->n_proj, M, CU_FUSED_NORM, p->norm == QVL_NORM_LAYER))
         return cu_launched(n, cu_launch_gemv_fused(be->stream, CU_FUSED_NORM,
                                                 p->norm == QVL_NORM_LAYER, p->eps, view_of(x),
                                                 view_of(n->src[1]), view_of(qvl_node_src(n, 2)),
@@ -372,7 +372,7 @@ qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err
     int act = n->params.mlp.act;
     cu_mat wd = mat_of(n->src[2]);
     cu_view bd = view_of(qvl_node_src(n, 4));
-    if (cu_gemv_fused_fits(&wd, 1, M, act == QVL_ACT_NONE ? CU_FUSED_COPY : CU_FUSED_ACT))
+    if (cu_gemv_fused_fits(&wd, 1, M, act == QVL_ACT_NONE ? CU_FUSED_COPY : CU_FUSED_ACT, 0))
         return cu_launched(n, cu_launch_gemv_fused(be->stream, act == QVL_ACT_NONE ? CU_FUSED_COPY
                                                                                 : CU_FUSED_ACT,
                                                 act, 0.0f, view_of(a), view_of(qvl_node_src(n, 3)),
@@ -549,14 +549,14 @@ void cu_scratch_need(qvl_backend *be, const qvl_node *n, size_t s[QVL_SCRATCH_SL
         int64_t rows = qvl_desc_n_rows(&a->desc);
         int64_t batches = w->desc.ndim == 3 ? a->desc.shape[0] : 1;
         cu_mat wm = mat_of(w);
-        if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows, CU_FUSED_COPY)) return;
+        if (w->desc.ndim == 2 && cu_gemv_fused_fits(&wm, 1, rows, CU_FUSED_COPY, 0)) return;
         need_bytes(&s[CU_SCRATCH_Q8], cu_matmul_q8_scratch_bytes(wm, batches, rows / batches));
     } else if (n->op == QVL_OP_NORM_LINEAR) {
         const qvl_norm_linear_params *p = &n->params.norm_linear;
         int64_t D = qvl_desc_row_len(&n->src[0]->desc), M = qvl_desc_n_rows(&n->src[0]->desc);
         cu_mat ws[3];
         for (int i = 0; i < p->n_proj && i < 3; i++) ws[i] = mat_of(n->src[CU_NL_W_SLOT(i)]);
-        if (p->act == QVL_ACT_NONE && cu_gemv_fused_fits(ws, p->n_proj, M, CU_FUSED_NORM)) return;
+        if (p->act == QVL_ACT_NONE && cu_gemv_fused_fits(ws, p->n_proj, M, CU_FUSED_NORM, p->norm == QVL_NORM_LAYER)) return;
         bool all_int8 = p->n_proj > 0;
         for (int i = 0; i < p->n_proj; i++) {
             cu_mat w = mat_of(n->src[CU_NL_W_SLOT(i)]);
@@ -567,7 +567,8 @@ void cu_scratch_need(qvl_backend *be, const qvl_node *n, size_t s[QVL_SCRATCH_SL
     } else if (n->op == QVL_OP_MLP_RESIDUAL) {
         int64_t M = qvl_desc_n_rows(&n->src[0]->desc), F = qvl_desc_row_len(&n->src[1]->desc);
         cu_mat wd = mat_of(n->src[2]);
-        if (cu_gemv_fused_fits(&wd, 1, M, n->params.mlp.act == QVL_ACT_NONE ? CU_FUSED_COPY : CU_FUSED_ACT))
+        if (cu_gemv_fused_fits(&wd, 1, M,
+                               n->params.mlp.act == QVL_ACT_NONE ? CU_FUSED_COPY : CU_FUSED_ACT, 0))
             return;
         need_bytes(&s[CU_SCRATCH_Q8], cu_matmul_q8_scratch_bytes(wd, 1, M));
         if (n->params.mlp.act != QVL_ACT_NONE && !cu_matmul_int8_takes(wd, 1, M))

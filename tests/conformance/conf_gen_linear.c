@@ -197,7 +197,8 @@ static const struct { int64_t M, D, N[3]; int n_proj; } nl_edges[] = {
 
 /* q4_k / q6_k projections (D whole super-blocks): the model's decode and prefill QKV with
  * q6_k v as Q4_K_M mixes them, q4_k / q6_k next to float and q8_0 projections, one block;
- * 8 decode rows of the longest D that cuda_sm61 fuses (4608) and of one it does not (5120).
+ * 8 decode rows of the longest D that cuda_sm61 fuses after an RMS norm (4608) and of one it
+ * does not (5120).
  * Each runs twice: rms then layer norm, q4_k and q6_k swapped. */
 static const struct { int64_t M, D, N[3]; int n_proj; qvl_dtype wd[3]; } nl_kq_edges[] = {
     {1, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q6_K}},
