@@ -376,12 +376,14 @@ static int plain_chain(qvl_grammar_matcher *m, const qvl_grammar_vocab *v, chain
     return 0;
 }
 
+/* The tokens of ids[from, to) (of at most u characters). Each id occurs once in ids and the
+ * walk reaches each ids index at most once, so every token counted is new. */
 static size_t allow_run(const qvl_grammar_vocab *v, int32_t from, int32_t to, uint8_t *allowed,
                         size_t n_allowed) {
     size_t n = 0;
     for (int32_t k = from; k < to; k++) {
-        int32_t id = v->ids[k];
-        if ((size_t)id < n_allowed && !allowed[id]) {
+        const int32_t id = v->ids[k];
+        if ((size_t)id < n_allowed) {
             allowed[id] = 1;
             n++;
         }
@@ -389,13 +391,12 @@ static size_t allow_run(const qvl_grammar_vocab *v, int32_t from, int32_t to, ui
     return n;
 }
 
-/* The tokens of ids[from, to) of at most u characters. */
 static size_t allow_short(const qvl_grammar_vocab *v, int32_t from, int32_t to, int32_t u,
                           uint8_t *allowed, size_t n_allowed) {
     size_t n = 0;
     for (int32_t k = from; k < to; k++) {
-        int32_t id = v->ids[k];
-        if (v->id_chars[k] <= u && (size_t)id < n_allowed && !allowed[id]) {
+        const int32_t id = v->ids[k];
+        if (v->id_chars[k] <= u && (size_t)id < n_allowed) {
             allowed[id] = 1;
             n++;
         }
