@@ -28,9 +28,12 @@
  * as a plain byte, so it leads to S' too, and a token cut inside a character is taken exactly
  * when its bytes so far are well-formed. So a subtree of plain ASCII and well-formed UTF-8 (read
  * from the start of a character, its last character possibly cut and counted as one) is taken
- * whole within the chain's prefix of such states. Only tokens with a quote, a backslash, a
- * control byte, broken UTF-8 or more characters than the state has left are matched byte by
- * byte. */
+ * whole within the chain's prefix of such states. A plain subtree with longer tokens, entered
+ * when the chain ends in a state that takes no text (a bounded string's last state takes only
+ * the closing quote), is scanned instead: each token's character count (id_chars, from the
+ * root) says whether it fits. Only tokens with a quote, a backslash, a control byte or broken
+ * UTF-8, and plain ones too long for a chain that ends in a state still taking some text, are
+ * matched byte by byte. */
 #include <stdlib.h>
 #include <string.h>
 
