@@ -23,6 +23,26 @@ static qvl_grammar *parse_ok(const char *text) {
     return g;
 }
 
+/* A JSON Schema compiled and parsed. */
+static qvl_grammar *schema_ok(const char *schema) {
+    char *gbnf = NULL;
+    qvl_error err = {0};
+    if (qvl_grammar_from_json_schema(schema, strlen(schema), &gbnf, &err) != QVL_OK)
+        fail_msg("schema refused: %s\n%s", err.msg, schema);
+    qvl_grammar *g = parse_ok(gbnf);
+    free(gbnf);
+    return g;
+}
+
+/* Strings bounded by maxLength (1, 3, 64, 5) and minLength (2), with keys the small
+ * vocabularies below can spell: every counted character a state of its own. */
+static const char bounded_schema[] =
+    "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"maxLength\": 1}, "
+    "\"e\": {\"type\": \"string\", \"maxLength\": 3}, "
+    "\"l\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 64}, "
+    "\"x\": {\"type\": \"string\", \"maxLength\": 5}}, "
+    "\"required\": [\"a\", \"e\", \"l\", \"x\"], \"additionalProperties\": false}";
+
 /* The grammar must be refused with a message containing want. */
 static void parse_bad(const char *text, const char *want) {
     qvl_grammar *g = NULL;
@@ -239,6 +259,8 @@ static const char *const pieces[] = {
     "{", "}", "[", "]", "\"", ",", ":", " ", "\n", "{\"", "\":", "\",", "a", "ab", "abc", "1", "12",
     "0", "-", ".", "e", "true", "false", "null", "tr", "ue", "\xC3", "\xA9", "\xC3\xA9", "é\"",
     "\\", "\\n", "\\u", "00", "e9", "x", "}]", "]}", "\t\t", "nul", "l", "\x01", "\xFF", "",
+    "abcd", "abcdefghijklmnopqrst", "\xC3\xA9\xC3\xA9\xC3\xA9", "ab\xC3", "\\\"", "a\"", "ab\",",
+    "\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97\xE7\xAC\xA6\xE4\xB8\xB2\xE5\xBE\x88\xE9\x95\xBF",
 };
 
 /* One of the count allowed tokens, uniformly (a seeded LCG: the walks repeat run to run). */
@@ -250,25 +272,22 @@ static int32_t pick_allowed(uint64_t *rng, const uint8_t *allowed, int32_t n, si
     return 0;
 }
 
-static void test_mask_against_feeding(void **state) {
-    (void)state;
+/* Random walks through g's language, one allowed token at a time; at every step each token's
+ * mask bit must equal what feeding prefix + token to a fresh matcher says. */
+static void walks_against_feeding(const qvl_grammar *g, uint64_t rng) {
     const int32_t n = (int32_t)(sizeof pieces / sizeof pieces[0]);
     size_t lens[64];
     for (int32_t i = 0; i < n; i++) lens[i] = strlen(pieces[i]);
     qvl_grammar_vocab *v = NULL;
     qvl_error err = {0};
     assert_int_equal(qvl_grammar_vocab_from_pieces(pieces, lens, n, &v, &err), QVL_OK);
-    qvl_grammar *g = parse_ok(qvl_grammar_json_gbnf());
     qvl_grammar_matcher *m = NULL, *probe = NULL;
     assert_int_equal(qvl_grammar_matcher_create(g, &m, &err), QVL_OK);
     assert_int_equal(qvl_grammar_matcher_create(g, &probe, &err), QVL_OK);
     uint8_t allowed[64 + 8];
     char prefix[4096];
     size_t plen = 0;
-    uint64_t rng = 12345;
     int steps = 0, checks = 0;
-    /* random walks through JSON, one allowed token at a time; at every step each token's mask
-     * bit must equal what feeding prefix + token to a fresh matcher says */
     for (int walk = 0; walk < 30; walk++) {
         assert_int_equal(qvl_grammar_matcher_reset(m, &err), QVL_OK);
         plen = 0;
@@ -307,8 +326,18 @@ static void test_mask_against_feeding(void **state) {
     assert_true(steps > 100 && checks > 1000);
     qvl_grammar_matcher_free(probe);
     qvl_grammar_matcher_free(m);
-    qvl_grammar_free(g);
     qvl_grammar_vocab_free(v);
+}
+
+static void test_mask_against_feeding(void **state) {
+    (void)state;
+    qvl_grammar *g = parse_ok(qvl_grammar_json_gbnf());
+    walks_against_feeding(g, 12345);
+    qvl_grammar_free(g);
+    g = schema_ok(bounded_schema); /* strings of 1, 3, 2-64 and 5 characters */
+    walks_against_feeding(g, 2024);
+    walks_against_feeding(g, 99);
+    qvl_grammar_free(g);
 }
 
 /* Inside strings the walk takes whole trie subtrees of plain text without matching their bytes
@@ -323,6 +352,12 @@ static const char *const bulk_pieces[] = {
     "\xC3", "\xC3\xA9", "a\xC3\xA9", "\xC3\xA9t\xC3\xA9", "\xC3\xA9\xC3", "\xE4\xB8\xAD",
     "\xE4\xB8", "\xE4", "\xF0\x9F\x99\x82", "\xF0\x9F", "\xE0\x80", "\xE0\xA0", "\xED\xA0",
     "\xED\x9F", "\xF4\x90", "\xF4\x8F", "\x80", "a\xFF", "\xC0\xAF", "\xC3\xA9\"", "~", "\x7F",
+    /* around the bounds of bounded strings: 3 characters (one cut), 4, 63 + 1 of two bytes,
+     * 64 and 65 */
+    "abcd", "aba", "\xC3\xA9\xC3\xA9\xC3\xA9", "ab\xC3", "ab\xE4\xB8", "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9",
+    "0123456789012345678901234567890123456789012345678901234567890123",
+    "01234567890123456789012345678901234567890123456789012345678901234",
+    "012345678901234567890123456789012345678901234567890123456789012\xC3\xA9",
 };
 
 static size_t mask_equals_feeding(const qvl_grammar *g, const qvl_grammar_vocab *v,
@@ -379,26 +414,71 @@ static void test_whole_subtrees_in_strings(void **state) {
     qvl_grammar_vocab_free(v);
 }
 
-/* The constraint's sets come from a cache keyed by matcher state (grammar_sampler.c): along
- * random walks through JSON, where states recur (inside strings, after each element), every
- * set applied must equal the trie walk of a matcher fed the same tokens, and the cache must
- * have answered some of them. */
-static void test_cached_sets_match_walks(void **state) {
+/* Bounded strings (jchar{m,n}): a state with r characters left takes the plain subtrees whose
+ * tokens hold at most r characters whole, and scans the longer ones by each token's count. Every
+ * token's bit must equal feeding it at 0 to 64 characters left, after ASCII, non-ASCII text and
+ * an escape, at and over the bounds (a cut character counts as one); the whole-subtree path
+ * must count the same tokens for the same characters left, whatever came before; and a chain
+ * that ends in a state still taking some plain text ("a" after two characters) must walk the
+ * longer tokens. */
+static void test_whole_subtrees_in_bounded_strings(void **state) {
     (void)state;
+    const int32_t n = (int32_t)(sizeof bulk_pieces / sizeof bulk_pieces[0]);
+    size_t lens[64];
+    for (int32_t i = 0; i < n; i++) lens[i] = strlen(bulk_pieces[i]);
+    qvl_grammar_vocab *v = NULL;
+    qvl_error err = {0};
+    assert_int_equal(qvl_grammar_vocab_from_pieces(bulk_pieces, lens, n, &v, &err), QVL_OK);
+    qvl_grammar *g = schema_ok(bounded_schema);
+    const size_t one = mask_equals_feeding(g, v, "{\"a\": \"");
+    assert_true(one > 0);
+    assert_int_equal(mask_equals_feeding(g, v, "{\"a\": \"z"), 0); /* none left */
+    const size_t three = mask_equals_feeding(g, v, "{\"a\": \"\", \"e\": \"");
+    assert_true(three > one);
+    assert_int_equal(mask_equals_feeding(g, v, "{\"a\": \"\", \"e\": \"ab"), one);
+    assert_int_equal(mask_equals_feeding(g, v, "{\"a\": \"\", \"e\": \"\xC3\xA9\\n"), one);
+    assert_int_equal(mask_equals_feeding(g, v, "{\"a\": \"\", \"e\": \"\\u00e9"), 
+                     mask_equals_feeding(g, v, "{\"a\": \"\", \"e\": \"\xE4\xB8\xAD"));
+    assert_int_equal(mask_equals_feeding(g, v, "{\"a\": \"\", \"e\": \"abc"), 0);
+    const char *const l = "{\"a\": \"\", \"e\": \"\", \"l\": \"";
+    const size_t sixty_four = mask_equals_feeding(g, v, l);
+    assert_true(sixty_four > three);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s\xC3\xA9", l); /* 63 left: the 64-character tokens are out */
+    const size_t sixty_three = mask_equals_feeding(g, v, buf);
+    assert_true(sixty_three < sixty_four && sixty_three > three);
+    snprintf(buf, sizeof buf, "%sab\", \"x\": \"ab", l); /* 3 of 5 left */
+    assert_int_equal(mask_equals_feeding(g, v, buf), three);
+    qvl_grammar *open = parse_ok("root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{2} \"a\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"\n");
+    assert_true(mask_equals_feeding(open, v, "\"") > 0);
+    assert_true(mask_equals_feeding(open, v, "\"b") > 0);
+    qvl_grammar *ascii = parse_ok("root ::= \"\\\"\" [ !#-\\[\\]-\\x7F]{0,3} \"\\\"\"\n");
+    assert_true(mask_equals_feeding(ascii, v, "\"") > 0);
+    assert_true(mask_equals_feeding(ascii, v, "\"a") > 0);
+    qvl_grammar_free(ascii);
+    qvl_grammar_free(open);
+    qvl_grammar_free(g);
+    qvl_grammar_vocab_free(v);
+}
+
+/* The constraint's sets come from a cache keyed by matcher state (grammar_sampler.c): along
+ * random walks through JSON, where states recur (inside strings, after each element), and
+ * through bounded strings, every set applied must equal the trie walk of a matcher fed the
+ * same tokens, and in JSON the cache must have answered some of them. */
+/* One run of those walks over g; returns the share of sets the cache answered. */
+static double cached_walks(const qvl_grammar *g, uint64_t rng) {
     const int32_t n = (int32_t)(sizeof pieces / sizeof pieces[0]);
     size_t lens[64];
     for (int32_t i = 0; i < n; i++) lens[i] = strlen(pieces[i]);
     qvl_grammar_vocab *v = NULL;
     qvl_error err = {0};
     assert_int_equal(qvl_grammar_vocab_from_pieces(pieces, lens, n, &v, &err), QVL_OK);
-    qvl_grammar *g = parse_ok(qvl_grammar_json_gbnf());
     qvl_grammar_matcher *m = NULL;
     qvl_grammar_sampler *gs = NULL;
     assert_int_equal(qvl_grammar_matcher_create(g, &m, &err), QVL_OK);
     assert_int_equal(qvl_grammar_sampler_create(g, v, NULL, 0, n, &gs, &err), QVL_OK);
     uint8_t allowed[64];
     float logits[64];
-    uint64_t rng = 777;
     int steps = 0;
     for (int walk = 0; walk < 40; walk++) {
         assert_int_equal(qvl_grammar_matcher_reset(m, &err), QVL_OK);
@@ -423,12 +503,22 @@ static void test_cached_sets_match_walks(void **state) {
     }
     int64_t calls = 0;
     qvl_grammar_sampler_seconds(gs, &calls);
-    assert_true(steps > 200);
-    assert_true(qvl_grammar_sampler_cache_hits(gs) > calls / 4);
+    assert_true(steps > 200 && calls > 0);
+    const double share = (double)qvl_grammar_sampler_cache_hits(gs) / (double)calls;
     qvl_grammar_sampler_free(gs);
     qvl_grammar_matcher_free(m);
-    qvl_grammar_free(g);
     qvl_grammar_vocab_free(v);
+    return share;
+}
+
+static void test_cached_sets_match_walks(void **state) {
+    (void)state;
+    qvl_grammar *g = parse_ok(qvl_grammar_json_gbnf());
+    assert_true(cached_walks(g, 777) > 0.25);
+    qvl_grammar_free(g);
+    g = schema_ok(bounded_schema); /* every counted character a state: few hits, same sets */
+    cached_walks(g, 31337);
+    qvl_grammar_free(g);
 }
 
 static void test_constraint_on_logits(void **state) {
@@ -522,6 +612,7 @@ int main(void) {
         cmocka_unit_test(test_stack_cap),
         cmocka_unit_test(test_mask_against_feeding),
         cmocka_unit_test(test_whole_subtrees_in_strings),
+        cmocka_unit_test(test_whole_subtrees_in_bounded_strings),
         cmocka_unit_test(test_cached_sets_match_walks),
         cmocka_unit_test(test_constraint_on_logits),
         cmocka_unit_test(test_generate_matches),

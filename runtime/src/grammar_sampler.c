@@ -174,9 +174,14 @@ qvl_status qvl_grammar_sampler_prepare(qvl_grammar_sampler *gs, qvl_error *err) 
                 }
             }
         }
-        memset(e->bits, 0, gs->n_words * sizeof *e->bits);
-        for (int32_t i = 0; i < gs->n_vocab; i++)
-            if (gs->walk[i]) e->bits[i >> 6] |= 1ull << (i & 63);
+        /* word by word without a branch per token: a set with scattered holes (a bounded
+         * string refusing its longer tokens) would mispredict on every hole */
+        for (size_t w = 0; w < gs->n_words; w++) {
+            const size_t base = w * 64, end = base + 64 < (size_t)gs->n_vocab ? base + 64 : (size_t)gs->n_vocab;
+            uint64_t word = 0;
+            for (size_t i = base; i < end; i++) word |= (uint64_t)(gs->walk[i] != 0) << (i - base);
+            e->bits[w] = word;
+        }
         e->count = count;
         remember_key(e, gs->key, klen, h);
     }
@@ -201,8 +206,8 @@ qvl_status qvl_grammar_sampler_apply(qvl_grammar_sampler *gs, float *logits, siz
     for (size_t w = 0; w < gs->n_words; w++) {
         if (bits[w] == ~0ull) continue; /* all 64 allowed: common inside strings */
         const size_t end = w * 64 + 64 < n_logits ? w * 64 + 64 : n_logits;
-        for (size_t i = w * 64; i < end; i++)
-            if (!(bits[w] >> (i & 63) & 1)) logits[i] = -INFINITY;
+        for (size_t i = w * 64; i < end; i++) /* a select, not a branch: holes are scattered */
+            logits[i] = bits[w] >> (i & 63) & 1 ? logits[i] : -INFINITY;
     }
     const double t2 = now_seconds();
     gs->seconds += t2 - t1;
