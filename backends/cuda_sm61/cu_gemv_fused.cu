@@ -309,9 +309,13 @@ static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
     return 0;
 }
 
-static bool cu_fused_env_kquant_off(void) {
-    const char *v = getenv("QVL_CUDA_FUSED_KQUANT"); /* A/B runs: 0 = norm/activation, then GEMVs */
-    return v && strcmp(v, "0") == 0;
+/* A/B runs: QVL_CUDA_FUSED_KQUANT=0 takes no q4_k / q6_k rows fused (norm or activation, then
+ * the GEMVs), =N at most N rows (1 .. 8); unset, 8. */
+static int64_t cu_fused_env_kquant_rows(void) {
+    const char *v = getenv("QVL_CUDA_FUSED_KQUANT");
+    if (!v || !*v) return CU_FUSED_MAX_ROWS;
+    long n = strtol(v, NULL, 10);
+    return n < 0 ? 0 : n > CU_FUSED_MAX_ROWS ? CU_FUSED_MAX_ROWS : n;
 }
 
 /* q4_k / q6_k: super-blocks per chunk of K for M rows (0: not fused). An RMS norm needs its
@@ -330,7 +334,7 @@ extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int pr
     if (n_proj < 1 || n_proj > 3 || M < 1 || M > CU_FUSED_MAX_ROWS) return 0;
     int32_t dt = w[0].dtype;
     bool kq = cu_is_kquant(dt);
-    if (kq && cu_fused_env_kquant_off()) return 0;
+    if (kq && M > cu_fused_env_kquant_rows()) return 0;
     int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : kq ? QVL_QK_K : 8, K = w[0].cols;
     if (K % per != 0) return 0;
     if (kq) {
