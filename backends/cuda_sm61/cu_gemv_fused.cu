@@ -309,11 +309,18 @@ static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
     return 0;
 }
 
-/* A/B runs: QVL_CUDA_FUSED_KQUANT=0 takes no q4_k / q6_k rows fused (norm or activation, then
- * the GEMVs), =N at most N rows (1 .. 8); unset, 8. */
+/* Rows of q4_k / q6_k the fused kernel takes by default: one (a single stream's decode step).
+ * Every block of that kernel recomputes the rows (norm or activation, then int8) from global
+ * memory, so its redundant work grows with rows x blocks; from 4 rows on it costs more than the
+ * launch it saves (docs/BENCHMARKS.md, "fused k-quant rows"), and batched steps take the norm or
+ * activation into scratch, then the GEMVs. The kernel itself handles up to CU_FUSED_MAX_ROWS. */
+#define CU_FUSED_KQUANT_DEFAULT_ROWS 1
+
+/* A/B runs and tests: QVL_CUDA_FUSED_KQUANT=0 takes no q4_k / q6_k rows fused, =N at most N
+ * rows (1 .. 8); unset, CU_FUSED_KQUANT_DEFAULT_ROWS. */
 static int64_t cu_fused_env_kquant_rows(void) {
     const char *v = getenv("QVL_CUDA_FUSED_KQUANT");
-    if (!v || !*v) return CU_FUSED_MAX_ROWS;
+    if (!v || !*v) return CU_FUSED_KQUANT_DEFAULT_ROWS;
     long n = strtol(v, NULL, 10);
     return n < 0 ? 0 : n > CU_FUSED_MAX_ROWS ? CU_FUSED_MAX_ROWS : n;
 }
