@@ -73,6 +73,13 @@ tr -d '\r' < "$tmp/quiet" | grep -qx "$greedy" && ok "--quiet keeps the answer" 
 "$qvl" "${args[@]}" -v >"$tmp/out" 2>"$tmp/err"
 grep -q "^timings: decode " "$tmp/err" && ! grep -q $'\r' "$tmp/err" \
   && ok "no terminal, -v: timings without progress" || bad "-v: $(cat -v "$tmp/err")"
+! grep -q "^timings: mask " "$tmp/err" && ok "-v without a grammar: no mask line" || bad "mask line: $(cat "$tmp/err")"
+# With a grammar, -v says what its masks cost: one set per constrained token (the end included).
+"$qvl" "${args[@]}" --json -v >"$tmp/out" 2>"$tmp/err"
+gen=$(sed -n 's/^timings: decode .* \([0-9]*\) tokens generated.*/\1/p' "$tmp/err")
+sets=$(sed -n 's/^timings: mask .* \([0-9]*\) sets (.*ms each), .* waited for (.*% of decode)$/\1/p' "$tmp/err")
+[ -n "$gen" ] && [ -n "$sets" ] && [ "$sets" -ge "$gen" ] && [ "$sets" -le $((gen + 1)) ] \
+  && ok "--json -v: $sets mask sets for $gen tokens" || bad "--json -v mask line: $(cat "$tmp/err")"
 
 # --weights converts at load: the progress line counts the tensors, and -v (or a conversion
 # slower than 3 s) ends with the tip that qvl quantize does it once.

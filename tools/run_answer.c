@@ -49,9 +49,18 @@ static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next
                             (long long)total);
 }
 
+/* A grammar answer ended: its masks' cost, summed over the answers of the command. */
+static void on_mask(void *arg, int64_t masks, double seconds, double waited) {
+    run_session *s = arg;
+    s->timings.mask_sets += masks;
+    s->timings.mask_seconds += seconds;
+    s->timings.mask_waited += waited;
+}
+
 void run_answer_observer(run_session *s, qvl_engine_observer *o) {
     o->arg = s;
     o->encode = on_encode;
+    o->mask = on_mask;
     o->prefill_step = on_prefill_step;
 }
 

@@ -158,6 +158,13 @@ void run_timings_print(const run_timings *t, const qvl_model *m) {
     fprintf(stderr, "timings: decode      %8.2f s, %lld tokens generated (%.2f tok/s)\n",
             t->decode_seconds, (long long)t->decode_tokens,
             rate((double)t->decode_tokens, t->decode_seconds));
+    if (t->mask_sets > 0)
+        fprintf(stderr,
+                "timings: mask        %8.2f s, %lld sets (%.3f ms each), %.3f s of it waited for "
+                "(%.1f%% of decode)\n",
+                t->mask_seconds, (long long)t->mask_sets,
+                1e3 * t->mask_seconds / (double)t->mask_sets, t->mask_waited,
+                100.0 * rate(t->mask_waited, t->decode_seconds));
     struct rusage ru;
     double rss_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
     fprintf(stderr, "timings: memory      peak resident %.0f MiB", rss_mib);

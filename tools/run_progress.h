@@ -40,10 +40,14 @@ typedef struct run_timings {
     double first_token_at; /* run_now_seconds() of the first generated token; 0 = none */
     int64_t decode_tokens;
     double decode_seconds;
+    int64_t mask_sets;     /* grammar masks computed (one per constrained token); 0 = no grammar */
+    double mask_seconds;   /* their time in all, overlapped with decode steps or not */
+    double mask_waited;    /* the part of mask_seconds the decode loop waited for */
 } run_timings;
 
 /* The summary, a few lines "timings: ..." on stderr: load, vision per picture, prefill tok/s,
  * time to first token (from the start of the command), decode tok/s and tokens generated,
+ * the grammar mask's time (all, and what the decode loop waited for) when a grammar ran,
  * peak resident memory and, for a backend with memory of its own, its device memory in use
  * (m NULL: no backend line, no memory lines). */
 void run_timings_print(const run_timings *t, const struct qvl_model *m);
