@@ -67,16 +67,27 @@ function(qvl_list_backend name)
   set_property(GLOBAL PROPERTY QVL_BACKEND_OPTIONS_${name} "${L_OPTIONS}")
 endfunction()
 
+# qvl_add_conformance(name target [OP op] [ENVIRONMENT VAR=VALUE...]): the suite (or one op of
+# it) against the reference, as test conformance_<name>; a backend adds more runs under other
+# names with the environment of a variant its default does not take.
 function(qvl_add_conformance name target)
   if(NOT QVL_BUILD_TESTS)
     return()
   endif()
+  cmake_parse_arguments(PARSE_ARGV 2 C "" "OP" "ENVIRONMENT")
+  set(only)
+  if(C_OP)
+    set(only --op ${C_OP})
+  endif()
   # qvl-backend-ops is defined later, in tests/conformance.cmake: add_test resolves the target
   # name and the generator expressions when the build system is generated, after all folders.
   add_test(NAME conformance_${name}
-    COMMAND qvl-backend-ops --unavailable-exit 77
+    COMMAND qvl-backend-ops --unavailable-exit 77 ${only}
             $<TARGET_FILE:qvl-reference> $<TARGET_FILE:${target}>)
   set_tests_properties(conformance_${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+  if(C_ENVIRONMENT)
+    set_tests_properties(conformance_${name} PROPERTIES ENVIRONMENT "${C_ENVIRONMENT}")
+  endif()
   set_property(GLOBAL APPEND PROPERTY QVL_CONFORMANCE_TARGETS ${target})
 endfunction()
 
@@ -161,6 +172,7 @@ function(qvl_backends_finalize)
   configure_file(${QVL_BACKEND_CMAKE_DIR}/plugins.yaml.in ${CMAKE_BINARY_DIR}/plugins.yaml @ONLY)
   install(FILES ${CMAKE_BINARY_DIR}/plugins.yaml DESTINATION ${CMAKE_INSTALL_DATADIR}/qvl)
   get_property(targets GLOBAL PROPERTY QVL_CONFORMANCE_TARGETS)
+  list(REMOVE_DUPLICATES targets) # a backend may register several runs
   if(targets AND TARGET qvl-backend-ops)
     add_dependencies(qvl-backend-ops ${targets})
   endif()

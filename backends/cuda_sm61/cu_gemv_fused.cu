@@ -312,7 +312,7 @@ static int64_t cu_fused_smem(int32_t dt, int64_t M, int64_t K) {
 /* Rows of q4_k / q6_k the fused kernel takes by default: one (a single stream's decode step).
  * Every block of that kernel recomputes the rows (norm or activation, then int8) from global
  * memory, so its redundant work grows with rows x blocks; from 4 rows on it costs more than the
- * launch it saves (docs/BENCHMARKS.md, "fused k-quant rows"), and batched steps take the norm or
+ * launch it saves (docs/BENCHMARKS.md, "Tried and did not pay"), and batched steps take the norm or
  * activation into scratch, then the GEMVs. The kernel itself handles up to CU_FUSED_MAX_ROWS. */
 #define CU_FUSED_KQUANT_DEFAULT_ROWS 1
 
