@@ -8,8 +8,9 @@
  * MATMUL node REPS times on the backend loaded from BACKEND_SO and prints the median time,
  * GFLOP/s (2 M K N per product) as a share of the FMA probe, and GB/s of weights read as a
  * share of the read-bandwidth probe. Weights are random; the a rows are random f32. With
- * M < 4 the weights come from memory (copies that together exceed the last-level cache are
- * cycled through), unless -c (one copy, cache-resident: the kernel's compute rate). */
+ * M <= 8 (a decode step of up to 8 sequences) the weights come from memory (copies that
+ * together exceed the last-level cache are cycled through), unless -c (one copy,
+ * cache-resident: the kernel's compute rate). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
 #include <stdio.h>
@@ -53,7 +54,7 @@ static int run_shape(const qvl_test_backend *tb, qvl_dtype dt, int64_t M, int64_
     size_t wb = weight_bytes(dt, N * K);
     /* GEMV reads every weight once: cycle through copies that together exceed the last-level
      * cache, so that they come from memory as in decode (GEMM reuses them: one copy). */
-    int copies = M < 4 && !cached ? (int)((((size_t)768 << 20) + wb - 1) / wb) : 1;
+    int copies = M <= 8 && !cached ? (int)((((size_t)768 << 20) + wb - 1) / wb) : 1;
     /* 64-byte aligned like the executor's tensors */
     float *a = aligned_alloc(64, (size_t)(M * K + 16) * sizeof *a / 64 * 64);
     float *o = aligned_alloc(64, (size_t)(M * N + 16) * sizeof *o / 64 * 64);

@@ -203,11 +203,24 @@ qvl_status qvl_grammar_sampler_apply(qvl_grammar_sampler *gs, float *logits, siz
     if (st != QVL_OK) return st;
     const double t1 = now_seconds();
     const uint64_t *bits = gs->cur->bits;
+    /* Word by word, touching only what changes: the allowed tokens kept around a fill of the
+     * word (few allowed: JSON's structure), or the refused ones set one by one (few refused: a
+     * bounded string's longer tokens). A select per token compiles to a branch per token,
+     * mispredicted wherever holes are scattered, and this runs on the engine thread's path. */
     for (size_t w = 0; w < gs->n_words; w++) {
-        if (bits[w] == ~0ull) continue; /* all 64 allowed: common inside strings */
-        const size_t end = w * 64 + 64 < n_logits ? w * 64 + 64 : n_logits;
-        for (size_t i = w * 64; i < end; i++) /* a select, not a branch: holes are scattered */
-            logits[i] = bits[w] >> (i & 63) & 1 ? logits[i] : -INFINITY;
+        const uint64_t b = bits[w];
+        if (b == ~0ull) continue; /* all 64 allowed: common inside strings */
+        float *l = logits + w * 64;
+        const size_t len = w * 64 + 64 < n_logits ? 64 : n_logits - w * 64;
+        if (__builtin_popcountll(b) <= 32) {
+            float keep[64];
+            for (uint64_t z = b; z; z &= z - 1) keep[__builtin_ctzll(z)] = l[__builtin_ctzll(z)];
+            for (size_t i = 0; i < len; i++) l[i] = -INFINITY;
+            for (uint64_t z = b; z; z &= z - 1) l[__builtin_ctzll(z)] = keep[__builtin_ctzll(z)];
+        } else {
+            uint64_t z = len < 64 ? ~b & ((1ull << len) - 1) : ~b;
+            for (; z; z &= z - 1) l[__builtin_ctzll(z)] = -INFINITY;
+        }
     }
     const double t2 = now_seconds();
     gs->seconds += t2 - t1;
