@@ -56,12 +56,6 @@ AVX_INLINE void prefetch_ahead(const void *p, int64_t ahead) {
     _mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)ahead), _MM_HINT_T0);
 }
 
-/* 8 int32 sums of 4 products of unsigned bytes u (at most 63 here) and signed bytes s: exact
- * (a pair of products is at most 2 * 63 * 128 in magnitude, inside int16). */
-AVX_INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
 /* Lane i of v in every lane (a shuffle-port op: the integer ports are the busy ones). */
 AVX_INLINE __m256 lane(__m256 v, int i) {
     return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
@@ -132,8 +126,11 @@ AVX_INLINE __m256i q6k_group_scales(__m256i sc, int g) {
  * flight per thread over KQ_STREAMS streams). */
 #define KQ_PF_AHEAD 1024
 #define KQ_STREAMS 4
+/* The most activation rows one q4_k tile takes (q4k_tilem): all of a batched decode step's
+ * (AVX_GEMV_MAX_ROWS); kq_tile_run has a case for each count. */
+#define Q4K_MR_MAX 8
 
-/* Accumulators: one per (activation row, weight row) when a tile has several weight rows
+/* q6k_tile's accumulators: one per (activation row, weight row) when it has several weight rows
  * (their chains of FMAs interleave); a single weight row alternates two (even and odd
  * sub-blocks), so that its chain is half as long. More would not fit the 16 registers. */
 #define ACC(NR, k) ((NR) == 1 ? (k) & 1 : 0)
@@ -172,83 +169,6 @@ AVX_INLINE void kq_rows_begin(const kq_tile *t, int NR, int64_t block_bytes,
         wr[r] = kq_row(t->w, t->j0 + r * t->js, block_bytes);
         acc[r] = _mm256_setzero_ps();
     }
-}
-
-AVX_INLINE void q4k_tile(const kq_tile *t, int MR, int NR) {
-    const avx_qrows *a = t->a;
-    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
-    const __m256i lo4 = _mm256_set1_epi8(0x0F);
-    const unsigned char *wr[4];
-    __m256 acc[3][4][2];
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) wr[r] = kq_row(t->w, t->j0 + r * t->js, Q4K_BYTES);
-#pragma GCC unroll 3
-    for (int m = 0; m < MR; m++)
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
-        /* All NR rows' scales first, then the quants sub-block by sub-block with the rows
-         * innermost: each row's accumulator chain (one FMA per sub-block) interleaves with the
-         * others', so the FMA latency overlaps within the scheduler's reach, and each
-         * activation block is loaded once for all rows. */
-        /* d * sc_j * d_b per (activation row, weight row): sub-blocks 0-3 in both 128-bit
-         * halves of sh[m][r][0], 4-7 in sh[m][r][1], so that an in-lane shuffle with an
-         * immediate broadcasts one (a lane permute would need an index register each). */
-        __m256 sh[3][4][2];
-        const unsigned char *blk[4];
-        __m256i scm = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) {
-            blk[r] = wr[r] + b * Q4K_BYTES;
-            /* 144 bytes: three cache lines at most */
-            prefetch_ahead(blk[r], KQ_PF_AHEAD);
-            prefetch_ahead(blk[r] + 64, KQ_PF_AHEAD);
-            prefetch_ahead(blk[r] + 128, KQ_PF_AHEAD);
-            __m256 d, dmin;
-            q4k_d(blk[r], &d, &dmin);
-            if (r % 2 == 0) /* one pair of rows at a time (a single row: itself twice) */
-                scm = q4k_scales2(blk[r], r + 1 < NR ? wr[r + 1] + b * Q4K_BYTES : blk[r]);
-            const __m128i sm = r % 2 ? _mm256_extracti128_si256(scm, 1) : _mm256_castsi256_si128(scm);
-            const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
-            const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
-#pragma GCC unroll 3
-            for (int m = 0; m < MR; m++) {
-                const int64_t ab = (t->m0 + m) * nb + b * 8; /* the 8 activation blocks */
-                const __m256 sv = _mm256_mul_ps(scd, _mm256_loadu_ps(a->d + ab));
-                sh[m][r][0] = _mm256_permute2f128_ps(sv, sv, 0x00);
-                sh[m][r][1] = _mm256_permute2f128_ps(sv, sv, 0x11);
-                acc[m][r][ACC(NR, 1)] =
-                    _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(a->s32 + ab), acc[m][r][ACC(NR, 1)]);
-            }
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i aq[3][2];
-#pragma GCC unroll 3
-            for (int m = 0; m < MR; m++) {
-                const int8_t *qa = a->q + (t->m0 + m) * K + b * QVL_QK_K + 64 * c;
-                aq[m][0] = _mm256_loadu_si256((const __m256i *)qa);
-                aq[m][1] = _mm256_loadu_si256((const __m256i *)(qa + 32));
-            }
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) {
-                /* bytes 32c.. hold sub-block 2c (low nibbles) and 2c + 1 (high nibbles) */
-                __m256i q = _mm256_loadu_si256((const __m256i *)(blk[r] + Q4K_QS + 32 * c));
-                __m256i lo = _mm256_and_si256(q, lo4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-#pragma GCC unroll 3
-                for (int m = 0; m < MR; m++) {
-                    __m256i p0 = dot_u8s8(lo, aq[m][0]);
-                    __m256i p1 = dot_u8s8(hi, aq[m][1]);
-                    __m256 *a0 = &acc[m][r][ACC(NR, 0)], *a1 = &acc[m][r][ACC(NR, 1)];
-                    const __m256 h = sh[m][r][c / 2];
-                    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), dup_lane(h, 2 * c % 4), *a0);
-                    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), dup_lane(h, 2 * c % 4 + 1), *a1);
-                }
-            }
-        }
-    }
-    tile_finish(t, MR, NR, acc);
 }
 
 /* One activation row (decode proper): the sub-blocks' integer dots are gathered into one vector
@@ -349,6 +269,78 @@ AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
     for (int r = 0; r < NR; r++) kq_store(t, t->m0, t->j0 + r * t->js, avx_hsum(acc[r]));
 }
 
+/* Several activation rows (a batched decode step) against one weight row: q4k_tile1's reduction
+ * row by row, so each row's f32 work is again one conversion and one FMA per super-block, and
+ * its results are bit for bit the one-row tile's (the same exact integer dots, then the same
+ * f32 operations in the same order). What the rows share is done once: the nibble unpacking,
+ * the scales and the weight loads. Chunks c and c + 2 (pair c = 0, 1) are unpacked together
+ * (four vectors), then every activation row takes its four maddubs and the lane merge into g
+ * (as in q4k_tile1); pair 0's g waits in a register per row and pair 1 finishes the row at
+ * once, so about MR + 4 vectors stay live across the rows (accumulators aside, touched once
+ * per super-block). One weight row per tile, not two: with two, the compiler keeps each
+ * activation vector for the second row and spills them, where loading them again is cheap. */
+AVX_INLINE void q4k_tilem(const kq_tile *t, int MR) {
+    const avx_qrows *a = t->a;
+    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    const unsigned char *wr = kq_row(t->w, t->j0, Q4K_BYTES);
+    __m256 acc[Q4K_MR_MAX];
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; m++) acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+        const unsigned char *blk = wr + b * Q4K_BYTES;
+        /* 144 bytes: three cache lines at most */
+        prefetch_ahead(blk, KQ_PF_AHEAD);
+        prefetch_ahead(blk + 64, KQ_PF_AHEAD);
+        prefetch_ahead(blk + 128, KQ_PF_AHEAD);
+        __m256 d, dmin;
+        q4k_d(blk, &d, &dmin);
+        const __m128i sm = _mm256_castsi256_si128(q4k_scales2(blk, blk));
+        const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
+        const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
+        __m256i g[Q4K_MR_MAX];
+#pragma GCC unroll 2
+        for (int pair = 0; pair < 2; pair++) {
+            const __m256i q0 = _mm256_loadu_si256((const __m256i *)(blk + Q4K_QS + 32 * pair));
+            const __m256i q2 = _mm256_loadu_si256((const __m256i *)(blk + Q4K_QS + 32 * pair + 64));
+            const __m256i l0 = _mm256_and_si256(q0, lo4);
+            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(q0, 4), lo4);
+            const __m256i l2 = _mm256_and_si256(q2, lo4);
+            const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(q2, 4), lo4);
+#pragma GCC unroll 8
+            for (int m = 0; m < MR; m++) {
+                const int64_t row = t->m0 + m;
+                const int8_t *aq = a->q + row * K + b * QVL_QK_K + 64 * pair;
+                const __m256i x0 = _mm256_maddubs_epi16(l0, _mm256_loadu_si256((const __m256i *)aq));
+                const __m256i y0 =
+                    _mm256_maddubs_epi16(h0, _mm256_loadu_si256((const __m256i *)(aq + 32)));
+                const __m256i x2 =
+                    _mm256_maddubs_epi16(l2, _mm256_loadu_si256((const __m256i *)(aq + 128)));
+                const __m256i y2 =
+                    _mm256_maddubs_epi16(h2, _mm256_loadu_si256((const __m256i *)(aq + 160)));
+                /* [sub-block 2 pair | 2 pair + 4] and [2 pair + 1 | 2 pair + 5], each lane's
+                 * two halves added */
+                const __m256i ml = _mm256_add_epi16(_mm256_permute2x128_si256(x0, x2, 0x21),
+                                                    _mm256_blend_epi32(x0, x2, 0xF0));
+                const __m256i mh = _mm256_add_epi16(_mm256_permute2x128_si256(y0, y2, 0x21),
+                                                    _mm256_blend_epi32(y0, y2, 0xF0));
+                const __m256i gm = _mm256_hadd_epi16(ml, mh);
+                if (pair == 0) {
+                    g[m] = gm;
+                    continue;
+                }
+                const __m256i dots =
+                    _mm256_madd_epi16(_mm256_hadd_epi16(g[m], gm), _mm256_set1_epi16(1));
+                const __m256 s = _mm256_mul_ps(scd, _mm256_loadu_ps(a->d + row * nb + b * 8));
+                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), s, acc[m]);
+                acc[m] = _mm256_fnmadd_ps(mnd, _mm256_loadu_ps(a->s32 + row * nb + b * 8), acc[m]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; m++) kq_store(t, t->m0 + m, t->j0, avx_hsum(acc[m]));
+}
+
 AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
     const avx_qrows *a = t->a;
     const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK, n16 = K / 16;
@@ -361,10 +353,16 @@ AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
-        /* As q4k_tile: every row's scales first, then the groups with the rows innermost. */
+        /* All NR rows' scales first, then the quants group by group with the rows innermost:
+         * each row's accumulator chain (one FMA per group) interleaves with the others', so the
+         * FMA latency overlaps within the scheduler's reach, and each activation vector is
+         * loaded once for all rows. */
         const unsigned char *blk[4];
         __m256i sc[4][2];  /* per weight row and half: its 8 int16 scales in both lanes */
-        __m256 dd[3][4][2]; /* d * d_b, groups 0-3 / 4-7 in both halves (see q4k_tile) */
+        /* d * d_b per (activation row, weight row): groups 0-3 in both 128-bit halves of
+         * dd[m][r][0], 4-7 in dd[m][r][1], so that an in-lane shuffle with an immediate
+         * broadcasts one (a lane permute would need an index register each) */
+        __m256 dd[3][4][2];
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             blk[r] = wr[r] + b * Q6K_BYTES;
@@ -566,10 +564,25 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
 }
 
 static void kq_tile_run(qvl_dtype dt, const kq_tile *t, int MR, int NR) {
+    if (dt == QVL_Q4_K && MR > 1) {
+        /* the weight rows one at a time (see q4k_tilem), still alternating between streams */
+        kq_tile tr = *t;
+        for (int r = 0; r < NR; r++, tr.j0 += t->js) {
+            switch (MR) {
+            case 2: q4k_tilem(&tr, 2); break;
+            case 3: q4k_tilem(&tr, 3); break;
+            case 4: q4k_tilem(&tr, 4); break;
+            case 5: q4k_tilem(&tr, 5); break;
+            case 6: q4k_tilem(&tr, 6); break;
+            case 7: q4k_tilem(&tr, 7); break;
+            default: q4k_tilem(&tr, 8); break;
+            }
+        }
+        return;
+    }
 #define KQ_CASE(mr, nr)                                 \
     if (MR == mr && NR == nr) {                         \
-        if (dt == QVL_Q4_K && mr == 1) q4k_tile1(t, nr); \
-        else if (dt == QVL_Q4_K) q4k_tile(t, mr, nr);   \
+        if (dt == QVL_Q4_K) q4k_tile1(t, nr);           \
         else if (mr == 1) q6k_tile1(t, nr);             \
         else q6k_tile(t, mr, nr);                       \
         return;                                         \
@@ -586,12 +599,13 @@ static void kq_tile_run(qvl_dtype dt, const kq_tile *t, int MR, int NR) {
 /* Rows [j_lo, j_hi) as `streams` sequential streams read side by side (as avx_linear.c's
  * q8_range, for the same reason: the L2 streamer follows one stream per page, and a core needs
  * several in flight): tile t takes row t of each stream, rows j_lo + t + s * len, then the
- * rows left over one by one. One activation row takes 4 streams; two or three take 2, which
- * keeps their accumulators (2 per row pair) in registers. */
+ * rows left over one by one. One activation row takes 4 streams; more take 2, which keeps
+ * their accumulators in registers. */
 void avx_kq_gemv(const avx_qrows *a, int64_t M, const avx_wmat *w, const avx_cols_out *o,
                  int64_t j_lo, int64_t j_hi) {
+    const int mr_max = w->dt == QVL_Q4_K ? Q4K_MR_MAX : 3;
     for (int64_t m0 = 0; m0 < M;) {
-        const int mr = M - m0 >= 3 ? 3 : (int)(M - m0);
+        const int mr = M - m0 >= mr_max ? mr_max : (int)(M - m0);
         const int ns = mr == 1 ? KQ_STREAMS : 2;
         const int64_t len = (j_hi - j_lo) / ns;
         kq_tile t = {a, w, o, m0, j_lo, len};
