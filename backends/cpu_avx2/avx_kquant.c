@@ -61,17 +61,6 @@ AVX_INLINE __m256 lane(__m256 v, int i) {
     return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
 }
 
-/* Lane i (0-3) of each 128-bit half of v in all four lanes of that half: an in-lane shuffle
- * with an immediate (no index register). The switch folds away when i is a constant. */
-AVX_INLINE __m256 dup_lane(__m256 v, int i) {
-    switch (i) {
-    case 0: return _mm256_shuffle_ps(v, v, 0x00);
-    case 1: return _mm256_shuffle_ps(v, v, 0x55);
-    case 2: return _mm256_shuffle_ps(v, v, 0xAA);
-    default: return _mm256_shuffle_ps(v, v, 0xFF);
-    }
-}
-
 /* 8 bytes (byte j = lane j) as f32. */
 AVX_INLINE __m256 bytes8_ps(uint64_t v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
@@ -106,34 +95,16 @@ AVX_INLINE __m256 bytes8_of(__m128i v, int lo) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo ? _mm_srli_si128(v, 8) : v));
 }
 
-/* For group g (sub-blocks 2g and 2g + 1), from sc = the block's 8 int16 scales of its half
- * (g < 4: sc_0..7, else sc_8..15) in both 128-bit lanes: sc_2g in the low lane's 8 int16,
- * sc_2g+1 in the high lane's, so that madd with a group's 16 pair sums applies each
- * sub-block's scale. */
-AVX_INLINE __m256i q6k_group_scales(__m256i sc, int g) {
-    const int k = g % 4;
-    const char lo0 = (char)(4 * k), lo1 = (char)(4 * k + 1);
-    const char hi0 = (char)(4 * k + 2), hi1 = (char)(4 * k + 3);
-    return _mm256_shuffle_epi8(sc, _mm256_setr_epi8(lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,
-                                                    lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,
-                                                    hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1,
-                                                    hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1));
-}
-
 /* ---- decode: MR activation rows x NR weight rows ---- */
 
 /* Bytes prefetched ahead on each stream (see avx_linear.c's Q8_PF_AHEAD: the same 4 KB in
  * flight per thread over KQ_STREAMS streams). */
 #define KQ_PF_AHEAD 1024
 #define KQ_STREAMS 4
-/* The most activation rows one q4_k tile takes (q4k_tilem): all of a batched decode step's
- * (AVX_GEMV_MAX_ROWS); kq_tile_run has a case for each count. */
-#define Q4K_MR_MAX 8
+/* The most activation rows one tile takes (q4k_tilem, q6k_tilem): all of a batched decode
+ * step's (AVX_GEMV_MAX_ROWS); kq_tile_run has a case for each count. */
+#define KQ_MR_MAX 8
 
-/* q6k_tile's accumulators: one per (activation row, weight row) when it has several weight rows
- * (their chains of FMAs interleave); a single weight row alternates two (even and odd
- * sub-blocks), so that its chain is half as long. More would not fit the 16 registers. */
-#define ACC(NR, k) ((NR) == 1 ? (k) & 1 : 0)
 typedef struct kq_tile {
     const avx_qrows *a;
     const avx_wmat *w;
@@ -146,15 +117,6 @@ AVX_INLINE void kq_store(const kq_tile *t, int64_t row, int64_t j, float v) {
     if (t->o->bias) v += t->o->bias[j];
     if (t->o->add) v += t->o->add[row * t->o->ldo + j];
     t->o->out[row * t->o->ldo + j] = v;
-}
-
-AVX_INLINE void tile_finish(const kq_tile *t, int MR, int NR, __m256 acc[3][4][2]) {
-#pragma GCC unroll 3
-    for (int m = 0; m < MR; m++)
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++)
-            kq_store(t, t->m0 + m, t->j0 + r * t->js,
-                     avx_hsum(_mm256_add_ps(acc[m][r][0], acc[m][r][1])));
 }
 
 AVX_INLINE const unsigned char *kq_row(const avx_wmat *w, int64_t j, int64_t block_bytes) {
@@ -284,7 +246,7 @@ AVX_INLINE void q4k_tilem(const kq_tile *t, int MR) {
     const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK;
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const unsigned char *wr = kq_row(t->w, t->j0, Q4K_BYTES);
-    __m256 acc[Q4K_MR_MAX];
+    __m256 acc[KQ_MR_MAX];
 #pragma GCC unroll 8
     for (int m = 0; m < MR; m++) acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
@@ -298,7 +260,7 @@ AVX_INLINE void q4k_tilem(const kq_tile *t, int MR) {
         const __m128i sm = _mm256_castsi256_si128(q4k_scales2(blk, blk));
         const __m256 scd = _mm256_mul_ps(bytes8_of(sm, 0), d);    /* d * sc_j, exact */
         const __m256 mnd = _mm256_mul_ps(bytes8_of(sm, 8), dmin); /* dmin * m_j, exact */
-        __m256i g[Q4K_MR_MAX];
+        __m256i g[KQ_MR_MAX];
 #pragma GCC unroll 2
         for (int pair = 0; pair < 2; pair++) {
             const __m256i q0 = _mm256_loadu_si256((const __m256i *)(blk + Q4K_QS + 32 * pair));
@@ -339,90 +301,6 @@ AVX_INLINE void q4k_tilem(const kq_tile *t, int MR) {
     }
 #pragma GCC unroll 8
     for (int m = 0; m < MR; m++) kq_store(t, t->m0 + m, t->j0, avx_hsum(acc[m]));
-}
-
-AVX_INLINE void q6k_tile(const kq_tile *t, int MR, int NR) {
-    const avx_qrows *a = t->a;
-    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK, n16 = K / 16;
-    const unsigned char *wr[4];
-    __m256 acc[3][4][2];
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) wr[r] = kq_row(t->w, t->j0 + r * t->js, Q6K_BYTES);
-#pragma GCC unroll 3
-    for (int m = 0; m < MR; m++)
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
-        /* All NR rows' scales first, then the quants group by group with the rows innermost:
-         * each row's accumulator chain (one FMA per group) interleaves with the others', so the
-         * FMA latency overlaps within the scheduler's reach, and each activation vector is
-         * loaded once for all rows. */
-        const unsigned char *blk[4];
-        __m256i sc[4][2];  /* per weight row and half: its 8 int16 scales in both lanes */
-        /* d * d_b per (activation row, weight row): groups 0-3 in both 128-bit halves of
-         * dd[m][r][0], 4-7 in dd[m][r][1], so that an in-lane shuffle with an immediate
-         * broadcasts one (a lane permute would need an index register each) */
-        __m256 dd[3][4][2];
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) {
-            blk[r] = wr[r] + b * Q6K_BYTES;
-            /* 210 bytes: four cache lines at most */
-            prefetch_ahead(blk[r], KQ_PF_AHEAD);
-            prefetch_ahead(blk[r] + 64, KQ_PF_AHEAD);
-            prefetch_ahead(blk[r] + 128, KQ_PF_AHEAD);
-            prefetch_ahead(blk[r] + 192, KQ_PF_AHEAD);
-            uint16_t h;
-            memcpy(&h, blk[r] + Q6K_D, 2);
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
-            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk[r] + Q6K_SCALES));
-            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* sc_0..15 in order */
-            sc[r][0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
-            sc[r][1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
-#pragma GCC unroll 3
-            for (int m = 0; m < MR; m++) {
-                /* d * d_b for the block's 8 activation blocks, and the -32 offset of every
-                 * sub-block: madd pairs sub-blocks 2g, 2g + 1 into group g's lane */
-                const int64_t row = t->m0 + m;
-                const __m256 v = _mm256_mul_ps(d, _mm256_loadu_ps(a->d + row * nb + b * 8));
-                dd[m][r][0] = _mm256_permute2f128_ps(v, v, 0x00);
-                dd[m][r][1] = _mm256_permute2f128_ps(v, v, 0x11);
-                __m256i sums = _mm256_loadu_si256((const __m256i *)(a->s16 + row * n16 + b * 16));
-                __m256i off = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), sums); /* 32 sc s */
-                acc[m][r][ACC(NR, 1)] =
-                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), v, acc[m][r][ACC(NR, 1)]);
-            }
-        }
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
-#pragma GCC unroll 4
-            for (int r4 = 0; r4 < 4; r4++) {
-                const int g = 4 * half + r4;
-                __m256i aq[3];
-#pragma GCC unroll 3
-                for (int m = 0; m < MR; m++)
-                    aq[m] = _mm256_loadu_si256(
-                        (const __m256i *)(a->q + (t->m0 + m) * K + b * QVL_QK_K + 32 * g));
-#pragma GCC unroll 4
-                for (int r = 0; r < NR; r++) {
-                    const unsigned char *ql = blk[r] + 64 * half, *qh = blk[r] + Q6K_QH + 32 * half;
-                    __m256i q = q6k_group(_mm256_loadu_si256((const __m256i *)ql),
-                                          _mm256_loadu_si256((const __m256i *)(ql + 32)),
-                                          _mm256_loadu_si256((const __m256i *)qh), r4);
-                    __m256i gs = q6k_group_scales(sc[r][half], g);
-#pragma GCC unroll 3
-                    for (int m = 0; m < MR; m++) {
-                        __m256i p = _mm256_maddubs_epi16(q, aq[m]);
-                        /* |pair| <= 2*63*127 times |sc| <= 128, two per lane: inside int32 */
-                        p = _mm256_madd_epi16(p, gs);
-                        const __m256 h = dd[m][r][half];
-                        __m256 *ac = &acc[m][r][ACC(NR, g)];
-                        *ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dup_lane(h, r4), *ac);
-                    }
-                }
-            }
-        }
-    }
-    tile_finish(t, MR, NR, acc);
 }
 
 /* One activation row: as q4k_tile1, the f32 work is one conversion and one FMA per super-block
@@ -563,47 +441,119 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
     for (int r = 0; r < NR; r++) kq_store(t, t->m0, t->j0 + r * t->js, avx_hsum(acc[r]));
 }
 
+/* Several activation rows against one weight row, as q4k_tilem: q6k_tile1's reduction row by
+ * row, the 6-bit unpacking (a half's four groups at a time) and the scales once for all rows.
+ * The -32 offsets are taken in int32 after the scales, per group: madd of 32 sc_s with the
+ * activation sums s16 pairs sub-blocks 2g, 2g + 1 into lane g, the same sum
+ * sum_s sc_s * 32 sum(a_q) that q6k_tile1 takes before its scales, so the group sums, exact
+ * in int32 either way (|32 sc_s| <= 4096 and |s16| <= 2048 fit int16; a group's
+ * sum(sc q a_q) is at most 2 * 16 * 63 * 128 * 128 < 2^25), are the same integers and the
+ * results bit for bit the one-row tile's. */
+AVX_INLINE void q6k_tilem(const kq_tile *t, int MR) {
+    const avx_qrows *a = t->a;
+    const int64_t K = a->K, nb = K / QVL_Q8_0_BLOCK, n16 = K / 16;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const unsigned char *wr = kq_row(t->w, t->j0, Q6K_BYTES);
+    __m256 acc[KQ_MR_MAX];
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; m++) acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QVL_QK_K; b++) {
+        const unsigned char *blk = wr + b * Q6K_BYTES;
+        /* 210 bytes: four cache lines at most */
+        prefetch_ahead(blk, KQ_PF_AHEAD);
+        prefetch_ahead(blk + 64, KQ_PF_AHEAD);
+        prefetch_ahead(blk + 128, KQ_PF_AHEAD);
+        prefetch_ahead(blk + 192, KQ_PF_AHEAD);
+        __m256i sc[2];
+        q6k_scales32(blk, sc);
+        const __m256i sc32 = _mm256_slli_epi16(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + Q6K_SCALES))), 5);
+        uint16_t h;
+        memcpy(&h, blk + Q6K_D, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+        __m256i dots[KQ_MR_MAX]; /* half 0's sum(q a_q), 0 2 1 3 order */
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            const unsigned char *ql = blk + 64 * half;
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + Q6K_QH + 32 * half));
+            __m256i q[4];
+#pragma GCC unroll 4
+            for (int r4 = 0; r4 < 4; r4++) q[r4] = q6k_group(ql0, ql1, qh, r4);
+#pragma GCC unroll 8
+            for (int m = 0; m < MR; m++) {
+                const int64_t row = t->m0 + m;
+                const int8_t *aq = a->q + row * K + b * QVL_QK_K + 128 * half;
+                __m256i quad[2];
+#pragma GCC unroll 2
+                for (int r = 0; r < 2; r++) {
+                    const __m256i p0 = _mm256_maddubs_epi16(
+                        q[r], _mm256_loadu_si256((const __m256i *)(aq + 32 * r)));
+                    const __m256i p1 = _mm256_maddubs_epi16(
+                        q[r + 2], _mm256_loadu_si256((const __m256i *)(aq + 32 * (r + 2))));
+                    quad[r] = _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones);
+                }
+                const __m256i hd = q6k_pairs32(quad[0], quad[1]);
+                if (half == 0) {
+                    dots[m] = hd;
+                    continue;
+                }
+                const __m256i s0 = _mm256_mullo_epi32(dots[m], sc[0]);
+                const __m256i s1 = _mm256_mullo_epi32(hd, sc[1]);
+                /* as q6k_tile1: groups 0 2 1 3 | 4 6 5 7, then in group order */
+                const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x21),
+                                                     _mm256_blend_epi32(s0, s1, 0xF0));
+                const __m256i off = _mm256_madd_epi16(
+                    sc32, _mm256_loadu_si256((const __m256i *)(a->s16 + row * n16 + b * 16)));
+                const __m256i grp = _mm256_sub_epi32(_mm256_shuffle_epi32(sum, 0xD8), off);
+                const __m256 dd = _mm256_mul_ps(d, _mm256_loadu_ps(a->d + row * nb + b * 8));
+                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(grp), dd, acc[m]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; m++) kq_store(t, t->m0 + m, t->j0, avx_hsum(acc[m]));
+}
+
 static void kq_tile_run(qvl_dtype dt, const kq_tile *t, int MR, int NR) {
-    if (dt == QVL_Q4_K && MR > 1) {
+    if (MR > 1) {
         /* the weight rows one at a time (see q4k_tilem), still alternating between streams */
         kq_tile tr = *t;
         for (int r = 0; r < NR; r++, tr.j0 += t->js) {
+#define KQ_TILEM(mr)                                      \
+    case mr:                                              \
+        if (dt == QVL_Q4_K) q4k_tilem(&tr, mr);           \
+        else q6k_tilem(&tr, mr);                          \
+        break;
             switch (MR) {
-            case 2: q4k_tilem(&tr, 2); break;
-            case 3: q4k_tilem(&tr, 3); break;
-            case 4: q4k_tilem(&tr, 4); break;
-            case 5: q4k_tilem(&tr, 5); break;
-            case 6: q4k_tilem(&tr, 6); break;
-            case 7: q4k_tilem(&tr, 7); break;
-            default: q4k_tilem(&tr, 8); break;
+            KQ_TILEM(2)
+            KQ_TILEM(3)
+            KQ_TILEM(4)
+            KQ_TILEM(5)
+            KQ_TILEM(6)
+            KQ_TILEM(7)
+            default: KQ_TILEM(8)
             }
+#undef KQ_TILEM
         }
         return;
     }
-#define KQ_CASE(mr, nr)                                 \
-    if (MR == mr && NR == nr) {                         \
-        if (dt == QVL_Q4_K) q4k_tile1(t, nr);           \
-        else if (mr == 1) q6k_tile1(t, nr);             \
-        else q6k_tile(t, mr, nr);                       \
-        return;                                         \
-    }
-    KQ_CASE(1, 4)
-    KQ_CASE(1, 1)
-    KQ_CASE(2, 2)
-    KQ_CASE(2, 1)
-    KQ_CASE(3, 2)
-    KQ_CASE(3, 1)
-#undef KQ_CASE
+    /* one activation row: KQ_STREAMS weight rows, or the rows left over one by one */
+    if (dt == QVL_Q4_K && NR == KQ_STREAMS) q4k_tile1(t, KQ_STREAMS);
+    else if (dt == QVL_Q4_K) q4k_tile1(t, 1);
+    else if (NR == KQ_STREAMS) q6k_tile1(t, KQ_STREAMS);
+    else q6k_tile1(t, 1);
 }
 
 /* Rows [j_lo, j_hi) as `streams` sequential streams read side by side (as avx_linear.c's
  * q8_range, for the same reason: the L2 streamer follows one stream per page, and a core needs
  * several in flight): tile t takes row t of each stream, rows j_lo + t + s * len, then the
- * rows left over one by one. One activation row takes 4 streams; more take 2, which keeps
- * their accumulators in registers. */
+ * rows left over one by one. One activation row takes 4 streams (its tile reads them side by
+ * side); more take 2, each tile reading one weight row and the next tile the other stream's. */
 void avx_kq_gemv(const avx_qrows *a, int64_t M, const avx_wmat *w, const avx_cols_out *o,
                  int64_t j_lo, int64_t j_hi) {
-    const int mr_max = w->dt == QVL_Q4_K ? Q4K_MR_MAX : 3;
+    const int mr_max = KQ_MR_MAX;
     for (int64_t m0 = 0; m0 < M;) {
         const int mr = M - m0 >= mr_max ? mr_max : (int)(M - m0);
         const int ns = mr == 1 ? KQ_STREAMS : 2;
