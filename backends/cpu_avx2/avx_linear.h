@@ -57,14 +57,14 @@ qvl_status avx_linear(qvl_backend *be, const float *a, int64_t M, const avx_wmat
  * otherwise). */
 #define AVX_LINEAR_MAX_PARTS 4
 /* The most activation rows the GEMV path takes. It reads each chunk of weight rows once per
- * tile of activation rows (all of them at once, q6_k's up to 3), from cache after the first
+ * tile of activation rows (q8_0: up to 3; the others: all of them), from cache after the first
  * tile, so up to 8 rows (a server's batched decode step) it stays bound by reading the
  * weights once; the f32 GEMM converts the weights to panels and pays off only for many rows. */
 #define AVX_GEMV_MAX_ROWS 8
 /* From this many rows q4_k / q6_k products (every part of the call) take the int8 GEMM
- * instead. Past AVX_GEMV_MAX_ROWS: with q4_k's GEMV tile taking all 8 rows of a batched
- * decode step at once, the GEMV (q6_k's included) beat repacking the weights into the GEMM's
- * panels at 8 rows (docs/BENCHMARKS.md). */
+ * instead. Past AVX_GEMV_MAX_ROWS: with the GEMV's tiles taking all 8 rows of a batched
+ * decode step at once, it beat repacking the weights into the GEMM's panels at 8 rows
+ * (docs/BENCHMARKS.md). */
 #define AVX_QGEMM_MIN_ROWS 9
 typedef struct avx_linear_part {
     const avx_wmat *w;
