@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
             for (int u = 0; u < U; u++) {
                 int64_t ch = c0 + CU_WARP * u;
                 if (ch >= chunks) break;
-                if constexpr (NC == 1) {
+                if (NC == 1) { /* the one-column code as it was */
                     cu_chunk_fma<DT, MR>(q[u][0], arow, p.M, ch, acc[0]);
                 } else {
                     float wv[NC][8];
@@ -148,21 +148,15 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
     }
 }
 
-/* k_gemv_rows for M rows of w's dtype: MR = 8 or 16 accumulators per column (fewer spill under
- * clang's sm_61 register choices), NC columns per warp (cu_gemv_cols; at most 2 here). */
-template <int NC>
+/* k_gemv_rows for w's dtype: MR = 8 or 16 accumulators per column (fewer spill under clang's
+ * sm_61 register choices), NC columns per warp (cu_gemv_cols; 2 at most, and only with 8). */
+template <int MR, int NC>
 static void cu_gemv_rows_launch(cu_stream s, const cu_mm_args &p, unsigned threads) {
     int64_t rblocks = (p.batches * ((p.N + NC - 1) / NC) + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
     unsigned g = (unsigned)(rblocks > 65535 ? 65535 : rblocks < 1 ? 1 : rblocks);
-    if (NC > 1 || p.M <= 8) { /* (2 columns of 16 rows would spill: the caller keeps M <= 8) */
-        if (p.w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 8, NC><<<g, threads, 0, s>>>(p);
-        else if (p.w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 8, NC><<<g, threads, 0, s>>>(p);
-        else k_gemv_rows<QVL_F32, 8, NC><<<g, threads, 0, s>>>(p);
-    } else if constexpr (NC == 1) {
-        if (p.w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 16, NC><<<g, threads, 0, s>>>(p);
-        else if (p.w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 16, NC><<<g, threads, 0, s>>>(p);
-        else k_gemv_rows<QVL_F32, 16, NC><<<g, threads, 0, s>>>(p);
-    }
+    if (p.w.dtype == QVL_F16) k_gemv_rows<QVL_F16, MR, NC><<<g, threads, 0, s>>>(p);
+    else if (p.w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, MR, NC><<<g, threads, 0, s>>>(p);
+    else k_gemv_rows<QVL_F32, MR, NC><<<g, threads, 0, s>>>(p);
 }
 
 int cu_gemv_cols(int64_t M) {
@@ -399,9 +393,10 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
             k_gemv_q8<CU_GEMV_I8_MAX_ROWS><<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
         } else if (cu_gemv_vec_ok(w) && cu_rows_f32_aligned(a)) {
             int nc = cu_gemv_cols(M);
-            /* 2 columns at most (4 spill on sm_61), and only for up to 8 rows */
-            if (nc >= 2 && M <= 8) cu_gemv_rows_launch<2>(s, p, threads);
-            else cu_gemv_rows_launch<1>(s, p, threads);
+            /* 2 columns at most (4 spill on sm_61, as do 2 of 16 rows) */
+            if (nc >= 2 && M <= 8) cu_gemv_rows_launch<8, 2>(s, p, threads);
+            else if (M <= 8) cu_gemv_rows_launch<8, 1>(s, p, threads);
+            else cu_gemv_rows_launch<16, 1>(s, p, threads);
         } else if (!cu_gemv_vec_ok(w)) k_gemv<<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_F16) k_gemv_vec<QVL_F16><<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_BF16) k_gemv_vec<QVL_BF16><<<(unsigned)blocks, threads, 0, s>>>(p);

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
             for (int u = 0; u < CU_K_UNROLL; u++) {
                 int sb = s0 + 4 * u;
                 if (sb >= nsb) continue;
-                if constexpr (NC == 1) {
+                if (NC == 1) { /* the one-column code as it was */
                     cu_kq<DT>::template dot<MR>(raw[u][0], part, sb, M, qa, K, da, sa, nb, acc[0]);
                 } else {
                     cu_kprep w[NC];
