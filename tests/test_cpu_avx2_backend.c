@@ -171,18 +171,19 @@ static void test_matmul_gemv_rows(void **state) {
  * quant -128, against activations of +-1 (int8 +-127 after quantisation), so the integer
  * partial sums reach their largest magnitudes (a wrapped int16 or int32 sum would be off by
  * 65536 or more, a saturated maddubs by at least 256). N = 13: a 4-row GEMV tile and single
- * rows, one whole 8-row int8 GEMM panel and a partial one; M = 1, 2 and 7 (the GEMVs; q8_0 up to
- * 8), 8 and 14 (the int8 GEMM from AVX_QGEMM_MIN_ROWS: whole and partial 4-row tiles). The activations round to 127 * (1/127 in
- * f32), within 1e-7 of 1, so the tolerance is relative 1e-5. */
+ * rows, one whole 8-row int8 GEMM panel and a partial one; M = 1, 2, 7 and 8 (the GEMVs, whose
+ * k-quant tiles take every row at once), 9 and 14 (the int8 GEMM from AVX_QGEMM_MIN_ROWS: one
+ * row past a panel, and whole and partial 4-row tiles). The activations round to 127 * (1/127
+ * in f32), within 1e-7 of 1, so the tolerance is relative 1e-5. */
 static void test_matmul_kquant_extremes(void **state) {
     (void)state;
     skip_without_avx2();
     const int64_t K = 512, N = 13;
-    static const int64_t Ms[] = {1, 2, 7, 8, 14};
+    static const int64_t Ms[] = {1, 2, 7, 8, 9, 14};
     static const char *names[] = {"q4_k extremes", "q6_k extremes", "q8_0 extremes"};
     for (int dt = 0; dt < 3; dt++)
         for (int sign = -1; sign <= 1; sign += 2)
-            for (int mi = 0; mi < 5; mi++) {
+            for (int mi = 0; mi < (int)(sizeof Ms / sizeof *Ms); mi++) {
                 const int64_t M = Ms[mi];
                 if (dt == 2) {
                     qvl_tensor *w = tt_mk(QVL_Q8_0, 2, SHAPE(N, K));

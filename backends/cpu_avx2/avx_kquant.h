@@ -13,7 +13,8 @@
  * a'_k = d_b * a_q is the quantised activation, so the result is the exact product of the
  * stored weights with a', rounded in f32: the only error beyond the reference's is the
  * activation rounding, at most max|a_block|/254 per element (the q8_0 path's bound).
- * With one activation row (decode proper) the per-sub-block integer dots of a super-block are
+ * For each activation row of a decode step (one row, or the 2 to 8 of a batched step, all in
+ * one tile that unpacks each weight block once) the per-sub-block integer dots of a super-block are
  * gathered into one vector (lane j = sub-block j) by horizontal adds, still exact (q4_k in
  * int16, q6_k in int32; the bounds are in avx_kquant.c), so the f32 work is one conversion and
  * one FMA per super-block and weight row rather than one per sub-block: on the Intel cores the
