@@ -78,11 +78,31 @@ struct cu_kact {
     float d[4];
 };
 
+/* What both formats' cu_kq share: dot<MR>, super-block sb against the rows m < M (MR at most),
+ * from the format's prep (once) and act / row (per row). */
+template <typename F>
+struct cu_kq_rows {
+    template <int MR>
+    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
+                                               const int8_t *qa, int lda, const float *da,
+                                               const float *sa, int ldb, float (&acc)[MR]) {
+        cu_kprep w;
+        F::prep(r, part, w);
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            if (m >= M) continue; /* (not break: clang then cannot unroll the callers' loops) */
+            cu_kact x;
+            F::act(part, sb, m, qa, lda, da, sa, ldb, x);
+            acc[m] += F::row(w, x);
+        }
+    }
+};
+
 template <int DT>
-struct cu_kq; /* per format: bytes per super-block, the lane's load and dot product */
+struct cu_kq; /* per format: bytes per super-block, the lane's load, prep, act and row */
 
 template <>
-struct cu_kq<QVL_Q4_K> {
+struct cu_kq<QVL_Q4_K> : cu_kq_rows<cu_kq<QVL_Q4_K>> {
     static const int BB = 144;
     static __device__ __forceinline__ void load(const unsigned char *blk, int part, cu_kraw &r) {
         r.a = __ldg((const uint4 *)blk);
@@ -129,25 +149,10 @@ struct cu_kq<QVL_Q4_K> {
         return x.d[0] * (w.f[0] * cu_i2f_small(s0)) + x.d[1] * (w.f[1] * cu_i2f_small(s1)) -
                (w.f[2] * x.d[2] + w.f[3] * x.d[3]);
     }
-    /* Super-block sb against the rows m < M (MR at most). */
-    template <int MR>
-    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
-                                               const int8_t *qa, int lda, const float *da,
-                                               const float *sa, int ldb, float (&acc)[MR]) {
-        cu_kprep w;
-        prep(r, part, w);
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            if (m >= M) continue; /* (not break: clang then cannot unroll the callers' loops) */
-            cu_kact x;
-            act(part, sb, m, qa, lda, da, sa, ldb, x);
-            acc[m] += row(w, x);
-        }
-    }
 };
 
 template <>
-struct cu_kq<QVL_Q6_K> {
+struct cu_kq<QVL_Q6_K> : cu_kq_rows<cu_kq<QVL_Q6_K>> {
     static const int BB = 210;
     /* 2-byte loads: the 210-byte blocks are only 2-byte aligned */
     static __device__ __forceinline__ void load(const unsigned char *blk, int part, cu_kraw &r) {
@@ -202,20 +207,6 @@ struct cu_kq<QVL_Q6_K> {
             y += x.d[qr] * (w.f[qr] * cu_i2f_small(s));
         }
         return y;
-    }
-    template <int MR>
-    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
-                                               const int8_t *qa, int lda, const float *da,
-                                               const float *sa, int ldb, float (&acc)[MR]) {
-        cu_kprep w;
-        prep(r, part, w);
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            if (m >= M) continue;
-            cu_kact x;
-            act(part, sb, m, qa, lda, da, sa, ldb, x);
-            acc[m] += row(w, x);
-        }
     }
 };
 
