@@ -47,26 +47,33 @@ peak() { local id=$1; shift
 run1() { local id=$1; shift; [ -f /tmp/done.$id ] && return 0; left || return 1; log "$id"; peak "$id" "$@"; touch /tmp/done.$id
   grep -E "^\| +[0-9]+ \||^\| .*(pp|tg)[0-9]|prefill  |decode |vision [0-9]|first token|timings: (prefill|decode|first|vision)|mask|video|encoded in|decoded in|prompt eval time|  eval time|roofline|probe" $OUT/$id.txt | head -14; }
 QB1="--no-profile --no-probe -p 128 -n 128 -r 2"
+if [ ! -f /tmp/done.conf ] && left; then # the decode GEMVs' paths no CI machine runs
+  touch /tmp/done.conf; log "conformance on the GPU: default, QVL_CUDA_GEMV_COLS=2 and 4"
+  ops() { $QB/tests/qvl-backend-ops "$@" $QB/backends/reference/libqvl-reference.so $QB/backends/cuda_sm61/libqvl-cuda_sm61.so 2>&1 | tail -1; }
+  echo "default: $(ops)"
+  for c in 2 4; do for op in matmul norm_linear mlp_residual; do echo "cols $c $op: $(QVL_CUDA_GEMV_COLS=$c ops --op $op)"; done; done
+fi
 run1 b-llama-q4-1 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-1 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
 run1 b-llama-f16 $LB/bin/llama-batched-bench -m /tmp/m2b-f16.gguf -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,4,8
 for n in 4 8; do run1 b-qvl-bf16-$n $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n; done
 run1 b-llama-q4-2 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-2 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
-run1 b-qvl-q4-2-k0 env QVL_CUDA_FUSED_KQUANT=0 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel 2
-run1 b-qvl-q4-2-k2 env QVL_CUDA_FUSED_KQUANT=2 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel 2
+# output columns per warp of the batched decode GEMVs (QVL_CUDA_GEMV_COLS; the default is 1)
+for c in 2 4; do for n in 2 4 8; do run1 b-qvl-q4-$n-cols$c env QVL_CUDA_GEMV_COLS=$c $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done; done
+for n in 4 8; do run1 b-qvl-bf16-$n-cols2 env QVL_CUDA_GEMV_COLS=2 $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n; done
 # #38: the mask's share of a decode step (same prompt; plain with --ignore-eos)
 for s in plain free bounded; do
   if [ $s = plain ]; then a="--ignore-eos"; else a="--json-schema tools/grammar-bench/$s.json"; fi
   run1 m-$s $QB/tools/qvl run -m $Q --backend cuda_sm61 -p "Read the receipt into JSON." -n 256 --temp 0 $a -v
 done
 # #36: time to first token, 10 s of 640x360 at 30 fps, default sampling
-run1 v-qvl-cuda $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cuda_sm61 --video-frames /tmp/frames --video-fps 30 -p "What happens in this video?" -n 16 --temp 0
-run1 v-qvl-cuda-st $QB/tools/qvl run -m $M --backend cuda_sm61 --video-frames /tmp/frames --video-fps 30 -p "What happens in this video?" -n 16 --temp 0
+run1 v-qvl-cuda $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cuda_sm61 --video-frames /tmp/frames --video-fps 30 -p "What happens in this video?" -n 16 --temp 0 -v
+run1 v-qvl-cuda-st $QB/tools/qvl run -m $M --backend cuda_sm61 --video-frames /tmp/frames --video-fps 30 -p "What happens in this video?" -n 16 --temp 0 -v
 # #35: the same Q4_K_M file in both: speed and memory; picture; logits against the safetensors path
 run1 g-llama-gguf $LB/bin/llama-bench -m $Q -ngl 99 -fa 1 -p 512 -n 128 -r 3
 run1 g-qvl-gguf $QB/tools/qvl-bench -m $Q --backend cuda_sm61 -p 512 -n 128 -r 3 --ctx 4096 --no-profile --no-probe
-run1 g-qvl-gguf-img $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cuda_sm61 --image $M/img1024x768.png -p "Describe this picture." -n 32 --temp 0
+run1 g-qvl-gguf-img $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cuda_sm61 --image $M/img1024x768.png -p "Describe this picture." -n 32 --temp 0 -v
 run1 g-llama-gguf-img $LB/bin/llama-mtmd-cli -m $Q --mmproj /tmp/mmproj-f16.gguf -ngl 99 --image $M/img1024x768.png -p "Describe this picture." -n 32 --temp 0
 if [ ! -f /tmp/done.logits ] && left; then
   log "logits: the Q4_K_M GGUF vs the safetensors (bf16) and qvl's q4_k_m of it"
@@ -92,7 +99,7 @@ for p in 128 512; do
   run1 c-qvl-pp$p $QB/tools/qvl-bench -m $Q --backend cpu_avx2 -t 4 -p $p -n 32 -r 2 --no-profile
 done
 run1 c-qvl-photo $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cpu_avx2 -t 4 --image $M/img1024x768.png -p "Describe this picture." -n 1 --temp 0 -v
-run1 c-llama-photo env CUDA_VISIBLE_DEVICES= $LB/bin/llama-mtmd-cli -m $Q --mmproj /tmp/mmproj-f16.gguf -ngl 0 -t 4 --image $M/img1024x768.png -p "Describe this picture." -n 1 --temp 0
+run1 c-llama-photo env CUDA_VISIBLE_DEVICES= $LB/bin/llama-mtmd-cli -m $Q --mmproj /tmp/mmproj-f16.gguf -ngl 0 -t 4 --image $M/img1024x768.png -p "Describe this picture." -n 1 --temp 0 -v
 run1 c-qvl-video $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cpu_avx2 -t 4 --video-frames /tmp/frames --video-fps 30 -p "What happens in this video?" -n 1 --temp 0 -v
 log "end of CPU list (or deadline)"
 (cd $OUT && tar czf results-c$(date +%s).tgz ./*.txt && rm -f ./*.txt) 2>/dev/null
