@@ -101,6 +101,14 @@ AVX_INLINE __m256 bytes8_of(__m128i v, int lo) {
  * flight per thread over KQ_STREAMS streams). */
 #define KQ_PF_AHEAD 1024
 #define KQ_STREAMS 4
+
+/* KQ_PF_AHEAD bytes past each 64-byte line of a block of `bytes` (a constant: the loop unrolls;
+ * a q4_k block spans three lines at most, a q6_k block four). */
+AVX_INLINE void prefetch_block(const unsigned char *blk, int bytes) {
+#pragma GCC unroll 4
+    for (int o = 0; o < bytes; o += 64) prefetch_ahead(blk + o, KQ_PF_AHEAD);
+}
+
 /* The most activation rows one tile takes (q4k_tilem, q6k_tilem): all of a batched decode
  * step's (AVX_GEMV_MAX_ROWS); kq_tile_run has a case for each count. */
 #define KQ_MR_MAX 8
@@ -166,10 +174,7 @@ AVX_INLINE void q4k_tile1(const kq_tile *t, int NR) {
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * Q4K_BYTES;
-            /* 144 bytes: three cache lines at most */
-            prefetch_ahead(blk, KQ_PF_AHEAD);
-            prefetch_ahead(blk + 64, KQ_PF_AHEAD);
-            prefetch_ahead(blk + 128, KQ_PF_AHEAD);
+            prefetch_block(blk, Q4K_BYTES);
         }
 #pragma GCC unroll 2
         for (int r0 = 0; r0 < NR; r0 += 2) {
@@ -251,10 +256,7 @@ AVX_INLINE void q4k_tilem(const kq_tile *t, int MR) {
     for (int m = 0; m < MR; m++) acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
         const unsigned char *blk = wr + b * Q4K_BYTES;
-        /* 144 bytes: three cache lines at most */
-        prefetch_ahead(blk, KQ_PF_AHEAD);
-        prefetch_ahead(blk + 64, KQ_PF_AHEAD);
-        prefetch_ahead(blk + 128, KQ_PF_AHEAD);
+        prefetch_block(blk, Q4K_BYTES);
         __m256 d, dmin;
         q4k_d(blk, &d, &dmin);
         const __m128i sm = _mm256_castsi256_si128(q4k_scales2(blk, blk));
@@ -402,11 +404,7 @@ AVX_INLINE void q6k_tile1(const kq_tile *t, int NR) {
 #pragma GCC unroll 2
             for (int i = 0; i < nr; i++) {
                 blk[i] = wr[r0 + i] + b * Q6K_BYTES;
-                /* 210 bytes: four cache lines at most */
-                prefetch_ahead(blk[i], KQ_PF_AHEAD);
-                prefetch_ahead(blk[i] + 64, KQ_PF_AHEAD);
-                prefetch_ahead(blk[i] + 128, KQ_PF_AHEAD);
-                prefetch_ahead(blk[i] + 192, KQ_PF_AHEAD);
+                prefetch_block(blk[i], Q6K_BYTES);
             }
 #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) {
@@ -459,11 +457,7 @@ AVX_INLINE void q6k_tilem(const kq_tile *t, int MR) {
     for (int m = 0; m < MR; m++) acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QVL_QK_K; b++) {
         const unsigned char *blk = wr + b * Q6K_BYTES;
-        /* 210 bytes: four cache lines at most */
-        prefetch_ahead(blk, KQ_PF_AHEAD);
-        prefetch_ahead(blk + 64, KQ_PF_AHEAD);
-        prefetch_ahead(blk + 128, KQ_PF_AHEAD);
-        prefetch_ahead(blk + 192, KQ_PF_AHEAD);
+        prefetch_block(blk, Q6K_BYTES);
         __m256i sc[2];
         q6k_scales32(blk, sc);
         const __m256i sc32 = _mm256_slli_epi16(
