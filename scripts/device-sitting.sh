@@ -6,13 +6,14 @@
 # 640x360 video's first token (#36), then 4 CPU threads: batched, pp128/pp512, the photo
 # question and the video (#37, #36). Needs .bench (the llama-compare kit's trim.sh) and .devdeps
 # carried; run from the project root, and again at once to resume (each item runs once per
-# machine; DEADLINE seconds, default 565, bound one call).
+# machine; DEADLINE seconds, default 565, bound one call; SKIP="ID ..." leaves items out).
 set -u
 T0=$(date +%s); ROOT=$(pwd); B=$ROOT/.bench; M=/tmp/m2b; LB=/tmp/llb; QB=/tmp/qb; OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 DEADLINE=${DEADLINE:-565}; Q=/tmp/m2b-q4_k_m.gguf
 log() { echo "== +$(( $(date +%s) - T0 ))s $*"; }
 left() { [ $(( $(date +%s) - T0 )) -lt "$DEADLINE" ]; }
 . scripts/device-deps.sh env
+for s in ${SKIP:-}; do touch /tmp/done.$s; done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; echo "llama.cpp $(cat $B/llama/COMMIT); qvl $(git rev-parse --short HEAD)"
 if [ ! -f /tmp/llb.started ]; then
   touch /tmp/llb.started; log "llama.cpp build (bg)"
@@ -89,6 +90,8 @@ for x, y in (('gguf', 'bf16'), ('q4', 'bf16'), ('gguf', 'q4')):
     print(f'{x} vs {y}: max |d| {d.max():.4g} ({d.max()/m:.3g} x max|logit|), mean |d| {d.mean():.4g}, argmax agree {np.mean(a[x].argmax(1)==a[y].argmax(1))*100:.1f}%')"
   for k in gguf bf16 q4; do echo "$k ids: $(tail -1 /tmp/ids-$k.txt)"; done; touch /tmp/done.logits
 fi
+# #33: qvl serve under the load script against the engine's own batched figure above
+run1 s-serve python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 4,8 --clients 16 --max-tokens 128 --requests 96
 log "end of list (or deadline)"
 (cd $OUT && tar czf results-$(date +%s).tgz ./*.txt && rm -f ./*.txt) 2>/dev/null
 # CPU, 4 threads (#37 items 2-3, #36): the same Q4_K_M file; the photo question; the video
@@ -100,6 +103,8 @@ for p in 128 512; do
 done
 run1 c-qvl-photo $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cpu_avx2 -t 4 --image $M/img1024x768.png -p "Describe this picture." -n 1 --temp 0 -v
 run1 c-llama-photo env CUDA_VISIBLE_DEVICES= $LB/bin/llama-mtmd-cli -m $Q --mmproj /tmp/mmproj-f16.gguf -ngl 0 -t 4 --image $M/img1024x768.png -p "Describe this picture." -n 1 --temp 0 -v
+# #37 item 1: the vision encode's share of the FMA probe, per op kind (qvl-bench's profile)
+run1 c-qvl-vision $QB/tools/qvl-bench -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cpu_avx2 -t 4 --image 1024x768 -p 16 -n 4 -r 1
 run1 c-qvl-video $QB/tools/qvl run -m $Q --mmproj /tmp/mmproj-f16.gguf --backend cpu_avx2 -t 4 --video-frames /tmp/frames --video-fps 30 -p "What happens in this video?" -n 1 --temp 0 -v
 log "end of CPU list (or deadline)"
 (cd $OUT && tar czf results-c$(date +%s).tgz ./*.txt && rm -f ./*.txt) 2>/dev/null
