@@ -276,6 +276,12 @@ __global__ void k_gemm_split_sum(cu_mm_args p, int splits, const float *part) {
     }
 }
 
+void cu_gemm_split_sum(cu_stream s, const cu_mm_args &p, int splits, const float *part) {
+    int64_t rows = p.batches * p.M;
+    unsigned blocks = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
+    k_gemm_split_sum<<<blocks, 256, 0, s>>>(p, splits, part);
+}
+
 /* Can k_gemm_reg read weights w (K = w.cols) in chunks: rows contiguous, 16-byte chunks
  * (f32, f16, bf16) or whole q8_0 blocks, every row and batch starting on a chunk? */
 static bool cu_gemm_w_ok(const cu_mat &w, int64_t K) {
@@ -415,11 +421,7 @@ static void cu_gemm_launch(cu_stream s, const cu_mm_args &p, int splits, int ks,
     dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM),
               (unsigned)(p.batches * splits));
     k_gemm_reg<DT, BM, BN, BK, MINB><<<grid, CU_GTHREADS, 0, s>>>(p, splits, ks, part);
-    if (splits > 1) {
-        int64_t rows = p.batches * p.M;
-        unsigned blocks = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
-        k_gemm_split_sum<<<blocks, 256, 0, s>>>(p, splits, part);
-    }
+    if (splits > 1) cu_gemm_split_sum(s, p, splits, part);
 }
 
 template <int DT>

@@ -79,6 +79,10 @@ static inline bool cu_rows_f32_aligned(const cu_view &a) {
  * partial sums when K is split across blocks. */
 bool cu_gemm_fast(cu_stream s, const cu_mm_args &p, void *scratch);
 int64_t cu_gemm_scratch_bytes(int64_t batches, int64_t M, const cu_mat &w);
+/* The epilogue of a GEMM whose K was split: part[split][batch * M + m][n] (p.N columns), added
+ * in split order (the same result every run), then bias, activation and residual as
+ * cu_mm_store, written to p.out. */
+void cu_gemm_split_sum(cu_stream s, const cu_mm_args &p, int splits, const float *part);
 
 #define CU_I8_BLOCK 32 /* activation block of the int8 kernels: one scale per 32 values */
 

@@ -179,7 +179,8 @@ struct cu_i8w<QVL_Q6_K> {
 
 template <int DT, int BM, int BN, int MINB>
 __global__ void __launch_bounds__(CU_I8_THREADS, MINB)
-    k_gemm_i8(cu_mm_args p, const int8_t *qa, const float *da, const float *sa) {
+    k_gemm_i8(cu_mm_args p, const int8_t *qa, const float *da, const float *sa, int splits,
+              int kbs, float *part) {
     const int TM = BM / 16, TN = BN / 16;
     const int NWR = BN * 4 / CU_I8_THREADS; /* weight rows per thread per step (4 threads a row) */
     __shared__ __align__(16) int a_s[2][8][BM + 4];
@@ -188,8 +189,9 @@ __global__ void __launch_bounds__(CU_I8_THREADS, MINB)
 
     int tid = threadIdx.x, lane = tid % CU_WARP, warp = tid / CU_WARP;
     int tx = (warp % 2) * 8 + lane % 8, ty = (warp / 2) * 4 + lane / 8;
-    int64_t b = blockIdx.z, m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
-    const int nkb = (int)(p.K / CU_I8_BLOCK);
+    int split = (int)(blockIdx.z % splits); /* activation blocks [kb0, kb1) of this block */
+    int64_t b = blockIdx.z / splits, m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+    const int nkb = (int)(p.K / CU_I8_BLOCK), kb0 = split * kbs, kb1 = min(nkb, kb0 + kbs);
     const int64_t K = p.K;
 
     /* activations: thread tid < 2 BM loads 16 bytes (half tid % 2 of row tid / 2) per step,
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(CU_I8_THREADS, MINB)
     float ad_nx = 0.0f, as_nx = 0.0f;
     cu_i8w_regs w_nx[NWR];
     auto fetch = [&](int kb) {
-        bool in = kb < nkb;
+        bool in = kb < kb1;
         a_nx = a_ld && in ? __ldg((const int4 *)(a_ptr + (int64_t)kb * CU_I8_BLOCK))
                           : make_int4(0, 0, 0, 0);
         ad_nx = s_ld && in ? __ldg(da + s_off + kb) : 0.0f;
@@ -255,11 +257,11 @@ __global__ void __launch_bounds__(CU_I8_THREADS, MINB)
 #pragma unroll
         for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
 
-    fetch(0);
+    fetch(kb0);
     stash(0);
     __syncthreads();
     int buf = 0;
-    for (int kb = 0; kb < nkb; kb++) {
+    for (int kb = kb0; kb < kb1; kb++) {
         fetch(kb + 1); /* in flight while this step is multiplied (zeros past the end) */
         float ad[TM], wa[TN], wb[TN];
 #pragma unroll
@@ -328,7 +330,9 @@ __global__ void __launch_bounds__(CU_I8_THREADS, MINB)
 #pragma unroll
         for (int j = 0; j < TN; j++) {
             int64_t n = n0 + (j / 4) * 64 + tx * 4 + j % 4;
-            if (n < p.N) cu_mm_store(p, b, m, n, acc[i][j]);
+            if (n >= p.N) continue;
+            if (splits > 1) part[(((int64_t)split * p.batches + b) * p.M + m) * p.N + n] = acc[i][j];
+            else cu_mm_store(p, b, m, n, acc[i][j]);
         }
     }
 }
@@ -367,26 +371,89 @@ static int cu_int8_path(const cu_mat &w, int64_t batches, int64_t M) {
     return 2;
 }
 
+static int cu_sm_count(void) {
+    int dev = 0, sms = 1;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        sms = 1;
+    return sms;
+}
+
+/* Split K. A short prompt (or 9-16 batched decode rows) against 2048 output columns makes
+ * few 64 x 64 tiles: 64 for 128 rows, where a GPU of many SMs holds two blocks on each of 132.
+ * Then each tile's activation blocks are cut into `splits` runs of kbs, computed by separate
+ * blocks into f32 partial sums placed after the int8 activations in the scratch, and added in
+ * split order by cu_gemm_split_sum (the same result every run). Splits fill the SMs' two
+ * resident blocks once at most (more would add rounds), each of at least CU_I8_MIN_KBS blocks
+ * (shorter runs spend more on the partial sums' round trip than they save).
+ * QVL_CUDA_I8_SPLIT=N forces N where K allows it (A/B runs, tests; 1: never split). */
+#define CU_I8_MIN_KBS 8
+#define CU_I8_MAX_SPLITS 8
+#define CU_I8_MAX_PART_BYTES ((int64_t)32 << 20)
+
+struct cu_i8_plan {
+    bool big;        /* 128 x 64 tiles, else 64 x 64 */
+    int splits, kbs; /* splits runs of kbs activation blocks (the last may be shorter) */
+};
+
+/* 128 x 64 tiles unless they leave SMs without two blocks each (64 x 64 then, and K split
+ * where even those are too few). */
+static cu_i8_plan cu_i8_plan_for(int64_t batches, int64_t M, int64_t N, int64_t K) {
+    const int nkb = (int)(K / CU_I8_BLOCK);
+    const int64_t sms = cu_sm_count();
+    cu_i8_plan none = {false, 1, nkb};
+    if (batches * ((M + 127) / 128) * ((N + 63) / 64) >= 2 * sms) {
+        none.big = true;
+        return none;
+    }
+    int64_t tiles = batches * ((M + 63) / 64) * ((N + 63) / 64);
+    const char *force = getenv("QVL_CUDA_I8_SPLIT");
+    int64_t want = force ? atoi(force) : 2 * sms / tiles;
+    if (!force && want > nkb / CU_I8_MIN_KBS) want = nkb / CU_I8_MIN_KBS;
+    if (want > CU_I8_MAX_SPLITS) want = CU_I8_MAX_SPLITS;
+    if (want > nkb) want = nkb;
+    if (want < 2) return none;
+    int kbs = (int)((nkb + want - 1) / want);
+    int splits = (nkb + kbs - 1) / kbs; /* no empty run */
+    if (splits < 2 || splits * batches > 65535 ||
+        splits * batches * M * N * (int64_t)sizeof(float) > CU_I8_MAX_PART_BYTES)
+        return none;
+    cu_i8_plan pl = {false, splits, kbs};
+    return pl;
+}
+
+/* Bytes of the int8 activations (qa, da, sa) at the start of the scratch, rounded up to 16. */
+static int64_t cu_i8_rows_bytes(int64_t rows, int64_t K) {
+    int64_t b = rows * K + 2 * rows * (K / CU_I8_BLOCK) * (int64_t)sizeof(float);
+    return (b + 15) / 16 * 16;
+}
+
 int64_t cu_matmul_int8_scratch_bytes(const cu_mat &w, int64_t batches, int64_t M) {
-    if (!cu_int8_path(w, batches, M)) return 0;
-    int64_t rows = batches * M, nb = w.cols / CU_I8_BLOCK;
-    return rows * w.cols + 2 * rows * nb * (int64_t)sizeof(float); /* qa, da, sa */
+    int path = cu_int8_path(w, batches, M);
+    if (!path) return 0;
+    int64_t bytes = cu_i8_rows_bytes(batches * M, w.cols);
+    if (path == 2) {
+        cu_i8_plan sp = cu_i8_plan_for(batches, M, w.rows, w.cols);
+        if (sp.splits > 1) bytes += sp.splits * batches * M * w.rows * (int64_t)sizeof(float);
+    }
+    return bytes;
 }
 
 template <int DT, int BM, int BN, int MINB>
 static void cu_gemm_i8_launch(cu_stream s, const cu_mm_args &p, const int8_t *qa,
-                              const float *da, const float *sa) {
-    dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM), (unsigned)p.batches);
-    k_gemm_i8<DT, BM, BN, MINB><<<grid, CU_I8_THREADS, 0, s>>>(p, qa, da, sa);
+                              const float *da, const float *sa, cu_i8_plan sp, float *part) {
+    dim3 grid((unsigned)((p.N + BN - 1) / BN), (unsigned)((p.M + BM - 1) / BM),
+              (unsigned)(p.batches * sp.splits));
+    k_gemm_i8<DT, BM, BN, MINB><<<grid, CU_I8_THREADS, 0, s>>>(p, qa, da, sa, sp.splits, sp.kbs, part);
+    if (sp.splits > 1) cu_gemm_split_sum(s, p, sp.splits, part);
 }
 
-/* 128 x 64 tiles unless they leave SMs without two blocks each (64 x 64 then). */
 template <int DT>
 static void cu_gemm_i8_pick(cu_stream s, const cu_mm_args &p, const int8_t *qa,
-                            const float *da, const float *sa, int sms) {
-    int64_t big = p.batches * ((p.M + 127) / 128) * ((p.N + 63) / 64);
-    if (big >= 2 * (int64_t)sms) cu_gemm_i8_launch<DT, 128, 64, 2>(s, p, qa, da, sa);
-    else cu_gemm_i8_launch<DT, 64, 64, 2>(s, p, qa, da, sa);
+                            const float *da, const float *sa, float *part) {
+    cu_i8_plan pl = cu_i8_plan_for(p.batches, p.M, p.N, p.K);
+    if (pl.big) cu_gemm_i8_launch<DT, 128, 64, 2>(s, p, qa, da, sa, pl, part);
+    else cu_gemm_i8_launch<DT, 64, 64, 2>(s, p, qa, da, sa, pl, part);
 }
 
 template <int MR, int NC>
@@ -429,14 +496,11 @@ bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready)
         else cu_gemv_k_cols<CU_GEMV_I8_MAX_ROWS>(s, t, p, qa, da, sa);
         return true;
     }
-    int dev = 0, sms = 1;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 1;
+    float *part = (float *)((char *)scratch + cu_i8_rows_bytes(rows, p.K));
     switch (p.w.dtype) {
-    case QVL_Q8_0: cu_gemm_i8_pick<QVL_Q8_0>(s, p, qa, da, sa, sms); break;
-    case QVL_Q4_K: cu_gemm_i8_pick<QVL_Q4_K>(s, p, qa, da, sa, sms); break;
-    default: cu_gemm_i8_pick<QVL_Q6_K>(s, p, qa, da, sa, sms); break;
+    case QVL_Q8_0: cu_gemm_i8_pick<QVL_Q8_0>(s, p, qa, da, sa, part); break;
+    case QVL_Q4_K: cu_gemm_i8_pick<QVL_Q4_K>(s, p, qa, da, sa, part); break;
+    default: cu_gemm_i8_pick<QVL_Q6_K>(s, p, qa, da, sa, part); break;
     }
     return true;
 }
