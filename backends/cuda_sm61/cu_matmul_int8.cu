@@ -408,6 +408,7 @@ static cu_i8_plan cu_i8_plan_for(int64_t batches, int64_t M, int64_t N, int64_t 
     }
     int64_t tiles = batches * ((M + 63) / 64) * ((N + 63) / 64);
     const char *force = getenv("QVL_CUDA_I8_SPLIT");
+    if (force && !*force) force = NULL;
     int64_t want = force ? atoi(force) : 2 * sms / tiles;
     if (!force && want > nkb / CU_I8_MIN_KBS) want = nkb / CU_I8_MIN_KBS;
     if (want > CU_I8_MAX_SPLITS) want = CU_I8_MAX_SPLITS;
