@@ -51,6 +51,9 @@ def run_load(port, n_requests, n_clients, max_tokens, time_limit):
     base = body["usage"]["prompt_tokens"]
     before_req = u.metric(port, "qvl_requests_total")
     before_tok = u.metric(port, "qvl_completion_tokens_total")
+    split_names = ("qvl_prefill_seconds_total", "qvl_prefill_tokens_total",
+                   "qvl_decode_seconds_total", "qvl_decode_tokens_total", "qvl_decode_steps_total")
+    split_before = [u.metric(port, n) for n in split_names]
 
     todo = list(range(n_requests))
     results, lock = {}, threading.Lock()
@@ -118,6 +121,17 @@ def run_load(port, n_requests, n_clients, max_tokens, time_limit):
                                                         else float("nan")),
         "tokens generated %d: %.1f tokens/s in total" % (completion, completion / wall),
     ]
+    # Where the wall time went, by the server's own counters: a decode step's tok/s is what
+    # qvl-bench --parallel measures; the rest is prefill and the engine's work between steps.
+    split_after = [u.metric(port, n) for n in split_names]
+    if None not in split_before and None not in split_after:
+        pre_s, pre_t, dec_s, dec_t, steps = (b - a for a, b in zip(split_before, split_after))
+        report.append(
+            "server time: prefill %.2f s (%d tokens, %.0f tok/s), decode steps %.2f s (%d steps, "
+            "%.1f rows each, %.1f tok/s), the rest %.2f s of the wall time"
+            % (pre_s, pre_t, pre_t / pre_s if pre_s > 0 else 0.0, dec_s, steps,
+               dec_t / steps if steps else 0.0, dec_t / dec_s if dec_s > 0 else 0.0,
+               wall - pre_s - dec_s))
     summary = {"answered": len(latencies), "requests": n_requests, "p50": p50, "p99": p99,
                "tokens_per_s": completion / wall}
     return problems, report, summary
