@@ -65,94 +65,54 @@ struct cu_kraw {
     uint4 a, b;
 };
 
-/* A lane's share of a super-block ready to multiply (cu_kq::prep): 8 words of int8 quants
- * and 4 f32 factors, laid out per format. Separate from the activation side (cu_kact, one per
- * row: 8 words of int8 activation quants and 4 f32 scales or sums) so that one activation
- * load serves several weight columns (k_gemv_k with more than one column per warp). */
-struct cu_kprep {
-    int q[8];
-    float f[4];
-};
-struct cu_kact {
-    int q[8];
-    float d[4];
-};
-
-/* What both formats' cu_kq share: dot<MR>, super-block sb against the rows m < M (MR at most),
- * from the format's prep (once) and act / row (per row). */
-template <typename F>
-struct cu_kq_rows {
-    template <int MR>
-    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
-                                               const int8_t *qa, int lda, const float *da,
-                                               const float *sa, int ldb, float (&acc)[MR]) {
-        cu_kprep w;
-        F::prep(r, part, w);
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            if (m >= M) continue; /* (not break: clang then cannot unroll the callers' loops) */
-            cu_kact x;
-            F::act(part, sb, m, qa, lda, da, sa, ldb, x);
-            acc[m] += F::row(w, x);
-        }
-    }
-};
-
 template <int DT>
-struct cu_kq; /* per format: bytes per super-block, the lane's load, prep, act and row */
+struct cu_kq; /* per format: bytes per super-block, the lane's load and dot product */
 
 template <>
-struct cu_kq<QVL_Q4_K> : cu_kq_rows<cu_kq<QVL_Q4_K>> {
+struct cu_kq<QVL_Q4_K> {
     static const int BB = 144;
     static __device__ __forceinline__ void load(const unsigned char *blk, int part, cu_kraw &r) {
         r.a = __ldg((const uint4 *)blk);
         r.b = __ldg((const uint4 *)(blk + 16 + 16 * part));
     }
-    /* The weight side of a lane's share, once per super-block: w.f = d sc and dmin m of its
-     * two sub-blocks, w.q = the low-nibble (sub-block 2c) then high-nibble (2c + 1) words. */
-    static __device__ __forceinline__ void prep(const cu_kraw &r, int part, cu_kprep &w) {
+    /* Super-block sb against the rows m < M (MR at most): row m's quants at qa + m * lda,
+     * its scales and sums at da / sa + m * ldb. The callers keep M * lda within an int (int
+     * offsets need fewer registers than 64-bit row pointers: clang's sm_61 code spilled). */
+    template <int MR>
+    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
+                                               const int8_t *qa, int lda, const float *da,
+                                               const float *sa, int ldb, float (&acc)[MR]) {
         int c = part / 2, h = part % 2;
         int sc0, m0, sc1, m1;
         cu_q4k_sc_m(r.a.y, r.a.z, r.a.w, 2 * c, sc0, m0);
         cu_q4k_sc_m(r.a.y, r.a.z, r.a.w, 2 * c + 1, sc1, m1);
         float d = cu_f16_to_f32((uint16_t)(r.a.x & 0xffffu));
         float dmin = h == 0 ? cu_f16_to_f32((uint16_t)(r.a.x >> 16)) : 0.0f;
-        w.f[0] = d * (float)sc0;
-        w.f[1] = d * (float)sc1;
-        w.f[2] = dmin * (float)m0;
-        w.f[3] = dmin * (float)m1;
+        float dsc0 = d * (float)sc0, dsc1 = d * (float)sc1;
+        float dm0 = dmin * (float)m0, dm1 = dmin * (float)m1;
         uint32_t qw[4] = {r.b.x, r.b.y, r.b.z, r.b.w};
+        int lo[4], hi[4];
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            w.q[t] = (int)(qw[t] & 0x0F0F0F0Fu);
-            w.q[4 + t] = (int)((qw[t] >> 4) & 0x0F0F0F0Fu);
+            lo[t] = (int)(qw[t] & 0x0F0F0F0Fu);
+            hi[t] = (int)((qw[t] >> 4) & 0x0F0F0F0Fu);
         }
-    }
-    /* The activation side for row m: its 32 quants against the lane's two sets of 16 and the
-     * two blocks' da then sa. Row m's quants are at qa + m * lda, its scales and sums at da /
-     * sa + m * ldb (int offsets need fewer registers than 64-bit row pointers: clang's sm_61
-     * code spilled; the callers keep M * lda within an int). */
-    static __device__ __forceinline__ void act(int part, int sb, int m, const int8_t *qa, int lda,
-                                               const float *da, const float *sa, int ldb,
-                                               cu_kact &x) {
-        int c = part / 2, h = part % 2;
         int e = sb * QVL_QK_K + 64 * c + 16 * h, b0 = sb * 8 + 2 * c;
-        int4 x0 = *(const int4 *)(qa + (m * lda + e)), x1 = *(const int4 *)(qa + (m * lda + e + 32));
-        x.q[0] = x0.x, x.q[1] = x0.y, x.q[2] = x0.z, x.q[3] = x0.w;
-        x.q[4] = x1.x, x.q[5] = x1.y, x.q[6] = x1.z, x.q[7] = x1.w;
-        const float *dr = da + m * ldb, *sr = sa + m * ldb;
-        x.d[0] = dr[b0], x.d[1] = dr[b0 + 1], x.d[2] = sr[b0], x.d[3] = sr[b0 + 1];
-    }
-    static __device__ __forceinline__ float row(const cu_kprep &w, const cu_kact &x) {
-        int s0 = __dp4a(w.q[0], x.q[0], __dp4a(w.q[1], x.q[1], __dp4a(w.q[2], x.q[2], __dp4a(w.q[3], x.q[3], 0))));
-        int s1 = __dp4a(w.q[4], x.q[4], __dp4a(w.q[5], x.q[5], __dp4a(w.q[6], x.q[6], __dp4a(w.q[7], x.q[7], 0))));
-        return x.d[0] * (w.f[0] * cu_i2f_small(s0)) + x.d[1] * (w.f[1] * cu_i2f_small(s1)) -
-               (w.f[2] * x.d[2] + w.f[3] * x.d[3]);
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            if (m >= M) continue; /* (not break: clang then cannot unroll the callers' loops) */
+            int4 x0 = *(const int4 *)(qa + (m * lda + e)), x1 = *(const int4 *)(qa + (m * lda + e + 32));
+            int s0 = __dp4a(lo[0], x0.x, __dp4a(lo[1], x0.y, __dp4a(lo[2], x0.z, __dp4a(lo[3], x0.w, 0))));
+            int s1 = __dp4a(hi[0], x1.x, __dp4a(hi[1], x1.y, __dp4a(hi[2], x1.z, __dp4a(hi[3], x1.w, 0))));
+            const float *dr = da + m * ldb, *sr = sa + m * ldb;
+            acc[m] += dr[b0] * (dsc0 * cu_i2f_small(s0)) + dr[b0 + 1] * (dsc1 * cu_i2f_small(s1)) -
+                      (dm0 * sr[b0] + dm1 * sr[b0 + 1]);
+        }
     }
 };
 
 template <>
-struct cu_kq<QVL_Q6_K> : cu_kq_rows<cu_kq<QVL_Q6_K>> {
+struct cu_kq<QVL_Q6_K> {
     static const int BB = 210;
     /* 2-byte loads: the 210-byte blocks are only 2-byte aligned */
     static __device__ __forceinline__ void load(const unsigned char *blk, int part, cu_kraw &r) {
@@ -167,11 +127,16 @@ struct cu_kq<QVL_Q6_K> : cu_kq_rows<cu_kq<QVL_Q6_K>> {
                       (((cu_ld16(s + 6) >> shift) & 0xffu) << 24);
         r.b = make_uint4(cu_ld32_2(qh), cu_ld32_2(qh + 4), sc, cu_ld16(blk + 208));
     }
-    /* w.q[2 qr + t] = quarter qr's quants minus 32 (words t = 0, 1), w.f[qr] = d sc. */
-    static __device__ __forceinline__ void prep(const cu_kraw &r, int part, cu_kprep &w) {
-        (void)part;
+    template <int MR>
+    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
+                                               const int8_t *qa, int lda, const float *da,
+                                               const float *sa, int ldb, float (&acc)[MR]) {
+        (void)sa;
+        int hf = part / 4, l0 = (part % 4) * 8;
         float d = cu_f16_to_f32((uint16_t)r.b.w);
         uint32_t ql0[2] = {r.a.x, r.a.y}, ql1[2] = {r.a.z, r.a.w}, qh[2] = {r.b.x, r.b.y};
+        int q[4][2];
+        float ds[4];
 #pragma unroll
         for (int qr = 0; qr < 4; qr++) {
 #pragma unroll
@@ -179,34 +144,24 @@ struct cu_kq<QVL_Q6_K> : cu_kq_rows<cu_kq<QVL_Q6_K>> {
                 uint32_t l = qr % 2 == 0 ? ql0[t] : ql1[t];
                 l = qr < 2 ? l & 0x0F0F0F0Fu : (l >> 4) & 0x0F0F0F0Fu;
                 uint32_t hb = ((qh[t] >> (2 * qr)) & 0x03030303u) << 4;
-                w.q[2 * qr + t] = cu_minus32(l | hb);
+                q[qr][t] = cu_minus32(l | hb);
             }
-            w.f[qr] = d * (float)(int8_t)((r.b.z >> (8 * qr)) & 0xffu);
+            ds[qr] = d * (float)(int8_t)((r.b.z >> (8 * qr)) & 0xffu);
         }
-    }
-    /* Row m's 8 quants of each quarter (x.q[2 qr], x.q[2 qr + 1]) and the quarters' da. */
-    static __device__ __forceinline__ void act(int part, int sb, int m, const int8_t *qa, int lda,
-                                               const float *da, const float *sa, int ldb,
-                                               cu_kact &x) {
-        (void)sa;
-        int hf = part / 4, l0 = (part % 4) * 8;
         int e = sb * QVL_QK_K + 128 * hf + l0, b0 = sb * 8 + 4 * hf;
-        const float *dr = da + m * ldb;
 #pragma unroll
-        for (int qr = 0; qr < 4; qr++) {
-            int2 v = *(const int2 *)(qa + (m * lda + e + 32 * qr));
-            x.q[2 * qr] = v.x, x.q[2 * qr + 1] = v.y;
-            x.d[qr] = dr[b0 + qr];
-        }
-    }
-    static __device__ __forceinline__ float row(const cu_kprep &w, const cu_kact &x) {
-        float y = 0.0f;
+        for (int m = 0; m < MR; m++) {
+            if (m >= M) continue;
+            const float *dr = da + m * ldb;
+            float y = 0.0f;
 #pragma unroll
-        for (int qr = 0; qr < 4; qr++) {
-            int s = __dp4a(w.q[2 * qr], x.q[2 * qr], __dp4a(w.q[2 * qr + 1], x.q[2 * qr + 1], 0));
-            y += x.d[qr] * (w.f[qr] * cu_i2f_small(s));
+            for (int qr = 0; qr < 4; qr++) {
+                int2 x = *(const int2 *)(qa + (m * lda + e + 32 * qr));
+                int s = __dp4a(q[qr][0], x.x, __dp4a(q[qr][1], x.y, 0));
+                y += dr[b0 + qr] * (ds[qr] * cu_i2f_small(s));
+            }
+            acc[m] += y;
         }
-        return y;
     }
 };
 

@@ -11,8 +11,6 @@
  *    16-byte aligned, weight rows in 16-byte chunks or whole q8_0 blocks) the register-tiled
  *    k_gemm_reg of cu_gemm.cu; any other views 64 x 64 output tiles, 4 x 4 outputs per
  *    thread, K walked in steps of 16 through shared memory (k_gemm_tiled). */
-#include <stdlib.h>
-
 #include "cu_matmul.cuh"
 
 #define CU_GEMV_WARPS 8
@@ -68,102 +66,53 @@ __global__ void k_gemv_vec(cu_mm_args p) {
 
 /* Decode GEMV, the fast path: weights as for k_gemv_vec, activations f32 rows that are
  * contiguous and 16-byte aligned (read as float4, from L1/L2: every warp reads the same
- * rows). A warp per NC neighbouring output columns computes all M rows at once, so each weight
- * row is read once per call and each activation load serves NC columns; each lane issues
- * CU_GEMV_UNROLL 16-byte weight loads (NC columns' worth) before using any, so that enough
- * bytes are in flight to approach the memory bandwidth. */
+ * rows). A warp per output column n computes all M rows at once, so each weight row is read
+ * once per call; each lane issues CU_GEMV_UNROLL 16-byte weight loads before using any, so
+ * that enough bytes are in flight to approach the memory bandwidth. */
 #define CU_GEMV_UNROLL 4
-template <int DT, int MR, int NC>
+template <int DT, int MR>
 __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args p) {
     const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
-    const int U = CU_GEMV_UNROLL / NC > 0 ? CU_GEMV_UNROLL / NC : 1; /* chunk steps loaded ahead */
     int lane = threadIdx.x % CU_WARP;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CU_WARP;
     int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CU_WARP;
-    int64_t chunks = p.K / per, groups = (p.N + NC - 1) / NC;
+    int64_t chunks = p.K / per;
     const float *a = (const float *)p.a.data;
-    for (int64_t e = warp; e < p.batches * groups; e += n_warps) { /* warp-uniform loop */
-        int64_t n0 = (e % groups) * NC, b = e / groups;
-        const uint4 *wrow[NC];
-#pragma unroll
-        for (int c = 0; c < NC; c++) { /* columns past N read the last one, and store nothing */
-            int64_t n = n0 + c < p.N ? n0 + c : p.N - 1;
-            int64_t w_base = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride;
-            wrow[c] = (const uint4 *)((const char *)p.w.data + w_base * (DT == QVL_F32 ? 4 : 2));
-        }
-        float acc[NC][MR];
+    for (int64_t e = warp; e < p.batches * p.N; e += n_warps) { /* warp-uniform loop */
+        int64_t n = e % p.N, b = e / p.N;
+        int64_t w_base = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride;
+        const uint4 *wrow = (const uint4 *)((const char *)p.w.data +
+                                            w_base * (DT == QVL_F32 ? 4 : 2));
+        float acc[MR];
         const float *arow[MR];
 #pragma unroll
         for (int m = 0; m < MR; m++) {
-#pragma unroll
-            for (int c = 0; c < NC; c++) acc[c][m] = 0.0f;
+            acc[m] = 0.0f;
             int64_t r = b * p.M + m;
             arow[m] = a + (m >= p.M ? 0
                            : CU_CLANG_DEVICE ? cu_row_offset_unrolled(p.a, r) : cu_row_offset(p.a, r));
         }
-        for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * U) {
-            uint4 q[U][NC];
+        for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_GEMV_UNROLL) {
+            uint4 q[CU_GEMV_UNROLL];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                int64_t ch = c0 + CU_WARP * u;
-#pragma unroll
-                for (int c = 0; c < NC; c++)
-                    q[u][c] = ch < chunks ? __ldg(&wrow[c][ch]) : make_uint4(0, 0, 0, 0);
+            for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+                int64_t c = c0 + CU_WARP * u;
+                q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                int64_t ch = c0 + CU_WARP * u;
-                if (ch >= chunks) break;
-                if (NC == 1) { /* the one-column code as it was */
-                    cu_chunk_fma<DT, MR>(q[u][0], arow, p.M, ch, acc[0]);
-                } else {
-                    float wv[NC][8];
-#pragma unroll
-                    for (int c = 0; c < NC; c++) cu_chunk_unpack<DT>(q[u][c], wv[c]);
-#pragma unroll
-                    for (int m = 0; m < MR; m++) {
-                        if (m >= p.M) break;
-                        const float4 *xr = (const float4 *)(arow[m] + ch * per);
-                        float4 x0 = xr[0], x1 = DT != QVL_F32 ? xr[1] : make_float4(0, 0, 0, 0);
-#pragma unroll
-                        for (int c = 0; c < NC; c++) {
-                            float y = acc[c][m];
-                            y += x0.x * wv[c][0] + x0.y * wv[c][1] + x0.z * wv[c][2] + x0.w * wv[c][3];
-                            if (DT != QVL_F32)
-                                y += x1.x * wv[c][4] + x1.y * wv[c][5] + x1.z * wv[c][6] + x1.w * wv[c][7];
-                            acc[c][m] = y;
-                        }
-                    }
-                }
+            for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+                int64_t c = c0 + CU_WARP * u;
+                if (c >= chunks) break;
+                cu_chunk_fma<DT, MR>(q[u], arow, p.M, c, acc);
             }
         }
 #pragma unroll
-        for (int c = 0; c < NC; c++)
-#pragma unroll
-            for (int m = 0; m < MR; m++) {
-                if (m >= p.M) break;
-                float y = cu_warp_sum(acc[c][m]);
-                if (lane == 0 && n0 + c < p.N) cu_mm_store(p, b, m, n0 + c, y);
-            }
+        for (int m = 0; m < MR; m++) {
+            if (m >= p.M) break;
+            float y = cu_warp_sum(acc[m]);
+            if (lane == 0) cu_mm_store(p, b, m, n, y);
+        }
     }
-}
-
-/* k_gemv_rows for w's dtype: MR = 8 or 16 accumulators per column (fewer spill under clang's
- * sm_61 register choices), NC columns per warp (cu_gemv_cols; 2 at most, and only with 8). */
-template <int MR, int NC>
-static void cu_gemv_rows_launch(cu_stream s, const cu_mm_args &p, unsigned threads) {
-    int64_t rblocks = (p.batches * ((p.N + NC - 1) / NC) + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
-    unsigned g = (unsigned)(rblocks > 65535 ? 65535 : rblocks < 1 ? 1 : rblocks);
-    if (p.w.dtype == QVL_F16) k_gemv_rows<QVL_F16, MR, NC><<<g, threads, 0, s>>>(p);
-    else if (p.w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, MR, NC><<<g, threads, 0, s>>>(p);
-    else k_gemv_rows<QVL_F32, MR, NC><<<g, threads, 0, s>>>(p);
-}
-
-int cu_gemv_cols(int64_t M) {
-    if (M <= 1) return 1;
-    const char *v = getenv("QVL_CUDA_GEMV_COLS"); /* host code at launch (or graph capture) */
-    int n = v ? atoi(v) : 0;
-    return n == 1 || n == 2 || n == 4 ? n : CU_GEMV_COLS_DEFAULT;
 }
 
 /* Can k_gemv_vec read w: f32/f16/bf16, rows contiguous, every row (and batch) starting on a
@@ -392,11 +341,17 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
             k_quantize_rows<<<(unsigned)qblocks, threads, 0, s>>>(a, M, p.K, qa, da);
             k_gemv_q8<CU_GEMV_I8_MAX_ROWS><<<(unsigned)nblocks, threads, 0, s>>>(p, qa, da);
         } else if (cu_gemv_vec_ok(w) && cu_rows_f32_aligned(a)) {
-            int nc = cu_gemv_cols(M);
-            /* 2 columns at most (4 spill on sm_61, as do 2 of 16 rows) */
-            if (nc >= 2 && M <= 8) cu_gemv_rows_launch<8, 2>(s, p, threads);
-            else if (M <= 8) cu_gemv_rows_launch<8, 1>(s, p, threads);
-            else cu_gemv_rows_launch<16, 1>(s, p, threads);
+            int64_t rblocks = (batches * p.N + CU_GEMV_WARPS - 1) / CU_GEMV_WARPS;
+            if (rblocks > 65535) rblocks = 65535;
+            if (rblocks < 1) rblocks = 1;
+            /* 8 or 16 accumulators: fewer spill under clang's sm_61 register choices */
+            unsigned g = (unsigned)rblocks;
+            if (M <= 8 && w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 8><<<g, threads, 0, s>>>(p);
+            else if (M <= 8 && w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 8><<<g, threads, 0, s>>>(p);
+            else if (M <= 8) k_gemv_rows<QVL_F32, 8><<<g, threads, 0, s>>>(p);
+            else if (w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 16><<<g, threads, 0, s>>>(p);
+            else if (w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 16><<<g, threads, 0, s>>>(p);
+            else k_gemv_rows<QVL_F32, 16><<<g, threads, 0, s>>>(p);
         } else if (!cu_gemv_vec_ok(w)) k_gemv<<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_F16) k_gemv_vec<QVL_F16><<<(unsigned)blocks, threads, 0, s>>>(p);
         else if (w.dtype == QVL_BF16) k_gemv_vec<QVL_BF16><<<(unsigned)blocks, threads, 0, s>>>(p);

@@ -43,13 +43,6 @@ __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int6
  * block-quantised matmuls of 9 to 16 rows run on the int8 GEMM instead (cu_matmul_int8.cu). */
 #define CU_GEMV_I8_MAX_ROWS 8
 
-/* Output columns per warp of the decode GEMVs (k_gemv_rows, k_gemv_k) for M activation rows.
- * One row takes 1: its activation loads are few, and more warps keep more weight loads in
- * flight. From 2 rows the activations are most of a lane's loads, and NC columns share them:
- * CU_GEMV_COLS_DEFAULT, or QVL_CUDA_GEMV_COLS=1, 2 or 4 for A/B runs (cu_matmul.cu). */
-#define CU_GEMV_COLS_DEFAULT 1
-int cu_gemv_cols(int64_t M);
-
 /* Calls f with a tag whose ::value is the row count the GEMV kernels
  * are instantiated for that covers M rows (1, 4, 8 or CU_GEMV_MAX_ROWS; M <= the last). */
 template <int V>

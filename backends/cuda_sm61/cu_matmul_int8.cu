@@ -25,14 +25,12 @@
 
 /* ---- decode GEMVs: q4_k, q6_k ------------------------------------------------------------- */
 
-/* A warp per NC neighbouring output columns, all M rows at once (each weight byte is read
- * once); 8 lanes per super-block (cu_kquant.cuh), so a warp covers 4 neighbouring super-blocks
- * per step, CU_K_UNROLL steps loaded before any is used. With NC > 1 each row's activation
- * quants and scales are loaded once for the NC columns: at several rows those loads, not the
- * weights', are most of what a lane reads. */
+/* A warp per output column n, all M rows at once (each weight byte is read once); 8 lanes per
+ * super-block (cu_kquant.cuh), so a warp covers 4 neighbouring super-blocks per step,
+ * CU_K_UNROLL steps loaded before any is used. */
 #define CU_K_UNROLL 2
 
-template <int DT, int MR, int NC>
+template <int DT, int MR>
 __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     k_gemv_k(cu_mm_args p, const int8_t *qa, const float *da, const float *sa) {
     int lane = threadIdx.x % CU_WARP, g = lane / 8, part = lane % 8;
@@ -41,58 +39,31 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     int nsb = (int)(p.K / QVL_QK_K), K = (int)p.K, nb = K / CU_I8_BLOCK;
     int M = (int)p.M;
     const unsigned char *wbase = (const unsigned char *)p.w.data;
-    for (int64_t n0 = warp * NC; n0 < p.N; n0 += n_warps * NC) { /* warp-uniform loop */
-        const unsigned char *wrow[NC];
+    for (int64_t n = warp; n < p.N; n += n_warps) { /* warp-uniform loop */
+        const unsigned char *wrow = wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)cu_kq<DT>::BB;
+        float acc[MR];
 #pragma unroll
-        for (int c = 0; c < NC; c++) { /* columns past N read the last one, and store nothing */
-            int64_t n = n0 + c < p.N ? n0 + c : p.N - 1;
-            wrow[c] = wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)cu_kq<DT>::BB;
-        }
-        float acc[NC][MR];
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-#pragma unroll
-            for (int m = 0; m < MR; m++) acc[c][m] = 0.0f;
+        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
         for (int s0 = g; s0 < nsb; s0 += 4 * CU_K_UNROLL) {
-            cu_kraw raw[CU_K_UNROLL][NC];
+            cu_kraw raw[CU_K_UNROLL];
 #pragma unroll
             for (int u = 0; u < CU_K_UNROLL; u++) {
                 int sb = s0 + 4 * u;
-#pragma unroll
-                for (int c = 0; c < NC; c++) {
-                    if (sb < nsb) cu_kq<DT>::load(wrow[c] + sb * (int64_t)cu_kq<DT>::BB, part, raw[u][c]);
-                    else raw[u][c].a = raw[u][c].b = make_uint4(0, 0, 0, 0);
-                }
+                if (sb < nsb) cu_kq<DT>::load(wrow + sb * (int64_t)cu_kq<DT>::BB, part, raw[u]);
+                else raw[u].a = raw[u].b = make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
             for (int u = 0; u < CU_K_UNROLL; u++) {
                 int sb = s0 + 4 * u;
-                if (sb >= nsb) continue;
-                if (NC == 1) { /* the one-column code as it was */
-                    cu_kq<DT>::template dot<MR>(raw[u][0], part, sb, M, qa, K, da, sa, nb, acc[0]);
-                } else {
-                    cu_kprep w[NC];
-#pragma unroll
-                    for (int c = 0; c < NC; c++) cu_kq<DT>::prep(raw[u][c], part, w[c]);
-#pragma unroll
-                    for (int m = 0; m < MR; m++) {
-                        if (m >= M) continue;
-                        cu_kact x;
-                        cu_kq<DT>::act(part, sb, m, qa, K, da, sa, nb, x);
-#pragma unroll
-                        for (int c = 0; c < NC; c++) acc[c][m] += cu_kq<DT>::row(w[c], x);
-                    }
-                }
+                if (sb < nsb) cu_kq<DT>::template dot<MR>(raw[u], part, sb, M, qa, K, da, sa, nb, acc);
             }
         }
 #pragma unroll
-        for (int c = 0; c < NC; c++)
-#pragma unroll
-            for (int m = 0; m < MR; m++) {
-                if (m >= M) continue;
-                float y = cu_warp_sum(acc[c][m]);
-                if (lane == 0 && n0 + c < p.N) cu_mm_store(p, 0, m, n0 + c, y);
-            }
+        for (int m = 0; m < MR; m++) {
+            if (m >= M) continue;
+            float y = cu_warp_sum(acc[m]);
+            if (lane == 0) cu_mm_store(p, 0, m, n, y);
+        }
     }
 }
 
@@ -457,22 +428,11 @@ static void cu_gemm_i8_pick(cu_stream s, const cu_mm_args &p, const int8_t *qa,
     else cu_gemm_i8_launch<DT, 64, 64, 2>(s, p, qa, da, sa, pl, part);
 }
 
-template <int MR, int NC>
-static void cu_gemv_k_launch(cu_stream s, unsigned threads, const cu_mm_args &p,
-                             const int8_t *qa, const float *da, const float *sa) {
-    int64_t blocks = (p.N + CU_I8_WARPS * NC - 1) / (CU_I8_WARPS * NC);
-    unsigned grid = (unsigned)(blocks > 65535 ? 65535 : blocks);
-    if (p.w.dtype == QVL_Q4_K) k_gemv_k<QVL_Q4_K, MR, NC><<<grid, threads, 0, s>>>(p, qa, da, sa);
-    else k_gemv_k<QVL_Q6_K, MR, NC><<<grid, threads, 0, s>>>(p, qa, da, sa);
-}
-
 template <int MR>
-static void cu_gemv_k_cols(cu_stream s, unsigned threads, const cu_mm_args &p,
-                           const int8_t *qa, const float *da, const float *sa) {
-    int nc = cu_gemv_cols(p.M);
-    if (nc >= 4) cu_gemv_k_launch<MR, 4>(s, threads, p, qa, da, sa);
-    else if (nc == 2) cu_gemv_k_launch<MR, 2>(s, threads, p, qa, da, sa);
-    else cu_gemv_k_launch<MR, 1>(s, threads, p, qa, da, sa);
+static void cu_gemv_k_launch(cu_stream s, unsigned grid, unsigned threads, const cu_mm_args &p,
+                             const int8_t *qa, const float *da, const float *sa) {
+    if (p.w.dtype == QVL_Q4_K) k_gemv_k<QVL_Q4_K, MR><<<grid, threads, 0, s>>>(p, qa, da, sa);
+    else k_gemv_k<QVL_Q6_K, MR><<<grid, threads, 0, s>>>(p, qa, da, sa);
 }
 
 extern "C" int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M) {
@@ -489,12 +449,14 @@ bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready)
     /* sa always: a later matmul of the same rows (ready) may have q4_k weights */
     if (!ready) cu_quantize_i8_rows(s, p.a, rows, p.K, q);
     if (path == 1) {
-        unsigned t = CU_I8_WARPS * CU_WARP;
+        int64_t blocks = (p.N + CU_I8_WARPS - 1) / CU_I8_WARPS;
+        if (blocks > 65535) blocks = 65535;
+        unsigned g = (unsigned)blocks, t = CU_I8_WARPS * CU_WARP;
         /* instantiated per row count: more accumulators than rows would cost the occupancy
          * that keeps enough loads in flight (one row above all) */
-        if (p.M == 1) cu_gemv_k_launch<1, 1>(s, t, p, qa, da, sa);
-        else if (p.M <= 4) cu_gemv_k_cols<4>(s, t, p, qa, da, sa);
-        else cu_gemv_k_cols<CU_GEMV_I8_MAX_ROWS>(s, t, p, qa, da, sa);
+        if (p.M == 1) cu_gemv_k_launch<1>(s, g, t, p, qa, da, sa);
+        else if (p.M <= 4) cu_gemv_k_launch<4>(s, g, t, p, qa, da, sa);
+        else cu_gemv_k_launch<CU_GEMV_I8_MAX_ROWS>(s, g, t, p, qa, da, sa);
         return true;
     }
     float *part = (float *)((char *)scratch + cu_i8_rows_bytes(rows, p.K));
