@@ -75,6 +75,9 @@ static void exec_profile_counts_nodes_per_op(void **state) {
         if (!want) assert_true(p.seconds[op] == 0.0);
     }
     assert_int_equal(p.calls[QVL_OP_MATMUL], 2);
+    /* [3, 4] . [4, 4]^T: 48 multiply-adds a run; the element-wise nodes count none */
+    assert_true(p.flops[QVL_OP_MATMUL] == 2 * 96.0);
+    assert_true(p.flops[QVL_OP_SILU] == 0.0 && p.flops[QVL_OP_ADD] == 0.0);
 
     /* Off again: the totals stay as they were. */
     qvl_exec_set_profiling(ex, false);
@@ -90,10 +93,49 @@ static void exec_profile_counts_nodes_per_op(void **state) {
     qvl_op_profile_add(&sum, &p);
     assert_int_equal(sum.calls[QVL_OP_ADD], 4);
     assert_true(sum.seconds[QVL_OP_MATMUL] == 2 * p.seconds[QVL_OP_MATMUL]);
+    assert_true(sum.flops[QVL_OP_MATMUL] == 2 * p.flops[QVL_OP_MATMUL]);
 
     qvl_exec_free(ex);
     qvl_graph_free(g);
     qvl_test_backend_close(&tb);
+}
+
+/* The arithmetic a profile divides by: products from the shapes, attention by its mask. */
+static void node_flops_from_shapes(void **state) {
+    (void)state;
+    qvl_tensor x = {0}, w1 = {0}, w2 = {0}, a = {0}, wd = {0}, q = {0}, k = {0};
+    assert_true(qvl_desc_init(&x.desc, QVL_F32, 2, (int64_t[]){5, 64}));
+    assert_true(qvl_desc_init(&w1.desc, QVL_F32, 2, (int64_t[]){96, 64}));
+    assert_true(qvl_desc_init(&w2.desc, QVL_F32, 2, (int64_t[]){32, 64}));
+    qvl_node nd = {.op = QVL_OP_NORM_LINEAR, .n_src = 6};
+    nd.src[0] = &x;
+    nd.src[3] = &w1;
+    nd.src[5] = &w2;
+    assert_true(qvl_node_flops(&nd) == 2.0 * 5 * 64 * (96 + 32));
+    assert_true(qvl_desc_init(&a.desc, QVL_F32, 2, (int64_t[]){5, 256}));
+    assert_true(qvl_desc_init(&wd.desc, QVL_F32, 2, (int64_t[]){64, 256}));
+    nd = (qvl_node){.op = QVL_OP_MLP_RESIDUAL, .n_src = 3};
+    nd.src[0] = &x;
+    nd.src[1] = &a;
+    nd.src[2] = &wd;
+    assert_true(qvl_node_flops(&nd) == 2.0 * 5 * 256 * 64);
+    /* 6 queries of 4 heads of 16 over 10 keys (2 KV heads) */
+    assert_true(qvl_desc_init(&q.desc, QVL_F32, 3, (int64_t[]){6, 4, 16}));
+    assert_true(qvl_desc_init(&k.desc, QVL_F32, 3, (int64_t[]){10, 2, 16}));
+    nd = (qvl_node){.op = QVL_OP_ATTENTION, .n_src = 3};
+    nd.src[0] = &q;
+    nd.src[1] = &k;
+    nd.src[2] = &k;
+    nd.params.attention.mask = QVL_MASK_NONE;
+    assert_true(qvl_node_flops(&nd) == 4.0 * 6 * 4 * 16 * 10);
+    nd.params.attention.mask = QVL_MASK_CAUSAL; /* query i sees n_past + i + 1 keys */
+    nd.params.attention.n_past = 4;
+    assert_true(qvl_node_flops(&nd) == 4.0 * 4 * 16 * (5 + 6 + 7 + 8 + 9 + 10));
+    nd.params.attention.mask = QVL_MASK_CAUSAL_AT; /* n_past is data: not counted */
+    assert_true(qvl_node_flops(&nd) == 0.0);
+    nd = (qvl_node){.op = QVL_OP_ADD, .n_src = 2};
+    nd.src[0] = nd.src[1] = &x;
+    assert_true(qvl_node_flops(&nd) == 0.0);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */
@@ -359,6 +401,7 @@ static void backend_options_override_plugins_yaml(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exec_profile_counts_nodes_per_op),
+        cmocka_unit_test(node_flops_from_shapes),
         cmocka_unit_test(model_load_stats_and_profile),
         cmocka_unit_test(model_weights_converted_at_load),
         cmocka_unit_test(model_no_mmap_copies_weights),

@@ -111,6 +111,28 @@ static int ops_by_time(const qvl_op_profile *a, const qvl_op_profile *b, int *or
 
 /* ---- text --------------------------------------------------------------------------------- */
 
+/* Each op kind's rate while it ran (its qvl_node_flops over its profiled seconds) against its
+ * probe: which kernel falls short of the peak, not just that the part does. Only the ops whose
+ * arithmetic is counted (matrix products, attention with a static mask). The matrix products
+ * take the part's peak (mats); attention multiplies f32 activations: always the FMA peak. */
+static void print_op_rates(FILE *f, const char *title, const qvl_op_profile *p,
+                           const bench_probe *probe, peak mats) {
+    static const qvl_op_profile none;
+    int order[QVL_OP_COUNT];
+    int n = ops_by_time(p, &none, order), shown = 0;
+    for (int i = 0; i < n; i++) {
+        const int op = order[i];
+        if (!(p->flops[op] > 0) || !(p->seconds[op] > 0)) continue;
+        if (shown++ == 0) fprintf(f, "  %s, per op while it ran:\n", title);
+        const peak pk = op == QVL_OP_ATTENTION ? (peak){probe->gflops, "FMA peak", "GFLOP/s", "fma"}
+                                               : mats;
+        const double rate = p->flops[op] / p->seconds[op] / 1e9;
+        fprintf(f, "    %-14s %9.2f %s", qvl_op_name((qvl_op)op), rate, pk.unit);
+        if (pk.value > 0) fprintf(f, " (%.1f%% of the %s)", 100 * rate / pk.value, pk.name);
+        fputc('\n', f);
+    }
+}
+
 static void print_spread(FILE *f, const char *what, const bench_spread *s, const char *unit) {
     fprintf(f, "  %-22s %10.3f %s  (median of %d; min %.3f, max %.3f)\n", what, s->median, unit,
             s->n, s->min, s->max);
@@ -236,6 +258,10 @@ void bench_print_text(FILE *f, const bench_results *r) {
             fprintf(f, "  vision: %.2f GFLOP/s", vision_gflops(r));
             print_of_peak(f, vision_gflops(r), peak_for(p, l->vision_matrices));
         }
+        if (r->profiled)
+            print_op_rates(f, "prefill", &r->prof_prefill, p, peak_for(p, l->text_matrices));
+        if (r->vision_profiled)
+            print_op_rates(f, "vision", &r->prof_vision, p, peak_for(p, l->vision_matrices));
     }
 }
 

@@ -371,6 +371,7 @@ static qvl_status profile_node(qvl_exec *ex, const qvl_node *nd, double t0, qvl_
     }
     ex->profile.seconds[nd->op] += now_seconds() - t0;
     ex->profile.calls[nd->op]++;
+    ex->profile.flops[nd->op] += qvl_node_flops(nd);
     return QVL_OK;
 }
 
@@ -393,6 +394,7 @@ void qvl_op_profile_add(qvl_op_profile *acc, const qvl_op_profile *p) {
     for (int op = 0; op < QVL_OP_COUNT; op++) {
         acc->seconds[op] += p->seconds[op];
         acc->calls[op] += p->calls[op];
+        acc->flops[op] += p->flops[op];
     }
 }
 

@@ -206,7 +206,12 @@ void *qvl_exec_addr(const qvl_exec *ex, qvl_tid t);
 typedef struct qvl_op_profile {
     double seconds[QVL_OP_COUNT];
     uint64_t calls[QVL_OP_COUNT];
+    double flops[QVL_OP_COUNT]; /* the timed nodes' qvl_node_flops, summed */
 } qvl_op_profile;
+/* Floating-point operations of a node's matrix products and attention (2 per multiply-add),
+ * from its shapes; 0 for the other ops and where the work depends on data (CAUSAL_AT, slot
+ * attention). What a profile divides by the time to give an op's rate. */
+double qvl_node_flops(const qvl_node *nd);
 void qvl_exec_set_profiling(qvl_exec *ex, bool on);
 /* The totals so far (all zero when profiling was never on). */
 void qvl_exec_profile(const qvl_exec *ex, qvl_op_profile *out);
