@@ -154,18 +154,23 @@ qvl_status avx_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) 
     const qvl_tensor *res = n->src[0], *a = n->src[1];
     int64_t M = avx_n_rows(&res->desc), D = avx_row_len(&res->desc), F = avx_row_len(&a->desc);
     int ok = 1;
-    float *bias = vector_f32(qvl_node_src(n, 4), &ok), *h = avx_scratch(M * F);
+    /* Without an activation (attention's o_proj, a vision MLP whose fc1 applied it) a is
+     * multiplied where it lies: a copy of a vision tower's [3072, 4096] rows cost about a
+     * tenth of the product, most of it faulting in fresh scratch pages. */
+    const bool plain = !qvl_node_src(n, 3) && n->params.mlp.act == QVL_ACT_NONE;
+    float *bias = vector_f32(qvl_node_src(n, 4), &ok), *h = NULL;
     float *res_owned = NULL, *w_owned = NULL;
     const float *r32 = avx_rows_f32(res, &res_owned);
-    if (!ok || !h || !r32) {
+    const float *in = plain ? avx_rows_f32(a, &h) : (h = avx_scratch(M * F));
+    if (!ok || !in || !r32) {
         s = QVL_E_NOMEM;
         goto done;
     }
     mlp_job j = {a, qvl_node_src(n, 3), n->params.mlp.act, h, F};
-    if ((s = avx_for_rows(be, M, F, mlp_act_row, &j)) != QVL_OK) goto done;
+    if (!plain && (s = avx_for_rows(be, M, F, mlp_act_row, &j)) != QVL_OK) goto done;
     avx_wmat wm;
     if ((s = avx_wmat_of(n->src[2], 0, &wm, &w_owned)) == QVL_OK)
-        s = avx_linear(be, h, M, &wm, bias, r32, n->dst->data, D); /* r32 may be the output */
+        s = avx_linear(be, in, M, &wm, bias, r32, n->dst->data, D); /* r32 may be the output */
 done:
     free(bias);
     free(h);
