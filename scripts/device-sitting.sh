@@ -61,10 +61,10 @@ run1 b-llama-f16 $LB/bin/llama-batched-bench -m /tmp/m2b-f16.gguf -ngl 99 -fa 1 
 for n in 4 8; do run1 b-qvl-bf16-$n $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n; done
 run1 b-llama-q4-2 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-2 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
-# the int8 GEMM's K split (QVL_CUDA_I8_SPLIT=1: never) on short prompts, as the server's are
+# the int8 GEMM's K split (opt-in: QVL_CUDA_I8_SPLIT=auto) on short prompts, as the server's are
 for r in a b; do
   run1 p-qvl-q4-128-$r $QB/tools/qvl-bench -m $Q --backend cuda_sm61 --no-profile --no-probe -p 128 -n 8 -r 5
-  run1 p-qvl-q4-128-nosplit-$r env QVL_CUDA_I8_SPLIT=1 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 --no-profile --no-probe -p 128 -n 8 -r 5
+  run1 p-qvl-q4-128-split-$r env QVL_CUDA_I8_SPLIT=auto $QB/tools/qvl-bench -m $Q --backend cuda_sm61 --no-profile --no-probe -p 128 -n 8 -r 5
 done
 # #38: the mask's share of a decode step (same prompt; plain with --ignore-eos)
 for s in plain free bounded; do
@@ -94,7 +94,7 @@ for x, y in (('gguf', 'bf16'), ('q4', 'bf16'), ('gguf', 'q4')):
   for k in gguf bf16 q4; do echo "$k ids: $(tail -1 /tmp/ids-$k.txt)"; done; touch /tmp/done.logits
 fi
 # #33: qvl serve under the load script against the engine's own batched figure above
-run1 s-serve-nosplit env QVL_CUDA_I8_SPLIT=1 python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 8 --clients 16 --max-tokens 128 --requests 96
+run1 s-serve-split env QVL_CUDA_I8_SPLIT=auto python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 8 --clients 16 --max-tokens 128 --requests 96
 run1 s-serve python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 4,8 --clients 16 --max-tokens 128 --requests 96
 log "end of list (or deadline)"
 (cd $OUT && tar czf results-$(date +%s).tgz ./*.txt && rm -f ./*.txt) 2>/dev/null
