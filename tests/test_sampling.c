@@ -460,6 +460,44 @@ static void test_large_vocab_matches_full_sort(void **state) {
     free(want);
 }
 
+/* Greedy finds the lowest id of the best logit wherever the scan keeps it: in a lane that
+ * rose to it late, in several lanes at once, in the tail past the last whole group of 16, or
+ * nowhere above -inf but one entry. */
+static void test_greedy_where_the_best_lies(void **state) {
+    (void)state;
+    const int32_t n = 16 * 5 + 3; /* a tail of 3 */
+    float l[16 * 5 + 3];
+    const struct {
+        int32_t at[3]; /* the best value's positions (-1: unused) */
+        float rest;    /* every other entry */
+        int32_t want;
+    } cases[] = {
+        {{37, 21, 70}, 0.0f, 21},        /* lanes 5, 5 and 6: the earliest */
+        {{81, 64, -1}, -1.0f, 64},       /* the tail ties the body: the body's */
+        {{82, -1, -1}, -1.0f, 82},       /* only in the tail */
+        {{3, 19, 35}, -1.0f, 3},         /* one lane, three times */
+        {{50, -1, -1}, -INFINITY, 50},   /* the only finite one */
+        {{-1, -1, -1}, -INFINITY, -2},   /* none: every token masked, an error */
+    };
+    qvl_sampling_params p;
+    qvl_sampling_params_default(&p);
+    p.temperature = 0.0f;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int32_t i = 0; i < n; i++) l[i] = cases[c].rest;
+        for (int k = 0; k < 3; k++)
+            if (cases[c].at[k] >= 0) l[cases[c].at[k]] = 2.5f;
+        qvl_sampler *s = make(&p, n);
+        if (cases[c].want >= 0) {
+            assert_int_equal(draw(s, l, (size_t)n), cases[c].want);
+        } else {
+            int32_t tok = -1;
+            qvl_error err = {0};
+            assert_int_equal(qvl_sampler_sample(s, l, (size_t)n, &tok, &err), QVL_E_INVALID);
+        }
+        qvl_sampler_free(s);
+    }
+}
+
 /* Greedy over a full-size row equals a scalar argmax (ties to the lowest id) of the penalised
  * valid logits, with ties, signed zeros, -inf entries and odd lengths (the vectorised scan's
  * tail) in the rows. */
@@ -620,6 +658,7 @@ int main(void) {
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_draws_follow_softmax),
         cmocka_unit_test(test_large_vocab_matches_full_sort),
+        cmocka_unit_test(test_greedy_where_the_best_lies),
         cmocka_unit_test(test_greedy_large_vocab),
         cmocka_unit_test(test_errors),
     };

@@ -331,54 +331,53 @@ static float kth_largest(const float *w, size_t n, size_t k, float *heap) {
 
 /* ---- the processors --------------------------------------------------------------------- */
 
-/* The largest of v[0, n) and whether any entry is NaN or +inf, in one read of the row. A
- * decode step samples every busy slot's row of the whole vocabulary, so this pass is most of
- * a greedy token's cost: it keeps 16 independent lanes of running maxima and of non-NaN
- * counts (a NaN never compares, so it neither wins a lane nor counts), which compilers turn
- * into vector code; a +inf shows as the maximum. The maximum means nothing when *bad. */
-static float scan_max(const float *v, size_t n, bool *bad) {
+/* The largest of v[0, n), the lowest id holding it (ties go to the lowest id, as
+ * torch.argmax), and whether any entry is NaN or +inf, in one read of the row. A decode step
+ * samples every busy slot's row of the whole vocabulary (608 KB, just copied from the device,
+ * so read from memory), and this pass is most of a greedy token's cost: 16 independent lanes
+ * keep running maxima, the index where each lane's maximum first appeared (a strict > keeps
+ * the first), and counts of non-NaN entries (a NaN never compares, so it neither wins a lane
+ * nor counts), which compilers turn into vector code; a +inf shows as the maximum. *best and
+ * the maximum mean nothing when *bad. */
+static float scan_argmax(const float *v, size_t n, size_t *best, bool *bad) {
     enum { LANES = 16 };
     float m[LANES];
-    int32_t counted[LANES];
+    int32_t at[LANES], counted[LANES];
     for (int k = 0; k < LANES; k++) {
         m[k] = -INFINITY;
+        at[k] = k;
         counted[k] = 0;
     }
-    const size_t body = n - n % LANES;
+    const size_t body = n - n % LANES; /* n <= INT32_MAX: a vocabulary's ids are int32 */
     for (size_t i = 0; i < body; i += LANES) {
-        for (int k = 0; k < LANES; k++) {
-            float x = v[i + k];
+        for (int k = 0; k < LANES; k++) { /* masks, not branches: this form vectorises */
+            const float x = v[i + k];
+            const int32_t more = -(int32_t)(x > m[k]);
             counted[k] += x == x;
             m[k] = x > m[k] ? x : m[k];
+            at[k] = (at[k] & ~more) | (((int32_t)i + k) & more);
         }
     }
-    size_t ordinary = 0;
-    for (size_t i = body; i < n; i++) {
-        ordinary += v[i] == v[i];
-        m[0] = v[i] > m[0] ? v[i] : m[0];
-    }
     float mx = m[0];
+    size_t ordinary = 0;
+    for (int k = 1; k < LANES; k++) mx = m[k] > mx ? m[k] : mx;
+    /* The lowest index among the lanes holding mx. A lane never raised keeps its start k; lane
+     * 0 then says 0, which is right when every entry so far is -inf. */
+    size_t first = SIZE_MAX;
     for (int k = 0; k < LANES; k++) {
-        mx = m[k] > mx ? m[k] : mx;
         ordinary += (size_t)counted[k];
+        if (m[k] == mx && (size_t)at[k] < first) first = (size_t)at[k];
+    }
+    for (size_t i = body; i < n; i++) { /* the tail: later than every body index */
+        ordinary += v[i] == v[i];
+        if (v[i] > mx) {
+            mx = v[i];
+            first = i;
+        }
     }
     *bad = ordinary != n || mx == INFINITY;
+    *best = first;
     return mx;
-}
-
-/* The lowest id whose value equals mx (present in v: it came from scan_max), so ties go to
- * the lowest id, as torch.argmax. Blocks of 16 are tested whole (vector code) before the
- * block that holds it is searched one by one. */
-static size_t first_equal(const float *v, size_t n, float mx) {
-    const size_t body = n - n % 16;
-    size_t i = 0;
-    for (; i < body; i += 16) {
-        int hit = 0;
-        for (int k = 0; k < 16; k++) hit |= v[i + k] == mx;
-        if (hit) break;
-    }
-    while (i + 1 < n && v[i] != mx) i++;
-    return i;
 }
 
 /* The valid logits with the penalties applied: the row itself when no penalty changes
@@ -392,7 +391,8 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
                         n_logits, s->n_vocab);
     size_t n = (size_t)s->n_valid;
     bool bad;
-    float mx = scan_max(logits, n, &bad);
+    size_t at;
+    scan_argmax(logits, n, &at, &bad);
     if (bad) {
         for (size_t i = 0; i < n; i++)
             if (isnan(logits[i]) || logits[i] == INFINITY)
@@ -404,7 +404,7 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
     const bool penalised = (rp != 1.0f && s->n_ids > 0) || ((pp != 0.0f || fp != 0.0f) && s->n_gen > 0);
     if (!penalised) {
         *out = logits;
-        *best = first_equal(logits, n, mx);
+        *best = at;
         return QVL_OK;
     }
     float *w = s->work;
@@ -416,9 +416,8 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
         const int32_t times = s->count_gen[id];
         if (times > 0) w[id] -= pp + fp * (float)times;
     }
-    mx = scan_max(w, n, &bad);
+    scan_argmax(w, n, best, &bad);
     *out = w;
-    *best = first_equal(w, n, mx);
     return QVL_OK;
 }
 
