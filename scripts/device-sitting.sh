@@ -49,11 +49,14 @@ run1() { local id=$1; shift; [ -f /tmp/done.$id ] && return 0; left || return 1;
   grep -E "^\| +[0-9]+ \||^\| .*(pp|tg)[0-9]|prefill  |decode |vision [0-9]|first token|timings: (prefill|decode|first|vision)|mask|video|encoded in|decoded in|prompt eval time|  eval time|roofline|probe" $OUT/$id.txt | head -14; }
 QB1="--no-profile --no-probe -p 128 -n 128 -r 2"
 if [ ! -f /tmp/done.conf ] && left; then # the kernels no CI machine runs
-  touch /tmp/done.conf; log "conformance on the GPU: default, and the int8 GEMM split into 3"
+  touch /tmp/done.conf; log "conformance on the GPU: default, and the int8 GEMM split (3, auto)"
   ops() { local id=$1; shift; $QB/tests/qvl-backend-ops "$@" $QB/backends/reference/libqvl-reference.so \
       $QB/backends/cuda_sm61/libqvl-cuda_sm61.so >$OUT/conf-$id.txt 2>&1; echo "rc $?: $(grep -ciE 'fail|mismatch' $OUT/conf-$id.txt) failing lines; $(tail -1 $OUT/conf-$id.txt)"; }
   echo "default: $(ops default)"
-  for op in matmul norm_linear mlp_residual; do echo "int8 split 3 $op: $(QVL_CUDA_I8_SPLIT=3 ops split3-$op --op $op)"; done
+  for op in matmul norm_linear mlp_residual; do
+    echo "int8 split 3 $op: $(QVL_CUDA_I8_SPLIT=3 ops split3-$op --op $op)"
+    echo "int8 split auto $op: $(QVL_CUDA_I8_SPLIT=auto ops splitauto-$op --op $op)"
+  done
 fi
 run1 b-llama-q4-1 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-1 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
