@@ -432,6 +432,41 @@ static void test_norm_linear_act_bit_identical(void **state) {
             }
 }
 
+/* The f32 GEMM's row blocks (QVL_AVX2_GEMM_ROWS, else 576 rows) leave every output's sum as
+ * it was: identical bytes with blocks of 6 rows, of the default size (700 rows: two blocks)
+ * and with none, for a matmul of each float dtype and for NORM_LINEAR with an activation. */
+static void test_gemm_row_blocks_bit_identical(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const char *const rows[] = {"6", "", "1000000"};
+    const int64_t M = 700, K = 320, N = 150;
+    static const qvl_dtype dts[] = {QVL_F32, QVL_F16, QVL_BF16, QVL_Q8_0};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        qvl_tensor *a = rnd(QVL_F32, 2, SHAPE(M, K), -1, 1), *w = rnd(dts[d], 2, SHAPE(N, K), -1, 1);
+        qvl_tensor *out[3];
+        for (int r = 0; r < 3; r++) {
+            setenv("QVL_AVX2_GEMM_ROWS", rows[r], 1);
+            out[r] = tt_mk(QVL_F32, 2, SHAPE(M, N));
+            run_on(&avx, QVL_OP_MATMUL, NULL, out[r], SRC(a, w));
+        }
+        compare_exact("matmul, row blocks of 6 against none", out[2], out[0]);
+        compare_exact("matmul, row blocks of 576 against none", out[2], out[1]);
+    }
+    qvl_tensor *x = rnd(QVL_F32, 2, SHAPE(M, 64), -2, 2), *g = rnd(QVL_F32, 1, SHAPE(64), 0.5f, 1.5f);
+    qvl_tensor *w1 = rnd(QVL_F16, 2, SHAPE(200, 64), -1, 1), *w2 = rnd(QVL_Q8_0, 2, SHAPE(40, 64), -1, 1);
+    qvl_params p = {.norm_linear = {.norm = QVL_NORM_LAYER, .eps = 1e-6f, .n_proj = 2,
+                                    .act = QVL_ACT_GELU_ERF}};
+    qvl_tensor *nl[3];
+    for (int r = 0; r < 3; r++) {
+        setenv("QVL_AVX2_GEMM_ROWS", rows[r], 1);
+        nl[r] = tt_mk(QVL_F32, 2, SHAPE(M, 240));
+        run_on(&avx, QVL_OP_NORM_LINEAR, &p, nl[r], SRC(x, g, NULL, w1, NULL, w2));
+    }
+    unsetenv("QVL_AVX2_GEMM_ROWS");
+    compare_exact("norm_linear, row blocks of 6 against none", nl[2], nl[0]);
+    compare_exact("norm_linear, row blocks of 576 against none", nl[2], nl[1]);
+}
+
 static void test_threads_option_errors(void **state) {
     (void)state;
     skip_without_avx2();
@@ -513,6 +548,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_host_memory_and_view, tt_free_all),
         cmocka_unit_test_teardown(test_threads_same_results, tt_free_all),
         cmocka_unit_test_teardown(test_norm_linear_act_bit_identical, tt_free_all),
+        cmocka_unit_test_teardown(test_gemm_row_blocks_bit_identical, tt_free_all),
         cmocka_unit_test_teardown(test_threads_option_errors, tt_free_all),
         cmocka_unit_test_teardown(test_disable_falls_back, tt_free_all),
     };

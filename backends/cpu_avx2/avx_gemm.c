@@ -11,7 +11,6 @@
 
 #define GEMM_NR 16  /* panel width: two ymm of output columns */
 #define GEMM_KC 256 /* K block: a panel is 16 KB, a 6-row tile of a 6 KB (L1 holds both) */
-#define GEMM_MC 144 /* rows per block: 24 tiles, 144 KB of packed a in L2 */
 #define GEMM_NC 512 /* columns per packed weight block: 512 KB in L2 */
 
 
@@ -201,10 +200,11 @@ static void kernel_edge(int64_t kc, const float *ap, const float *bp, float *c, 
 
 /* ---- one thread's columns ---- */
 
-/* out[m, j] = add[m, j] + bias[j] (or 0) for the thread's columns: the sums start there. */
-static void init_out(int64_t M, const float *bias, const float *add, float *out, int64_t ldo,
-                     int64_t j_lo, int64_t j_hi) {
-    for (int64_t m = 0; m < M; m++) {
+/* out[m, j] = add[m, j] + bias[j] (or 0) for the thread's rows and columns: the sums start
+ * there. */
+static void init_out(int64_t m_lo, int64_t m_hi, const float *bias, const float *add, float *out,
+                     int64_t ldo, int64_t j_lo, int64_t j_hi) {
+    for (int64_t m = m_lo; m < m_hi; m++) {
         float *o = out + m * ldo;
         const float *ad = add ? add + m * ldo : NULL;
         for (int64_t j = j_lo; j < j_hi; j++) o[j] = (ad ? ad[j] : 0.0f) + (bias ? bias[j] : 0.0f);
@@ -250,11 +250,11 @@ AVX_INLINE void prefetch_tile(const float *c, int64_t ldc, int64_t mr) {
     }
 }
 
-void avx_gemm_cols(const float *packed_a, int64_t M, const avx_wmat *w, const float *bias,
-                   const float *add, float *out, int64_t ldo, int64_t j_lo, int64_t j_hi,
-                   float *bpack) {
+void avx_gemm_cols(const float *packed_a, int64_t M, int64_t m_lo, int64_t m_hi,
+                   const avx_wmat *w, const float *bias, const float *add, float *out,
+                   int64_t ldo, int64_t j_lo, int64_t j_hi, float *bpack) {
     const int64_t K = w->cols;
-    init_out(M, bias, add, out, ldo, j_lo, j_hi);
+    init_out(m_lo, m_hi, bias, add, out, ldo, j_lo, j_hi);
     for (int64_t jc = j_lo; jc < j_hi; jc += GEMM_NC) {
         int64_t nc = j_hi - jc < GEMM_NC ? j_hi - jc : GEMM_NC;
         int64_t panels = (nc + GEMM_NR - 1) / GEMM_NR;
@@ -265,11 +265,11 @@ void avx_gemm_cols(const float *packed_a, int64_t M, const avx_wmat *w, const fl
                 int64_t jn = nc - p * GEMM_NR < GEMM_NR ? nc - p * GEMM_NR : GEMM_NR;
                 pack_panel(w, jc + p * GEMM_NR, jn, k0, kc, bpack + p * kc * GEMM_NR);
             }
-            for (int64_t m0 = 0; m0 < M; m0 += GEMM_MC) {
-                int64_t mc = M - m0 < GEMM_MC ? M - m0 : GEMM_MC;
+            for (int64_t m0 = m_lo; m0 < m_hi; m0 += GEMM_MC) {
+                int64_t mc = m_hi - m0 < GEMM_MC ? m_hi - m0 : GEMM_MC;
                 int64_t tiles = (mc + GEMM_MR - 1) / GEMM_MR;
                 /* the next block's weight rows, spread over the last row block's tiles */
-                int rows_per_tile = kc1 > 0 && m0 + mc >= M ? (int)((GEMM_NR + tiles - 1) / tiles) : 0;
+                int rows_per_tile = kc1 > 0 && m0 + mc >= m_hi ? (int)((GEMM_NR + tiles - 1) / tiles) : 0;
                 for (int64_t p = 0; p < panels; p++) {
                     int64_t jn = nc - p * GEMM_NR < GEMM_NR ? nc - p * GEMM_NR : GEMM_NR;
                     const float *bp = bpack + p * kc * GEMM_NR;

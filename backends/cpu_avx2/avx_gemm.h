@@ -23,6 +23,7 @@
 #include "avx_linear.h"
 
 #define GEMM_MR 6
+#define GEMM_MC 144 /* rows per block: 24 tiles, 144 KB of packed a in L2 */
 
 /* Floats avx_gemm_pack_a writes for a [M, K]. */
 int64_t avx_gemm_packed_a_len(int64_t M, int64_t K);
@@ -35,11 +36,12 @@ void avx_gemm_pack_a(const float *a, int64_t M, int64_t K, int64_t t_lo, int64_t
 /* Floats of weight-panel scratch avx_gemm_cols needs for up to ncols columns. */
 int64_t avx_gemm_bpack_len(int64_t K, int64_t ncols);
 
-/* Columns [j_lo, j_hi) of out for all M rows, from packed a and w (any dtype; w->cols
- * = K), with bpack (64-byte aligned, avx_gemm_bpack_len(K, j_hi - j_lo) floats) as scratch.
- * bias and add may be NULL; add may equal out. */
-void avx_gemm_cols(const float *packed_a, int64_t M, const avx_wmat *w, const float *bias,
-                   const float *add, float *out, int64_t ldo, int64_t j_lo, int64_t j_hi,
-                   float *bpack);
+/* Columns [j_lo, j_hi) of out for rows [m_lo, m_hi) of the M rows packed in packed_a (m_lo a
+ * multiple of GEMM_MR; m_hi one too, or M), from w (any dtype; w->cols = K), with bpack
+ * (64-byte aligned, avx_gemm_bpack_len(K, j_hi - j_lo) floats) as scratch. bias and add may
+ * be NULL; add may equal out. */
+void avx_gemm_cols(const float *packed_a, int64_t M, int64_t m_lo, int64_t m_hi,
+                   const avx_wmat *w, const float *bias, const float *add, float *out,
+                   int64_t ldo, int64_t j_lo, int64_t j_hi, float *bpack);
 
 #endif

@@ -103,10 +103,12 @@ typedef struct linear_job {
     lin_part parts[AVX_LINEAR_MAX_PARTS];
     int n_parts;
     int64_t rows;         /* weight rows of all parts together */
+    int64_t row_block;    /* f32 GEMM: activation rows per work item (M: no row split) */
     int64_t ldo;
     int nth;
     atomic_int failed;    /* a thread could not get its panel scratch */
-    atomic_llong next;    /* first row (of all parts together) not yet handed to a thread */
+    atomic_llong next;    /* first row (of all parts together) not yet handed to a thread;
+                           * with row blocks, the next work item */
 } linear_job;
 
 static void finish(const linear_job *jb, const lin_part *pt, int64_t m, int64_t j, float v) {
@@ -115,11 +117,12 @@ static void finish(const linear_job *jb, const lin_part *pt, int64_t m, int64_t 
     pt->out[m * jb->ldo + j] = v;
 }
 
-/* The part's activation on output columns [lo, hi) of every row, right after the thread
- * computed them (still in its cache). The row functions work lane by lane, so a range gives
- * the bits a whole row would. */
-static void act_cols(const linear_job *jb, const lin_part *pt, int64_t lo, int64_t hi) {
-    for (int64_t m = 0; m < jb->M; m++) {
+/* The part's activation on output columns [lo, hi) of rows [m_lo, m_hi), right after the
+ * thread computed them (still in its cache). The row functions work lane by lane, so a range
+ * gives the bits a whole row would. */
+static void act_cols(const linear_job *jb, const lin_part *pt, int64_t m_lo, int64_t m_hi,
+                     int64_t lo, int64_t hi) {
+    for (int64_t m = m_lo; m < m_hi; m++) {
         float *row = pt->out + m * jb->ldo + lo;
         if (pt->act == QVL_ACT_GELU_TANH) avx_gelu_tanh_row(row, hi - lo);
         else if (pt->act == QVL_ACT_GELU_ERF) avx_gelu_erf_row(row, hi - lo);
@@ -397,6 +400,39 @@ static void q8_range(const linear_job *jb, const lin_part *pt, int64_t j_lo, int
 #define GEMM_CHUNK (8 * COL_ALIGN)     /* output columns: eight 16-column panels */
 #define Q8_MAX_CHUNK (16 * COL_ALIGN)  /* q8_0 weight rows: 544 KB at K = 2048 */
 
+/* The f32 GEMM of many rows goes through its column chunks with every row: a vision tower's
+ * 3072 rows make each chunk's output block (1.5 MB) and packed activations (12-50 MB) pass
+ * through the caches once per K block and per chunk. Work items of AVX_GEMM_ROW_BLOCK rows x
+ * one column chunk, handed out row block by row block, keep the threads on one block at a time
+ * (its outputs in L2 across the K blocks, its packed rows in the last-level cache across the
+ * chunks); the weight panels are then packed once per item instead of once per chunk. 576 rows
+ * did best of 144-1008 on the 2-core development machine (docs/BENCHMARKS.md). The int8 GEMM
+ * packs its own way: no row blocks there. QVL_AVX2_GEMM_ROWS=N forces N rows (tests). */
+#define AVX_GEMM_ROW_BLOCK (4 * GEMM_MC)
+
+static int64_t gemm_row_block(int64_t M) {
+    const char *force = getenv("QVL_AVX2_GEMM_ROWS");
+    int64_t rows = AVX_GEMM_ROW_BLOCK;
+    if (force && *force) { /* whole tiles: an item's rows are its own */
+        rows = atoll(force) / GEMM_MR * GEMM_MR;
+        if (rows < GEMM_MR) rows = GEMM_MR;
+    }
+    return rows < M ? rows : M;
+}
+
+/* Item `item` of the row-blocked GEMM: rows [*m_lo, *m_hi) x columns [*lo, *hi). */
+static bool grab_item(linear_job *jb, int64_t *m_lo, int64_t *m_hi, int64_t *lo, int64_t *hi) {
+    const int64_t chunks = (jb->rows + GEMM_CHUNK - 1) / GEMM_CHUNK;
+    const int64_t blocks = (jb->M + jb->row_block - 1) / jb->row_block;
+    const long long item = atomic_fetch_add_explicit(&jb->next, 1, memory_order_relaxed);
+    if (item >= chunks * blocks) return false;
+    *m_lo = item / chunks * jb->row_block;
+    *m_hi = *m_lo + jb->row_block < jb->M ? *m_lo + jb->row_block : jb->M;
+    *lo = item % chunks * GEMM_CHUNK;
+    *hi = *lo + GEMM_CHUNK < jb->rows ? *lo + GEMM_CHUNK : jb->rows;
+    return true;
+}
+
 static bool grab_chunk(linear_job *jb, bool gemm, int64_t *lo, int64_t *hi) {
     const int64_t N = jb->rows;
     const int64_t max = gemm ? GEMM_CHUNK : jb->qa ? Q8_MAX_CHUNK : GEMV_MAX_CHUNK;
@@ -424,17 +460,18 @@ static bool grab_chunk(linear_job *jb, bool gemm, int64_t *lo, int64_t *hi) {
  * and measured slower than dequantising to f32 panels (docs/BENCHMARKS.md). */
 static bool is_block_dtype(qvl_dtype dt) { return dt == QVL_Q4_K || dt == QVL_Q6_K; }
 
-/* Rows [lo, hi) of part pt (part-local). */
-static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t lo, int64_t hi,
-                     float *bpack, unsigned char *qpack) {
+/* Weight rows [lo, hi) of part pt (part-local), for activation rows [m_lo, m_hi) (the f32
+ * GEMM; every other path takes all M). */
+static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t m_lo, int64_t m_hi,
+                     int64_t lo, int64_t hi, float *bpack, unsigned char *qpack) {
     if (gemm && is_block_dtype(pt->w->dt)) {
         avx_qgemm_cols(&jb->qrows, jb->M, pt->w, pt->bias, pt->add, pt->out, jb->ldo, lo, hi,
                        qpack);
         return;
     }
     if (gemm) {
-        avx_gemm_cols(jb->packed_a, jb->M, pt->w, pt->bias, pt->add, pt->out, jb->ldo, lo, hi,
-                      bpack);
+        avx_gemm_cols(jb->packed_a, jb->M, m_lo, m_hi, pt->w, pt->bias, pt->add, pt->out, jb->ldo,
+                      lo, hi, bpack);
         return;
     }
     switch (pt->w->dt) {
@@ -469,16 +506,17 @@ static void linear_worker(void *ctx, int tid, int nth) {
         free(bpack);
         return;
     }
-    int64_t lo, hi;
-    while (grab_chunk(jb, gemm, &lo, &hi)) {
+    int64_t lo, hi, m_lo = 0, m_hi = jb->M;
+    const bool blocked = jb->row_block < jb->M;
+    while (blocked ? grab_item(jb, &m_lo, &m_hi, &lo, &hi) : grab_chunk(jb, gemm, &lo, &hi)) {
         /* a chunk may span the end of one part and the start of the next */
         for (int p = 0; p < jb->n_parts; p++) {
             const lin_part *pt = &jb->parts[p];
             int64_t b = lo > pt->start ? lo : pt->start;
             int64_t e = hi < pt->start + pt->w->rows ? hi : pt->start + pt->w->rows;
             if (b >= e) continue;
-            run_rows(jb, pt, gemm, b - pt->start, e - pt->start, bpack, qpack);
-            if (pt->act != QVL_ACT_NONE) act_cols(jb, pt, b - pt->start, e - pt->start);
+            run_rows(jb, pt, gemm, m_lo, m_hi, b - pt->start, e - pt->start, bpack, qpack);
+            if (pt->act != QVL_ACT_NONE) act_cols(jb, pt, m_lo, m_hi, b - pt->start, e - pt->start);
         }
     }
     free(bpack);
@@ -540,6 +578,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     }
     atomic_init(&jb.failed, 0);
     atomic_init(&jb.next, 0);
+    jb.row_block = M;
     float *a_eo = NULL, *qd = NULL, *packed_a = NULL, *qs32 = NULL;
     int8_t *qa = NULL;
     int16_t *qs16 = NULL;
@@ -553,6 +592,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
             else jb.any_f32_gemm = true;
         }
         if (jb.any_f32_gemm) {
+            if (!jb.any_qgemm) jb.row_block = gemm_row_block(M);
             if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
             jb.packed_a = packed_a;
             avx_pool_run(be->pool, pack_a_worker, &jb);
