@@ -62,3 +62,12 @@ if(TARGET qvl-cpu_avx2)
       TIMEOUT 600 PASS_REGULAR_EXPRESSION "cross-check: OK")
   endif()
 endif()
+
+# cpu_avx2's f32 GEMM splits its rows into blocks only past 576 rows (a picture's patches),
+# which few conformance cases have: these runs force blocks of 6 rows on every GEMM shape.
+if(TARGET qvl-cpu_avx2)
+  foreach(op matmul norm_linear mlp_residual)
+    qvl_add_conformance(cpu_avx2_gemm_rows6_${op} qvl-cpu_avx2 OP ${op}
+                        ENVIRONMENT QVL_AVX2_GEMM_ROWS=6)
+  endforeach()
+endif()
