@@ -161,7 +161,12 @@ qvl_status avx_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err) 
     float *bias = vector_f32(qvl_node_src(n, 4), &ok), *h = NULL;
     float *res_owned = NULL, *w_owned = NULL;
     const float *r32 = avx_rows_f32(res, &res_owned);
-    const float *in = plain ? avx_rows_f32(a, &h) : (h = avx_scratch(M * F));
+    const float *in; /* the rows multiplied: a itself, or act(a) [* up] in h */
+    if (plain) {
+        in = avx_rows_f32(a, &h); /* h: a converted copy, when a is not f32 rows */
+    } else {
+        in = h = avx_scratch(M * F);
+    }
     if (!ok || !in || !r32) {
         s = QVL_E_NOMEM;
         goto done;

@@ -331,15 +331,15 @@ static float kth_largest(const float *w, size_t n, size_t k, float *heap) {
 
 /* ---- the processors --------------------------------------------------------------------- */
 
-/* The largest of v[0, n), the lowest id holding it (ties go to the lowest id, as
- * torch.argmax), and whether any entry is NaN or +inf, in one read of the row. A decode step
+/* The lowest id holding the largest of v[0, n) (ties go to the lowest id, as torch.argmax),
+ * and whether any entry is NaN or +inf, in one read of the row. A decode step
  * samples every busy slot's row of the whole vocabulary (608 KB, just copied from the device,
  * so read from memory), and this pass is most of a greedy token's cost: 16 independent lanes
  * keep running maxima, the index where each lane's maximum first appeared (a strict > keeps
  * the first), and counts of non-NaN entries (a NaN never compares, so it neither wins a lane
- * nor counts), which compilers turn into vector code; a +inf shows as the maximum. *best and
- * the maximum mean nothing when *bad. */
-static float scan_argmax(const float *v, size_t n, size_t *best, bool *bad) {
+ * nor counts), which compilers turn into vector code; a +inf shows as the maximum. The id
+ * means nothing when *bad. */
+static size_t scan_argmax(const float *v, size_t n, bool *bad) {
     enum { LANES = 16 };
     float m[LANES];
     int32_t at[LANES], counted[LANES];
@@ -376,8 +376,7 @@ static float scan_argmax(const float *v, size_t n, size_t *best, bool *bad) {
         }
     }
     *bad = ordinary != n || mx == INFINITY;
-    *best = first;
-    return mx;
+    return first;
 }
 
 /* The valid logits with the penalties applied: the row itself when no penalty changes
@@ -391,8 +390,7 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
                         n_logits, s->n_vocab);
     size_t n = (size_t)s->n_valid;
     bool bad;
-    size_t at;
-    scan_argmax(logits, n, &at, &bad);
+    const size_t at = scan_argmax(logits, n, &bad);
     if (bad) {
         for (size_t i = 0; i < n; i++)
             if (isnan(logits[i]) || logits[i] == INFINITY)
@@ -416,7 +414,7 @@ static qvl_status load_logits(qvl_sampler *s, const float *logits, size_t n_logi
         const int32_t times = s->count_gen[id];
         if (times > 0) w[id] -= pp + fp * (float)times;
     }
-    scan_argmax(w, n, best, &bad);
+    *best = scan_argmax(w, n, &bad);
     *out = w;
     return QVL_OK;
 }
