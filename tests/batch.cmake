@@ -14,3 +14,8 @@ add_dependencies(test_seq_copy qvl-minimal)
 add_test(NAME test_seq_copy_minimal COMMAND test_seq_copy)
 set_tests_properties(test_seq_copy_minimal PROPERTIES ENVIRONMENT
   "QVL_PLUGINS=${CMAKE_BINARY_DIR}/tests/plugins-minimal.yaml;QVL_PARITY_BACKENDS=minimal")
+# Several sequences' prompts in one graph (qvl_model_prefill_batch), against each prompt
+# prefilled alone, on every parity backend.
+qvl_add_test(test_prefill_batch SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_prefill_batch.c
+  LIBS qvl-qwen3vl qvl-test-support m)
+add_dependencies(test_prefill_batch qvl-reference)

@@ -8,11 +8,12 @@ qvl_add_test(test_serve_budget SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_serve_budg
   ${CMAKE_SOURCE_DIR}/tools/serve/serve_budget.c LIBS qvl-engine Threads::Threads)
 target_include_directories(test_serve_budget PRIVATE ${CMAKE_SOURCE_DIR}/tools/serve)
 # The engine under qvl serve and qvl chat (engine/): batch join and leave against each job
-# alone, cancellation and deadline mid-batch, prefix selection, partition isolation, one prefill
-# shared by jobs with one prompt (n choices).
+# alone, prompts prefilled together (the model's step counts say it happened), cancellation and
+# deadline mid-batch, prefix selection, partition isolation, one prefill shared by jobs with one
+# prompt (n choices).
 qvl_add_test(test_engine SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine.c
   ${CMAKE_CURRENT_LIST_DIR}/support/engine_picture.c
-  LIBS qvl-engine qvl-test-support)
+  LIBS qvl-engine qvl-qwen3vl qvl-test-support)
 add_dependencies(test_engine qvl-reference)
 # The engine's per-job logits processing: grammars (with and without a trigger) beside plain
 # jobs in the same batched steps, logit_bias, logprobs, and what qvl_engine_prepare refuses.

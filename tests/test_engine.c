@@ -2,6 +2,7 @@
  *   - 16 jobs at once (text and picture prompts, 4 slots, the rest queued) give the greedy
  *     answers each gives alone on a 1-slot engine: jobs join the running batch and leave it
  *     without changing anyone's tokens;
+ *   - text prompts that arrive together prefill in one batched graph, answering as alone;
  *   - a job cancelled while others decode ends CANCELLED and the others' answers are intact;
  *     a job whose deadline has passed before a slot takes it ends TIMEOUT with nothing
  *     generated;
@@ -27,6 +28,7 @@
 #include "parity_backends.h"
 #include "support/engine_picture.h"
 #include "qvl/engine.h"
+#include "qvl/qwen3vl_model.h"
 #include "qvl/engine_prompt.h"
 #include "qvl/file.h"
 #include "qvl/image.h"
@@ -188,6 +190,76 @@ static void test_concurrent_equals_alone(void **state) {
         assert_true(c4.max_rows > 1);
         assert_true(c4.max_rows <= 4);
         assert_int_equal(c1.max_rows, 1);
+    }
+}
+
+/* Text prompts that arrive together prefill as one batch (qvl_model_prefill_batch: the
+ * weights read once for all their rows) and still answer as they do alone. The later jobs are
+ * submitted from the engine thread at job 0's first decode step, so the next round claims them
+ * all at once. Requests are made beforehand: no cmocka assertion runs on the engine thread. */
+#define N_TOGETHER 4
+static const int together_jobs[N_TOGETHER] = {0, 2, 3, 5}; /* text only (request()) */
+typedef struct joiner {
+    qvl_engine *e;
+    qvl_engine_request *reqs[N_TOGETHER];
+    qvl_job *jobs[N_TOGETHER];
+    atomic_int fired;
+    qvl_status st;
+} joiner;
+
+static void submit_at_first_step(void *arg, int64_t rows, double s) {
+    (void)rows;
+    (void)s;
+    joiner *jn = arg;
+    if (atomic_exchange(&jn->fired, 1)) return;
+    for (int k = 1; k < N_TOGETHER && jn->st == QVL_OK; k++) {
+        qvl_error err = {0};
+        jn->st = qvl_engine_prepare(jn->e, jn->reqs[k], &jn->jobs[k], &err);
+        if (jn->st == QVL_OK) qvl_partition_make(QVL_PARTITION_NO_KEY, NULL, &jn->jobs[k]->partition);
+        if (jn->st == QVL_OK) jn->st = qvl_engine_submit(jn->e, jn->jobs[k]);
+    }
+}
+
+static void test_prompts_prefill_together(void **state) {
+    (void)state;
+    parity_backends l;
+    parity_backends_get(&l);
+    for (size_t b = 0; b < l.n; b++) {
+        if (!parity_backend_loads(&l, b)) continue;
+        const char *be = l.names[b];
+        counts c1 = {0};
+        answer alone[N_TOGETHER], together[N_TOGETHER];
+        qvl_engine *e = start(be, 1, &c1);
+        for (int k = 0; k < N_TOGETHER; k++)
+            take(submit(e, request(e, together_jobs[k], NULL), NULL), &alone[k]);
+        qvl_engine_free(e);
+
+        static joiner jn;
+        memset(&jn, 0, sizeof jn);
+        qvl_engine_options o = {.model = FIXTURE, .slots = N_TOGETHER, .queue = N_JOBS,
+                                .ctx = 512, .backend = be, .kv_type = "f32"};
+        o.observer = (qvl_engine_observer){.arg = &jn, .decode = submit_at_first_step};
+        qvl_error err = {0};
+        e = qvl_engine_start(&o, &err);
+        if (!e) fail_msg("%s: %s", be, err.msg);
+        assert_int_equal(qvl_engine_wait_loaded(e), QVL_ENGINE_READY);
+        jn.e = e;
+        for (int k = 0; k < N_TOGETHER; k++) jn.reqs[k] = request(e, together_jobs[k], NULL);
+        jn.jobs[0] = submit(e, jn.reqs[0], NULL);
+        take(jn.jobs[0], &together[0]);
+        assert_int_equal(jn.st, QVL_OK);
+        for (int k = 1; k < N_TOGETHER; k++) take(jn.jobs[k], &together[k]);
+        qvl_engine_stop(e);
+        qvl_model_step_stats stats;
+        qvl_model_get_step_stats(qvl_engine_model(e), &stats);
+        qvl_engine_free(e);
+        for (int k = 0; k < N_TOGETHER; k++) {
+            assert_int_equal(together[k].finish, alone[k].finish);
+            if (strcmp(together[k].text, alone[k].text) != 0)
+                fail_msg("%s: job %d: prefilled together \"%s\" != alone \"%s\"", be,
+                         together_jobs[k], together[k].text, alone[k].text);
+        }
+        assert_true(stats.prefill_batches >= 1);
     }
 }
 
@@ -378,6 +450,7 @@ static void test_shared_prefill(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_prompts_prefill_together),
         cmocka_unit_test(test_cancel_and_deadline_mid_batch),
         cmocka_unit_test(test_chunked_prefill_interleaves),
         cmocka_unit_test(test_prefix_reuse_and_partitions),

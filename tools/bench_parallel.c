@@ -18,21 +18,28 @@ static int32_t argmax(const float *v, int64_t n) {
     return best;
 }
 
-/* One repetition: fresh sequences, prefill, n_gen steps; the steps' seconds in *seconds. With
- * prof non-NULL the last step runs profiled (*prof, its wall seconds in *prof_wall). */
+/* One repetition: fresh sequences, their prompts in one batched prefill (its seconds in
+ * *prefill_seconds), n_gen steps (their seconds in *seconds). With prof non-NULL the last step
+ * runs profiled (*prof, its wall seconds in *prof_wall). */
 static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t *prompt,
                           int64_t n_prompt, int64_t n_gen, float *logits, int32_t *ids,
-                          double *seconds, qvl_op_profile *prof, double *prof_wall,
-                          qvl_error *err) {
+                          double *prefill_seconds, double *seconds, qvl_op_profile *prof,
+                          double *prof_wall, qvl_error *err) {
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
-    qvl_status st = QVL_OK;
-    for (size_t i = 0; i < n && st == QVL_OK; i++) {
+    const int32_t *prompts[QVL_TEXT_MAX_SEQS];
+    int64_t lens[QVL_TEXT_MAX_SEQS];
+    for (size_t i = 0; i < n; i++) {
         qvl_model_set_seq(m, seqs[i]);
         qvl_model_truncate(m, 0);
-        st = qvl_model_eval(m, prompt, n_prompt, NULL, false, logits, err);
-        ids[i] = argmax(logits, vocab);
+        prompts[i] = prompt;
+        lens[i] = n_prompt;
     }
     qvl_model_set_seq(m, NULL);
+    const double p0 = now_seconds();
+    qvl_status st = qvl_model_prefill_batch(m, seqs, prompts, NULL, lens, n, logits, err);
+    *prefill_seconds = now_seconds() - p0;
+    for (size_t i = 0; i < n && st == QVL_OK; i++)
+        ids[i] = argmax(logits + i * (size_t)vocab, vocab);
     *seconds = 0;
     for (int64_t k = 0; k < n_gen && st == QVL_OK; k++) {
         const bool profiled = prof && k == n_gen - 1;
@@ -54,28 +61,35 @@ static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t 
 }
 
 qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, int64_t n_prompt,
-                          int64_t n_gen, int64_t reps, bench_spread *out,
+                          int64_t n_gen, int64_t reps, bench_spread *out, bench_spread *prefill,
                           qvl_op_profile *prof, double *prof_wall, qvl_error *err) {
+    if (n_seqs < 1 || n_seqs > QVL_TEXT_MAX_SEQS)
+        return qvl_fail(err, QVL_E_INVALID, "--parallel takes 1 to %d sequences, not %lld",
+                        QVL_TEXT_MAX_SEQS, (long long)n_seqs);
     const size_t n = (size_t)n_seqs;
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
     qvl_seq **seqs = calloc(n, sizeof *seqs);
     int32_t *ids = calloc(n, sizeof *ids);
     float *logits = malloc(n * (size_t)vocab * sizeof *logits);
     double *tps = calloc((size_t)reps, sizeof *tps);
-    qvl_status st = seqs && ids && logits && tps ? QVL_OK
+    double *pps = calloc((size_t)reps, sizeof *pps);
+    qvl_status st = seqs && ids && logits && tps && pps ? QVL_OK
                                                  : qvl_fail(err, QVL_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n && st == QVL_OK; i++) st = qvl_seq_create(m, &seqs[i], err);
     for (int64_t r = 0; r < reps && st == QVL_OK; r++) {
-        double seconds;
-        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &seconds, NULL, NULL, err);
+        double seconds, pre;
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &pre, &seconds, NULL,
+                     NULL, err);
         tps[r] = seconds > 0 ? (double)(n_seqs * n_gen) / seconds : 0;
+        pps[r] = pre > 0 ? (double)(n_seqs * n_prompt) / pre : 0;
     }
     if (st == QVL_OK) *out = bench_spread_of(tps, (int)reps);
+    if (st == QVL_OK) *prefill = bench_spread_of(pps, (int)reps);
     if (st == QVL_OK && prof) {
         /* One more repetition whose last step is profiled: the context holds no more tokens
          * than the timed ones used, and the step is at the same depth as theirs. */
-        double seconds;
-        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &seconds, prof,
+        double seconds, pre;
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &pre, &seconds, prof,
                      prof_wall, err);
     }
     for (size_t i = 0; seqs && i < n; i++) qvl_seq_free(seqs[i]);
@@ -83,5 +97,6 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
     free(ids);
     free(logits);
     free(tps);
+    free(pps);
     return st;
 }

@@ -213,6 +213,11 @@ void bench_print_text(FILE *f, const bench_results *r) {
         print_spread(f, what, &r->parallel_tps, "tok/s");
         fprintf(f, "  %-22s %10.2f x one sequence's decode (total tokens per second)\n", "",
                 ratio(r->parallel_tps.median, r->decode_tps.median));
+        snprintf(what, sizeof what, "prefill x%lld batched", (long long)r->parallel);
+        print_spread(f, what, &r->parallel_prefill_tps, "tok/s");
+        fprintf(f, "  %-22s %10.2f x one prompt's prefill (%lld prompts in one graph)\n", "",
+                ratio(r->parallel_prefill_tps.median, r->prefill_tps.median),
+                (long long)r->parallel);
     }
     fprintf(f, "  %-22s %10.1f MiB after load, %.1f MiB after the runs (decode reads %.1f MiB of weights)\n",
             "peak RSS", mib(r->rss_after_load), mib(r->rss_peak), mib(l->decode_weight_bytes));
@@ -351,6 +356,8 @@ void bench_print_json(FILE *f, const bench_results *r) {
         fprintf(f, ",\n \"parallel\": {\"sequences\": %lld, \"total_decode_tok_s\": ",
                 (long long)r->parallel);
         json_spread(f, &r->parallel_tps);
+        fputs(", \"batched_prefill_tok_s\": ", f);
+        json_spread(f, &r->parallel_prefill_tps);
         fputc('}', f);
     }
     fputs(",\n \"placement\": ", f);

@@ -24,6 +24,9 @@
 
 struct qvl_engine {
     qvl_engine_options opts;
+    /* Text chunks of several slots in one batched prefill; QVL_PREFILL_BATCH=0 in the
+     * environment runs each alone (A/B benchmarks of the batched prefill). */
+    bool prefill_batch;
     pthread_t thread;
     bool thread_started;
 
@@ -288,32 +291,55 @@ static int claim_jobs(qvl_engine *e, engine_slot **starting) {
 }
 
 /* The prefilling slot claimed first (FIFO by claim tick) whose next chunk fits `budget`
- * tokens, or NULL. */
-static engine_slot *next_prefill(qvl_engine *e, int64_t budget) {
+ * tokens and is not one of the n in `taken`, or NULL. */
+static engine_slot *next_prefill(qvl_engine *e, int64_t budget, engine_slot *const *taken,
+                                 int n) {
     engine_slot *best = NULL;
     for (int i = 0; i < e->n_slots; i++) {
         engine_slot *s = &e->slots[i];
         if (!s->job || !s->prefilling) continue;
         if (engine_slot_chunk_length(s, e->opts.prefill_chunk) > budget) continue;
+        bool in = false;
+        for (int k = 0; k < n && !in; k++) in = taken[k] == s;
+        if (in) continue;
         if (!best || s->last_used < best->last_used) best = s;
     }
     return best;
 }
 
+/* After slot s's chunk: a job whose prompt is done samples its first token and joins the
+ * round's batch; one that ends at its first token (eos, max_tokens 1) frees the slot again,
+ * and the round claims the next queued job for it. */
+static void after_chunk(qvl_engine *e, engine_slot *s, int *n, bool *freed) {
+    if (s->job && !s->prefilling) *n = add_to_batch(e, s->index, *n);
+    *freed |= s->job == NULL;
+}
+
 /* Prefill chunks of this round: at most prefill_chunk prompt tokens in all (0: every waiting
- * prompt whole), oldest claim first; a slot whose prompt is done samples its first token and
- * joins the round's batch. Returns whether a slot became idle (its job ended). */
+ * prompt whole), oldest claim first. Text chunks of several slots run as one batched prefill
+ * (the weights read once for all their rows); a chunk with picture rows, or one whose prompt
+ * logits are wanted, runs alone. Returns whether a slot became idle (its job ended). */
 static bool run_prefills(qvl_engine *e, int64_t *budget, int *n) {
     bool freed = false;
-    engine_slot *s;
-    while ((s = next_prefill(e, *budget)) != NULL) {
-        const int64_t len = engine_slot_chunk_length(s, e->opts.prefill_chunk);
-        engine_slot_prefill(s, &e->env, e->opts.prefill_chunk);
-        if (e->opts.prefill_chunk > 0) *budget -= len;
-        /* A job that ends at its first token (eos, max_tokens 1) frees the slot again: the
-         * round claims the next queued job for it. */
-        if (s->job && !s->prefilling) *n = add_to_batch(e, s->index, *n);
-        freed |= s->job == NULL;
+    const int64_t chunk = e->opts.prefill_chunk;
+    for (;;) {
+        engine_slot *group[QVL_TEXT_MAX_SEQS];
+        int k = 0;
+        engine_slot *s;
+        while (k < QVL_TEXT_MAX_SEQS && (s = next_prefill(e, *budget, group, k)) != NULL) {
+            const int64_t len = engine_slot_chunk_length(s, chunk);
+            if (chunk > 0) *budget -= len;
+            if (e->prefill_batch && engine_slot_chunk_batchable(s, chunk)) {
+                group[k++] = s;
+                continue;
+            }
+            engine_slot_prefill(s, &e->env, chunk);
+            after_chunk(e, s, n, &freed);
+        }
+        if (k == 0) break;
+        if (k == 1) engine_slot_prefill(group[0], &e->env, chunk);
+        else engine_slots_prefill(group, k, &e->env, chunk);
+        for (int i = 0; i < k; i++) after_chunk(e, group[i], n, &freed);
     }
     return freed;
 }
@@ -398,6 +424,8 @@ qvl_engine *qvl_engine_start(const qvl_engine_options *opts, qvl_error *err) {
         return NULL;
     }
     e->opts = *opts;
+    const char *pb = getenv("QVL_PREFILL_BATCH");
+    e->prefill_batch = !(pb && strcmp(pb, "0") == 0);
     e->q_cap = (size_t)opts->queue + (size_t)opts->slots;
     e->queue = calloc(e->q_cap, sizeof *e->queue);
     pthread_mutex_init(&e->mu, NULL);

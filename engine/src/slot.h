@@ -141,6 +141,14 @@ int64_t engine_slot_chunk_length(const engine_slot *s, int64_t chunk);
  * slot holds the first token's logits and the job is started: engine_slot_next goes on from
  * there. A cancelled or expired job, or a failed evaluation, ends the job (slot idle). */
 void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk);
+/* Can the slot's next chunk run beside other slots' chunks (engine_slots_prefill): text only
+ * (no picture rows in it) and no prompt logits wanted. */
+bool engine_slot_chunk_batchable(const engine_slot *s, int64_t chunk);
+/* The next chunks of n slots whose chunks are batchable, in one batched prefill
+ * (qvl_model_prefill_batch): each slot then stands as engine_slot_prefill leaves it. Each
+ * slot's prefill time takes the shared run's time in proportion to its rows. */
+void engine_slots_prefill(engine_slot *const *group, int n, const engine_slot_env *env,
+                          int64_t chunk);
 /* Free what a prefill in progress holds (the job's end calls it). */
 void engine_slot_prefill_drop(engine_slot *s);
 /* The answer's text stream sink (slot.c): appends complete UTF-8 to the job. */

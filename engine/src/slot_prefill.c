@@ -218,28 +218,59 @@ static void finish_prefill(engine_slot *s, const engine_slot_env *env) {
     qvl_job_set_started(j, s->keep, s->prefill_seconds);
 }
 
-void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk) {
+/* The checks before a chunk: false when the job ended (cancelled or expired between chunks:
+ * the chunks so far stay cached, reusable). */
+static bool chunk_may_run(engine_slot *s, const engine_slot_env *env) {
     qvl_job *j = s->job;
-    if (!j || !s->prefilling) return;
-    if (atomic_load(&j->cancel)) { /* the chunks so far stay cached, reusable */
+    if (!j || !s->prefilling) return false;
+    if (atomic_load(&j->cancel)) {
         engine_slot_end(s, env, QVL_FINISH_CANCELLED, NULL);
-        return;
+        return false;
     }
-    if (qvl_job_expired(j)) { /* between chunks: the chunks so far stay cached, reusable */
+    if (qvl_job_expired(j)) {
         observe_timeout(env);
         engine_slot_end(s, env, QVL_FINISH_TIMEOUT, QVL_JOB_PREFILL_TIMEOUT_MESSAGE);
-        return;
+        return false;
     }
+    return true;
+}
+
+/* Encoder rows (picture and video pads) among the prompt tokens [at, at + len) that the
+ * chunk takes from feats (items before keep are not in feats). */
+static int64_t chunk_pads(const engine_slot *s, int64_t at, int64_t len) {
+    const qvl_job *j = s->job;
+    const qvl_qwen3vl_config *cfg = qvl_model_config(s->m);
+    const int32_t pad = (int32_t)cfg->image_token_id, video_pad = (int32_t)cfg->video_token_id;
+    int64_t pads = 0;
+    for (int64_t i = at; s->feats.n_tokens > 0 && i < at + len; i++)
+        pads += j->ids[i] == pad || (video_pad >= 0 && j->ids[i] == video_pad);
+    return pads;
+}
+
+/* The chunk [at, at + len) is in the cache: keys, progress, and after the last chunk the first
+ * token's start. */
+static void chunk_done(engine_slot *s, const engine_slot_env *env, int64_t len, int64_t pads,
+                       double seconds) {
+    qvl_job *j = s->job;
+    const int64_t at = s->prefill_at;
+    memcpy(s->keys + at, j->keys + at, (size_t)len * sizeof *s->keys);
+    s->n_keys = at + len;
+    s->prefill_at = at + len;
+    s->feat_row += pads;
+    s->prefill_seconds += seconds;
+    if (s->prefill_at < j->n_ids) return;
+    observe_prefill_step(env, j->n_ids, j->n_ids, 0);
+    finish_prefill(s, env);
+}
+
+void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk) {
+    if (!chunk_may_run(s, env)) return;
+    qvl_job *j = s->job;
     qvl_model_set_seq(s->m, s->seq);
     const double t0 = now_seconds();
     const int64_t at = s->prefill_at, len = engine_slot_chunk_length(s, chunk);
     observe_prefill_step(env, at, j->n_ids, len);
-    const int64_t rest = j->n_ids - s->keep;
-    const qvl_qwen3vl_config *cfg = qvl_model_config(s->m);
-    const int32_t pad = (int32_t)cfg->image_token_id, video_pad = (int32_t)cfg->video_token_id;
-    int64_t pads = 0; /* encoder rows this chunk takes (items before keep are not in feats) */
-    for (int64_t i = at; s->feats.n_tokens > 0 && i < at + len; i++)
-        pads += j->ids[i] == pad || (video_pad >= 0 && j->ids[i] == video_pad);
+    const int64_t rest = j->n_ids - s->keep, pads = chunk_pads(s, at, len);
     qvl_image_features part;
     qvl_error err = {0};
     qvl_status st = qvl_image_features_slice(&s->feats, s->feat_row, pads, &part, &err);
@@ -257,12 +288,54 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
         prefill_failed(s, env, err.msg);
         return;
     }
-    memcpy(s->keys + at, j->keys + at, (size_t)len * sizeof *s->keys);
-    s->n_keys = at + len;
-    s->prefill_at = at + len;
-    s->feat_row += pads;
-    s->prefill_seconds += now_seconds() - t0;
-    if (s->prefill_at < j->n_ids) return;
-    observe_prefill_step(env, j->n_ids, j->n_ids, 0);
-    finish_prefill(s, env);
+    chunk_done(s, env, len, pads, now_seconds() - t0);
+}
+
+bool engine_slot_chunk_batchable(const engine_slot *s, int64_t chunk) {
+    if (!s->job || !s->prefilling || s->job->prompt_logits) return false;
+    return chunk_pads(s, s->prefill_at, engine_slot_chunk_length(s, chunk)) == 0;
+}
+
+void engine_slots_prefill(engine_slot *const *group, int n, const engine_slot_env *env,
+                          int64_t chunk) {
+    engine_slot *run[QVL_TEXT_MAX_SEQS];
+    qvl_seq *seqs[QVL_TEXT_MAX_SEQS];
+    const int32_t *ids[QVL_TEXT_MAX_SEQS], *pos[QVL_TEXT_MAX_SEQS];
+    int64_t lens[QVL_TEXT_MAX_SEQS];
+    int k = 0;
+    for (int i = 0; i < n && i < QVL_TEXT_MAX_SEQS; i++) {
+        engine_slot *s = group[i];
+        if (!chunk_may_run(s, env)) continue;
+        qvl_job *j = s->job;
+        const int64_t at = s->prefill_at, len = engine_slot_chunk_length(s, chunk);
+        observe_prefill_step(env, at, j->n_ids, len);
+        qvl_positions_slice(s->pos, j->n_ids - s->keep, at - s->keep, len, s->pos_part);
+        run[k] = s;
+        seqs[k] = s->seq;
+        ids[k] = j->ids + at;
+        pos[k] = s->pos_part;
+        lens[k++] = len;
+    }
+    if (k == 0) return;
+    const double t0 = now_seconds();
+    qvl_error err = {0};
+    float *logits = malloc((size_t)k * (size_t)env->vocab * sizeof *logits);
+    qvl_status st = logits ? qvl_model_prefill_batch(run[0]->m, seqs, ids, pos, lens, (size_t)k,
+                                                     logits, &err)
+                           : qvl_fail(&err, QVL_E_NOMEM, "out of memory");
+    const double seconds = now_seconds() - t0;
+    int64_t rows = 0;
+    for (int i = 0; i < k; i++) rows += lens[i];
+    for (int i = 0; i < k; i++) {
+        if (st != QVL_OK) {
+            prefill_failed(run[i], env, err.msg);
+            continue;
+        }
+        memcpy(run[i]->logits, logits + (size_t)i * env->vocab,
+               (size_t)env->vocab * sizeof *logits);
+        /* each slot's share of the run by its rows: the prompt's tok/s is the batch's, and
+         * the server's prefill seconds add up to the wall time */
+        chunk_done(run[i], env, lens[i], 0, seconds * (double)lens[i] / (double)rows);
+    }
+    free(logits);
 }

@@ -54,7 +54,8 @@ static qvl_tid scatter_rows(qvl_graph *g, qvl_op op, qvl_tid x, qvl_tid idx, qvl
 /* One sequence's view of a layer's attention: where its cache lives and where it is written. */
 typedef struct attn_seq {
     const char *prefix; /* of the cache inputs: "" (one sequence) or "s<i>." (a batch) */
-    qvl_tid kv_at;      /* [1] i32 input: rows already in the cache; -1: o->n_past instead */
+    qvl_tid kv_at;      /* [1] i32 input: rows already in the cache; -1: n_past instead */
+    int64_t n_past;     /* rows already in the cache, when they are a constant */
 } attn_seq;
 
 /* Attention of n query rows of one sequence: append k, v [n, Hkv, D] to the sequence's cache
@@ -71,9 +72,9 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
     snprintf(name, sizeof name, "%skv.%d.v", sq->prefix, l);
     qvl_tid vc = qvl_g_input(g, name, o->kv_dtype, 3, cache_shape);
     qvl_tid k_all = sq->kv_at >= 0 ? qvl_g_store_rows_at(g, kc, k, sq->kv_at)
-                                   : qvl_g_store_rows(g, kc, k, o->n_past);
+                                   : qvl_g_store_rows(g, kc, k, sq->n_past);
     qvl_tid v_all = sq->kv_at >= 0 ? qvl_g_store_rows_at(g, vc, v, sq->kv_at)
-                                   : qvl_g_store_rows(g, vc, v, o->n_past);
+                                   : qvl_g_store_rows(g, vc, v, sq->n_past);
     named(g, k_all, "blk.%d.%sk_cache", l, sq->prefix);
     named(g, v_all, "blk.%d.%sv_cache", l, sq->prefix);
     const int64_t flat[2] = {n, H * D};
@@ -90,7 +91,7 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
             src[3] = sq->kv_at;
         } else {
             p.attention.mask = QVL_MASK_CAUSAL;
-            p.attention.n_past = o->n_past;
+            p.attention.n_past = sq->n_past;
         }
         qvl_tid ctx = named(g, qvl_g_node(g, QVL_OP_ATTENTION, &p, src, NULL, NULL),
                             "blk.%d.%sattn_ctx_cont", l, sq->prefix); /* [n,H,D] */
@@ -109,7 +110,7 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
     qvl_tid s = named(g, qvl_g_matmul(g, qp, kp, -1), "blk.%d.%sattn_scores", l, sq->prefix);
     s = named(g, qvl_g_scale(g, s, (float)(1.0 / sqrt((double)D))), "blk.%d.%sattn_scaled", l,
               sq->prefix);
-    s = sq->kv_at >= 0 ? qvl_g_mask_causal_at(g, s, sq->kv_at) : qvl_g_mask_causal(g, s, o->n_past);
+    s = sq->kv_at >= 0 ? qvl_g_mask_causal_at(g, s, sq->kv_at) : qvl_g_mask_causal(g, s, sq->n_past);
     s = named(g, s, "blk.%d.%sattn_masked", l, sq->prefix);
     s = named(g, qvl_g_softmax(g, s), "blk.%d.%sattn_probs", l, sq->prefix);
     qvl_tid ctx = named(g, qvl_g_matmul(g, s, vp, -1), "blk.%d.%sattn_ctx", l, sq->prefix);
@@ -123,7 +124,8 @@ static qvl_tid attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q, qvl_ti
 typedef struct attn_rows {
     const attn_seq *seqs;
     int64_t n_seqs;
-    const qvl_tid *rows;
+    const int64_t *seq_rows; /* rows of each sequence, in order; NULL: one each */
+    const qvl_tid *rows;     /* where each sequence's rows go back in the context */
     qvl_tid slot, at; /* pooled: the [N] i32 inputs "slot" and "kv_at"; else -1 */
 } attn_rows;
 
@@ -149,8 +151,9 @@ static qvl_tid pooled_attend(qvl_graph *g, const text_dims *d, int l, qvl_tid q,
 
 /* Self-attention of layer l on the normalised input x [N, hidden]; returns [N, hidden]. The
  * projections, norms and rotations run on all N rows at once; attention runs per sequence:
- * one (seqs[0], all rows) or, in a batched decode step, row i over sequence i's cache. The
- * rows' contexts are then gathered back into [N, H*D] (SET_ROWS at "row.<i>") for o_proj. */
+ * one (seqs[0], all rows) or, in a batched step, each sequence's rows (one in a decode step,
+ * seq_rows[i] in a batched prefill) over its own cache. The rows' contexts are then gathered
+ * back into [N, H*D] (SET_ROWS at "row.<i>" / "rows.<i>") for o_proj. */
 static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid x, qvl_tid pos,
                                const attn_rows *r, const qvl_rope_params *rope,
                                const qvl_text_graph_opts *o) {
@@ -191,12 +194,15 @@ static qvl_tid build_attention(qvl_graph *g, const text_dims *d, int l, qvl_tid 
         ctx = attend(g, d, l, q, k, v, N, &seqs[0], o);
     } else {
         ctx = q_raw; /* [N, H*D]: every row is replaced below */
+        int64_t r0 = 0; /* sequence i's first row */
         for (int64_t i = 0; i < n_seqs; i++) {
-            qvl_tid qi = qvl_g_slice(g, q, 0, i, 1), ki = qvl_g_slice(g, k, 0, i, 1);
-            qvl_tid vi = qvl_g_slice(g, v, 0, i, 1);
-            qvl_tid ci = attend(g, d, l, qi, ki, vi, 1, &seqs[i], o);
+            const int64_t len = r->seq_rows ? r->seq_rows[i] : 1;
+            qvl_tid qi = qvl_g_slice(g, q, 0, r0, len), ki = qvl_g_slice(g, k, 0, r0, len);
+            qvl_tid vi = qvl_g_slice(g, v, 0, r0, len);
+            qvl_tid ci = attend(g, d, l, qi, ki, vi, len, &seqs[i], o);
             ctx = named(g, scatter_rows(g, QVL_OP_SET_ROWS, ctx, r->rows[i], ci),
                         "blk.%d.attn_ctx_rows_%lld", l, (long long)i);
+            r0 += len;
         }
     }
     return named(g, qvl_g_matmul(g, ctx, wo, -1), "blk.%d.attn_out", l);
@@ -226,18 +232,41 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
     if (o->n_past < 0 || (o->kv_at_input && o->n_past != 0))
         return qvl_fail(err, QVL_E_INVALID, "text graph: n_past must be >= 0, and 0 when it is "
                         "an input (got %lld)", (long long)o->n_past);
-    if (o->kv_capacity < o->n_past || o->kv_capacity - o->n_past < o->n_tokens)
+    /* (a batched prefill's rows are spread over its sequences' caches: checked below) */
+    const bool prefill_batch = o->n_seqs > 1 && o->seq_rows;
+    if (o->kv_capacity < o->n_past || (!prefill_batch && o->kv_capacity - o->n_past < o->n_tokens))
         return qvl_fail(err, QVL_E_LIMIT,
                         "text graph: kv_capacity %lld cannot hold n_past %lld + n_tokens %lld",
                         (long long)o->kv_capacity, (long long)o->n_past, (long long)o->n_tokens);
     if (o->kv_pool_slots < 0 || o->kv_pool_slots > INT32_MAX)
         return qvl_fail(err, QVL_E_INVALID, "text graph: kv_pool_slots %lld is out of range",
                         (long long)o->kv_pool_slots);
-    if (o->n_seqs > 1 && (o->n_seqs > QVL_TEXT_MAX_SEQS || o->n_seqs != o->n_tokens ||
-                          !o->kv_at_input || o->n_image_tokens > 0 || !o->all_logits))
+    if (o->n_seqs > 1 && !prefill_batch &&
+        (o->n_seqs > QVL_TEXT_MAX_SEQS || o->n_seqs != o->n_tokens || !o->kv_at_input ||
+         o->n_image_tokens > 0 || !o->all_logits))
         return qvl_fail(err, QVL_E_INVALID, "text graph: a batch of %lld sequences needs one "
                         "token each (at most %d), kv_at inputs, all logits and no images",
                         (long long)o->n_seqs, QVL_TEXT_MAX_SEQS);
+    if (prefill_batch) {
+        if (o->n_seqs > QVL_TEXT_MAX_SEQS || !o->seq_past || o->kv_at_input ||
+            o->kv_pool_slots > 0 || o->all_logits || o->n_image_tokens > 0 || o->n_past != 0)
+            return qvl_fail(err, QVL_E_INVALID, "text graph: a batched prefill of %lld "
+                            "sequences needs at most %d of them, their cache lengths, no kv_at "
+                            "inputs, no pool, no n_past, the last logits only and no images",
+                            (long long)o->n_seqs, QVL_TEXT_MAX_SEQS);
+        int64_t sum = 0;
+        for (int64_t i = 0; i < o->n_seqs; i++) {
+            const int64_t len = o->seq_rows[i], past = o->seq_past[i];
+            if (len < 1 || past < 0 || past > o->kv_capacity || o->kv_capacity - past < len)
+                return qvl_fail(err, QVL_E_LIMIT, "text graph: sequence %lld's %lld rows after "
+                                "%lld cached do not fit kv_capacity %lld", (long long)i,
+                                (long long)len, (long long)past, (long long)o->kv_capacity);
+            sum += len;
+        }
+        if (sum != o->n_tokens)
+            return qvl_fail(err, QVL_E_INVALID, "text graph: the sequences' %lld rows are not "
+                            "n_tokens %lld", (long long)sum, (long long)o->n_tokens);
+    }
     if (o->n_image_tokens < 0 || o->n_image_tokens > o->n_tokens || o->n_deepstack < 0 ||
         (o->n_image_tokens == 0 && o->n_deepstack > 0) ||
         o->n_deepstack > cfg->text.num_hidden_layers)
@@ -301,7 +330,8 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     qvl_tid rows[QVL_TEXT_MAX_SEQS];
     char seq_names[QVL_TEXT_MAX_SEQS][24]; /* "s<i>." */
     const int64_t one[1] = {1};
-    attn_rows arows = {seqs, n_seqs, rows, -1, -1};
+    const bool prefill_batch = n_seqs > 1 && o->seq_rows;
+    attn_rows arows = {seqs, n_seqs, prefill_batch ? o->seq_rows : NULL, rows, -1, -1};
     if (n_seqs > 1 && o->kv_pool_slots > 0) {
         const int64_t per_row[1] = {n_seqs};
         arows.slot = qvl_g_input(g, "slot", QVL_I32, 1, per_row);
@@ -312,11 +342,18 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
         if (n_seqs > 1) snprintf(seq_names[i], sizeof seq_names[i], "s%lld.", (long long)i);
         else seq_names[i][0] = '\0';
         seqs[i].prefix = seq_names[i];
+        seqs[i].n_past = prefill_batch ? o->seq_past[i] : o->n_past;
         if (n_seqs > 1) snprintf(name, sizeof name, "s%lld.kv_at", (long long)i);
         else snprintf(name, sizeof name, "kv_at");
         seqs[i].kv_at = o->kv_at_input ? qvl_g_input(g, name, QVL_I32, 1, one) : -1;
-        snprintf(name, sizeof name, "row.%lld", (long long)i);
-        rows[i] = n_seqs > 1 ? qvl_g_input(g, name, QVL_I32, 1, one) : -1;
+        if (prefill_batch) {
+            const int64_t len[1] = {o->seq_rows[i]};
+            snprintf(name, sizeof name, "rows.%lld", (long long)i);
+            rows[i] = qvl_g_input(g, name, QVL_I32, 1, len);
+        } else {
+            snprintf(name, sizeof name, "row.%lld", (long long)i);
+            rows[i] = n_seqs > 1 ? qvl_g_input(g, name, QVL_I32, 1, one) : -1;
+        }
     }
     qvl_tid embed =
         qwen_matrix(g, &d.mat, t->vocab_size, d.hidden, TEXT_PREFIX "embed_tokens.weight");
@@ -356,7 +393,13 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
     /* Row-wise norm commutes with taking the last row, so slice first: the final norm then
      * feeds the output projection directly (one norm+linear) and runs on one row only. */
     qvl_g_set_group(g, qvl_text_group_output(t->num_hidden_layers));
-    if (!o->all_logits && N > 1) h = named(g, qvl_g_slice(g, h, 0, N - 1, 1), "last_row");
+    if (prefill_batch) {
+        const int64_t per_seq[1] = {n_seqs};
+        qvl_tid last = qvl_g_input(g, "last_rows", QVL_I32, 1, per_seq);
+        h = named(g, qvl_g_get_rows(g, h, last), "last_rows");
+    } else if (!o->all_logits && N > 1) {
+        h = named(g, qvl_g_slice(g, h, 0, N - 1, 1), "last_row");
+    }
     qvl_tid norm_w = weight(g, d.ndt, 1, d.hidden, 1, TEXT_PREFIX "norm.weight");
     h = named(g, qvl_g_rms_norm(g, h, norm_w, d.eps), "output_norm");
     qvl_tid lm = cfg->tie_word_embeddings

@@ -47,6 +47,15 @@ typedef struct qvl_text_graph_opts {
      * and one ATTENTION_SLOTS per layer serve every row (ops.h), and the graph does not depend
      * on which sequences the rows are. 0: per-sequence inputs as above. */
     int64_t kv_pool_slots;
+    /* With n_seqs > 1: a batched prefill instead of a decode step. Sequence i owns the
+     * seq_rows[i] rows that follow those of sequences 0..i-1 (n_tokens is their sum), its cache
+     * inputs "s<i>.kv.<l>.k"/".v" are written from row seq_past[i] on (constants: no kv_at
+     * inputs), its rows' attention outputs go back through "rows.<i>" [seq_rows[i]] i32 (their
+     * row numbers), and the logits are each sequence's last row, gathered through "last_rows"
+     * [n_seqs] i32. Needs no pool, no kv_at_input, not all_logits, no images. NULL: one row
+     * each (a decode step). */
+    const int64_t *seq_rows;
+    const int64_t *seq_past;
     /* Image features inside this batch (0: text only). */
     int64_t n_image_tokens; /* rows of "image_embeds" / "image_rows" */
     int32_t n_deepstack;    /* "deepstack.<k>" inputs, added after decoder layers 0..n-1 */
@@ -62,7 +71,7 @@ typedef struct qvl_text_graph_opts {
  *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows) and
  *          "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output of
  *          decoder layer k at those rows); see docs/MODEL.md, "Text decoder".
- * Outputs: "logits" [n_tokens or 1, vocab]. */
+ * Outputs: "logits" [n_tokens or 1, vocab] ([n_seqs, vocab] with seq_rows). */
 qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *opts,
                                   qvl_graph **out, qvl_error *err);
 

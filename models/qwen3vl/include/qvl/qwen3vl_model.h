@@ -147,6 +147,16 @@ qvl_status qvl_seq_copy_prefix(qvl_model *m, qvl_seq *dst, const qvl_seq *src, i
 qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
                                   size_t n, float *logits, qvl_error *err);
 
+/* The prompts of n sequences at once: seqs[i] appends its n_ids[i] tokens ids[i] at positions
+ * pos[i] (3 rows of n_ids[i], as qvl_model_eval takes them; pos NULL or pos[i] NULL: text
+ * positions continuing the sequence), and row i of logits [n, vocab] is the logits after its
+ * last token. Text only. The matrix products run on all the rows together (each weight read
+ * once for every prompt) and attention per sequence over its own cache. Sequences must be
+ * distinct (at most QVL_TEXT_MAX_SEQS) and have room. */
+qvl_status qvl_model_prefill_batch(qvl_model *m, qvl_seq *const *seqs, const int32_t *const *ids,
+                                   const int32_t *const *pos, const int64_t *n_ids, size_t n,
+                                   float *logits, qvl_error *err);
+
 /* Tokens in the KV cache. */
 int64_t qvl_model_n_past(const qvl_model *m);
 /* Forget everything after the first n_past tokens (n_past <= current). */
@@ -248,6 +258,7 @@ typedef struct qvl_model_step_stats {
     uint64_t batch_builds;    /* batched decode graphs built */
     uint64_t batch_reuses;    /* batched steps that ran a kept graph */
     uint64_t batch_pooled;    /* batched steps over the KV pool (one attention per layer) */
+    uint64_t prefill_batches; /* batched prefills of several sequences' prompts */
 } qvl_model_step_stats;
 void qvl_model_get_step_stats(const qvl_model *m, qvl_model_step_stats *out);
 
