@@ -133,10 +133,10 @@ static qvl_status run_batched(qvl_model *m, qvl_seq *const *seqs, const int32_t 
     return st;
 }
 
-static qvl_status check_batch(const qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
-                              size_t n, qvl_error *err) {
+qvl_status model_check_batch_seqs(const qvl_model *m, qvl_seq *const *seqs, size_t n,
+                                  const char *what, qvl_error *err) {
     if (n == 0 || n > QVL_TEXT_MAX_SEQS)
-        return qvl_fail(err, QVL_E_INVALID, "a decode batch holds 1 to %d sequences, not %zu",
+        return qvl_fail(err, QVL_E_INVALID, "a %s holds 1 to %d sequences, not %zu", what,
                         QVL_TEXT_MAX_SEQS, n);
     for (size_t i = 0; i < n; i++) {
         if (!seqs[i] || seqs[i]->m != m)
@@ -144,6 +144,15 @@ static qvl_status check_batch(const qvl_model *m, qvl_seq *const *seqs, const in
         for (size_t j = 0; j < i; j++)
             if (seqs[j] == seqs[i])
                 return qvl_fail(err, QVL_E_INVALID, "sequence %zu appears twice in the batch", i);
+    }
+    return QVL_OK;
+}
+
+static qvl_status check_batch(const qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                              size_t n, qvl_error *err) {
+    qvl_status st = model_check_batch_seqs(m, seqs, n, "decode batch", err);
+    if (st != QVL_OK) return st;
+    for (size_t i = 0; i < n; i++) {
         if (seqs[i]->n_past >= m->ctx)
             return qvl_fail(err, QVL_E_LIMIT, "sequence %zu is full: %lld tokens of --ctx %lld", i,
                             (long long)seqs[i]->n_past, (long long)m->ctx);

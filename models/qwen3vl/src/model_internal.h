@@ -211,6 +211,10 @@ qvl_status model_bind_split(qvl_model *m, qvl_split *sp, qvl_error *err);
 qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **out,
                        qvl_error *err);
 void model_free_bindings(qvl_model *m);
+/* The sequences of a batch ("decode batch", "batched prefill": `what` names it in the error):
+ * 1 to QVL_TEXT_MAX_SEQS, each this model's, none twice. */
+qvl_status model_check_batch_seqs(const qvl_model *m, qvl_seq *const *seqs, size_t n,
+                                  const char *what, qvl_error *err);
 /* Drops the kept batched decode graph (a sequence it is bound to is going away). */
 void model_batch_forget(qvl_model *m);
 

@@ -16,16 +16,10 @@
 static qvl_status check_prefill(const qvl_model *m, qvl_seq *const *seqs,
                                 const int32_t *const *ids, const int64_t *n_ids, size_t n,
                                 qvl_error *err) {
-    if (n == 0 || n > QVL_TEXT_MAX_SEQS)
-        return qvl_fail(err, QVL_E_INVALID, "a batched prefill holds 1 to %d sequences, not %zu",
-                        QVL_TEXT_MAX_SEQS, n);
+    qvl_status st = model_check_batch_seqs(m, seqs, n, "batched prefill", err);
+    if (st != QVL_OK) return st;
     const int64_t vocab = m->cfg.text.vocab_size;
     for (size_t i = 0; i < n; i++) {
-        if (!seqs[i] || seqs[i]->m != m)
-            return qvl_fail(err, QVL_E_INVALID, "sequence %zu of the batch is not this model's", i);
-        for (size_t j = 0; j < i; j++)
-            if (seqs[j] == seqs[i])
-                return qvl_fail(err, QVL_E_INVALID, "sequence %zu appears twice in the batch", i);
         if (!ids[i] || n_ids[i] <= 0)
             return qvl_fail(err, QVL_E_INVALID, "sequence %zu has no tokens to evaluate", i);
         if (n_ids[i] > m->ctx - seqs[i]->n_past)
