@@ -99,6 +99,18 @@ fi
 # #33: qvl serve under the load script against the engine's own batched figure above
 run1 s-serve-split env QVL_CUDA_I8_SPLIT=auto python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 8 --clients 16 --max-tokens 128 --requests 96
 run1 s-serve python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 4,8 --clients 16 --max-tokens 128 --requests 96
+# the prompts of a round in one batched prefill (default) against one graph each
+run1 s-serve-pb0 env QVL_PREFILL_BATCH=0 python3 scripts/serve-load.py --qvl $QB/tools/qvl -m $Q --backend cuda_sm61 --parallel 8 --clients 16 --max-tokens 128 --requests 96
+# where an 8-row decode step's time goes, kernel by kernel, under CUDA graphs (nsys, when there)
+NSYS=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/*/bin/nsys 2>/dev/null | head -1)
+for w in q4 bf16; do
+  [ -n "$NSYS" ] && [ ! -f /tmp/done.nsys-$w ] && left || continue
+  touch /tmp/done.nsys-$w; if [ $w = q4 ]; then mm=$Q; else mm=$M; fi
+  $NSYS profile -o /tmp/nsys-$w -f true --trace cuda --sample none --cpuctxsw none $QB/tools/qvl-bench -m $mm \
+    --backend cuda_sm61 --no-profile --no-probe -p 128 -n 64 -r 1 --parallel 8 >$OUT/nsys-$w.log 2>&1
+  $NSYS stats -r cuda_gpu_kern_sum -f csv /tmp/nsys-$w.nsys-rep >$OUT/kern-$w-x8.csv 2>>$OUT/nsys-$w.log
+  echo "[nsys $w x8]"; head -10 $OUT/kern-$w-x8.csv | cut -c1-200
+done
 log "end of list (or deadline)"
 (cd $OUT && tar czf results-$(date +%s).tgz ./*.txt && rm -f ./*.txt) 2>/dev/null
 # CPU, 4 threads (#37 items 2-3, #36): the same Q4_K_M file; the photo question; the video

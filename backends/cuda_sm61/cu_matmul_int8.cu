@@ -67,6 +67,67 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     }
 }
 
+/* The same for 2..CU_GEMV_I8_MAX_ROWS rows with each column's super-blocks split between KS
+ * warps of a block (CU_I8_WARPS / KS columns per block). One warp per column left most SMs with
+ * a few warps that each waited out a long chain of activation loads per row (2048 columns:
+ * half a wave, the schedulers idle four cycles in five); KS warps per column give KS times the
+ * warps, each with 1/KS of the chain. The warps' sums meet in shared memory and are added in
+ * part order (the same result every run). */
+template <int DT, int MR, int KS>
+__global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
+    k_gemv_k_split(cu_mm_args p, const int8_t *qa, const float *da, const float *sa) {
+    const int CPB = CU_I8_WARPS / KS;
+    __shared__ float red[CU_I8_WARPS][MR];
+    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP, g = lane / 8, part = lane % 8;
+    int col = warp / KS, kp = warp % KS;
+    int nsb = (int)(p.K / QVL_QK_K), K = (int)p.K, nb = K / CU_I8_BLOCK;
+    int M = (int)p.M;
+    const unsigned char *wbase = (const unsigned char *)p.w.data;
+    const int64_t groups = (p.N + CPB - 1) / CPB;
+    for (int64_t cg = blockIdx.x; cg < groups; cg += gridDim.x) { /* block-uniform loop */
+        int64_t n = cg * CPB + col;
+        float acc[MR];
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+        if (n < p.N) { /* warp-uniform */
+            const unsigned char *wrow =
+                wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)cu_kq<DT>::BB;
+            for (int s0 = 4 * kp + g; s0 < nsb; s0 += 4 * KS * CU_K_UNROLL) {
+                cu_kraw raw[CU_K_UNROLL];
+#pragma unroll
+                for (int u = 0; u < CU_K_UNROLL; u++) {
+                    int sb = s0 + 4 * KS * u;
+                    if (sb < nsb) cu_kq<DT>::load(wrow + sb * (int64_t)cu_kq<DT>::BB, part, raw[u]);
+                    else raw[u].a = raw[u].b = make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int u = 0; u < CU_K_UNROLL; u++) {
+                    int sb = s0 + 4 * KS * u;
+                    if (sb < nsb)
+                        cu_kq<DT>::template dot<MR>(raw[u], part, sb, M, qa, K, da, sa, nb, acc);
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float y = cu_warp_sum(acc[m]);
+            if (lane == 0) red[warp][m] = y;
+        }
+        __syncthreads();
+        if ((int)threadIdx.x < CPB * MR) {
+            int c = (int)threadIdx.x / MR, m = (int)threadIdx.x % MR;
+            int64_t nc = cg * CPB + c;
+            if (m < M && nc < p.N) {
+                float y = red[c * KS][m];
+#pragma unroll
+                for (int k = 1; k < KS; k++) y += red[c * KS + k][m];
+                cu_mm_store(p, 0, m, nc, y);
+            }
+        }
+        __syncthreads(); /* red is free for the next group */
+    }
+}
+
 /* ---- the dp4a GEMM -------------------------------------------------------------------------- */
 
 /* A block of 256 threads computes a BM x BN tile (128 x 64 or 64 x 64), each thread TM x TN
@@ -357,9 +418,8 @@ static int cu_sm_count(void) {
  * split order by cu_gemm_split_sum (the same result every run). Splits fill the SMs' two
  * resident blocks once at most (more would add rounds), each of at least CU_I8_MIN_KBS blocks
  * (shorter runs spend more on the partial sums' round trip than they save).
- * Off unless QVL_CUDA_I8_SPLIT is set: =auto plans as above, =N forces N where K allows it
- * (A/B runs, tests). It stays opt-in until the conformance runs that force it have passed on
- * a GPU (cuda_sm61_i8_split3_*): the sitting that measured it had no time left for them. */
+ * QVL_CUDA_I8_SPLIT=N forces N where K allows it, =0 (or 1) turns the split off (A/B runs,
+ * tests); unset or =auto plans as above. */
 #define CU_I8_MIN_KBS 8
 #define CU_I8_MAX_SPLITS 8
 #define CU_I8_MAX_PART_BYTES ((int64_t)32 << 20)
@@ -381,8 +441,7 @@ static cu_i8_plan cu_i8_plan_for(int64_t batches, int64_t M, int64_t N, int64_t 
     }
     int64_t tiles = batches * ((M + 63) / 64) * ((N + 63) / 64);
     const char *env = getenv("QVL_CUDA_I8_SPLIT");
-    if (!env || !*env) return none;
-    const bool planned = strcmp(env, "auto") == 0;
+    const bool planned = !env || !*env || strcmp(env, "auto") == 0;
     int64_t want = planned ? 2 * sms / tiles : atoi(env);
     if (planned && want > nkb / CU_I8_MIN_KBS) want = nkb / CU_I8_MIN_KBS;
     if (want > CU_I8_MAX_SPLITS) want = CU_I8_MAX_SPLITS;
@@ -438,6 +497,39 @@ static void cu_gemv_k_launch(cu_stream s, unsigned grid, unsigned threads, const
     else k_gemv_k<QVL_Q6_K, MR><<<grid, threads, 0, s>>>(p, qa, da, sa);
 }
 
+/* Warps per column for k_gemv_k_split, or 0 for k_gemv_k (one warp per column, no shared
+ * memory). QVL_CUDA_GEMV_KSPLIT=auto: each warp at least one step of 4 super-blocks; =1|2|4
+ * forces it (A/B runs, the forced conformance entries). Unset: 0, until the forced conformance
+ * runs (cuda_sm61_gemv_ksplit*) have passed on a GPU. */
+static int cu_gemv_k_parts(int64_t K) {
+    const char *env = getenv("QVL_CUDA_GEMV_KSPLIT");
+    if (!env) return 0;
+    if (strcmp(env, "1") == 0 || strcmp(env, "2") == 0 || strcmp(env, "4") == 0) return atoi(env);
+    if (strcmp(env, "auto") != 0) return 0;
+    int nsb = (int)(K / QVL_QK_K);
+    return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
+}
+
+template <int DT, int MR>
+static void cu_gemv_k_split_launch(cu_stream s, const cu_mm_args &p, const int8_t *qa,
+                                   const float *da, const float *sa, int ks) {
+    int64_t groups = (p.N + CU_I8_WARPS / ks - 1) / (CU_I8_WARPS / ks);
+    unsigned g = (unsigned)(groups > 65535 ? 65535 : groups), t = CU_I8_WARPS * CU_WARP;
+    if (ks == 4) k_gemv_k_split<DT, MR, 4><<<g, t, 0, s>>>(p, qa, da, sa);
+    else if (ks == 2) k_gemv_k_split<DT, MR, 2><<<g, t, 0, s>>>(p, qa, da, sa);
+    else k_gemv_k_split<DT, MR, 1><<<g, t, 0, s>>>(p, qa, da, sa);
+}
+
+template <int MR>
+static void cu_gemv_k_rows_launch(cu_stream s, unsigned grid, unsigned threads,
+                                  const cu_mm_args &p, const int8_t *qa, const float *da,
+                                  const float *sa) {
+    int ks = cu_gemv_k_parts(p.K);
+    if (ks == 0) cu_gemv_k_launch<MR>(s, grid, threads, p, qa, da, sa);
+    else if (p.w.dtype == QVL_Q4_K) cu_gemv_k_split_launch<QVL_Q4_K, MR>(s, p, qa, da, sa, ks);
+    else cu_gemv_k_split_launch<QVL_Q6_K, MR>(s, p, qa, da, sa, ks);
+}
+
 extern "C" int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M) {
     return cu_int8_path(w, batches, M) != 0;
 }
@@ -458,8 +550,8 @@ bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready)
         /* instantiated per row count: more accumulators than rows would cost the occupancy
          * that keeps enough loads in flight (one row above all) */
         if (p.M == 1) cu_gemv_k_launch<1>(s, g, t, p, qa, da, sa);
-        else if (p.M <= 4) cu_gemv_k_launch<4>(s, g, t, p, qa, da, sa);
-        else cu_gemv_k_launch<CU_GEMV_I8_MAX_ROWS>(s, g, t, p, qa, da, sa);
+        else if (p.M <= 4) cu_gemv_k_rows_launch<4>(s, g, t, p, qa, da, sa);
+        else cu_gemv_k_rows_launch<CU_GEMV_I8_MAX_ROWS>(s, g, t, p, qa, da, sa);
         return true;
     }
     float *part = (float *)((char *)scratch + cu_i8_rows_bytes(rows, p.K));
