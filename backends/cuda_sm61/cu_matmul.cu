@@ -115,6 +115,94 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
     }
 }
 
+/* k_gemv_rows with each column's K split between KS warps of a block (CU_GEMV_WARPS / KS
+ * columns per block): one warp per column gives a 2048-column matrix half a wave of warps,
+ * each waiting out its rows' activation loads chunk after chunk. The warps' sums meet in shared
+ * memory and are added in part order (the same result every run). */
+template <int DT, int MR, int KS>
+__global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows_split(cu_mm_args p) {
+    const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
+    const int CPB = CU_GEMV_WARPS / KS;
+    __shared__ float red[CU_GEMV_WARPS][MR];
+    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
+    int col = warp / KS, kp = warp % KS;
+    int64_t chunks = p.K / per;
+    const float *a = (const float *)p.a.data;
+    const int64_t per_b = (p.N + CPB - 1) / CPB, groups = p.batches * per_b;
+    for (int64_t gi = blockIdx.x; gi < groups; gi += gridDim.x) { /* block-uniform loop */
+        int64_t b = gi / per_b, n0 = gi % per_b * CPB, n = n0 + col;
+        float acc[MR];
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+        if (n < p.N) { /* warp-uniform */
+            int64_t w_base = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride;
+            const uint4 *wrow = (const uint4 *)((const char *)p.w.data +
+                                                w_base * (DT == QVL_F32 ? 4 : 2));
+            const float *arow[MR];
+#pragma unroll
+            for (int m = 0; m < MR; m++) {
+                int64_t r = b * p.M + m;
+                arow[m] = a + (m >= p.M ? 0
+                               : CU_CLANG_DEVICE ? cu_row_offset_unrolled(p.a, r)
+                                                 : cu_row_offset(p.a, r));
+            }
+            for (int64_t c0 = lane + (int64_t)CU_WARP * CU_GEMV_UNROLL * kp; c0 < chunks;
+                 c0 += (int64_t)CU_WARP * CU_GEMV_UNROLL * KS) {
+                uint4 q[CU_GEMV_UNROLL];
+#pragma unroll
+                for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+                    int64_t c = c0 + CU_WARP * u;
+                    q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+                    int64_t c = c0 + CU_WARP * u;
+                    if (c >= chunks) break;
+                    cu_chunk_fma<DT, MR>(q[u], arow, p.M, c, acc);
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float y = cu_warp_sum(acc[m]);
+            if (lane == 0) red[warp][m] = y;
+        }
+        __syncthreads();
+        if ((int)threadIdx.x < CPB * MR) {
+            int c = (int)threadIdx.x / MR, m = (int)threadIdx.x % MR;
+            if (m < p.M && n0 + c < p.N) {
+                float y = red[c * KS][m];
+#pragma unroll
+                for (int k = 1; k < KS; k++) y += red[c * KS + k][m];
+                cu_mm_store(p, b, m, n0 + c, y);
+            }
+        }
+        __syncthreads(); /* red is free for the next group */
+    }
+}
+
+int cu_gemv_split_parts(int64_t steps) {
+    const char *env = getenv("QVL_CUDA_GEMV_KSPLIT");
+    if (!env) return 0;
+    if (strcmp(env, "1") == 0 || strcmp(env, "2") == 0 || strcmp(env, "4") == 0) return atoi(env);
+    if (strcmp(env, "auto") != 0) return 0;
+    return steps >= 4 ? 4 : steps >= 2 ? 2 : 1;
+}
+
+/* k_gemv_rows_split for these rows, or false (k_gemv_rows then): see cu_gemv_split_parts. */
+template <int DT, int MR>
+static bool cu_gemv_rows_split(cu_stream s, const cu_mm_args &p) {
+    const int64_t chunks = p.K / (DT == QVL_F32 ? 4 : 8), step = CU_WARP * CU_GEMV_UNROLL;
+    const int ks = cu_gemv_split_parts((chunks + step - 1) / step);
+    if (ks == 0) return false;
+    int64_t groups = p.batches * ((p.N + CU_GEMV_WARPS / ks - 1) / (CU_GEMV_WARPS / ks));
+    unsigned g = (unsigned)(groups > 65535 ? 65535 : groups), t = CU_GEMV_WARPS * CU_WARP;
+    if (ks == 4) k_gemv_rows_split<DT, MR, 4><<<g, t, 0, s>>>(p);
+    else if (ks == 2) k_gemv_rows_split<DT, MR, 2><<<g, t, 0, s>>>(p);
+    else k_gemv_rows_split<DT, MR, 1><<<g, t, 0, s>>>(p);
+    return true;
+}
+
 /* Can k_gemv_vec read w: f32/f16/bf16, rows contiguous, every row (and batch) starting on a
  * 16-byte boundary, K a whole number of 16-byte chunks? */
 static bool cu_gemv_vec_ok(const cu_mat &w) {
@@ -346,6 +434,12 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
             if (rblocks < 1) rblocks = 1;
             /* 8 or 16 accumulators: fewer spill under clang's sm_61 register choices */
             unsigned g = (unsigned)rblocks;
+            /* 2-8 rows of 16-bit weights: the K-split GEMV where it is on */
+            bool split = M > 1 && M <= 8 &&
+                         (w.dtype == QVL_F16    ? cu_gemv_rows_split<QVL_F16, 8>(s, p)
+                          : w.dtype == QVL_BF16 ? cu_gemv_rows_split<QVL_BF16, 8>(s, p)
+                                                : false);
+            if (split) return (int)cudaGetLastError();
             if (M <= 8 && w.dtype == QVL_F16) k_gemv_rows<QVL_F16, 8><<<g, threads, 0, s>>>(p);
             else if (M <= 8 && w.dtype == QVL_BF16) k_gemv_rows<QVL_BF16, 8><<<g, threads, 0, s>>>(p);
             else if (M <= 8) k_gemv_rows<QVL_F32, 8><<<g, threads, 0, s>>>(p);

@@ -497,19 +497,6 @@ static void cu_gemv_k_launch(cu_stream s, unsigned grid, unsigned threads, const
     else k_gemv_k<QVL_Q6_K, MR><<<grid, threads, 0, s>>>(p, qa, da, sa);
 }
 
-/* Warps per column for k_gemv_k_split, or 0 for k_gemv_k (one warp per column, no shared
- * memory). QVL_CUDA_GEMV_KSPLIT=auto: each warp at least one step of 4 super-blocks; =1|2|4
- * forces it (A/B runs, the forced conformance entries). Unset: 0, until the forced conformance
- * runs (cuda_sm61_gemv_ksplit*) have passed on a GPU. */
-static int cu_gemv_k_parts(int64_t K) {
-    const char *env = getenv("QVL_CUDA_GEMV_KSPLIT");
-    if (!env) return 0;
-    if (strcmp(env, "1") == 0 || strcmp(env, "2") == 0 || strcmp(env, "4") == 0) return atoi(env);
-    if (strcmp(env, "auto") != 0) return 0;
-    int nsb = (int)(K / QVL_QK_K);
-    return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
-}
-
 template <int DT, int MR>
 static void cu_gemv_k_split_launch(cu_stream s, const cu_mm_args &p, const int8_t *qa,
                                    const float *da, const float *sa, int ks) {
@@ -524,7 +511,7 @@ template <int MR>
 static void cu_gemv_k_rows_launch(cu_stream s, unsigned grid, unsigned threads,
                                   const cu_mm_args &p, const int8_t *qa, const float *da,
                                   const float *sa) {
-    int ks = cu_gemv_k_parts(p.K);
+    int ks = cu_gemv_split_parts((p.K / QVL_QK_K + 4 * CU_K_UNROLL - 1) / (4 * CU_K_UNROLL));
     if (ks == 0) cu_gemv_k_launch<MR>(s, grid, threads, p, qa, da, sa);
     else if (p.w.dtype == QVL_Q4_K) cu_gemv_k_split_launch<QVL_Q4_K, MR>(s, p, qa, da, sa, ks);
     else cu_gemv_k_split_launch<QVL_Q6_K, MR>(s, p, qa, da, sa, ks);
