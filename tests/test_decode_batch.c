@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "parity_backends.h"
+#include "qvl/backend_helpers.h"
 #include "qvl/qwen3vl_model.h"
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
@@ -151,6 +152,57 @@ static void check_backend(const char *backend, int kv_slots) {
     free(first);
 }
 
+/* Greedy tokens from the device (qvl_model_decode_batch_greedy): the same tokens as the host's
+ * argmax of the logits (qvl_model_batch_logits gives those logits), alone's greedy tokens with
+ * the whole vocabulary choosable, and never an id past n_valid with part of it (cut: the ids
+ * from alone's second token of sequence 0 on are cut, so that its choice must change). */
+static void check_greedy(const char *backend, int kv_slots, bool cut) {
+    qvl_model *probe = open_model(backend, 0);
+    const int64_t vocab = qvl_model_config(probe)->text.vocab_size;
+    qvl_model_close(probe);
+    float *want = malloc((size_t)N_SEQS * STEPS * vocab * sizeof *want);
+    float *logits = malloc((size_t)N_SEQS * vocab * sizeof *logits);
+    int32_t want_tok[N_SEQS * STEPS];
+    alone(backend, want, want_tok, vocab);
+    const int32_t n_valid = cut && want_tok[1] > 0 ? want_tok[1] : (int32_t)vocab;
+
+    qvl_model *m = open_model(backend, kv_slots);
+    qvl_error err = {0};
+    int32_t next[N_SEQS], ids[N_SEQS];
+    assert_int_equal(qvl_model_decode_batch_greedy(m, NULL, ids, 0, next, &err), QVL_E_INVALID);
+    assert_non_null(strstr(err.msg, "qvl_model_set_greedy_vocab"));
+    assert_int_equal(qvl_model_set_greedy_vocab(m, (int32_t)vocab + 1, &err), QVL_E_INVALID);
+    assert_int_equal(qvl_model_set_greedy_vocab(m, n_valid, &err), QVL_OK);
+    qvl_seq *seqs[N_SEQS];
+    for (int s = 0; s < N_SEQS; s++) {
+        assert_int_equal(qvl_seq_create(m, &seqs[s], &err), QVL_OK);
+        qvl_model_set_seq(m, seqs[s]);
+        assert_int_equal(qvl_model_eval(m, prompts[s], prompt_len[s], NULL, false, logits, &err),
+                         QVL_OK);
+        ids[s] = want_tok[s * STEPS];
+    }
+    qvl_model_set_seq(m, NULL);
+    for (int k = 1; k < STEPS; k++) {
+        size_t n = k <= 3 ? N_SEQS : 1; /* then one sequence alone: the host path */
+        assert_int_equal(qvl_model_decode_batch_greedy(m, seqs, ids, n, next, &err), QVL_OK);
+        assert_int_equal(qvl_model_batch_logits(m, n, logits, &err), QVL_OK);
+        for (size_t s = 0; s < n; s++) {
+            assert_in_range(next[s], 0, n_valid - 1);
+            assert_int_equal(next[s], qvl_argmax_row(logits + s * vocab, n_valid));
+            if (!cut) assert_int_equal(next[s], want_tok[s * STEPS + k]);
+            if (cut && k == 1 && s == 0 && n_valid < vocab) assert_true(next[s] != want_tok[1]);
+            ids[s] = next[s];
+        }
+    }
+    printf("greedy on %s, kv_slots %d, %lld of %lld ids choosable: %d steps, the host's argmax "
+           "of the same logits%s\n", backend, kv_slots, (long long)n_valid, (long long)vocab,
+           STEPS - 1, cut ? "" : ", alone's tokens");
+    for (int s = 0; s < N_SEQS; s++) qvl_seq_free(seqs[s]);
+    qvl_model_close(m);
+    free(want);
+    free(logits);
+}
+
 static void batched_equals_alone(void **state) {
     (void)state;
     parity_backends l;
@@ -160,6 +212,8 @@ static void batched_equals_alone(void **state) {
             check_backend(l.names[b], 0);          /* caches of their own */
             check_backend(l.names[b], N_SEQS + 1); /* all pooled */
             check_backend(l.names[b], N_SEQS);     /* the last sequence unpooled */
+            check_greedy(l.names[b], N_SEQS + 1, false);
+            check_greedy(l.names[b], 0, true);
         }
 }
 

@@ -19,12 +19,13 @@ static int32_t argmax(const float *v, int64_t n) {
 }
 
 /* One repetition: fresh sequences, their prompts in one batched prefill (its seconds in
- * *prefill_seconds), n_gen steps (their seconds in *seconds). With prof non-NULL the last step
+ * *prefill_seconds), n_gen steps (their seconds in *seconds): each step's logits to the host,
+ * or with greedy only its tokens (chosen on the device). With prof non-NULL the last step
  * runs profiled (*prof, its wall seconds in *prof_wall). */
 static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t *prompt,
-                          int64_t n_prompt, int64_t n_gen, float *logits, int32_t *ids,
-                          double *prefill_seconds, double *seconds, qvl_op_profile *prof,
-                          double *prof_wall, qvl_error *err) {
+                          int64_t n_prompt, int64_t n_gen, bool greedy, float *logits,
+                          int32_t *ids, double *prefill_seconds, double *seconds,
+                          qvl_op_profile *prof, double *prof_wall, qvl_error *err) {
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
     const int32_t *prompts[QVL_TEXT_MAX_SEQS];
     int64_t lens[QVL_TEXT_MAX_SEQS];
@@ -48,21 +49,25 @@ static qvl_status one_rep(qvl_model *m, qvl_seq **seqs, size_t n, const int32_t 
             qvl_model_set_profiling(m, true);
         }
         double t0 = now_seconds();
-        st = qvl_model_decode_batch(m, seqs, ids, n, logits, err);
+        int32_t next[QVL_TEXT_MAX_SEQS];
+        st = greedy ? qvl_model_decode_batch_greedy(m, seqs, ids, n, next, err)
+                    : qvl_model_decode_batch(m, seqs, ids, n, logits, err);
         *seconds += now_seconds() - t0;
         if (profiled) {
             *prof_wall = now_seconds() - t0;
             qvl_model_profile(m, prof);
             qvl_model_set_profiling(m, false);
         }
-        for (size_t i = 0; i < n; i++) ids[i] = argmax(logits + (size_t)i * (size_t)vocab, vocab);
+        for (size_t i = 0; i < n; i++)
+            ids[i] = greedy ? next[i] : argmax(logits + (size_t)i * (size_t)vocab, vocab);
     }
     return st;
 }
 
 qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, int64_t n_prompt,
-                          int64_t n_gen, int64_t reps, bench_spread *out, bench_spread *prefill,
-                          qvl_op_profile *prof, double *prof_wall, qvl_error *err) {
+                          int64_t n_gen, int64_t reps, bench_spread *out, bench_spread *greedy,
+                          bench_spread *prefill, qvl_op_profile *prof, double *prof_wall,
+                          qvl_error *err) {
     if (n_seqs < 1 || n_seqs > QVL_TEXT_MAX_SEQS)
         return qvl_fail(err, QVL_E_INVALID, "--parallel takes 1 to %d sequences, not %lld",
                         QVL_TEXT_MAX_SEQS, (long long)n_seqs);
@@ -73,24 +78,37 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
     float *logits = malloc(n * (size_t)vocab * sizeof *logits);
     double *tps = calloc((size_t)reps, sizeof *tps);
     double *pps = calloc((size_t)reps, sizeof *pps);
-    qvl_status st = seqs && ids && logits && tps && pps ? QVL_OK
+    double *gps = calloc((size_t)reps, sizeof *gps);
+    qvl_status st = seqs && ids && logits && tps && pps && gps ? QVL_OK
                                                  : qvl_fail(err, QVL_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n && st == QVL_OK; i++) st = qvl_seq_create(m, &seqs[i], err);
     for (int64_t r = 0; r < reps && st == QVL_OK; r++) {
         double seconds, pre;
-        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &pre, &seconds, NULL,
-                     NULL, err);
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, false, logits, ids, &pre, &seconds,
+                     NULL, NULL, err);
         tps[r] = seconds > 0 ? (double)(n_seqs * n_gen) / seconds : 0;
         pps[r] = pre > 0 ? (double)(n_seqs * n_prompt) / pre : 0;
     }
+    /* The same steps with greedy tokens chosen on the device (what a server's greedy clients
+     * get), the whole vocabulary choosable; then off again. */
+    const int32_t vocab32 = (int32_t)vocab;
+    if (st == QVL_OK) st = qvl_model_set_greedy_vocab(m, vocab32, err);
+    for (int64_t r = 0; r < reps && st == QVL_OK; r++) {
+        double seconds, pre;
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, true, logits, ids, &pre, &seconds,
+                     NULL, NULL, err);
+        gps[r] = seconds > 0 ? (double)(n_seqs * n_gen) / seconds : 0;
+    }
+    if (st == QVL_OK) st = qvl_model_set_greedy_vocab(m, 0, err);
     if (st == QVL_OK) *out = bench_spread_of(tps, (int)reps);
+    if (st == QVL_OK) *greedy = bench_spread_of(gps, (int)reps);
     if (st == QVL_OK) *prefill = bench_spread_of(pps, (int)reps);
     if (st == QVL_OK && prof) {
         /* One more repetition whose last step is profiled: the context holds no more tokens
          * than the timed ones used, and the step is at the same depth as theirs. */
         double seconds, pre;
-        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, logits, ids, &pre, &seconds, prof,
-                     prof_wall, err);
+        st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, false, logits, ids, &pre, &seconds,
+                     prof, prof_wall, err);
     }
     for (size_t i = 0; seqs && i < n; i++) qvl_seq_free(seqs[i]);
     free(seqs);
@@ -98,5 +116,6 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
     free(logits);
     free(tps);
     free(pps);
+    free(gps);
     return st;
 }

@@ -213,6 +213,10 @@ void bench_print_text(FILE *f, const bench_results *r) {
         print_spread(f, what, &r->parallel_tps, "tok/s");
         fprintf(f, "  %-22s %10.2f x one sequence's decode (total tokens per second)\n", "",
                 ratio(r->parallel_tps.median, r->decode_tps.median));
+        snprintf(what, sizeof what, "decode x%lld, ids only", (long long)r->parallel);
+        print_spread(f, what, &r->parallel_greedy_tps, "tok/s");
+        fprintf(f, "  %-22s %10s greedy tokens chosen on the device, no logits to the host\n", "",
+                "");
         snprintf(what, sizeof what, "prefill x%lld batched", (long long)r->parallel);
         print_spread(f, what, &r->parallel_prefill_tps, "tok/s");
         fprintf(f, "  %-22s %10.2f x one prompt's prefill (%lld prompts in one graph)\n", "",
@@ -356,6 +360,8 @@ void bench_print_json(FILE *f, const bench_results *r) {
         fprintf(f, ",\n \"parallel\": {\"sequences\": %lld, \"total_decode_tok_s\": ",
                 (long long)r->parallel);
         json_spread(f, &r->parallel_tps);
+        fputs(", \"total_decode_ids_only_tok_s\": ", f);
+        json_spread(f, &r->parallel_greedy_tps);
         fputs(", \"batched_prefill_tok_s\": ", f);
         json_spread(f, &r->parallel_prefill_tps);
         fputc('}', f);

@@ -67,6 +67,7 @@ typedef struct bench_results {
     int64_t parallel;        /* --parallel N (> 1: parallel_tps measured) */
     bench_spread parallel_tps; /* total decode tok/s of N sequences in batched steps */
     bench_spread parallel_prefill_tps; /* their N prompts in one batched prefill, tok/s */
+    bench_spread parallel_greedy_tps;  /* parallel_tps with the tokens chosen on the device */
     bool parallel_profiled;
     qvl_op_profile prof_parallel; /* one more batched step, profiled */
     double prof_parallel_wall;

@@ -321,7 +321,8 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     if (st == QVL_OK && a->parallel > 1) {
         r->parallel = a->parallel;
         st = bench_parallel(m, a->parallel, prompt, a->n_prompt, a->n_gen, a->reps,
-                            &r->parallel_tps, &r->parallel_prefill_tps, a->no_profile ? NULL : &r->prof_parallel,
+                            &r->parallel_tps, &r->parallel_greedy_tps, &r->parallel_prefill_tps,
+                            a->no_profile ? NULL : &r->prof_parallel,
                             &r->prof_parallel_wall, &err);
         r->parallel_profiled = st == QVL_OK && !a->no_profile;
     }

@@ -15,6 +15,7 @@ qvl_status avx_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status avx_argmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_silu(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status avx_gelu_erf(qvl_backend *be, const qvl_node *n, qvl_error *err);

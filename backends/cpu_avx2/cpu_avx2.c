@@ -181,6 +181,7 @@ static const qvl_op_impl avx_ops[QVL_OP_COUNT] = {
     [QVL_OP_NORM_ROPE] = {avx_norm_rope, {0}},
     [QVL_OP_STORE_SLOT_ROWS] = {avx_store_slot_rows, {0}},
     [QVL_OP_ATTENTION_SLOTS] = {avx_attention_slots, {0}},
+    [QVL_OP_ARGMAX] = {avx_argmax, {0}},
 };
 
 static const qvl_backend_iface avx_iface = {

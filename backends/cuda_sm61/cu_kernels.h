@@ -85,6 +85,7 @@ int cu_launch_norm_rope(cu_stream s, const cu_norm_rope_job *jobs, int n_jobs,
 
 /* ---- cu_softmax.cu ---- */
 int cu_launch_softmax(cu_stream s, cu_view x, float *out);
+int cu_launch_argmax(cu_stream s, cu_view x, int32_t *out);
 /* Copy s to out with -inf where hidden: causal (seg == NULL; n_past read from device memory
  * at[0] when at is not NULL) or different segments (seg: device bounds [n_bounds], already
  * validated on the host). */

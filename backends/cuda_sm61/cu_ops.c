@@ -195,6 +195,12 @@ qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     return cu_launched(n, cu_launch_softmax(be->stream, view_of(n->src[0]), n->dst->data), err);
 }
 
+qvl_status cu_op_argmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = cu_begin(be, n, err);
+    if (s != QVL_OK) return s;
+    return cu_launched(n, cu_launch_argmax(be->stream, view_of(n->src[0]), n->dst->data), err);
+}
+
 qvl_status cu_op_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;

@@ -18,6 +18,7 @@ qvl_status cu_op_layer_norm(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status cu_op_argmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_silu(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_gelu_tanh(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_gelu_erf(qvl_backend *be, const qvl_node *n, qvl_error *err);

@@ -1,4 +1,4 @@
-/* SOFTMAX (one block per row) and the masks (element-wise copies): causal with n_past from
+/* SOFTMAX and ARGMAX (one block per row) and the masks (element-wise copies): causal with n_past from
  * the node or, for MASK_CAUSAL_AT, from device memory; segments. */
 #include "cu_device.cuh"
 
@@ -28,6 +28,52 @@ __global__ void k_softmax(cu_view x, int64_t L, float *out) {
     }
     float inv = 1.0f / cu_block_reduce(sum, false, scratch);
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x) o[j] *= inv;
+}
+
+/* ARGMAX (ops.h): one block per row; each thread keeps the largest value of its strided share
+ * and its first index (and whether it saw a NaN or +inf), then the block keeps the largest,
+ * the lower index on ties, through shared memory in a fixed tree. */
+__global__ void k_argmax(cu_view x, int64_t V, int32_t *out) {
+    __shared__ float best_v[CU_SOFTMAX_THREADS];
+    __shared__ int64_t best_i[CU_SOFTMAX_THREADS];
+    __shared__ int any_bad;
+    int64_t r = blockIdx.x;
+    int64_t base = cu_row_offset_unrolled(x, r), step = cu_inner_stride(x);
+    if (threadIdx.x == 0) any_bad = 0;
+    __syncthreads();
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    bool bad = false;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+        float v = cu_view_load(x, base + j * step);
+        bad |= isnan(v) || v == INFINITY;
+        if (v > bv) bv = v, bi = j; /* -inf never counts: bi stays -1 on a row of -inf */
+    }
+    if (bad) any_bad = 1;
+    best_v[threadIdx.x] = bv;
+    best_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (int half = CU_SOFTMAX_THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) {
+            float ov = best_v[threadIdx.x + half];
+            int64_t oi = best_i[threadIdx.x + half];
+            if (oi >= 0 && (best_i[threadIdx.x] < 0 || ov > best_v[threadIdx.x] ||
+                            (ov == best_v[threadIdx.x] && oi < best_i[threadIdx.x]))) {
+                best_v[threadIdx.x] = ov;
+                best_i[threadIdx.x] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[r] = any_bad ? -1 : (int32_t)best_i[0];
+}
+
+extern "C" int cu_launch_argmax(cu_stream s, cu_view x, int32_t *out) {
+    int64_t V = x.shape[x.ndim - 1], rows = 1;
+    for (int d = 0; d < x.ndim - 1; d++) rows *= x.shape[d];
+    if (rows > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
+    if (rows > 0) k_argmax<<<(unsigned)rows, CU_SOFTMAX_THREADS, 0, s>>>(x, V, out);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int cu_launch_softmax(cu_stream s, cu_view x, float *out) {

@@ -1,4 +1,4 @@
-/* SOFTMAX, the two masks, and fused ATTENTION (built from the same pieces). */
+/* SOFTMAX, ARGMAX, the two masks, and fused ATTENTION (built from the same pieces). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -45,6 +45,24 @@ qvl_status ref_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
         qvl_tensor_read_row(x, r, out + r * L);
         ref_softmax_row(out + r * L, L);
     }
+    return QVL_OK;
+}
+
+/* ---- ARGMAX(x [R, V]) -> [R] i32 ---- */
+
+qvl_status ref_argmax(qvl_backend *be, const qvl_node *n, qvl_error *err) {
+    qvl_status s = ref_begin(be, n, err);
+    if (s != QVL_OK) return s;
+    const qvl_tensor *x = n->src[0];
+    int64_t V = qvl_desc_row_len(&x->desc), rows = qvl_desc_n_rows(&x->desc);
+    float *row = malloc((size_t)V * sizeof *row);
+    if (!row) return ref_fail(n, err, QVL_E_NOMEM, "out of memory for a row of %lld", (long long)V);
+    int32_t *out = n->dst->data;
+    for (int64_t r = 0; r < rows; r++) {
+        qvl_tensor_read_row(x, r, row);
+        out[r] = qvl_argmax_row(row, V);
+    }
+    free(row);
     return QVL_OK;
 }
 

@@ -31,6 +31,7 @@ qvl_status ref_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_norm_rope(qvl_backend *be, const qvl_node *n, qvl_error *err);
 /* ref_attention.c */
 qvl_status ref_softmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status ref_argmax(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_mask_causal(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_mask_segments(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status ref_attention(qvl_backend *be, const qvl_node *n, qvl_error *err);

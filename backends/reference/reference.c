@@ -149,6 +149,7 @@ static const qvl_op_impl ref_ops[QVL_OP_COUNT] = {
     [QVL_OP_NORM_ROPE] = {ref_norm_rope, {0}},
     [QVL_OP_STORE_SLOT_ROWS] = {ref_store_slot_rows, {0}},
     [QVL_OP_ATTENTION_SLOTS] = {ref_attention_slots, {0}},
+    [QVL_OP_ARGMAX] = {ref_argmax, {0}},
 };
 
 static qvl_status ref_accepts(qvl_backend *be, const qvl_node *node, qvl_error *err) {

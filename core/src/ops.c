@@ -100,6 +100,7 @@ static const char *const slot_names[QVL_OP_COUNT][QVL_MAX_SRC] = {
     [QVL_OP_NORM_ROPE] = {"x", "pos", "gamma"},
     [QVL_OP_STORE_SLOT_ROWS] = {"dst", "src", "slot", "at"},
     [QVL_OP_ATTENTION_SLOTS] = {"q", "k", "v", "slot", "at"},
+    [QVL_OP_ARGMAX] = {"x"},
 };
 
 const char *qvl_op_slot_name(qvl_op op, uint32_t slot) {

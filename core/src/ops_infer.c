@@ -250,6 +250,18 @@ static qvl_status infer_unary(const infer_ctx *c, qvl_tensor_desc *out) {
     return out_like(c, out, x);
 }
 
+/* ARGMAX: f32 rows [R, V] -> [R] i32. */
+static qvl_status infer_argmax(const infer_ctx *c, qvl_tensor_desc *out) {
+    const qvl_tensor_desc *x;
+    TRY(need(c, 0, &x));
+    TRY(want_dtype(c, 0, QVL_F32));
+    if (x->ndim != 2 || x->shape[1] < 1)
+        return fail(c, QVL_E_SHAPE, "%s is %s, expected [rows, V] with V >= 1", in(c, 0).s, dt(x).s);
+    if (!qvl_desc_init(out, QVL_I32, 1, x->shape))
+        return fail(c, QVL_E_LIMIT, "output shape overflows or is invalid");
+    return QVL_OK;
+}
+
 /* RMS_NORM (x, gamma), LAYER_NORM (x, gamma, beta?). */
 static qvl_status infer_norm(const infer_ctx *c, qvl_tensor_desc *out) {
     const qvl_tensor_desc *x, *gamma;
@@ -760,6 +772,7 @@ qvl_status qvl_op_infer(qvl_op op, const qvl_params *params, uint32_t n_src,
     case QVL_OP_NORM_ROPE: return infer_norm_rope(&c, out);
     case QVL_OP_STORE_SLOT_ROWS: return infer_store_slot_rows(&c, out);
     case QVL_OP_ATTENTION_SLOTS: return infer_attention_slots(&c, out);
+    case QVL_OP_ARGMAX: return infer_argmax(&c, out);
     case QVL_OP_COUNT: break;
     }
     return fail(&c, QVL_E_UNSUPPORTED, "no shape rule for this op");

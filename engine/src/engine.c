@@ -56,6 +56,7 @@ struct qvl_engine {
     int32_t *batch_ids;
     int *batch_slot;
     float *batch_logits;
+    int32_t *batch_next; /* the greedy tokens a step chose on the device (-1: see the logits) */
     engine_slot_env env;
     uint64_t tick;
     qvl_engine_slot_info *info; /* [n_slots] under mu: what /slots shows */
@@ -113,17 +114,30 @@ static void decode_batch(qvl_engine *e, int n) {
     premask_work work = {.e = e, .n = n};
     pthread_t helper;
     const bool helped = grammar && pthread_create(&helper, NULL, premask_thread, &work) == 0;
+    /* Every row greedy as its sampler would be: the step brings back their tokens only (a row
+     * the device could not choose, -1, takes the logits to its sampler, which says why). */
+    bool chosen = true;
+    for (int k = 0; k < n && chosen; k++)
+        chosen = engine_slot_plain_greedy(&e->slots[e->batch_slot[k]], &e->env);
     const double t0 = now_seconds();
-    qvl_status st = qvl_model_decode_batch(e->model, e->batch_seqs, e->batch_ids, (size_t)n,
-                                           e->batch_logits, &err);
+    qvl_status st = chosen ? qvl_model_decode_batch_greedy(e->model, e->batch_seqs, e->batch_ids,
+                                                           (size_t)n, e->batch_next, &err)
+                           : qvl_model_decode_batch(e->model, e->batch_seqs, e->batch_ids,
+                                                    (size_t)n, e->batch_logits, &err);
+    bool rows = !chosen;
+    for (int k = 0; chosen && k < n; k++) rows |= e->batch_next[k] < 0;
+    if (st == QVL_OK && chosen && rows)
+        st = qvl_model_batch_logits(e->model, (size_t)n, e->batch_logits, &err);
     const double t1 = now_seconds();
     if (helped) pthread_join(helper, NULL); /* before any slot may end and free its matcher */
     if (st == QVL_OK) observe_decode(&e->env, n, t1 - t0);
     const size_t vocab = (size_t)e->env.vocab;
     for (int k = 0; k < n; k++) {
         engine_slot *s = &e->slots[e->batch_slot[k]];
-        if (st == QVL_OK) engine_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab);
-        else engine_slot_feed_failed(s, &e->env, err.msg);
+        if (st != QVL_OK) engine_slot_feed_failed(s, &e->env, err.msg);
+        else if (chosen && e->batch_next[k] >= 0)
+            engine_slot_fed_chosen(s, e->batch_ids[k], e->batch_next[k]);
+        else engine_slot_fed(s, e->batch_ids[k], e->batch_logits + (size_t)k * vocab);
     }
 }
 
@@ -201,9 +215,19 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
     e->batch_ids = calloc((size_t)e->n_slots, sizeof *e->batch_ids);
     e->batch_slot = calloc((size_t)e->n_slots, sizeof *e->batch_slot);
     e->batch_logits = malloc((size_t)e->n_slots * (size_t)vocab * sizeof *e->batch_logits);
+    e->batch_next = calloc((size_t)e->n_slots, sizeof *e->batch_next);
     e->info = calloc((size_t)e->n_slots, sizeof *e->info);
-    if (!e->batch_seqs || !e->batch_ids || !e->batch_slot || !e->batch_logits || !e->info)
+    if (!e->batch_seqs || !e->batch_ids || !e->batch_slot || !e->batch_logits ||
+        !e->batch_next || !e->info)
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    /* Greedy jobs' tokens are chosen where the logits are: a step of several slots then brings
+     * back their ids, not their rows of logits (QVL_DEVICE_GREEDY=0: A/B runs). */
+    const char *dg = getenv("QVL_DEVICE_GREEDY");
+    if (!(dg && strcmp(dg, "0") == 0) && c->slots > 1) {
+        st = qvl_model_set_greedy_vocab(e->model, e->defaults.n_valid, err);
+        if (st != QVL_OK) return st;
+        e->env.greedy_vocab = e->defaults.n_valid;
+    }
     e->has_vision = cfg->has_vision && cfg->image_token_id >= 0;
     e->pad_id = (int32_t)cfg->image_token_id;
     if (e->has_vision) {
@@ -812,6 +836,7 @@ void qvl_engine_free(qvl_engine *e) {
     free(e->batch_ids);
     free(e->batch_slot);
     free(e->batch_logits);
+    free(e->batch_next);
     qvl_model_close(e->model);
     qvl_grammar_vocab_free(e->trie);
     qvl_tokenizer_free(e->tok);

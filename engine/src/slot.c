@@ -150,11 +150,11 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
     }
     qvl_error err = {0};
     const float *row = s->row;
-    int32_t id;
+    int32_t id = s->chosen; /* row NULL: the device chose it (engine_slot_fed_chosen) */
     bool done = false;
     qvl_token_logprob lp;
-    if (engine_slot_process(s, env, &row, &err) != QVL_OK ||
-        qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK ||
+    if ((row && (engine_slot_process(s, env, &row, &err) != QVL_OK ||
+                 qvl_sampler_sample(s->sampler, row, (size_t)env->vocab, &id, &err) != QVL_OK)) ||
         engine_slot_chosen(s, env, row, id, &done, &lp, &err) != QVL_OK ||
         (!ends(env, j, id) && qvl_sampler_accept_generated(s->sampler, id, &err) != QVL_OK)) {
         engine_slot_end(s, env, QVL_FINISH_ERROR, err.msg);
@@ -204,6 +204,24 @@ bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next)
 void engine_slot_fed(engine_slot *s, int32_t id, const float *logits) {
     s->row = logits;
     s->keys[s->n_keys++] = qvl_prefix_text_key(id);
+}
+
+void engine_slot_fed_chosen(engine_slot *s, int32_t id, int32_t next) {
+    s->row = NULL;
+    s->chosen = next;
+    s->keys[s->n_keys++] = qvl_prefix_text_key(id);
+}
+
+bool engine_slot_plain_greedy(const engine_slot *s, const engine_slot_env *env) {
+    const qvl_job *j = s->job;
+    if (!j || s->prefilling || env->greedy_vocab <= 0) return false;
+    const qvl_engine_request *r = j->req;
+    const qvl_sampling_params *p = &r->sampling;
+    const int32_t n_valid = p->n_valid > 0 && p->n_valid < env->vocab ? p->n_valid : env->vocab;
+    return p->temperature <= 0.0f && p->repetition_penalty == 1.0f &&
+           p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f &&
+           r->frequency_penalty == 0.0f && r->n_bias == 0 && !s->grammar && !r->logprobs &&
+           n_valid == env->greedy_vocab;
 }
 
 void engine_slot_feed_failed(engine_slot *s, const engine_slot_env *env, const char *error) {

@@ -28,6 +28,8 @@ typedef struct engine_slot_env {
     const qvl_gen_config *gen; /* stop tokens */
     const qvl_engine_observer *observer;
     int32_t vocab;             /* logits row length */
+    int32_t greedy_vocab;      /* > 0: the model chooses greedy tokens over this many ids
+                                * (qvl_model_set_greedy_vocab) */
     const qvl_grammar_vocab *trie; /* every text token's bytes, for grammar jobs */
 } engine_slot_env;
 
@@ -52,7 +54,9 @@ typedef struct engine_slot {
     float *lp;            /* [vocab]: log-probabilities, for jobs that ask for logprobs */
     const float *row;     /* the logits the next token is drawn from: `logits` after the
                            * prefill, else the slot's row of the engine's batch output, which
-                           * stays unchanged until the next step, by when it has been read */
+                           * stays unchanged until the next step, by when it has been read;
+                           * NULL: the step chose it on the device, `chosen` */
+    int32_t chosen;
     int32_t *generated;   /* [ctx]: ids generated for the job */
     int64_t n_generated, max_new;
     double decode_start;  /* monotonic seconds when the prefill ended (0: not yet) */
@@ -161,9 +165,14 @@ void engine_slot_emit_text(const char *text, size_t len, void *user);
  * when the job ended (stop, length, deadline, cancelled, error: finished and released, the
  * slot idle) or the slot has none. Then engine_slot_fed gives the slot that token's logits
  * (vocab floats, not copied: they must stay unchanged until the slot's next engine_slot_next),
- * or engine_slot_feed_failed ends the job with the model's error. */
+ * or engine_slot_feed_failed ends the job with the model's error. engine_slot_fed_chosen
+ * instead gives it the next token itself, chosen on the device (qvl_model_decode_batch_greedy)
+ * for a job that engine_slot_plain_greedy says takes it as its sampler would: greedy, no
+ * penalty, no logit_bias, no grammar, no logprobs, the same choosable ids. */
 bool engine_slot_next(engine_slot *s, const engine_slot_env *env, int32_t *next);
 void engine_slot_fed(engine_slot *s, int32_t id, const float *logits);
+void engine_slot_fed_chosen(engine_slot *s, int32_t id, int32_t next);
+bool engine_slot_plain_greedy(const engine_slot *s, const engine_slot_env *env);
 void engine_slot_feed_failed(engine_slot *s, const engine_slot_env *env, const char *error);
 
 /* Per-job logits processing (slot_constrain.c). begin: the job's grammar matcher, once its

@@ -72,6 +72,11 @@ qvl_tid qvl_g_softmax(qvl_graph *g, qvl_tid x) {
     return node(g, QVL_OP_SOFTMAX, &p, x, -1, -1);
 }
 
+qvl_tid qvl_g_argmax(qvl_graph *g, qvl_tid x) {
+    qvl_params p = no_params();
+    return node(g, QVL_OP_ARGMAX, &p, x, -1, -1);
+}
+
 qvl_tid qvl_g_unary(qvl_graph *g, qvl_op op, qvl_tid x) {
     if (g && g->err.status == QVL_OK && op != QVL_OP_SILU && op != QVL_OP_GELU_TANH &&
         op != QVL_OP_GELU_ERF) {

@@ -153,6 +153,7 @@ void conf_gen_rms_norm(conf_case *c, int i);
 void conf_gen_layer_norm(conf_case *c, int i);
 void conf_gen_rope(conf_case *c, int i);
 void conf_gen_softmax(conf_case *c, int i);
+void conf_gen_argmax(conf_case *c, int i);
 void conf_gen_silu(conf_case *c, int i);
 void conf_gen_gelu_tanh(conf_case *c, int i);
 void conf_gen_gelu_erf(conf_case *c, int i);

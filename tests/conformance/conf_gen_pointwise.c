@@ -1,6 +1,7 @@
 /* Cases of the element-wise and row-wise ops: ADD and MUL (b broadcast on the innermost
- * dims), SCALE, SILU, GELU_TANH, GELU_ERF, SOFTMAX (rows all -inf included), RMS_NORM and
- * LAYER_NORM (with and without beta). Inputs are f32 (the contract), often strided views. */
+ * dims), SCALE, SILU, GELU_TANH, GELU_ERF, SOFTMAX (rows all -inf included), ARGMAX (ties,
+ * NaN, +inf and all -inf rows), RMS_NORM and LAYER_NORM (with and without beta). Inputs are
+ * f32 (the contract), often strided views. */
 #include <math.h>
 
 #include "conf.h"
@@ -87,6 +88,41 @@ void conf_gen_softmax(conf_case *c, int i) {
     for (int k = 0; k < 3; k++) conf_set(c, x, conf_irand(r, 0, R * L - 1), -INFINITY);
     conf_set(c, x, conf_irand(r, 0, R * L - 1), -80.0);
     conf_out(c, QVL_F32, 2, CONF_SHAPE(R, L));
+}
+
+/* ---- ARGMAX ---- */
+
+static const int64_t argmax_edges[] = {1, 7, 8, 9, 300, 1000, 4099};
+#define N_ARGMAX_EDGES ((int)(sizeof argmax_edges / sizeof argmax_edges[0]))
+
+/* Rows of values in +-5 where the largest sits twice (the first must win), one row with a NaN,
+ * one with +inf, one all -inf (each -1) and -inf entries elsewhere; half the cases read the
+ * first V of wider rows (a view: logits cut to the vocabulary the sampler may choose). */
+void conf_gen_argmax(conf_case *c, int i) {
+    conf_rng *r = c->rng;
+    int64_t R = conf_irand(r, 1, 8), V = i < N_ARGMAX_EDGES ? argmax_edges[i] : conf_size(r, 2000);
+    const bool slice = conf_irand(r, 0, 1);
+    const int64_t W = slice ? V + conf_irand(r, 1, 40) : V;
+    int x = conf_rand(c, QVL_F32, 2, CONF_SHAPE(R, W), -5, 5);
+    c->src[0] = slice ? conf_view(c, x, 2, CONF_SHAPE(R, V), CONF_SHAPE(W, 1), 0) : x;
+    conf_describe(c, " [%lld, %lld]%s", (long long)R, (long long)V, slice ? " of wider rows" : "");
+    for (int64_t row = 0; row < R; row++) {
+        int64_t a = conf_irand(r, 0, V - 1), b = conf_irand(r, 0, V - 1);
+        conf_set(c, x, row * W + a, 7.0);
+        conf_set(c, x, row * W + b, 7.0);
+        conf_set(c, x, row * W + conf_irand(r, 0, V - 1), -INFINITY);
+        if (slice) conf_set(c, x, row * W + V, 9.0); /* past the view: never chosen */
+    }
+    if (R >= 4) {
+        int64_t nan_row = conf_irand(r, 0, R - 1), inf_row = (nan_row + 1) % R;
+        int64_t ninf_row = (nan_row + 2) % R;
+        conf_set(c, x, nan_row * W + conf_irand(r, 0, V - 1), NAN);
+        conf_set(c, x, inf_row * W + conf_irand(r, 0, V - 1), INFINITY);
+        for (int64_t j = 0; j < V; j++) conf_set(c, x, ninf_row * W + j, -INFINITY);
+        conf_describe(c, ", rows %lld NaN, %lld +inf, %lld all -inf", (long long)nan_row,
+                      (long long)inf_row, (long long)ninf_row);
+    }
+    conf_out(c, QVL_I32, 1, &R);
 }
 
 /* ---- RMS_NORM, LAYER_NORM ---- */

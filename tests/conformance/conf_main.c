@@ -50,6 +50,7 @@ static const conf_op_cases op_cases[] = {
     {QVL_OP_NORM_ROPE, conf_gen_norm_rope, 180},
     {QVL_OP_STORE_SLOT_ROWS, conf_gen_store_slot_rows, 100},
     {QVL_OP_ATTENTION_SLOTS, conf_gen_attention_slots, 120},
+    {QVL_OP_ARGMAX, conf_gen_argmax, 60},
 };
 #define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))
 

@@ -107,6 +107,7 @@ static const conf_tol tols[QVL_OP_COUNT] = {
     [QVL_OP_NORM_ROPE] = {1e-6, 1e-5, 0, false, "1e-6 + 1e-5 max|ref|"},
     [QVL_OP_STORE_SLOT_ROWS] = EXACT,
     [QVL_OP_ATTENTION_SLOTS] = {1e-6, 1e-5, 0, false, "as attention (T over every slot's keys)"},
+    [QVL_OP_ARGMAX] = EXACT,
 };
 
 const char *conf_tolerance_text(qvl_op op) {

@@ -68,6 +68,10 @@ qvl_status qvl_node_fail(const char *backend, const qvl_node *node, qvl_error *e
 /* GET_ROWS ids, SET_ROWS / ADD_ROWS row indices: every v[k * step], k < n, lies in
  * [0, rows). Else "<what> <value> at position <k> is outside [0, <rows>)" for the first bad
  * one, what naming the values ("id", "row index"). n = 0 passes. */
+/* ARGMAX of one row of n values as ops.h defines it: the index of the first largest value, or -1
+ * when the row holds a NaN or +inf or nothing above -inf. A plain scan in index order. */
+int32_t qvl_argmax_row(const float *x, int64_t n);
+
 qvl_status qvl_check_indices(const char *backend, const qvl_node *node, const int32_t *v,
                              int64_t n, int64_t step, int64_t rows, const char *what,
                              qvl_error *err);

@@ -6,8 +6,8 @@
  *    rows hold whole blocks (32, 256, 256 elements). Ids, positions and segments are i32.
  *    A KV cache (STORE_ROWS / STORE_ROWS_AT dst, ATTENTION k and v) is f32, f16, bf16 or
  *    q8_0, q8_0 with whole 32-element blocks in its innermost dim.
- *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides) and
- *    STORE_ROWS / STORE_ROWS_AT (aliases of their destination). Inputs may be strided views
+ *  - Outputs are f32 and contiguous, except VIEW (an alias with its own strides),
+ *    STORE_ROWS / STORE_ROWS_AT (aliases of their destination) and ARGMAX (i32). Inputs may be strided views
  *    unless stated otherwise.
  *  - "Rows" are the innermost dimension: a [..., K] tensor has prod(leading dims) rows of K.
  *  - Optional input slots are NULL in qvl_node.src[] (and -1 in graph builders).
@@ -74,6 +74,10 @@
  *  ADD_ROWS(x [N,D], idx [K] i32, src [K,D]) -> [N,D]: a copy of x with src[k] added to row
  *     idx[k] (deepstack features at image positions); repeated indices add up, in k order.
  *     An index outside [0, N) is handled as in SET_ROWS.
+ *  ARGMAX(x [R,V]) -> [R] i32: the index of the first largest value of each row (greedy
+ *     decoding on the device: the ids come back instead of the logits), or -1 for a row that
+ *     holds a NaN or +inf or nothing above -inf (the host's sampler refuses such a row; -1
+ *     sends it there).
  *
  * Ops whose position comes from data, so that one graph serves every decode step (the KV
  * length changes, the graph does not; a GPU can replay a captured graph). `at` is a [1] i32

@@ -71,6 +71,8 @@ qvl_tid qvl_g_rms_norm(qvl_graph *g, qvl_tid x, qvl_tid gamma, float eps);
 qvl_tid qvl_g_layer_norm(qvl_graph *g, qvl_tid x, qvl_tid gamma, qvl_tid beta, float eps);
 qvl_tid qvl_g_rope(qvl_graph *g, qvl_tid x, qvl_tid pos, const qvl_rope_params *p);
 qvl_tid qvl_g_softmax(qvl_graph *g, qvl_tid x);
+/* ARGMAX of each row of x [R, V] (ops.h): [R] i32. */
+qvl_tid qvl_g_argmax(qvl_graph *g, qvl_tid x);
 qvl_tid qvl_g_unary(qvl_graph *g, qvl_op op, qvl_tid x); /* SILU, GELU_TANH, GELU_ERF */
 qvl_tid qvl_g_mask_causal(qvl_graph *g, qvl_tid s, int64_t n_past);
 qvl_tid qvl_g_mask_segments(qvl_graph *g, qvl_tid s, qvl_tid seg);

@@ -275,6 +275,9 @@ static qvl_status check_opts(const qvl_qwen3vl_config *cfg, const qvl_text_graph
                         "tokens and %lld layers",
                         (long long)o->n_image_tokens, (int)o->n_deepstack, (long long)o->n_tokens,
                         (long long)cfg->text.num_hidden_layers);
+    if (o->greedy_vocab < 0 || o->greedy_vocab > cfg->text.vocab_size)
+        return qvl_fail(err, QVL_E_INVALID, "text graph: greedy_vocab %d is outside [0, %lld]",
+                        (int)o->greedy_vocab, (long long)cfg->text.vocab_size);
     if (!qvl_dtype_valid(o->weight_dtype) || o->weight_dtype == QVL_I32 ||
         !qvl_dtype_valid(o->norm_dtype) || o->norm_dtype == QVL_I32)
         return qvl_fail(err, QVL_E_DTYPE, "text graph: weight and norm dtypes must be float types");
@@ -407,6 +410,12 @@ qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_
                      : qwen_matrix(g, &d.mat, t->vocab_size, d.hidden, "lm_head.weight");
     qvl_tid logits = named(g, qvl_g_matmul(g, h, lm, -1), "logits");
     qvl_g_output(g, logits, "logits");
+    if (o->greedy_vocab > 0) {
+        qvl_tid choosable = o->greedy_vocab < t->vocab_size
+                                ? qvl_g_slice(g, logits, 1, 0, o->greedy_vocab)
+                                : logits;
+        qvl_g_output(g, named(g, qvl_g_argmax(g, choosable), "argmax"), "argmax");
+    }
 
     st = qvl_graph_error(g, err);
     if (st != QVL_OK) {

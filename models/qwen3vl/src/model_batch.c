@@ -18,8 +18,10 @@ void model_batch_forget(qvl_model *m) {
     batch_step *b = &m->batch;
     qvl_split_free(b->sp);
     free(b->seqs);
+    free(b->host_logits);
     b->sp = NULL;
     b->seqs = NULL;
+    b->host_logits = NULL;
     b->n = 0;
 }
 
@@ -67,6 +69,7 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
         .kv_capacity = m->ctx, .kv_dtype = m->kv_dtype, .all_logits = true,
         .weight_dtype = m->matrix_dtype, .norm_dtype = m->vector_dtype,
         .matrix_dtype_of = model_bound_dtype, .matrix_dtype_ctx = m,
+        .greedy_vocab = m->greedy_vocab,
     };
     qvl_graph *g = NULL;
     qvl_status st = qvl_qwen3vl_build_text(&m->cfg, &go, &g, err);
@@ -94,8 +97,9 @@ static qvl_status batch_ready(qvl_model *m, qvl_seq *const *seqs, size_t n, qvl_
     return QVL_OK;
 }
 
+/* One batched step; its logits into `logits`, or (logits NULL) its greedy ids into next. */
 static qvl_status run_batched(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids, size_t n,
-                              float *logits, qvl_error *err) {
+                              float *logits, int32_t *next, qvl_error *err) {
     qvl_split *sp = m->batch.sp;
     int32_t *pos = malloc(3 * n * sizeof *pos);
     if (!pos) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
@@ -127,9 +131,10 @@ static qvl_status run_batched(qvl_model *m, qvl_seq *const *seqs, const int32_t 
     free(pos);
     if (st == QVL_OK) st = qvl_split_run(sp, err);
     if (st == QVL_OK) model_collect_profile(m, sp);
-    if (st == QVL_OK)
+    if (st == QVL_OK && logits)
         st = qvl_split_get(sp, "logits", logits,
                            n * (size_t)m->cfg.text.vocab_size * sizeof(float), err);
+    if (st == QVL_OK && !logits) st = qvl_split_get(sp, "argmax", next, n * sizeof *next, err);
     return st;
 }
 
@@ -184,7 +189,7 @@ qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int3
         }
     }
     if (batched) {
-        st = run_batched(m, seqs, ids, n, logits, err);
+        st = run_batched(m, seqs, ids, n, logits, NULL, err);
         if (st == QVL_OK && m->batch.pooled) m->steps.batch_pooled++;
         for (size_t i = 0; st == QVL_OK && i < n; i++) seqs[i]->n_past++; /* rope_delta holds */
         return st;
@@ -195,4 +200,66 @@ qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int3
     }
     m->seq = current;
     return st;
+}
+
+qvl_status qvl_model_set_greedy_vocab(qvl_model *m, int32_t n_valid, qvl_error *err) {
+    if (n_valid < 0 || n_valid > m->cfg.text.vocab_size)
+        return qvl_fail(err, QVL_E_INVALID, "greedy vocabulary %d is outside [0, %lld]",
+                        (int)n_valid, (long long)m->cfg.text.vocab_size);
+    if (n_valid != m->greedy_vocab) model_batch_forget(m); /* its graph has the old output */
+    m->greedy_vocab = n_valid;
+    return QVL_OK;
+}
+
+/* No kept batched graph (one sequence, or batching unavailable): the logits on the host, kept
+ * for qvl_model_batch_logits, and ARGMAX there by the same rule. */
+static qvl_status greedy_on_host(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                                 size_t n, int32_t *next, qvl_error *err) {
+    const size_t vocab = (size_t)m->cfg.text.vocab_size;
+    batch_step *b = &m->batch;
+    float *host = realloc(b->host_logits, n * vocab * sizeof *host);
+    if (!host) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+    b->host_logits = host;
+    qvl_status st = qvl_model_decode_batch(m, seqs, ids, n, host, err);
+    for (size_t i = 0; st == QVL_OK && i < n; i++)
+        next[i] = qvl_argmax_row(host + i * vocab, m->greedy_vocab);
+    return st;
+}
+
+qvl_status qvl_model_decode_batch_greedy(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                                         size_t n, int32_t *next, qvl_error *err) {
+    if (m->greedy_vocab <= 0)
+        return qvl_fail(err, QVL_E_INVALID, "greedy decoding on the device is off "
+                        "(qvl_model_set_greedy_vocab)");
+    qvl_status st = check_batch(m, seqs, ids, n, err);
+    if (st != QVL_OK) return st;
+    bool batched = n > 1 && !m->batch.unavailable;
+    if (batched) {
+        qvl_error why = {0};
+        st = batch_ready(m, seqs, n, &why);
+        if (st == QVL_E_UNSUPPORTED) {
+            batched = false; /* qvl_model_decode_batch says why, once */
+        } else if (st != QVL_OK) {
+            if (err) *err = why;
+            return st;
+        }
+    }
+    if (!batched) return greedy_on_host(m, seqs, ids, n, next, err);
+    free(m->batch.host_logits);
+    m->batch.host_logits = NULL;
+    st = run_batched(m, seqs, ids, n, NULL, next, err);
+    if (st == QVL_OK && m->batch.pooled) m->steps.batch_pooled++;
+    for (size_t i = 0; st == QVL_OK && i < n; i++) seqs[i]->n_past++;
+    return st;
+}
+
+qvl_status qvl_model_batch_logits(qvl_model *m, size_t n, float *logits, qvl_error *err) {
+    const size_t bytes = n * (size_t)m->cfg.text.vocab_size * sizeof *logits;
+    if (m->batch.host_logits) {
+        memcpy(logits, m->batch.host_logits, bytes);
+        return QVL_OK;
+    }
+    if (!m->batch.sp || m->batch.n != n)
+        return qvl_fail(err, QVL_E_INVALID, "no greedy batched step of %zu rows to read", n);
+    return qvl_split_get(m->batch.sp, "logits", logits, bytes, err);
 }

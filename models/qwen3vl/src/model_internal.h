@@ -64,6 +64,9 @@ typedef struct batch_step {
     size_t n;
     bool pooled;      /* over the KV pool: serves any pooled sequences, not just seqs */
     bool unavailable; /* the graph cannot be kept: batches run sequence by sequence */
+    /* The last greedy step's logits when they were computed on the host (no kept graph:
+     * sequence by sequence), [n, vocab]; NULL when they are the kept graph's output. */
+    float *host_logits;
 } batch_step;
 
 /* The vision graph of the grids encoded last, kept for the next encode of the same grids
@@ -121,6 +124,7 @@ struct qvl_model {
     qvl_seq *const *batch_seqs;
     size_t n_batch_seqs;
     batch_step batch;      /* the last batched decode graph (model_batch.c) */
+    int32_t greedy_vocab;  /* > 0: the batched graph also outputs "argmax" over this many */
     vision_step vision;    /* the last vision graph (model_vision.c) */
     qvl_model_fit fit;     /* what placement counted on the primary (model_place.c) */
     model_instruments inst;

@@ -56,6 +56,10 @@ typedef struct qvl_text_graph_opts {
      * each (a decode step). */
     const int64_t *seq_rows;
     const int64_t *seq_past;
+    /* > 0: also the output "argmax" [rows of logits] i32, ARGMAX (ops.h) of each logits row's
+     * first greedy_vocab values (at most vocab_size): greedy decoding's tokens, computed where
+     * the logits are, so that they alone come back. */
+    int32_t greedy_vocab;
     /* Image features inside this batch (0: text only). */
     int64_t n_image_tokens; /* rows of "image_embeds" / "image_rows" */
     int32_t n_deepstack;    /* "deepstack.<k>" inputs, added after decoder layers 0..n-1 */
@@ -71,7 +75,8 @@ typedef struct qvl_text_graph_opts {
  *          "image_embeds" [K, hidden] f32 (replace the token embeddings at those rows) and
  *          "deepstack.<k>" [K, hidden] f32 for k < n_deepstack (added to the output of
  *          decoder layer k at those rows); see docs/MODEL.md, "Text decoder".
- * Outputs: "logits" [n_tokens or 1, vocab] ([n_seqs, vocab] with seq_rows). */
+ * Outputs: "logits" [n_tokens or 1, vocab] ([n_seqs, vocab] with seq_rows); with greedy_vocab
+ *          also "argmax" [rows of logits] i32. */
 qvl_status qvl_qwen3vl_build_text(const qvl_qwen3vl_config *cfg, const qvl_text_graph_opts *opts,
                                   qvl_graph **out, qvl_error *err);
 

@@ -157,6 +157,20 @@ qvl_status qvl_model_prefill_batch(qvl_model *m, qvl_seq *const *seqs, const int
                                    const int32_t *const *pos, const int64_t *n_ids, size_t n,
                                    float *logits, qvl_error *err);
 
+/* Greedy decoding where the logits are. With n_valid > 0 the batched step's graph also
+ * computes each row's ARGMAX (qvl/ops.h) over its first n_valid logits (the ids a sampler may
+ * choose), which qvl_model_decode_batch_greedy returns instead of the logits; 0 (the default)
+ * turns it off. At most vocab_size. */
+qvl_status qvl_model_set_greedy_vocab(qvl_model *m, int32_t n_valid, qvl_error *err);
+/* qvl_model_decode_batch for rows that all decode greedily: next[i] is row i's next token, the
+ * first largest of its first n_valid logits, or -1 where the row holds a NaN or +inf or
+ * nothing above -inf (qvl_model_batch_logits then gives the row to a sampler, which names the
+ * problem). On a device only the ids come back. */
+qvl_status qvl_model_decode_batch_greedy(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                                         size_t n, int32_t *next, qvl_error *err);
+/* The logits [n, vocab] of the last qvl_model_decode_batch_greedy step of n rows. */
+qvl_status qvl_model_batch_logits(qvl_model *m, size_t n, float *logits, qvl_error *err);
+
 /* Tokens in the KV cache. */
 int64_t qvl_model_n_past(const qvl_model *m);
 /* Forget everything after the first n_past tokens (n_past <= current). */
