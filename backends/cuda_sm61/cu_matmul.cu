@@ -193,7 +193,7 @@ int cu_gemv_split_parts(int64_t steps) {
 template <int DT, int MR>
 static bool cu_gemv_rows_split(cu_stream s, const cu_mm_args &p) {
     const int64_t chunks = p.K / (DT == QVL_F32 ? 4 : 8), step = CU_WARP * CU_GEMV_UNROLL;
-    const int ks = cu_gemv_split_parts((chunks + step - 1) / step);
+    const int ks = cu_gemv_split_parts((chunks + step - 1) / step); /* a warp step: its loads */
     if (ks == 0) return false;
     int64_t groups = p.batches * ((p.N + CU_GEMV_WARPS / ks - 1) / (CU_GEMV_WARPS / ks));
     unsigned g = (unsigned)(groups > 65535 ? 65535 : groups), t = CU_GEMV_WARPS * CU_WARP;

@@ -59,8 +59,9 @@ static inline void cu_by_rows(int64_t M, F f) {
 
 /* Warps per output column for the GEMVs of 2..CU_GEMV_MAX_ROWS rows whose columns' K splits
  * between the warps of a block (k_gemv_rows_split, k_gemv_k_split), given the column's warp
- * steps (the loads one warp issues at once, per pass over K), or 0: one warp per column, the
- * kernels without the split. QVL_CUDA_GEMV_KSPLIT=auto gives each warp at least one step, up to
+ * steps (what one warp's lanes load at once: 4 super-blocks of q4_k / q6_k, CU_GEMV_UNROLL
+ * 16-byte chunks per lane of f16 / bf16), or 0: one warp per column, the kernels without the
+ * split. QVL_CUDA_GEMV_KSPLIT=auto gives each warp at least one step, up to
  * 4 warps; =1|2|4 forces that many; unset: 0, until the forced conformance runs
  * (cuda_sm61_gemv_ksplit*) have passed on a GPU (cu_matmul.cu). */
 int cu_gemv_split_parts(int64_t steps);

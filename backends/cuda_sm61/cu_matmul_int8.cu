@@ -511,7 +511,7 @@ template <int MR>
 static void cu_gemv_k_rows_launch(cu_stream s, unsigned grid, unsigned threads,
                                   const cu_mm_args &p, const int8_t *qa, const float *da,
                                   const float *sa) {
-    int ks = cu_gemv_split_parts((p.K / QVL_QK_K + 4 * CU_K_UNROLL - 1) / (4 * CU_K_UNROLL));
+    int ks = cu_gemv_split_parts((p.K / QVL_QK_K + 3) / 4); /* a warp step: 4 super-blocks */
     if (ks == 0) cu_gemv_k_launch<MR>(s, grid, threads, p, qa, da, sa);
     else if (p.w.dtype == QVL_Q4_K) cu_gemv_k_split_launch<QVL_Q4_K, MR>(s, p, qa, da, sa, ks);
     else cu_gemv_k_split_launch<QVL_Q6_K, MR>(s, p, qa, da, sa, ks);
