@@ -3,6 +3,12 @@
 qvl_add_test(test_decode_batch SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_decode_batch.c
   LIBS qvl-qwen3vl qvl-test-support m)
 add_dependencies(test_decode_batch qvl-reference)
+# Greedy ids on the minimal backend, which has no ARGMAX kernel: the model refuses to choose
+# them there (qvl_model_set_greedy_vocab says why), and nothing else changes.
+add_dependencies(test_decode_batch qvl-minimal)
+add_test(NAME test_decode_batch_greedy_minimal COMMAND test_decode_batch)
+set_tests_properties(test_decode_batch_greedy_minimal PROPERTIES ENVIRONMENT
+  "QVL_PLUGINS=${CMAKE_BINARY_DIR}/tests/plugins-minimal.yaml;QVL_PARITY_BACKENDS=minimal;QVL_TEST_ONLY=greedy_ids_from_the_backend")
 # One sequence's cached prefix copied into another (qvl_seq_copy_prefix, what n > 1 choices
 # share) against a sequence that prefilled it itself, on every parity backend and KV dtype.
 qvl_add_test(test_seq_copy SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_copy.c

@@ -90,18 +90,20 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
         pps[r] = pre > 0 ? (double)(n_seqs * n_prompt) / pre : 0;
     }
     /* The same steps with greedy tokens chosen on the device (what a server's greedy clients
-     * get), the whole vocabulary choosable; then off again. */
+     * get), the whole vocabulary choosable; then off again. A backend without ARGMAX: not
+     * measured (greedy stays zero). */
     const int32_t vocab32 = (int32_t)vocab;
-    if (st == QVL_OK) st = qvl_model_set_greedy_vocab(m, vocab32, err);
-    for (int64_t r = 0; r < reps && st == QVL_OK; r++) {
+    qvl_error why = {0};
+    const bool ids_only = st == QVL_OK && qvl_model_set_greedy_vocab(m, vocab32, &why) == QVL_OK;
+    for (int64_t r = 0; r < reps && st == QVL_OK && ids_only; r++) {
         double seconds, pre;
         st = one_rep(m, seqs, n, prompt, n_prompt, n_gen, true, logits, ids, &pre, &seconds,
                      NULL, NULL, err);
         gps[r] = seconds > 0 ? (double)(n_seqs * n_gen) / seconds : 0;
     }
-    if (st == QVL_OK) st = qvl_model_set_greedy_vocab(m, 0, err);
+    if (st == QVL_OK && ids_only) st = qvl_model_set_greedy_vocab(m, 0, err);
     if (st == QVL_OK) *out = bench_spread_of(tps, (int)reps);
-    if (st == QVL_OK) *greedy = bench_spread_of(gps, (int)reps);
+    if (st == QVL_OK && ids_only) *greedy = bench_spread_of(gps, (int)reps);
     if (st == QVL_OK) *prefill = bench_spread_of(pps, (int)reps);
     if (st == QVL_OK && prof) {
         /* One more repetition whose last step is profiled: the context holds no more tokens

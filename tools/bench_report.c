@@ -214,9 +214,13 @@ void bench_print_text(FILE *f, const bench_results *r) {
         fprintf(f, "  %-22s %10.2f x one sequence's decode (total tokens per second)\n", "",
                 ratio(r->parallel_tps.median, r->decode_tps.median));
         snprintf(what, sizeof what, "decode x%lld, ids only", (long long)r->parallel);
-        print_spread(f, what, &r->parallel_greedy_tps, "tok/s");
-        fprintf(f, "  %-22s %10s greedy tokens chosen on the device, no logits to the host\n", "",
-                "");
+        if (r->parallel_greedy_tps.median > 0) {
+            print_spread(f, what, &r->parallel_greedy_tps, "tok/s");
+            fprintf(f, "  %-22s %10s greedy tokens chosen on the device, no logits to the host\n",
+                    "", "");
+        } else {
+            fprintf(f, "  %-22s %10s (the output's backend has no ARGMAX)\n", what, "-");
+        }
         snprintf(what, sizeof what, "prefill x%lld batched", (long long)r->parallel);
         print_spread(f, what, &r->parallel_prefill_tps, "tok/s");
         fprintf(f, "  %-22s %10.2f x one prompt's prefill (%lld prompts in one graph)\n", "",

@@ -224,9 +224,10 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
      * back their ids, not their rows of logits (QVL_DEVICE_GREEDY=0: A/B runs). */
     const char *dg = getenv("QVL_DEVICE_GREEDY");
     if (!(dg && strcmp(dg, "0") == 0) && c->slots > 1) {
-        st = qvl_model_set_greedy_vocab(e->model, e->defaults.n_valid, err);
-        if (st != QVL_OK) return st;
-        e->env.greedy_vocab = e->defaults.n_valid;
+        qvl_error why = {0};
+        if (qvl_model_set_greedy_vocab(e->model, e->defaults.n_valid, &why) == QVL_OK)
+            e->env.greedy_vocab = e->defaults.n_valid;
+        else QVL_LOG_I("%s", why.msg); /* a backend without ARGMAX: the host chooses */
     }
     e->has_vision = cfg->has_vision && cfg->image_token_id >= 0;
     e->pad_id = (int32_t)cfg->image_token_id;

@@ -206,6 +206,14 @@ qvl_status qvl_model_set_greedy_vocab(qvl_model *m, int32_t n_valid, qvl_error *
     if (n_valid < 0 || n_valid > m->cfg.text.vocab_size)
         return qvl_fail(err, QVL_E_INVALID, "greedy vocabulary %d is outside [0, %lld]",
                         (int)n_valid, (long long)m->cfg.text.vocab_size);
+    /* The backend that computes the logits must take ARGMAX itself: a graph built later than
+     * the load's placement does not load another backend for a node (model_fallback.c), and
+     * another backend would need the logits copied to it, the cost this saves. */
+    const int32_t head = m->text_place[qvl_text_group_output(m->cfg.text.num_hidden_layers)];
+    const qvl_backend_iface *iface = m->tg[head].lb->iface;
+    if (n_valid > 0 && !qvl_backend_kernel(iface, QVL_OP_ARGMAX))
+        return qvl_fail(err, QVL_E_UNSUPPORTED, "%s has no argmax kernel: greedy tokens are "
+                        "chosen on the host", iface->name ? iface->name : "the output's backend");
     if (n_valid != m->greedy_vocab) model_batch_forget(m); /* its graph has the old output */
     m->greedy_vocab = n_valid;
     return QVL_OK;

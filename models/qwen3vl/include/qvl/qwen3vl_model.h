@@ -160,7 +160,8 @@ qvl_status qvl_model_prefill_batch(qvl_model *m, qvl_seq *const *seqs, const int
 /* Greedy decoding where the logits are. With n_valid > 0 the batched step's graph also
  * computes each row's ARGMAX (qvl/ops.h) over its first n_valid logits (the ids a sampler may
  * choose), which qvl_model_decode_batch_greedy returns instead of the logits; 0 (the default)
- * turns it off. At most vocab_size. */
+ * turns it off. At most vocab_size. QVL_E_UNSUPPORTED (and nothing changes) when the backend
+ * that computes the logits has no ARGMAX kernel. */
 qvl_status qvl_model_set_greedy_vocab(qvl_model *m, int32_t n_valid, qvl_error *err);
 /* qvl_model_decode_batch for rows that all decode greedily: next[i] is row i's next token, the
  * first largest of its first n_valid logits, or -1 where the row holds a NaN or +inf or
