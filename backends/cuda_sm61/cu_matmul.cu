@@ -70,6 +70,29 @@ __global__ void k_gemv_vec(cu_mm_args p) {
  * once per call; each lane issues CU_GEMV_UNROLL 16-byte weight loads before using any, so
  * that enough bytes are in flight to approach the memory bandwidth. */
 #define CU_GEMV_UNROLL 4
+
+/* A lane's chunks c0, c0 + step, ... of a weight row against the M activation rows:
+ * CU_GEMV_UNROLL 16-byte loads (CU_WARP chunks apart) issued before any is used. */
+template <int DT, int MR>
+__device__ __forceinline__ void cu_rows_pass(const uint4 *wrow, const float *const *arow,
+                                             int64_t M, int64_t chunks, int64_t c0,
+                                             int64_t step, float (&acc)[MR]) {
+    for (; c0 < chunks; c0 += step) {
+        uint4 q[CU_GEMV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+            int64_t c = c0 + CU_WARP * u;
+            q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < CU_GEMV_UNROLL; u++) {
+            int64_t c = c0 + CU_WARP * u;
+            if (c >= chunks) break;
+            cu_chunk_fma<DT, MR>(q[u], arow, M, c, acc);
+        }
+    }
+}
+
 template <int DT, int MR>
 __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args p) {
     const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
@@ -92,20 +115,7 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
             arow[m] = a + (m >= p.M ? 0
                            : CU_CLANG_DEVICE ? cu_row_offset_unrolled(p.a, r) : cu_row_offset(p.a, r));
         }
-        for (int64_t c0 = lane; c0 < chunks; c0 += CU_WARP * CU_GEMV_UNROLL) {
-            uint4 q[CU_GEMV_UNROLL];
-#pragma unroll
-            for (int u = 0; u < CU_GEMV_UNROLL; u++) {
-                int64_t c = c0 + CU_WARP * u;
-                q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
-            }
-#pragma unroll
-            for (int u = 0; u < CU_GEMV_UNROLL; u++) {
-                int64_t c = c0 + CU_WARP * u;
-                if (c >= chunks) break;
-                cu_chunk_fma<DT, MR>(q[u], arow, p.M, c, acc);
-            }
-        }
+        cu_rows_pass<DT, MR>(wrow, arow, p.M, chunks, lane, CU_WARP * CU_GEMV_UNROLL, acc);
 #pragma unroll
         for (int m = 0; m < MR; m++) {
             if (m >= p.M) break;
@@ -146,38 +156,10 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows_split(cu_m
                                : CU_CLANG_DEVICE ? cu_row_offset_unrolled(p.a, r)
                                                  : cu_row_offset(p.a, r));
             }
-            for (int64_t c0 = lane + (int64_t)CU_WARP * CU_GEMV_UNROLL * kp; c0 < chunks;
-                 c0 += (int64_t)CU_WARP * CU_GEMV_UNROLL * KS) {
-                uint4 q[CU_GEMV_UNROLL];
-#pragma unroll
-                for (int u = 0; u < CU_GEMV_UNROLL; u++) {
-                    int64_t c = c0 + CU_WARP * u;
-                    q[u] = c < chunks ? __ldg(&wrow[c]) : make_uint4(0, 0, 0, 0);
-                }
-#pragma unroll
-                for (int u = 0; u < CU_GEMV_UNROLL; u++) {
-                    int64_t c = c0 + CU_WARP * u;
-                    if (c >= chunks) break;
-                    cu_chunk_fma<DT, MR>(q[u], arow, p.M, c, acc);
-                }
-            }
+            const int64_t step = (int64_t)CU_WARP * CU_GEMV_UNROLL;
+            cu_rows_pass<DT, MR>(wrow, arow, p.M, chunks, lane + step * kp, step * KS, acc);
         }
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            float y = cu_warp_sum(acc[m]);
-            if (lane == 0) red[warp][m] = y;
-        }
-        __syncthreads();
-        if ((int)threadIdx.x < CPB * MR) {
-            int c = (int)threadIdx.x / MR, m = (int)threadIdx.x % MR;
-            if (m < p.M && n0 + c < p.N) {
-                float y = red[c * KS][m];
-#pragma unroll
-                for (int k = 1; k < KS; k++) y += red[c * KS + k][m];
-                cu_mm_store(p, b, m, n0 + c, y);
-            }
-        }
-        __syncthreads(); /* red is free for the next group */
+        cu_split_sum_store<MR, KS>(red, acc, p, b, n0);
     }
 }
 

@@ -39,6 +39,33 @@ __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int6
     p.out[row * p.ldo + p.col0 + n] = y;
 }
 
+/* The epilogue of the GEMVs whose columns' K splits between KS warps of a block (warps / KS
+ * columns per block, warp w taking part w % KS of column n0 + w / KS): each warp's sums into
+ * red[w], then per output the KS parts added in part order (the same result every run) and
+ * stored. Every thread of the block calls it (two barriers); red is free again after. */
+template <int MR, int KS>
+__device__ __forceinline__ void cu_split_sum_store(float (*red)[MR], const float (&acc)[MR],
+                                                   const cu_mm_args &p, int64_t b, int64_t n0) {
+    const int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
+    const int cpb = (int)(blockDim.x / CU_WARP) / KS;
+#pragma unroll
+    for (int m = 0; m < MR; m++) {
+        float y = cu_warp_sum(acc[m]);
+        if (lane == 0) red[warp][m] = y;
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < cpb * MR) {
+        int c = (int)threadIdx.x / MR, m = (int)threadIdx.x % MR;
+        if (m < p.M && n0 + c < p.N) {
+            float y = red[c * KS][m];
+#pragma unroll
+            for (int k = 1; k < KS; k++) y += red[c * KS + k][m];
+            cu_mm_store(p, b, m, n0 + c, y);
+        }
+    }
+    __syncthreads();
+}
+
 /* Rows of the int8 GEMVs (k_gemv_q8, k_gemv_k): 16 accumulators spill on sm_61 (clang), so
  * block-quantised matmuls of 9 to 16 rows run on the int8 GEMM instead (cu_matmul_int8.cu). */
 #define CU_GEMV_I8_MAX_ROWS 8

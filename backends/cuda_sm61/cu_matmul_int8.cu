@@ -108,23 +108,7 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
                 }
             }
         }
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            float y = cu_warp_sum(acc[m]);
-            if (lane == 0) red[warp][m] = y;
-        }
-        __syncthreads();
-        if ((int)threadIdx.x < CPB * MR) {
-            int c = (int)threadIdx.x / MR, m = (int)threadIdx.x % MR;
-            int64_t nc = cg * CPB + c;
-            if (m < M && nc < p.N) {
-                float y = red[c * KS][m];
-#pragma unroll
-                for (int k = 1; k < KS; k++) y += red[c * KS + k][m];
-                cu_mm_store(p, 0, m, nc, y);
-            }
-        }
-        __syncthreads(); /* red is free for the next group */
+        cu_split_sum_store<MR, KS>(red, acc, p, 0, cg * CPB);
     }
 }
 
