@@ -48,7 +48,7 @@ set_tests_properties(test_vision_parity_linear PROPERTIES TIMEOUT 900
   ENVIRONMENT "QVL_PLUGINS=${QVL_LINEAR_PLUGINS};QVL_PARITY_BACKENDS=linear")
 
 qvl_add_test(test_decode_reuse SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_decode_reuse.c
-  LIBS qvl-qwen3vl m
+  LIBS qvl-qwen3vl qvl-test-support m
   DEFS "QVL_UNFUSED_PLUGINS=\"${QVL_UNFUSED_PLUGINS}\""
        "QVL_LINEAR_PLUGINS=\"${QVL_LINEAR_PLUGINS}\"")
 add_dependencies(test_decode_reuse qvl-reference qvl-linear)

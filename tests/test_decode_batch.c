@@ -18,6 +18,7 @@
 #include "parity_backends.h"
 #include "qvl/backend_helpers.h"
 #include "qvl/qwen3vl_model.h"
+#include "test_logits.h"
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
 #define N_SEQS 3
@@ -28,13 +29,6 @@
 
 static const int32_t prompts[N_SEQS][4] = {{1, 2, 3, 4}, {7, 7, 9, 11}, {30, 2, 5, 6}};
 static const int64_t prompt_len[N_SEQS] = {4, 3, 2};
-
-static int32_t argmax(const float *v, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = (int32_t)i;
-    return best;
-}
 
 static qvl_model *open_model(const char *backend, int kv_slots) {
     qvl_model_options mo = {.backend_name = backend, .ctx = 32, .kv_type = "f32",
@@ -54,7 +48,7 @@ static void alone(const char *backend, float *want, int32_t *tokens, int64_t voc
         float *row = want + (size_t)s * STEPS * vocab;
         assert_int_equal(qvl_model_eval(m, prompts[s], prompt_len[s], NULL, false, row, &err), QVL_OK);
         for (int k = 0; k < STEPS; k++) {
-            int32_t id = argmax(row + (size_t)k * vocab, vocab);
+            int32_t id = test_argmax(row + (size_t)k * vocab, vocab);
             tokens[s * STEPS + k] = id;
             if (k + 1 < STEPS)
                 assert_int_equal(qvl_model_eval(m, &id, 1, NULL, false, row + (size_t)(k + 1) * vocab,
@@ -62,15 +56,6 @@ static void alone(const char *backend, float *want, int32_t *tokens, int64_t voc
         }
     }
     qvl_model_close(m);
-}
-
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double max_ref = 0, max_err = 0;
-    for (int64_t i = 0; i < n; i++) {
-        max_ref = fmax(max_ref, fabs(a[i]));
-        max_err = fmax(max_err, fabs(a[i] - b[i]));
-    }
-    return max_err / (max_ref > 0 ? max_ref : 1);
 }
 
 static void check_backend(const char *backend, int kv_slots) {
@@ -95,7 +80,7 @@ static void check_backend(const char *backend, int kv_slots) {
     qvl_model_set_seq(m, NULL);
     double worst = 0;
     int32_t ids[N_SEQS];
-    for (int s = 0; s < N_SEQS; s++) ids[s] = argmax(first + (size_t)s * vocab, vocab);
+    for (int s = 0; s < N_SEQS; s++) ids[s] = test_argmax(first + (size_t)s * vocab, vocab);
     /* Steps 1..STEPS-1 batched; sequence 2 leaves after step 3 (the batch shrinks). */
     for (int k = 1; k < STEPS; k++) {
         size_t n = k <= 3 ? N_SEQS : N_SEQS - 1;
@@ -103,10 +88,10 @@ static void check_backend(const char *backend, int kv_slots) {
         for (size_t s = 0; s < n; s++) {
             assert_int_equal(ids[s], want_tok[s * STEPS + k - 1]);
             const float *w = want + ((size_t)s * STEPS + (size_t)k) * vocab;
-            double e = rel_err(w, logits + s * vocab, vocab);
+            double e = test_rel_err(w, logits + s * vocab, vocab);
             if (e > worst) worst = e;
             if (e > LOGIT_RTOL) fail_msg("%s: sequence %zu step %d: %.3g", backend, s, k, e);
-            ids[s] = argmax(logits + s * vocab, vocab);
+            ids[s] = test_argmax(logits + s * vocab, vocab);
             assert_int_equal(ids[s], want_tok[s * STEPS + k]);
         }
     }
@@ -140,9 +125,9 @@ static void check_backend(const char *backend, int kv_slots) {
     qvl_model_set_seq(m, fresh);
     assert_int_equal(qvl_model_eval(m, prompts[0], prompt_len[0], NULL, false, first, &err), QVL_OK);
     qvl_seq *pair[2] = {fresh, seqs[1]};
-    int32_t pair_ids[2] = {argmax(first, vocab), ids[1]};
+    int32_t pair_ids[2] = {test_argmax(first, vocab), ids[1]};
     assert_int_equal(qvl_model_decode_batch(m, pair, pair_ids, 2, logits, &err), QVL_OK);
-    assert_true(rel_err(want + (size_t)1 * vocab, logits, vocab) <= LOGIT_RTOL);
+    assert_true(test_rel_err(want + (size_t)1 * vocab, logits, vocab) <= LOGIT_RTOL);
     qvl_seq_free(fresh);
     qvl_seq_free(seqs[0]);
     qvl_seq_free(seqs[1]);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "qvl/qwen3vl_model.h"
+#include "test_logits.h"
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
 #define STEPS 8       /* single-token steps after the prompt */
@@ -34,13 +35,6 @@ typedef struct run_result {
     size_t n_backends;
 } run_result;
 
-static int32_t argmax(const float *v, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = (int32_t)i;
-    return best;
-}
-
 /* Greedy single steps on the model's own sequence, then two new sequences stepped together. */
 static void run(const char *plugins, const char *backend, run_result *r) {
     qvl_model_options mo = {.plugins_path = plugins, .backend_name = backend, .ctx = 32};
@@ -52,7 +46,7 @@ static void run(const char *plugins, const char *backend, run_result *r) {
     assert_non_null(logits);
     assert_int_equal(qvl_model_eval(m, prompt, 4, NULL, false, logits, &err), QVL_OK);
     for (int k = 0; k < STEPS; k++) {
-        r->single[k] = argmax(logits, vocab);
+        r->single[k] = test_argmax(logits, vocab);
         assert_int_equal(qvl_model_eval(m, &r->single[k], 1, NULL, false, logits, &err), QVL_OK);
     }
     qvl_seq *seqs[2];
@@ -63,13 +57,13 @@ static void run(const char *plugins, const char *backend, run_result *r) {
         assert_int_equal(qvl_seq_create(m, &seqs[s], &err), QVL_OK);
         qvl_model_set_seq(m, seqs[s]);
         assert_int_equal(qvl_model_eval(m, prompts[s], lens[s], NULL, false, logits, &err), QVL_OK);
-        ids[s] = argmax(logits, vocab);
+        ids[s] = test_argmax(logits, vocab);
     }
     qvl_model_set_seq(m, NULL);
     for (int k = 0; k < BATCH_STEPS; k++) {
         for (int s = 0; s < 2; s++) r->batched[s][k] = ids[s];
         assert_int_equal(qvl_model_decode_batch(m, seqs, ids, 2, logits, &err), QVL_OK);
-        for (int s = 0; s < 2; s++) ids[s] = argmax(logits + s * vocab, vocab);
+        for (int s = 0; s < 2; s++) ids[s] = test_argmax(logits + s * vocab, vocab);
     }
     qvl_model_get_step_stats(m, &r->steps);
     qvl_model_backend_memory mem[8];

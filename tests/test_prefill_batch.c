@@ -17,6 +17,7 @@
 
 #include "parity_backends.h"
 #include "qvl/qwen3vl_model.h"
+#include "test_logits.h"
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
 #define N_SEQS 3
@@ -32,22 +33,6 @@ static const int32_t tokens[N_SEQS][12] = {{1, 2, 3, 4, 5, 6, 7, 8, 9},
                                            {30, 2, 5}};
 static const int64_t cached[N_SEQS] = {0, 5, 0};
 static const int64_t len[N_SEQS] = {9, 7, 3};
-
-static int32_t argmax(const float *v, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = (int32_t)i;
-    return best;
-}
-
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double max_ref = 0, max_err = 0;
-    for (int64_t i = 0; i < n; i++) {
-        max_ref = fmax(max_ref, fabs(a[i]));
-        max_err = fmax(max_err, fabs(a[i] - b[i]));
-    }
-    return max_err / (max_ref > 0 ? max_ref : 1);
-}
 
 static qvl_model *open_model(const char *backend, const char *kv, int kv_slots) {
     qvl_model_options mo = {.backend_name = backend, .ctx = CTX, .kv_type = kv,
@@ -70,7 +55,7 @@ static void alone(const char *backend, const char *kv, float *first, float *next
             assert_int_equal(qvl_model_eval(m, tokens[s], cached[s], NULL, false, row, &err), QVL_OK);
         assert_int_equal(qvl_model_eval(m, tokens[s] + cached[s], len[s], NULL, false, row, &err),
                          QVL_OK);
-        int32_t id = argmax(row, vocab);
+        int32_t id = test_argmax(row, vocab);
         assert_int_equal(qvl_model_eval(m, &id, 1, NULL, false, next + (size_t)s * vocab, &err),
                          QVL_OK);
     }
@@ -128,18 +113,18 @@ static void check(const char *backend, const char *kv, int kv_slots) {
     for (int s = 0; s < N_SEQS; s++) {
         qvl_model_set_seq(m, seqs[s]);
         assert_int_equal(qvl_model_n_past(m), cached[s] + len[s]);
-        double e = rel_err(want_first + (size_t)s * vocab, logits + (size_t)s * vocab, vocab);
+        double e = test_rel_err(want_first + (size_t)s * vocab, logits + (size_t)s * vocab, vocab);
         if (e > LOGIT_RTOL) fail_msg("%s, kv %s, %d slots: sequence %d's prompt: %.3g", backend,
                                      kv, kv_slots, s, e);
         worst = fmax(worst, e);
-        next_ids[s] = argmax(logits + (size_t)s * vocab, vocab);
-        assert_int_equal(next_ids[s], argmax(want_first + (size_t)s * vocab, vocab));
+        next_ids[s] = test_argmax(logits + (size_t)s * vocab, vocab);
+        assert_int_equal(next_ids[s], test_argmax(want_first + (size_t)s * vocab, vocab));
     }
     qvl_model_set_seq(m, NULL);
     /* The caches it wrote: one batched decode step continues every sequence as alone. */
     assert_int_equal(qvl_model_decode_batch(m, seqs, next_ids, N_SEQS, logits, &err), QVL_OK);
     for (int s = 0; s < N_SEQS; s++) {
-        double e = rel_err(want_next + (size_t)s * vocab, logits + (size_t)s * vocab, vocab);
+        double e = test_rel_err(want_next + (size_t)s * vocab, logits + (size_t)s * vocab, vocab);
         if (e > LOGIT_RTOL) fail_msg("%s, kv %s, %d slots: sequence %d's step after the batch: "
                                      "%.3g", backend, kv, kv_slots, s, e);
         worst = fmax(worst, e);

@@ -18,6 +18,7 @@
 
 #include "parity_backends.h"
 #include "qvl/qwen3vl_model.h"
+#include "test_logits.h"
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
 #define STEPS 5
@@ -29,29 +30,13 @@
 
 static const int32_t prompt[N_PROMPT] = {3, 14, 15, 92, 65, 35};
 
-static int32_t argmax(const float *v, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = (int32_t)i;
-    return best;
-}
-
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double max_ref = 0, max_err = 0;
-    for (int64_t i = 0; i < n; i++) {
-        max_ref = fmax(max_ref, fabs(a[i]));
-        max_err = fmax(max_err, fabs(a[i] - b[i]));
-    }
-    return max_err / (max_ref > 0 ? max_ref : 1);
-}
-
 /* Greedy steps of the current sequence from `first` (its next-token logits): the logits of
  * each step into out [STEPS, vocab], the tokens into tok. */
 static void greedy(qvl_model *m, const float *first, float *out, int32_t *tok, int64_t vocab) {
     qvl_error err = {0};
     memcpy(out, first, (size_t)vocab * sizeof *out);
     for (int k = 0; k < STEPS; k++) {
-        tok[k] = argmax(out + (size_t)k * vocab, vocab);
+        tok[k] = test_argmax(out + (size_t)k * vocab, vocab);
         if (k + 1 < STEPS)
             assert_int_equal(qvl_model_eval(m, &tok[k], 1, NULL, false, out + (size_t)(k + 1) * vocab,
                                             &err), QVL_OK);
@@ -63,7 +48,7 @@ static double compare(const char *what, const float *want, const int32_t *want_t
     double worst = 0;
     for (int k = 0; k < STEPS; k++) {
         assert_int_equal(got_tok[k], want_tok[k]);
-        double e = rel_err(want + (size_t)k * vocab, got + (size_t)k * vocab, vocab);
+        double e = test_rel_err(want + (size_t)k * vocab, got + (size_t)k * vocab, vocab);
         if (e > LOGIT_RTOL) fail_msg("%s: step %d: logits differ by %.3g", what, k, e);
         if (e > worst) worst = e;
     }
