@@ -3,6 +3,12 @@
 
 #include "engine_internal.h"
 
+/* An A/B switch of the environment set to "0". */
+static bool env_off(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -65,10 +71,9 @@ static void decode_batch(qvl_engine *e, int n) {
                                                            (size_t)n, e->batch_next, &err)
                            : qvl_model_decode_batch(e->model, e->batch_seqs, e->batch_ids,
                                                     (size_t)n, e->batch_logits, &err);
-    bool rows = !chosen;
-    for (int k = 0; chosen && k < n; k++) rows |= e->batch_next[k] < 0;
-    if (st == QVL_OK && chosen && rows)
-        st = qvl_model_batch_logits(e->model, (size_t)n, e->batch_logits, &err);
+    bool refused = false;
+    for (int k = 0; st == QVL_OK && chosen && k < n; k++) refused |= e->batch_next[k] < 0;
+    if (refused) st = qvl_model_batch_logits(e->model, (size_t)n, e->batch_logits, &err);
     const double t1 = now_seconds();
     if (helped) pthread_join(helper, NULL); /* before any slot may end and free its matcher */
     if (st == QVL_OK) observe_decode(&e->env, n, t1 - t0);
@@ -163,8 +168,7 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
         return qvl_fail(err, QVL_E_NOMEM, "out of memory");
     /* Greedy jobs' tokens are chosen where the logits are: a step of several slots then brings
      * back their ids, not their rows of logits (QVL_DEVICE_GREEDY=0: A/B runs). */
-    const char *dg = getenv("QVL_DEVICE_GREEDY");
-    if (!(dg && strcmp(dg, "0") == 0) && c->slots > 1) {
+    if (!env_off("QVL_DEVICE_GREEDY") && c->slots > 1) {
         qvl_error why = {0};
         if (qvl_model_set_greedy_vocab(e->model, e->defaults.n_valid, &why) == QVL_OK)
             e->env.greedy_vocab = e->defaults.n_valid;
@@ -303,8 +307,7 @@ static bool run_prefills(qvl_engine *e, int64_t *budget, int *n) {
             after_chunk(e, s, n, &freed);
         }
         if (k == 0) break;
-        if (k == 1) engine_slot_prefill(group[0], &e->env, chunk);
-        else engine_slots_prefill(group, k, &e->env, chunk);
+        engine_slots_prefill(group, k, &e->env, chunk);
         for (int i = 0; i < k; i++) after_chunk(e, group[i], n, &freed);
     }
     return freed;
@@ -390,8 +393,7 @@ qvl_engine *qvl_engine_start(const qvl_engine_options *opts, qvl_error *err) {
         return NULL;
     }
     e->opts = *opts;
-    const char *pb = getenv("QVL_PREFILL_BATCH");
-    e->prefill_batch = !(pb && strcmp(pb, "0") == 0);
+    e->prefill_batch = !env_off("QVL_PREFILL_BATCH");
     e->q_cap = (size_t)opts->queue + (size_t)opts->slots;
     e->queue = calloc(e->q_cap, sizeof *e->queue);
     pthread_mutex_init(&e->mu, NULL);

@@ -168,19 +168,24 @@ static qvl_status check_batch(const qvl_model *m, qvl_seq *const *seqs, const in
     return QVL_OK;
 }
 
-qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
-                                  size_t n, float *logits, qvl_error *err) {
+/* One step of n sequences: its logits into `logits`, or (logits NULL) its greedy ids into
+ * next. Without a kept batched graph (one sequence, or batching unavailable) the sequences
+ * step one by one, and greedy ids come from logits kept on the host (for
+ * qvl_model_batch_logits) by the device's rule. */
+static qvl_status step(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids, size_t n,
+                       float *logits, int32_t *next, qvl_error *err) {
     qvl_status st = check_batch(m, seqs, ids, n, err);
     if (st != QVL_OK) return st;
     qvl_seq *current = m->seq;
     const size_t vocab = (size_t)m->cfg.text.vocab_size;
-    bool batched = n > 1 && !m->batch.unavailable;
+    batch_step *b = &m->batch;
+    bool batched = n > 1 && !b->unavailable;
     if (batched) {
         qvl_error why = {0};
         st = batch_ready(m, seqs, n, &why);
         if (st == QVL_E_UNSUPPORTED) {
             QVL_LOG_I("batched decode is off (%s): sequences decode one by one", why.msg);
-            m->batch.unavailable = true;
+            b->unavailable = true;
             batched = false;
             st = QVL_OK;
         } else if (st != QVL_OK) {
@@ -189,17 +194,33 @@ qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int3
         }
     }
     if (batched) {
-        st = run_batched(m, seqs, ids, n, logits, NULL, err);
-        if (st == QVL_OK && m->batch.pooled) m->steps.batch_pooled++;
+        if (!logits) { /* the step's own logits are the ones qvl_model_batch_logits reads */
+            free(b->host_logits);
+            b->host_logits = NULL;
+        }
+        st = run_batched(m, seqs, ids, n, logits, next, err);
+        if (st == QVL_OK && b->pooled) m->steps.batch_pooled++;
         for (size_t i = 0; st == QVL_OK && i < n; i++) seqs[i]->n_past++; /* rope_delta holds */
         return st;
+    }
+    if (!logits) {
+        float *host = realloc(b->host_logits, n * vocab * sizeof *host);
+        if (!host) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
+        logits = b->host_logits = host;
     }
     for (size_t i = 0; st == QVL_OK && i < n; i++) {
         qvl_model_set_seq(m, seqs[i]);
         st = qvl_model_eval(m, &ids[i], 1, NULL, false, logits + i * vocab, err);
     }
     m->seq = current;
+    for (size_t i = 0; st == QVL_OK && next && i < n; i++)
+        next[i] = qvl_argmax_row(logits + i * vocab, m->greedy_vocab);
     return st;
+}
+
+qvl_status qvl_model_decode_batch(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
+                                  size_t n, float *logits, qvl_error *err) {
+    return step(m, seqs, ids, n, logits, NULL, err);
 }
 
 qvl_status qvl_model_set_greedy_vocab(qvl_model *m, int32_t n_valid, qvl_error *err) {
@@ -219,46 +240,12 @@ qvl_status qvl_model_set_greedy_vocab(qvl_model *m, int32_t n_valid, qvl_error *
     return QVL_OK;
 }
 
-/* No kept batched graph (one sequence, or batching unavailable): the logits on the host, kept
- * for qvl_model_batch_logits, and ARGMAX there by the same rule. */
-static qvl_status greedy_on_host(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
-                                 size_t n, int32_t *next, qvl_error *err) {
-    const size_t vocab = (size_t)m->cfg.text.vocab_size;
-    batch_step *b = &m->batch;
-    float *host = realloc(b->host_logits, n * vocab * sizeof *host);
-    if (!host) return qvl_fail(err, QVL_E_NOMEM, "out of memory");
-    b->host_logits = host;
-    qvl_status st = qvl_model_decode_batch(m, seqs, ids, n, host, err);
-    for (size_t i = 0; st == QVL_OK && i < n; i++)
-        next[i] = qvl_argmax_row(host + i * vocab, m->greedy_vocab);
-    return st;
-}
-
 qvl_status qvl_model_decode_batch_greedy(qvl_model *m, qvl_seq *const *seqs, const int32_t *ids,
                                          size_t n, int32_t *next, qvl_error *err) {
     if (m->greedy_vocab <= 0)
         return qvl_fail(err, QVL_E_INVALID, "greedy decoding on the device is off "
                         "(qvl_model_set_greedy_vocab)");
-    qvl_status st = check_batch(m, seqs, ids, n, err);
-    if (st != QVL_OK) return st;
-    bool batched = n > 1 && !m->batch.unavailable;
-    if (batched) {
-        qvl_error why = {0};
-        st = batch_ready(m, seqs, n, &why);
-        if (st == QVL_E_UNSUPPORTED) {
-            batched = false; /* qvl_model_decode_batch says why, once */
-        } else if (st != QVL_OK) {
-            if (err) *err = why;
-            return st;
-        }
-    }
-    if (!batched) return greedy_on_host(m, seqs, ids, n, next, err);
-    free(m->batch.host_logits);
-    m->batch.host_logits = NULL;
-    st = run_batched(m, seqs, ids, n, NULL, next, err);
-    if (st == QVL_OK && m->batch.pooled) m->steps.batch_pooled++;
-    for (size_t i = 0; st == QVL_OK && i < n; i++) seqs[i]->n_past++;
-    return st;
+    return step(m, seqs, ids, n, NULL, next, err);
 }
 
 qvl_status qvl_model_batch_logits(qvl_model *m, size_t n, float *logits, qvl_error *err) {
