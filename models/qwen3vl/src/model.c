@@ -283,16 +283,19 @@ qvl_status qvl_model_eval_images(qvl_model *m, const int32_t *ids, int64_t n, co
         if (n == 1 && !img) m->steps.decode_unkept++;
         st = run_batch(m, ids, n, pos_buf, img, all_logits, logits, err);
     }
-    if (st == QVL_OK) {
-        /* The next text position continues after the largest position used so far. */
-        int32_t max_pos = 0;
-        for (int64_t i = 0; i < 3 * n; i++)
-            if (pos_buf[i] > max_pos) max_pos = pos_buf[i];
-        q->n_past += n;
-        q->rope_delta = (int64_t)max_pos + 1 - q->n_past;
-    }
+    if (st == QVL_OK) model_seq_advance(q, pos_buf, n, n);
     free(pos_buf);
     return st;
+}
+
+void model_seq_advance(qvl_seq *q, const int32_t *pos, int64_t stride, int64_t n) {
+    /* The next text position continues after the largest position used so far. */
+    int32_t max_pos = 0;
+    for (int64_t c = 0; c < 3; c++)
+        for (int64_t i = 0; i < n; i++)
+            if (pos[c * stride + i] > max_pos) max_pos = pos[c * stride + i];
+    q->n_past += n;
+    q->rope_delta = (int64_t)max_pos + 1 - q->n_past;
 }
 
 /* Adds what the parts timed in their last run to the model's totals (profiling on). */

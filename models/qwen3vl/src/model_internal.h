@@ -215,6 +215,9 @@ qvl_status model_bind_split(qvl_model *m, qvl_split *sp, qvl_error *err);
 qvl_status model_split(qvl_model *m, const qvl_graph *g, bool text, qvl_split **out,
                        qvl_error *err);
 void model_free_bindings(qvl_model *m);
+/* q has taken n more tokens at positions pos (3 rows of n, `stride` apart): its cache length
+ * and rope offset move on (the next text position follows the largest one used). */
+void model_seq_advance(qvl_seq *q, const int32_t *pos, int64_t stride, int64_t n);
 /* The sequences of a batch ("decode batch", "batched prefill": `what` names it in the error):
  * 1 to QVL_TEXT_MAX_SEQS, each this model's, none twice. */
 qvl_status model_check_batch_seqs(const qvl_model *m, qvl_seq *const *seqs, size_t n,

@@ -138,13 +138,7 @@ qvl_status qvl_model_prefill_batch(qvl_model *m, qvl_seq *const *seqs, const int
     if (st == QVL_OK) st = run_prefill_graph(m, seqs, n_ids, n, &in, logits, err);
     int64_t r0 = 0;
     for (size_t i = 0; st == QVL_OK && i < n; i++) {
-        /* as qvl_model_eval: the next text position follows the largest one used so far */
-        int32_t max_pos = 0;
-        for (int64_t c = 0; c < 3; c++)
-            for (int64_t t = 0; t < n_ids[i]; t++)
-                if (in.pos[c * in.total + r0 + t] > max_pos) max_pos = in.pos[c * in.total + r0 + t];
-        seqs[i]->n_past += n_ids[i];
-        seqs[i]->rope_delta = (int64_t)max_pos + 1 - seqs[i]->n_past;
+        model_seq_advance(seqs[i], in.pos + r0, in.total, n_ids[i]);
         r0 += n_ids[i];
     }
     if (st == QVL_OK) m->steps.prefill_batches++;
