@@ -399,9 +399,7 @@ static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
     [QVL_OP_STORE_ROWS_AT] = {cu_op_store_rows_at, {0}},
     [QVL_OP_STORE_SLOT_ROWS] = {cu_op_store_slot_rows, {0}},
     [QVL_OP_ATTENTION_SLOTS] = {cu_op_attention_slots, {0}},
-#ifdef QVL_CUDA_ARGMAX /* opt-in until it has run on a GPU (CMakeLists.txt) */
     [QVL_OP_ARGMAX] = {cu_op_argmax, {0}},
-#endif
     [QVL_OP_MASK_CAUSAL_AT] = {cu_op_mask_causal_at, {0}},
     [QVL_OP_NORM_ROPE] = {cu_op_norm_rope, {0}},
 };

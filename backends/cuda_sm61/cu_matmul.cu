@@ -165,10 +165,10 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows_split(cu_m
 
 int cu_gemv_split_parts(int64_t steps) {
     const char *env = getenv("QVL_CUDA_GEMV_KSPLIT");
-    if (!env) return 0;
-    if (strcmp(env, "1") == 0 || strcmp(env, "2") == 0 || strcmp(env, "4") == 0) return atoi(env);
-    if (strcmp(env, "auto") != 0) return 0;
-    return steps >= 4 ? 4 : steps >= 2 ? 2 : 1;
+    if (env && (strcmp(env, "1") == 0 || strcmp(env, "2") == 0 || strcmp(env, "4") == 0))
+        return atoi(env);
+    if (env && strcmp(env, "0") == 0) return 0;
+    return steps >= 4 ? 4 : steps >= 2 ? 2 : 1; /* unset, auto (or anything else) */
 }
 
 /* k_gemv_rows_split for these rows, or false (k_gemv_rows then): see cu_gemv_split_parts. */

@@ -88,9 +88,10 @@ static inline void cu_by_rows(int64_t M, F f) {
  * between the warps of a block (k_gemv_rows_split, k_gemv_k_split), given the column's warp
  * steps (what one warp's lanes load at once: 4 super-blocks of q4_k / q6_k, CU_GEMV_UNROLL
  * 16-byte chunks per lane of f16 / bf16), or 0: one warp per column, the kernels without the
- * split. QVL_CUDA_GEMV_KSPLIT=auto gives each warp at least one step, up to
- * 4 warps; =1|2|4 forces that many; unset: 0, until the forced conformance runs
- * (cuda_sm61_gemv_ksplit*) have passed on a GPU (cu_matmul.cu). */
+ * split. By default (unset or auto) each warp gets at least one step, up to 4
+ * warps: a column of one warp leaves SMs idle where a layer has few columns, and each warp's
+ * loads then wait on L1; QVL_CUDA_GEMV_KSPLIT=1|2|4 forces that many, =0 turns the split off
+ * (A/B runs: cu_matmul.cu). */
 int cu_gemv_split_parts(int64_t steps);
 
 /* Are the activation rows of a f32, contiguous and 16-byte aligned (float4 reads)? */
