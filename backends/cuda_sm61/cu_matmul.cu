@@ -125,29 +125,83 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows(cu_mm_args
     }
 }
 
-/* k_gemv_rows with each column's K split between KS warps of a block (CU_GEMV_WARPS / KS
- * columns per block): one warp per column gives a 2048-column matrix half a wave of warps,
- * each waiting out its rows' activation loads chunk after chunk. The warps' sums meet in shared
- * memory and are added in part order (the same result every run). */
-template <int DT, int MR, int KS>
+/* cu_rows_pass for CPW weight rows (columns) at once: each activation float4 is loaded once
+ * for all of them; U 16-byte loads per column issued before any is used. A column past the
+ * matrix (wrow[j] NULL; never the first, which the caller checks) reads zeros and its sums
+ * stay unused. */
+template <int DT, int MR, int CPW, int U>
+__device__ __forceinline__ void cu_rows_pass_cols(const uint4 *const (&wrow)[CPW],
+                                                  const float *const *arow, int64_t M,
+                                                  int64_t chunks, int64_t c0, int64_t step,
+                                                  float (&acc)[CPW][MR]) {
+    const int per = DT == QVL_F32 ? 4 : 8;
+    for (; c0 < chunks; c0 += step) {
+        uint4 q[U][CPW];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t c = c0 + CU_WARP * u;
+#pragma unroll
+            for (int j = 0; j < CPW; j++)
+                q[u][j] = c < chunks && (j == 0 || wrow[j]) ? __ldg(&wrow[j][c])
+                                                             : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t c = c0 + CU_WARP * u;
+            if (c >= chunks) break;
+            float wv[CPW][8];
+#pragma unroll
+            for (int j = 0; j < CPW; j++) cu_chunk_unpack<DT>(q[u][j], wv[j]);
+#pragma unroll
+            for (int m = 0; m < MR; m++) {
+                if (m >= M) break;
+                const float4 *xr = (const float4 *)(arow[m] + c * per);
+                float4 x0 = xr[0], x1 = DT != QVL_F32 ? xr[1] : make_float4(0, 0, 0, 0);
+#pragma unroll
+                for (int j = 0; j < CPW; j++) {
+                    float y = acc[j][m];
+                    y += x0.x * wv[j][0] + x0.y * wv[j][1] + x0.z * wv[j][2] + x0.w * wv[j][3];
+                    if (DT != QVL_F32)
+                        y += x1.x * wv[j][4] + x1.y * wv[j][5] + x1.z * wv[j][6] + x1.w * wv[j][7];
+                    acc[j][m] = y;
+                }
+            }
+        }
+    }
+}
+
+/* k_gemv_rows with each column's K split between KS warps of a block, each warp taking CPW
+ * columns (CU_GEMV_WARPS / KS * CPW columns per block): one warp per column gives a
+ * 2048-column matrix half a wave of warps, each waiting out its rows' activation loads chunk
+ * after chunk; CPW columns per warp halve (CPW 2) the activation reads per weight byte. The
+ * warps' sums meet in shared memory and are added in part order (the same result every run;
+ * with KS 1 the same sums as CPW 1, with more parts a K part covers other chunks). */
+template <int DT, int MR, int KS, int CPW>
 __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows_split(cu_mm_args p) {
     const int per = DT == QVL_F32 ? 4 : 8; /* weights per 16-byte chunk */
-    const int CPB = CU_GEMV_WARPS / KS;
-    __shared__ float red[CU_GEMV_WARPS][MR];
+    const int CPB = CU_GEMV_WARPS / KS * CPW;
+    __shared__ float red[CU_GEMV_WARPS * CPW][MR];
     int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    int col = warp / KS, kp = warp % KS;
+    int col = warp / KS * CPW, kp = warp % KS;
     int64_t chunks = p.K / per;
     const float *a = (const float *)p.a.data;
     const int64_t per_b = (p.N + CPB - 1) / CPB, groups = p.batches * per_b;
     for (int64_t gi = blockIdx.x; gi < groups; gi += gridDim.x) { /* block-uniform loop */
         int64_t b = gi / per_b, n0 = gi % per_b * CPB, n = n0 + col;
-        float acc[MR];
+        float acc[CPW][MR];
 #pragma unroll
-        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+        for (int j = 0; j < CPW; j++)
+#pragma unroll
+            for (int m = 0; m < MR; m++) acc[j][m] = 0.0f;
         if (n < p.N) { /* warp-uniform */
-            int64_t w_base = (b / p.per_w) * p.w.batch_stride + n * p.w.row_stride;
-            const uint4 *wrow = (const uint4 *)((const char *)p.w.data +
-                                                w_base * (DT == QVL_F32 ? 4 : 2));
+            const uint4 *wrow[CPW];
+#pragma unroll
+            for (int j = 0; j < CPW; j++) {
+                int64_t w_base = (b / p.per_w) * p.w.batch_stride + (n + j) * p.w.row_stride;
+                wrow[j] = n + j < p.N ? (const uint4 *)((const char *)p.w.data +
+                                                        w_base * (DT == QVL_F32 ? 4 : 2))
+                                      : NULL;
+            }
             const float *arow[MR];
 #pragma unroll
             for (int m = 0; m < MR; m++) {
@@ -156,10 +210,13 @@ __global__ void __launch_bounds__(CU_GEMV_WARPS *CU_WARP) k_gemv_rows_split(cu_m
                                : CU_CLANG_DEVICE ? cu_row_offset_unrolled(p.a, r)
                                                  : cu_row_offset(p.a, r));
             }
-            const int64_t step = (int64_t)CU_WARP * CU_GEMV_UNROLL;
-            cu_rows_pass<DT, MR>(wrow, arow, p.M, chunks, lane + step * kp, step * KS, acc);
+            /* CU_GEMV_UNROLL 16-byte loads in flight per lane whatever CPW */
+            const int U = CU_GEMV_UNROLL / CPW > 0 ? CU_GEMV_UNROLL / CPW : 1;
+            const int64_t step = (int64_t)CU_WARP * U;
+            cu_rows_pass_cols<DT, MR, CPW, U>(wrow, arow, p.M, chunks, lane + step * kp,
+                                              step * KS, acc);
         }
-        cu_split_sum_store<MR, KS>(red, acc, p, b, n0);
+        cu_split_sum_store<MR, KS, CPW>(red, &acc[0][0], p, b, n0);
     }
 }
 
@@ -171,17 +228,30 @@ int cu_gemv_split_parts(int64_t steps) {
     return steps >= 4 ? 4 : steps >= 2 ? 2 : 1; /* unset, auto (or anything else) */
 }
 
-/* k_gemv_rows_split for these rows, or false (k_gemv_rows then): see cu_gemv_split_parts. */
+int cu_gemv_split_cols(void) {
+    const char *env = getenv("QVL_CUDA_GEMV_COLS");
+    return env && strcmp(env, "2") == 0 ? 2 : 1;
+}
+
+template <int DT, int MR, int CPW>
+static void cu_gemv_rows_split_launch(cu_stream s, const cu_mm_args &p, int ks) {
+    const int64_t cpb = CU_GEMV_WARPS / ks * CPW;
+    int64_t groups = p.batches * ((p.N + cpb - 1) / cpb);
+    unsigned g = (unsigned)(groups > 65535 ? 65535 : groups), t = CU_GEMV_WARPS * CU_WARP;
+    if (ks == 4) k_gemv_rows_split<DT, MR, 4, CPW><<<g, t, 0, s>>>(p);
+    else if (ks == 2) k_gemv_rows_split<DT, MR, 2, CPW><<<g, t, 0, s>>>(p);
+    else k_gemv_rows_split<DT, MR, 1, CPW><<<g, t, 0, s>>>(p);
+}
+
+/* k_gemv_rows_split for these rows, or false (k_gemv_rows then): see cu_gemv_split_parts and
+ * cu_gemv_split_cols. */
 template <int DT, int MR>
 static bool cu_gemv_rows_split(cu_stream s, const cu_mm_args &p) {
     const int64_t chunks = p.K / (DT == QVL_F32 ? 4 : 8), step = CU_WARP * CU_GEMV_UNROLL;
     const int ks = cu_gemv_split_parts((chunks + step - 1) / step); /* a warp step: its loads */
     if (ks == 0) return false;
-    int64_t groups = p.batches * ((p.N + CU_GEMV_WARPS / ks - 1) / (CU_GEMV_WARPS / ks));
-    unsigned g = (unsigned)(groups > 65535 ? 65535 : groups), t = CU_GEMV_WARPS * CU_WARP;
-    if (ks == 4) k_gemv_rows_split<DT, MR, 4><<<g, t, 0, s>>>(p);
-    else if (ks == 2) k_gemv_rows_split<DT, MR, 2><<<g, t, 0, s>>>(p);
-    else k_gemv_rows_split<DT, MR, 1><<<g, t, 0, s>>>(p);
+    if (cu_gemv_split_cols() == 2) cu_gemv_rows_split_launch<DT, MR, 2>(s, p, ks);
+    else cu_gemv_rows_split_launch<DT, MR, 1>(s, p, ks);
     return true;
 }
 

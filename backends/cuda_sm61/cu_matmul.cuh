@@ -39,27 +39,32 @@ __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int6
     p.out[row * p.ldo + p.col0 + n] = y;
 }
 
-/* The epilogue of the GEMVs whose columns' K splits between KS warps of a block (warps / KS
- * columns per block, warp w taking part w % KS of column n0 + w / KS): each warp's sums into
- * red[w], then per output the KS parts added in part order (the same result every run) and
- * stored. Every thread of the block calls it (two barriers); red is free again after. */
-template <int MR, int KS>
-__device__ __forceinline__ void cu_split_sum_store(float (*red)[MR], const float (&acc)[MR],
+/* The epilogue of the GEMVs whose columns' K splits between KS warps of a block: warp w takes
+ * part w % KS of the CPW columns n0 + (w / KS) * CPW + j (j < CPW), with its sums in acc
+ * [CPW][MR]. Each warp's sums go into red[w * CPW + j] (red: warps * CPW rows of MR), then per
+ * output the KS parts are added in part order (the same result every run) and stored. Every
+ * thread of the block calls it (two barriers); red is free again after. */
+template <int MR, int KS, int CPW = 1>
+__device__ __forceinline__ void cu_split_sum_store(float (*red)[MR], const float *acc,
                                                    const cu_mm_args &p, int64_t b, int64_t n0) {
     const int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    const int cpb = (int)(blockDim.x / CU_WARP) / KS;
+    const int cols = (int)(blockDim.x / CU_WARP) / KS * CPW; /* columns per block */
 #pragma unroll
-    for (int m = 0; m < MR; m++) {
-        float y = cu_warp_sum(acc[m]);
-        if (lane == 0) red[warp][m] = y;
+    for (int j = 0; j < CPW; j++) {
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float y = cu_warp_sum(acc[j * MR + m]);
+            if (lane == 0) red[warp * CPW + j][m] = y;
+        }
     }
     __syncthreads();
-    if ((int)threadIdx.x < cpb * MR) {
+    if ((int)threadIdx.x < cols * MR) {
         int c = (int)threadIdx.x / MR, m = (int)threadIdx.x % MR;
+        int first = c / CPW * KS * CPW + c % CPW; /* part 0 of column c: warp (c / CPW) * KS */
         if (m < p.M && n0 + c < p.N) {
-            float y = red[c * KS][m];
+            float y = red[first][m];
 #pragma unroll
-            for (int k = 1; k < KS; k++) y += red[c * KS + k][m];
+            for (int k = 1; k < KS; k++) y += red[first + k * CPW][m];
             cu_mm_store(p, b, m, n0 + c, y);
         }
     }
@@ -93,6 +98,10 @@ static inline void cu_by_rows(int64_t M, F f) {
  * loads then wait on L1; QVL_CUDA_GEMV_KSPLIT=1|2|4 forces that many, =0 turns the split off
  * (A/B runs: cu_matmul.cu). */
 int cu_gemv_split_parts(int64_t steps);
+/* Output columns per warp of the split 16-bit GEMVs of 2-8 rows (k_gemv_rows_split): 1, or 2
+ * with QVL_CUDA_GEMV_COLS=2, where each activation load serves two weight rows (half the
+ * activation reads per weight byte, at more registers per lane; A/B runs until measured). */
+int cu_gemv_split_cols(void);
 
 /* Are the activation rows of a f32, contiguous and 16-byte aligned (float4 reads)? */
 static inline bool cu_rows_f32_aligned(const cu_view &a) {
