@@ -9,6 +9,14 @@ if(TARGET qvl-cpu_avx2)
          QVL_CPU_AVX2_SO="$<TARGET_FILE:qvl-cpu_avx2>")
   add_dependencies(test_cpu_avx2_backend qvl-reference qvl-cpu_avx2)
 
+  # Its vector exponentials, compiled as the backend compiles them.
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    qvl_add_test(test_avx_math SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_avx_math.c LIBS m)
+    target_include_directories(test_avx_math PRIVATE ${CMAKE_SOURCE_DIR}/backends/cpu_avx2)
+    target_compile_options(test_avx_math PRIVATE -mavx2 -mfma -mf16c -ffp-contract=off)
+    set_tests_properties(test_avx_math PROPERTIES SKIP_RETURN_CODE 77)
+  endif()
+
   # Not a test: the MATMUL kernel's speed next to the roofline probes of the same run
   # (qvl-avx2-linear-bench $<TARGET_FILE:qvl-cpu_avx2> -t 2). Speed is never asserted.
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")

@@ -14,7 +14,7 @@
  * so a score differs from the reference's by at most 1 ulp of f32. Few queries do little
  * arithmetic per key read, so the double sums cost little here; the tiled path, where the
  * arithmetic is the cost, sums in f32 (see there). Softmax and the weighted sum of v: f32,
- * with avx_exp (1.2e-7 relative). */
+ * with avx_exp_nonpos (avx_exp's values for s - max <= 0, 1.2e-7 relative). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -114,11 +114,13 @@ static void attn_item(void *ctx, int64_t item, float *scratch) {
         }
         float new_m = bmax > m ? bmax : m;
         if (new_m == -INFINITY) continue; /* every score so far is -inf */
-        float corr = m == -INFINITY ? 0.0f : _mm256_cvtss_f32(avx_exp(_mm256_set1_ps(m - new_m)));
+        float corr =
+            m == -INFINITY ? 0.0f : _mm256_cvtss_f32(avx_exp_nonpos(_mm256_set1_ps(m - new_m)));
         int64_t t = 0;
         for (; t + 8 <= nb; t += 8)
-            _mm256_storeu_ps(sc + t, avx_exp(_mm256_sub_ps(_mm256_loadu_ps(sc + t), _mm256_set1_ps(new_m))));
-        for (; t < nb; t++) sc[t] = _mm256_cvtss_f32(avx_exp(_mm256_set1_ps(sc[t] - new_m)));
+            _mm256_storeu_ps(sc + t, avx_exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(sc + t),
+                                                                   _mm256_set1_ps(new_m))));
+        for (; t < nb; t++) sc[t] = _mm256_cvtss_f32(avx_exp_nonpos(_mm256_set1_ps(sc[t] - new_m)));
         float bsum = 0.0f;
         for (t = 0; t < nb; t++) bsum += sc[t];
         l = l * corr + bsum;

@@ -21,8 +21,9 @@
  * bound for ATTENTION allows 4 u T per score, and its cases with scores in the hundreds test
  * exactly this. Why not double sums as on the decode path: they run at half the f32 rate,
  * and the two products are nearly all of this path's work. Softmax and the weighted sum of v:
- * f32, keys in order within a chunk and chunks rescaled in order, with avx_exp (1.2e-7
- * relative). Every item's arithmetic is the same whatever the thread that runs it. */
+ * f32, keys in order within a chunk and chunks rescaled in order, with avx_exp_nonpos
+ * (avx_exp's values for s - max <= 0, 1.2e-7 relative). Every item's arithmetic is the same
+ * whatever the thread that runs it. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -67,8 +68,10 @@ int64_t avx_attn_tiled_scratch(const attn_job *jb) {
 }
 
 /* s[r][0:16] = scale * (q_r . k_c) for MR query rows q (D apart) and the 16 keys of the K^T
- * panel kt (rows KT_STRIDE apart): one FMA chain per score over d in order. */
-static void tile_scores(const float *q, int64_t D, const float *kt, float scale, float *s) {
+ * panel kt (rows KT_STRIDE apart): one FMA chain per score over d in order. vmax[r] takes the
+ * elementwise max with row r's scores (softmax_row's max when every key is visible). */
+static void tile_scores(const float *q, int64_t D, const float *kt, float scale, float *s,
+                        __m256 *vmax) {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++) {
@@ -88,8 +91,10 @@ static void tile_scores(const float *q, int64_t D, const float *kt, float scale,
     const __m256 vs = _mm256_set1_ps(scale);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++) {
-        _mm256_store_ps(s + r * KC, _mm256_mul_ps(acc[r][0], vs));
-        _mm256_store_ps(s + r * KC + 8, _mm256_mul_ps(acc[r][1], vs));
+        __m256 s0 = _mm256_mul_ps(acc[r][0], vs), s1 = _mm256_mul_ps(acc[r][1], vs);
+        _mm256_store_ps(s + r * KC, s0);
+        _mm256_store_ps(s + r * KC + 8, s1);
+        vmax[r] = _mm256_max_ps(vmax[r], _mm256_max_ps(s0, s1));
     }
 }
 
@@ -124,25 +129,32 @@ static void tile_values(const float *a, const float *b, int64_t ldb, int64_t n, 
 /* One query's scores s[a, b) (chunk-relative, multiples of 8), of which [lo, hi) are visible:
  * hide the rest, fold them into its running max *mx and sum *sum, turn s[a, b) into
  * probabilities and rescale its output row o (Dp floats). s is left all 0 when nothing in
- * [a, b) is visible, so the values product adds nothing for this query. */
+ * [a, b) is visible, so the values product adds nothing for this query. all_max: the max of
+ * s[a, b) (tile_scores'), used when every key there is visible: the same max as a pass over
+ * them, without the pass. */
 static void softmax_row(float *s, int64_t a, int64_t b, int64_t lo, int64_t hi, int64_t Dp,
-                        float *mx, float *sum, float *o) {
-    lo = lo < a ? a : lo;
-    hi = hi > b ? b : hi;
-    if (hi <= lo) {
-        memset(s + a, 0, (size_t)(b - a) * sizeof *s);
-        return;
+                        float all_max, float *mx, float *sum, float *o) {
+    float bmax = all_max;
+    if (lo > a || hi < b) {
+        lo = lo < a ? a : lo;
+        hi = hi > b ? b : hi;
+        if (hi <= lo) {
+            memset(s + a, 0, (size_t)(b - a) * sizeof *s);
+            return;
+        }
+        for (int64_t j = a; j < lo; j++) s[j] = -INFINITY;
+        for (int64_t j = hi; j < b; j++) s[j] = -INFINITY;
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        for (int64_t j = a; j < b; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + j));
+        bmax = avx_hmax(vmax);
     }
-    for (int64_t j = a; j < lo; j++) s[j] = -INFINITY;
-    for (int64_t j = hi; j < b; j++) s[j] = -INFINITY;
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = a; j < b; j += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + j));
-    float bmax = avx_hmax(vmax);
     float new_m = bmax > *mx ? bmax : *mx;
-    float corr = *mx == -INFINITY ? 0.0f : _mm256_cvtss_f32(avx_exp(_mm256_set1_ps(*mx - new_m)));
+    /* both exponents are <= 0: s <= new_m, *mx <= new_m */
+    float corr = *mx == -INFINITY ? 0.0f
+                                  : _mm256_cvtss_f32(avx_exp_nonpos(_mm256_set1_ps(*mx - new_m)));
     __m256 vm = _mm256_set1_ps(new_m), vsum = _mm256_setzero_ps();
     for (int64_t j = a; j < b; j += 8) { /* exp(-inf) is 0: hidden keys weigh nothing */
-        __m256 e = avx_exp(_mm256_sub_ps(_mm256_load_ps(s + j), vm));
+        __m256 e = avx_exp_nonpos(_mm256_sub_ps(_mm256_load_ps(s + j), vm));
         _mm256_store_ps(s + j, e);
         vsum = _mm256_add_ps(vsum, e);
     }
@@ -232,11 +244,13 @@ void avx_attn_tiled_item(void *ctx, int64_t item, float *scratch) {
             tlo = tlo < 0 ? 0 : tlo / NR * NR;
             thi = round_up(thi, NR);
             if (thi <= tlo) continue; /* no query of the tile sees a key of this chunk */
+            __m256 vmax[MR];
+            for (int r = 0; r < MR; r++) vmax[r] = _mm256_set1_ps(-INFINITY);
             for (int64_t c = tlo; c < thi; c += NR)
-                tile_scores(qf + r0 * D, D, kt + c, scale, sc + c);
+                tile_scores(qf + r0 * D, D, kt + c, scale, sc + c, vmax);
             for (int r = 0; r < MR; r++)
-                softmax_row(sc + r * KC, tlo, thi, lo[r], hi[r], Dp, &mx[r0 + r], &sum[r0 + r],
-                            o + (r0 + r) * Dp);
+                softmax_row(sc + r * KC, tlo, thi, lo[r], hi[r], Dp, avx_hmax(vmax[r]),
+                            &mx[r0 + r], &sum[r0 + r], o + (r0 + r) * Dp);
             for (int64_t c = 0; c < Dp; c += NR)
                 tile_values(sc + tlo, vbuf + tlo * Dp + c, Dp, thi - tlo, o + r0 * Dp + c, Dp);
         }

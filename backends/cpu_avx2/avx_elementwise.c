@@ -46,13 +46,13 @@ void avx_softmax_row(float *x, int64_t n) {
     }
     __m256 vm = _mm256_set1_ps(max), vs = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
-        __m256 e = avx_exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e = avx_exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)); /* x - max <= 0 */
         _mm256_storeu_ps(x + i, e);
         vs = _mm256_add_ps(vs, e);
     }
     float sum = avx_hsum(vs);
     for (; i < n; i++) {
-        float e = _mm256_cvtss_f32(avx_exp(_mm256_set1_ps(x[i] - max)));
+        float e = _mm256_cvtss_f32(avx_exp_nonpos(_mm256_set1_ps(x[i] - max)));
         x[i] = e;
         sum += e;
     }

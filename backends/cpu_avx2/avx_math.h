@@ -3,7 +3,8 @@
  * avx_exp: e^x = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two parts,
  * so r is exact to ~1 ulp), e^r from a degree-6 polynomial (Taylor-like, minimax-tuned
  * coefficients as in Cephes' expf). Measured max relative error over [-87, 88] in steps of
- * 1e-4: 1.2e-7 (about 1 ulp); tests/test_cpu_avx2_ops.c checks SILU and GELU_TANH to 1e-6. Inputs below
+ * 1e-4: 1.2e-7 (about 1 ulp); test_cpu_avx2_backend checks SILU and GELU_TANH to 1e-6,
+ * test_avx_math the softmax variant avx_exp_nonpos against avx_exp. Inputs below
  * -87.3 give 0 (the true value is below FLT_MIN), -inf gives 0, inputs above 88.7 are clamped
  * (e^88.7 ~ 3.3e38). NaN inputs are not propagated (they give a finite value).
  *
@@ -42,6 +43,30 @@ static inline __m256 avx_exp(__m256 x) {
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
     __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
     return _mm256_andnot_ps(zero_mask, y);
+}
+
+/* avx_exp for x <= 0 (or NaN-free inputs that are; softmax's s - max): the same reduction and
+ * polynomial, so the same value wherever e^x is a normal float (2^n scaling is exact there),
+ * without the upper clamp and with 2^n built in one step (n in [-126, 0]). -inf and inputs
+ * below -87.3 give 0. */
+static inline __m256 avx_exp_nonpos(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(x, lo);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    e = _mm256_slli_epi32(e, 23); /* 2^n, n + 127 in [1, 127]: a normal float */
+    return _mm256_andnot_ps(zero_mask, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 /* x * sigmoid(z) = x / (1 + e^-z) */
