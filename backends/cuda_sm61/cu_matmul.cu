@@ -444,10 +444,9 @@ __global__ void __launch_bounds__(CU_GEMM_THREADS) k_gemm_tiled(cu_mm_args p) {
         }
 }
 
-extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
-                                int64_t per_w, cu_view bias, cu_view res, float *out,
-                                int64_t ldo, int64_t col0, void *q8_scratch, int q8_ready,
-                                int act) {
+static cu_mm_args mm_args(cu_view a, int64_t batches, int64_t M, cu_mat w, int64_t per_w,
+                          cu_view bias, cu_view res, float *out, int64_t ldo, int64_t col0,
+                          int act) {
     cu_mm_args p;
     p.a = a;
     p.batches = batches;
@@ -462,6 +461,29 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
     p.ldo = ldo;
     p.col0 = col0;
     p.act = act;
+    return p;
+}
+
+extern "C" int cu_launch_matmul_group(cu_stream s, cu_view a, int64_t M, const cu_mat *ws,
+                                      const cu_view *biases, int n, float *out, int64_t ldo,
+                                      int64_t col0, void *q8_scratch, int act) {
+    if (n < 1 || n > CU_MM_GROUP_MAX) return -1;
+    cu_mm_args ps[CU_MM_GROUP_MAX];
+    cu_view none;
+    memset(&none, 0, sizeof none);
+    for (int i = 0; i < n; i++) {
+        ps[i] = mm_args(a, 1, M, ws[i], 1, biases[i], none, out, ldo, col0, act);
+        col0 += ws[i].rows;
+    }
+    if (!cu_matmul_int8_group(s, ps, n, q8_scratch)) return -1;
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,
+                                int64_t per_w, cu_view bias, cu_view res, float *out,
+                                int64_t ldo, int64_t col0, void *q8_scratch, int q8_ready,
+                                int act) {
+    cu_mm_args p = mm_args(a, batches, M, w, per_w, bias, res, out, ldo, col0, act);
     if (q8_scratch && cu_matmul_int8(s, p, q8_scratch, q8_ready != 0)) return (int)cudaGetLastError();
     if (M <= CU_GEMV_MAX_ROWS) {
         int64_t warps = batches * M * p.N;

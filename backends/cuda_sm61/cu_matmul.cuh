@@ -71,6 +71,15 @@ __device__ __forceinline__ void cu_split_sum_store(float (*red)[MR], const float
     __syncthreads();
 }
 
+/* Up to CU_MM_GROUP_MAX matmuls in one launch (k_gemv_k_split_parts): part i's column groups
+ * are [first[i], first[i + 1]) of the launch's, n parts. */
+#define CU_MM_GROUP_MAX 3
+struct cu_mm_group {
+    cu_mm_args p[CU_MM_GROUP_MAX];
+    int64_t first[CU_MM_GROUP_MAX + 1];
+    int n;
+};
+
 /* Rows of the int8 GEMVs (k_gemv_q8, k_gemv_k): 16 accumulators spill on sm_61 (clang), so
  * block-quantised matmuls of 9 to 16 rows run on the int8 GEMM instead (cu_matmul_int8.cu). */
 #define CU_GEMV_I8_MAX_ROWS 8
@@ -138,6 +147,12 @@ static inline cu_i8_rows cu_i8_rows_of(void *scratch, int64_t rows, int64_t K) {
     q.sa = q.da + rows * (K / CU_I8_BLOCK);
     return q;
 }
+/* NORM_LINEAR's projections ps[0..n) (same int8 rows, already quantised into scratch; the same
+ * q4_k or q6_k weights dtype and K; 2..CU_GEMV_I8_MAX_ROWS rows) as one launch of the split
+ * GEMV: queues it and returns true, or returns false (nothing queued) where it does not apply
+ * or QVL_CUDA_GEMV_GROUP=1 is not set (cu_matmul_int8.cu). */
+bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratch);
+
 /* Quantises rows of a (f32 view, rows of K) into q (cu_quantize.cu). */
 void cu_quantize_i8_rows(cu_stream s, const cu_view &a, int64_t rows, int64_t K,
                          const cu_i8_rows &q);

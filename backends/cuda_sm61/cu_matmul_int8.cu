@@ -67,6 +67,44 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     }
 }
 
+/* Column group cg (CU_I8_WARPS / KS columns) of matmul p: what one block of k_gemv_k_split
+ * does per step of its loop. Every thread of the block calls it (cu_split_sum_store's barriers). */
+template <int DT, int MR, int KS>
+__device__ __forceinline__ void cu_gemv_k_split_group(const cu_mm_args &p, int64_t cg,
+                                                      const int8_t *qa, const float *da,
+                                                      const float *sa, float (*red)[MR]) {
+    const int CPB = CU_I8_WARPS / KS;
+    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP, g = lane / 8, part = lane % 8;
+    int col = warp / KS, kp = warp % KS;
+    int nsb = (int)(p.K / QVL_QK_K), K = (int)p.K, nb = K / CU_I8_BLOCK;
+    int M = (int)p.M;
+    const unsigned char *wbase = (const unsigned char *)p.w.data;
+    int64_t n = cg * CPB + col;
+    float acc[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+    if (n < p.N) { /* warp-uniform */
+        const unsigned char *wrow =
+            wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)cu_kq<DT>::BB;
+        for (int s0 = 4 * kp + g; s0 < nsb; s0 += 4 * KS * CU_K_UNROLL) {
+            cu_kraw raw[CU_K_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CU_K_UNROLL; u++) {
+                int sb = s0 + 4 * KS * u;
+                if (sb < nsb) cu_kq<DT>::load(wrow + sb * (int64_t)cu_kq<DT>::BB, part, raw[u]);
+                else raw[u].a = raw[u].b = make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < CU_K_UNROLL; u++) {
+                int sb = s0 + 4 * KS * u;
+                if (sb < nsb)
+                    cu_kq<DT>::template dot<MR>(raw[u], part, sb, M, qa, K, da, sa, nb, acc);
+            }
+        }
+    }
+    cu_split_sum_store<MR, KS>(red, acc, p, 0, cg * CPB);
+}
+
 /* The same for 2..CU_GEMV_I8_MAX_ROWS rows with each column's super-blocks split between KS
  * warps of a block (CU_I8_WARPS / KS columns per block). One warp per column left most SMs with
  * a few warps that each waited out a long chain of activation loads per row (2048 columns:
@@ -76,39 +114,54 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
 template <int DT, int MR, int KS>
 __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     k_gemv_k_split(cu_mm_args p, const int8_t *qa, const float *da, const float *sa) {
-    const int CPB = CU_I8_WARPS / KS;
     __shared__ float red[CU_I8_WARPS][MR];
-    int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP, g = lane / 8, part = lane % 8;
-    int col = warp / KS, kp = warp % KS;
-    int nsb = (int)(p.K / QVL_QK_K), K = (int)p.K, nb = K / CU_I8_BLOCK;
-    int M = (int)p.M;
-    const unsigned char *wbase = (const unsigned char *)p.w.data;
-    const int64_t groups = (p.N + CPB - 1) / CPB;
-    for (int64_t cg = blockIdx.x; cg < groups; cg += gridDim.x) { /* block-uniform loop */
-        int64_t n = cg * CPB + col;
-        float acc[MR];
-#pragma unroll
-        for (int m = 0; m < MR; m++) acc[m] = 0.0f;
-        if (n < p.N) { /* warp-uniform */
-            const unsigned char *wrow =
-                wbase + (n * p.w.row_stride / QVL_QK_K) * (int64_t)cu_kq<DT>::BB;
-            for (int s0 = 4 * kp + g; s0 < nsb; s0 += 4 * KS * CU_K_UNROLL) {
-                cu_kraw raw[CU_K_UNROLL];
-#pragma unroll
-                for (int u = 0; u < CU_K_UNROLL; u++) {
-                    int sb = s0 + 4 * KS * u;
-                    if (sb < nsb) cu_kq<DT>::load(wrow + sb * (int64_t)cu_kq<DT>::BB, part, raw[u]);
-                    else raw[u].a = raw[u].b = make_uint4(0, 0, 0, 0);
-                }
-#pragma unroll
-                for (int u = 0; u < CU_K_UNROLL; u++) {
-                    int sb = s0 + 4 * KS * u;
-                    if (sb < nsb)
-                        cu_kq<DT>::template dot<MR>(raw[u], part, sb, M, qa, K, da, sa, nb, acc);
-                }
-            }
-        }
-        cu_split_sum_store<MR, KS>(red, acc, p, 0, cg * CPB);
+    const int64_t groups = (p.N + CU_I8_WARPS / KS - 1) / (CU_I8_WARPS / KS);
+    for (int64_t cg = blockIdx.x; cg < groups; cg += gridDim.x) /* block-uniform loop */
+        cu_gemv_k_split_group<DT, MR, KS>(p, cg, qa, da, sa, red);
+}
+
+/* The part of g that column group cg falls in, as a cu_mm_args with what cu_gemv_k_split_group
+ * reads (weights, sizes, bias, output; no residual: NORM_LINEAR has none) and cg made the
+ * part's own. Every field is read from the parameters at a constant offset: one read at a
+ * run-time offset (g.p[i]) would copy the whole group into each thread's local memory. */
+__device__ __forceinline__ cu_mm_args cu_group_part(const cu_mm_group &g, int64_t *cg) {
+    const int i = *cg < g.first[1] ? 0 : (g.n == 2 || *cg < g.first[2]) ? 1 : 2;
+#define CU_PART(f) (i == 0 ? g.p[0].f : i == 1 ? g.p[1].f : g.p[2].f)
+    cu_mm_args p; /* the fields below only: nothing else is read */
+    p.batches = 1;
+    p.per_w = 1;
+    p.M = g.p[0].M;
+    p.K = g.p[0].K;
+    p.N = CU_PART(N);
+    p.w.data = CU_PART(w.data);
+    p.w.dtype = g.p[0].w.dtype;
+    p.w.row_stride = CU_PART(w.row_stride);
+    p.bias.data = CU_PART(bias.data);
+    p.bias.dtype = CU_PART(bias.dtype);
+    p.bias.stride[0] = CU_PART(bias.stride[0]);
+    p.res.data = nullptr;
+    p.out = g.p[0].out;
+    p.ldo = g.p[0].ldo;
+    p.col0 = CU_PART(col0);
+    p.act = g.p[0].act;
+    *cg -= i == 0 ? 0 : i == 1 ? g.first[1] : g.first[2];
+#undef CU_PART
+    return p;
+}
+
+/* k_gemv_k_split for up to CU_MM_GROUP_MAX matmuls of the same int8 rows, weight dtype and K
+ * (NORM_LINEAR's projections) in one launch: the blocks walk the parts' column groups one
+ * after the other (part i's from g.first[i]). One launch instead of one per projection, and a
+ * wave that the small projections (k, v: few columns) no longer leave mostly idle. */
+template <int DT, int MR, int KS>
+__global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
+    k_gemv_k_split_parts(cu_mm_group g, const int8_t *qa, const float *da, const float *sa) {
+    __shared__ float red[CU_I8_WARPS][MR];
+    const int64_t groups = g.n == 2 ? g.first[2] : g.first[3];
+    for (int64_t cg = blockIdx.x; cg < groups; cg += gridDim.x) { /* block-uniform */
+        int64_t own = cg;
+        const cu_mm_args p = cu_group_part(g, &own);
+        cu_gemv_k_split_group<DT, MR, KS>(p, own, qa, da, sa, red);
     }
 }
 
@@ -499,6 +552,53 @@ static void cu_gemv_k_rows_launch(cu_stream s, unsigned grid, unsigned threads,
     if (ks == 0) cu_gemv_k_launch<MR>(s, grid, threads, p, qa, da, sa);
     else if (p.w.dtype == QVL_Q4_K) cu_gemv_k_split_launch<QVL_Q4_K, MR>(s, p, qa, da, sa, ks);
     else cu_gemv_k_split_launch<QVL_Q6_K, MR>(s, p, qa, da, sa, ks);
+}
+
+template <int DT, int MR>
+static void cu_gemv_k_parts_launch(cu_stream s, const cu_mm_group &g, const int8_t *qa,
+                                   const float *da, const float *sa, int ks) {
+    unsigned grid = (unsigned)(g.first[g.n] > 65535 ? 65535 : g.first[g.n]);
+    unsigned t = CU_I8_WARPS * CU_WARP;
+    if (ks == 4) k_gemv_k_split_parts<DT, MR, 4><<<grid, t, 0, s>>>(g, qa, da, sa);
+    else if (ks == 2) k_gemv_k_split_parts<DT, MR, 2><<<grid, t, 0, s>>>(g, qa, da, sa);
+    else k_gemv_k_split_parts<DT, MR, 1><<<grid, t, 0, s>>>(g, qa, da, sa);
+}
+
+/* The grouped launch is opt-in (QVL_CUDA_GEMV_GROUP=1) until measured against one launch per
+ * projection. */
+static bool cu_gemv_group_on(void) {
+    const char *v = getenv("QVL_CUDA_GEMV_GROUP");
+    return v && strcmp(v, "1") == 0;
+}
+
+bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratch) {
+    if (!cu_gemv_group_on() || n < 2 || n > CU_MM_GROUP_MAX || !scratch) return false;
+    const cu_mm_args &p0 = ps[0];
+    if (p0.M < 2 || p0.w.dtype == QVL_Q8_0) return false;
+    for (int i = 0; i < n; i++)
+        if (cu_int8_path(ps[i].w, ps[i].batches, ps[i].M) != 1 || ps[i].w.dtype != p0.w.dtype ||
+            ps[i].K != p0.K || ps[i].M != p0.M)
+            return false;
+    int ks = cu_gemv_split_parts((p0.K / QVL_QK_K + 3) / 4); /* as cu_gemv_k_rows_launch */
+    if (ks == 0) return false;
+    cu_mm_group g;
+    g.n = n;
+    g.first[0] = 0;
+    const int64_t cpb = CU_I8_WARPS / ks;
+    for (int i = 0; i < n; i++) {
+        g.p[i] = ps[i];
+        g.first[i + 1] = g.first[i] + (ps[i].N + cpb - 1) / cpb;
+    }
+    cu_i8_rows q = cu_i8_rows_of(scratch, p0.M, p0.K); /* quantised already (the caller's norm) */
+    if (p0.M <= 4) {
+        if (p0.w.dtype == QVL_Q4_K) cu_gemv_k_parts_launch<QVL_Q4_K, 4>(s, g, q.qa, q.da, q.sa, ks);
+        else cu_gemv_k_parts_launch<QVL_Q6_K, 4>(s, g, q.qa, q.da, q.sa, ks);
+    } else if (p0.w.dtype == QVL_Q4_K) {
+        cu_gemv_k_parts_launch<QVL_Q4_K, CU_GEMV_I8_MAX_ROWS>(s, g, q.qa, q.da, q.sa, ks);
+    } else {
+        cu_gemv_k_parts_launch<QVL_Q6_K, CU_GEMV_I8_MAX_ROWS>(s, g, q.qa, q.da, q.sa, ks);
+    }
+    return true;
 }
 
 extern "C" int cu_matmul_int8_takes(cu_mat w, int64_t batches, int64_t M) {

@@ -356,6 +356,21 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         void *q8 = NULL;
         if ((s = q8_scratch(be, n, w, 1, M, &q8, err)) != QVL_OK) return s;
+        /* the rest of the projections of this dtype in one launch, where the GEMVs allow */
+        int run = 1;
+        while (quantised && i + run < p->n_proj && i + run < 3 &&
+               n->src[CU_NL_W_SLOT(i + run)]->desc.dtype == w->desc.dtype)
+            run++;
+        if (run > 1 && i + run <= 3) {
+            int rc = cu_launch_matmul_group(be->stream, view_rows(xn, M, D), M, ws + i, bs + i, run,
+                                            n->dst->data, total, col, q8, p->act);
+            if (rc >= 0) {
+                s = cu_launched(n, rc, err);
+                for (int j = 0; j < run; j++) col += ws[i + j].rows;
+                i += run - 1;
+                continue;
+            }
+        }
         bool int8 = cu_matmul_int8_takes(mat_of(w), 1, M) != 0;
         s = cu_launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
                                          view_of(qvl_node_src(n, CU_NL_B_SLOT(i))), view_of(NULL),
