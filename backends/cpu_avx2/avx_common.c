@@ -1,4 +1,5 @@
 /* Shared helpers of the cpu_avx2 kernels (see avx_common.h). */
+#define _DEFAULT_SOURCE /* madvise */
 #include "avx_common.h"
 
 #include <immintrin.h>
@@ -6,17 +7,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "avx_kquant.h"
 #include "qvl/checked.h"
 #include "qvl/dtype.h"
 
+void *avx_alloc(size_t bytes, size_t align) {
+    if (bytes == 0) bytes = align;
+    if (bytes > SIZE_MAX - AVX_HUGE) return NULL;
+    const bool huge = bytes >= AVX_HUGE_MIN;
+    if (huge) align = AVX_HUGE;
+    bytes = (bytes + align - 1) / align * align; /* aligned_alloc wants a multiple */
+    void *p = aligned_alloc(align, bytes);
+    if (p && huge) (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: failure changes nothing */
+    return p;
+}
+
 float *avx_scratch(int64_t n) {
     size_t bytes;
     if (n < 8) n = 8;
     if (!qvl_mul_size((size_t)n + 8, sizeof(float), &bytes)) return NULL;
-    bytes = (bytes + 31) / 32 * 32;
-    return aligned_alloc(32, bytes);
+    return avx_alloc(bytes, 32);
 }
 
 static void gather_contiguous(const qvl_tensor *t, int64_t off, int64_t n, float *out) {

@@ -23,8 +23,18 @@ struct qvl_backend {
  * question supports() answers), then inputs and output have memory; messages say cpu_avx2. */
 qvl_status avx_begin(qvl_backend *be, const qvl_node *n, qvl_error *err);
 
-/* f32 scratch of n elements (at least 8, 32-byte aligned, 8 floats of slack past n), or
- * NULL; free() it. */
+/* bytes of memory aligned to `align` (a power of two, at most AVX_HUGE), or NULL; free() it.
+ * From AVX_HUGE_MIN bytes on, whole 2 MiB pages asked to be transparent huge pages where the
+ * system gives them only on request (THP "madvise"): 512x fewer page faults when first
+ * written. The cost: a buffer written only in part is resident in whole 2 MiB pages. */
+#define AVX_HUGE ((size_t)2 << 20)
+#define AVX_HUGE_MIN (2 * AVX_HUGE)
+void *avx_alloc(size_t bytes, size_t align);
+
+/* f32 scratch of n elements (at least 8, 32-byte aligned, 8 floats of slack past n; from
+ * AVX_HUGE_MIN bytes on as avx_alloc says: a picture's packed activation rows, 12-50 MB per
+ * matmul, were otherwise a few hundred thousand page faults per vision encode), or NULL;
+ * free() it. */
 float *avx_scratch(int64_t n);
 
 /* n elements of t from element offset off, step elements apart, as f32 into out. Vector

@@ -6,21 +6,17 @@
  * table), and q4_k / q6_k in the weight slots: strided and permuted inputs of any of them are
  * converted to f32 rows on the way in, so the fast paths are for the common layouts and the
  * rest is correct, not fast. */
-#define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "avx_common.h"
 #include "avx_kernels.h"
 
 #define AVX_ALIGN 64   /* buffers start on a cache line */
-#define AVX_HUGE (2u << 20)          /* a transparent huge page */
-#define AVX_HUGE_MIN (8 * AVX_HUGE)  /* buffers from this size on are asked to use them */
 #define AVX_MAX_THREADS 64
 
 static qvl_status avx_init(const qvl_options *opts, qvl_backend **out, qvl_error *err) {
@@ -84,18 +80,11 @@ static qvl_status avx_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *ou
     (void)be;
     if (bytes > SIZE_MAX - AVX_ALIGN)
         return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: %zu bytes is too large", bytes);
-    size_t rounded = (bytes + AVX_ALIGN - 1) / AVX_ALIGN * AVX_ALIGN;
-    if (rounded == 0) rounded = AVX_ALIGN;
-    /* Large buffers (converted weights, the KV cache) on huge pages where the system gives
-     * them only on request (THP "madvise"): 512x fewer page faults when they are first
-     * written, which shortens copying converted weights at load (decode speed is the same;
-     * docs/BENCHMARKS.md). The cost: a partly written buffer (a long KV cache) is resident
-     * in whole 2 MiB pages. */
-    bool huge = rounded >= AVX_HUGE_MIN && rounded <= SIZE_MAX - AVX_HUGE;
-    if (huge) rounded = (rounded + AVX_HUGE - 1) / AVX_HUGE * AVX_HUGE;
-    void *p = aligned_alloc(huge ? AVX_HUGE : AVX_ALIGN, rounded);
+    /* Large buffers (converted weights, the KV cache) on huge pages (avx_alloc): fewer page
+     * faults shorten copying converted weights at load (decode speed is the same;
+     * docs/BENCHMARKS.md); a long KV cache written in part is resident in whole 2 MiB pages. */
+    void *p = avx_alloc(bytes, AVX_ALIGN);
     if (!p) return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: cannot allocate %zu bytes", bytes);
-    if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure changes nothing */
     out->data = p;
     out->size = bytes;
     out->handle = p;
