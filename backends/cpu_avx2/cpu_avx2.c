@@ -81,8 +81,8 @@ static qvl_status avx_buffer_alloc(qvl_backend *be, size_t bytes, qvl_buffer *ou
     if (bytes > SIZE_MAX - AVX_ALIGN)
         return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: %zu bytes is too large", bytes);
     /* Large buffers (converted weights, the KV cache) on huge pages (avx_alloc): fewer page
-     * faults shorten copying converted weights at load (decode speed is the same;
-     * docs/BENCHMARKS.md); a long KV cache written in part is resident in whole 2 MiB pages. */
+     * faults shorten copying converted weights at load; a long KV cache written in part is
+     * resident in whole 2 MiB pages. */
     void *p = avx_alloc(bytes, AVX_ALIGN);
     if (!p) return qvl_fail(err, QVL_E_NOMEM, "cpu_avx2: cannot allocate %zu bytes", bytes);
     out->data = p;
