@@ -20,10 +20,9 @@
 
 #include <immintrin.h>
 
-static inline __m256 avx_exp(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f);
-    __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+/* e^r for the clamped x (r = x - n ln 2, |r| <= ln 2 / 2) and n = round(x / ln 2): the
+ * reduction and polynomial both exponentials share, so that they agree bit for bit. */
+static inline __m256 avx_exp_reduced(__m256 x, __m256 *n_out) {
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -34,7 +33,14 @@ static inline __m256 avx_exp(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    *n_out = n;
+    return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+}
+
+static inline __m256 avx_exp(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f);
+    __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ), n;
+    __m256 p = avx_exp_reduced(_mm256_min_ps(_mm256_max_ps(x, lo), hi), &n);
     /* 2^n: n is in [-126, 128]; build it in two halves so 2^128 does not overflow early. */
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i half = _mm256_srai_epi32(ni, 1);
@@ -51,19 +57,8 @@ static inline __m256 avx_exp(__m256 x) {
  * below -87.3 give 0. */
 static inline __m256 avx_exp_nonpos(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3f);
-    __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(x, lo);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ), n;
+    __m256 p = avx_exp_reduced(_mm256_max_ps(x, lo), &n);
     __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     e = _mm256_slli_epi32(e, 23); /* 2^n, n + 127 in [1, 127]: a normal float */
     return _mm256_andnot_ps(zero_mask, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
