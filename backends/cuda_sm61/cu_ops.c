@@ -352,16 +352,18 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
                      err);
     }
     int64_t col = 0;
+    bool try_group = true;
     for (int i = 0; s == QVL_OK && i < p->n_proj; i++) {
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         void *q8 = NULL;
         if ((s = q8_scratch(be, n, w, 1, M, &q8, err)) != QVL_OK) return s;
-        /* the rest of the projections of this dtype in one launch, where the GEMVs allow */
+        /* the rest of the projections of this dtype in one launch, where the GEMVs allow
+         * (once refused, the rest are refused too: same rows, same switch) */
         int run = 1;
-        while (quantised && i + run < p->n_proj && i + run < 3 &&
+        while (try_group && quantised && i + run < p->n_proj && i + run < 3 &&
                n->src[CU_NL_W_SLOT(i + run)]->desc.dtype == w->desc.dtype)
             run++;
-        if (run > 1 && i + run <= 3) {
+        if (run > 1) {
             int rc = cu_launch_matmul_group(be->stream, view_rows(xn, M, D), M, ws + i, bs + i, run,
                                             n->dst->data, total, col, q8, p->act);
             if (rc >= 0) {
@@ -370,6 +372,7 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
                 i += run - 1;
                 continue;
             }
+            try_group = false;
         }
         bool int8 = cu_matmul_int8_takes(mat_of(w), 1, M) != 0;
         s = cu_launched(n, cu_launch_matmul(be->stream, view_rows(xn, M, D), 1, M, mat_of(w), 1,
