@@ -288,6 +288,16 @@ static void seq_add(seq *q, qvl_op op, const qvl_params *p, tt *dst, tt *const *
     q->dp[k] = &q->d[k];
 }
 
+/* One step of sq: its nodes on the reference one by one, then on cuda_sm61 as the executor
+ * runs them (run_seq); returns run_seq's answer. */
+static qvl_status run_step(seq *sq) {
+    qvl_error err = {0};
+    for (int k = 0; k < sq->n; k++)
+        if (qvl_test_kernel(&ref, sq->h[k].op)(ref.be, &sq->h[k], &err) != QVL_OK)
+            fail_msg("reference %s: %s", qvl_op_name(sq->h[k].op), err.msg);
+    return run_seq(sq->dp, (size_t)sq->n);
+}
+
 /* A decode step as the model builds it (embedding lookup, qkv projection, q and k normalised
  * and rotated, two KV-cache writes at `at`, attention over the cache up to `at`), run for
  * several tokens with only the data of ids, pos and at changing: the first run goes node by
@@ -348,11 +358,7 @@ static void graph_replay_case(int64_t D, int64_t R, int at0) {
         to_device(ids->store);
         to_device(at->store);
         to_device(pos->store);
-        qvl_error err = {0};
-        for (int k = 0; k < sq->n; k++)
-            if (qvl_test_kernel(&ref, sq->h[k].op)(ref.be, &sq->h[k], &err) != QVL_OK)
-                fail_msg("reference %s: %s", qvl_op_name(sq->h[k].op), err.msg);
-        qvl_status s = run_seq(sq->dp, (size_t)sq->n);
+        qvl_status s = run_step(sq);
         bool first = step == 0 || step == 5; /* a new signature: run node by node */
         if (graphs_on) assert_int_equal(s, first ? QVL_E_UNSUPPORTED : QVL_OK);
         else assert_int_equal(s, QVL_E_UNSUPPORTED);
@@ -401,11 +407,7 @@ static void test_graph_pairs_dependent(void **state) {
         ((int32_t *)pos->h.data)[0] = 5 + 7 * step;
         to_device(at->store);
         to_device(pos->store);
-        qvl_error err = {0};
-        for (int k = 0; k < sq.n; k++)
-            if (qvl_test_kernel(&ref, sq.h[k].op)(ref.be, &sq.h[k], &err) != QVL_OK)
-                fail_msg("reference %s: %s", qvl_op_name(sq.h[k].op), err.msg);
-        run_seq(sq.dp, (size_t)sq.n);
+        run_step(&sq);
         compare_store("dependent rotations", y2->store, &y2->h, TOL_NORM);
         compare_store("cache rows written twice", c->store, &c->h, TOL_NORM);
     }
@@ -448,17 +450,67 @@ static void test_graph_rope_store_group(void **state) {
             ((int32_t *)pos->h.data)[0] = 3 + 11 * step;
             to_device(at->store);
             to_device(pos->store);
-            qvl_error err = {0};
-            for (int k = 0; k < sq[variant].n; k++)
-                if (qvl_test_kernel(&ref, sq[variant].h[k].op)(ref.be, &sq[variant].h[k],
-                                                                        &err) != QVL_OK)
-                    fail_msg("reference %s: %s", qvl_op_name(sq[variant].h[k].op), err.msg);
-            run_seq(sq[variant].dp, (size_t)sq[variant].n);
+            run_step(&sq[variant]);
             compare_store("rotation 1", y1->store, &y1->h, TOL_NORM);
             compare_store("rotation 2", y2->store, &y2->h, TOL_NORM);
             compare_store("cache 1", c1->store, &c1->h, TOL_NORM);
             compare_store("cache 2", c2->store, &c2->h, TOL_NORM);
         }
+}
+
+/* A decode step's rotations and cache writes as the model orders them, for one sequence
+ * (STORE_ROWS_AT) and for a batch over pooled caches (STORE_SLOT_ROWS: each row at its own slot
+ * and row), into f16 and q8_0 caches: whatever run_graph launches together
+ * (cu_launch_groups.c), every step (plain, captured, replayed with new places) matches the
+ * reference; a q8_0 cache within one quantisation step (amax / 127 of a block) of it, as the
+ * rotations may differ in the last bits. Variants: pooled f16, pooled q8_0, one sequence q8_0
+ * (where the rotation that wrote its own cache rows wrote nothing into a q8_0 K cache). */
+static void test_graph_slot_store_group(void **state) {
+    (void)state;
+    int64_t N = 3, H = 2, D = 32, S = 4, L = 8;
+    for (int variant = 0; variant < 3; variant++) {
+        bool pooled = variant < 2;
+        qvl_dtype cdt = variant ? QVL_Q8_0 : QVL_F16;
+        tt *x = rnd(QVL_F32, 3, SHAPE(N, H, D), -2, 2), *x2 = rnd(QVL_F32, 3, SHAPE(N, H, D), -2, 2);
+        tt *v = rnd(QVL_F32, 3, SHAPE(N, H, D), -2, 2), *pos = mk(QVL_I32, 2, SHAPE(1, N));
+        tt *g = rnd(QVL_F32, 1, SHAPE(D), 0.5, 1.5);
+        tt *y1 = mk(QVL_F32, 3, SHAPE(N, H, D)), *y2 = mk(QVL_F32, 3, SHAPE(N, H, D));
+        tt *kc = pooled ? mk(cdt, 4, SHAPE(S, L, H, D)) : mk(cdt, 3, SHAPE(L, H, D));
+        tt *vc = pooled ? mk(cdt, 4, SHAPE(S, L, H, D)) : mk(cdt, 3, SHAPE(L, H, D));
+        tt *slot = i32_of(N, (const int32_t[]){0, 0, 0});
+        tt *at = pooled ? i32_of(N, (const int32_t[]){0, 0, 0}) : i32_of(1, (const int32_t[]){0});
+        qvl_params pr = {.norm_rope = {.mode = QVL_ROPE_NEOX, .theta = 1e4f, .eps = 1e-6f}};
+        const tt *all[] = {x, x2, v, pos, g, y1, y2, kc, vc, slot, at};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) to_device(all[i]->store);
+        static seq sq;
+        memset(&sq, 0, sizeof sq);
+        seq_add(&sq, QVL_OP_NORM_ROPE, &pr, y1, SRC(x, pos, g));
+        seq_add(&sq, QVL_OP_NORM_ROPE, &pr, y2, SRC(x2, pos, g));
+        if (pooled) {
+            seq_add(&sq, QVL_OP_STORE_SLOT_ROWS, NULL, kc, SRC(kc, y2, slot, at));
+            seq_add(&sq, QVL_OP_STORE_SLOT_ROWS, NULL, vc, SRC(vc, v, slot, at));
+        } else {
+            seq_add(&sq, QVL_OP_STORE_ROWS_AT, NULL, kc, SRC(kc, y2, at));
+            seq_add(&sq, QVL_OP_STORE_ROWS_AT, NULL, vc, SRC(vc, v, at));
+        }
+        double tol = cdt == QVL_Q8_0 ? 1.0 / 127 : TOL_NORM;
+        for (int step = 0; step < 4; step++) {
+            for (int64_t i = 0; i < N; i++) { /* distinct slots, rows moving on each step */
+                ((int32_t *)slot->h.data)[i] = (int32_t)((i + step) % S);
+                if (pooled) ((int32_t *)at->h.data)[i] = (int32_t)((2 * i + step) % L);
+                ((int32_t *)pos->h.data)[i] = (int32_t)(3 + 5 * i + 11 * step);
+            }
+            if (!pooled) ((int32_t *)at->h.data)[0] = step + 1; /* rows step+1 .. step+N */
+            to_device(slot->store);
+            to_device(at->store);
+            to_device(pos->store);
+            run_step(&sq);
+            compare_store("rotation q", y1->store, &y1->h, TOL_NORM);
+            compare_store("rotation k", y2->store, &y2->h, TOL_NORM);
+            compare_store("k cache", kc->store, &kc->h, tol);
+            compare_store("v cache", vc->store, &vc->h, tol);
+        }
+    }
 }
 
 /* Option graphs: 0 turns capture off (run_graph declines, the executor launches node by
@@ -502,6 +554,7 @@ int main(void) {
         T(test_graph_replay),
         T(test_graph_pairs_dependent),
         T(test_graph_rope_store_group),
+        T(test_graph_slot_store_group),
         T(test_graph_option),
     };
     return cmocka_run_group_tests(tests, open_backends, close_backends);

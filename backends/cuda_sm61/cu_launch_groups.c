@@ -98,8 +98,10 @@ static bool writes_clear_of_store_inputs(const qvl_node *r, const qvl_node *c) {
 }
 
 /* Which of the two NORM_ROPE nodes n[0], n[1] store c copies, whole, from (-1: neither);
- * the other must be independent of c. */
+ * the other must be independent of c. Never into a q8_0 cache: k_norm_rope's threads do not
+ * hold a block's 32 values in one warp (the pair of launches quantises it). */
 static int stored_rope(const qvl_node *const *n, const qvl_node *c) {
+    if (c->dst->desc.dtype == QVL_Q8_0) return -1;
     for (int w = 0; w < 2; w++)
         if (same_tensor(c->src[1], n[w]->dst) && qvl_desc_is_contiguous(&n[w]->dst->desc) &&
             writes_clear_of(c, n[w]) && writes_clear_of_store_inputs(n[w], c) &&

@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(CU_NR_THREADS) k_norm_rope(cu_nr_args a) {
     for (int w = 0; w < CU_NR_THREADS / CU_WARP; w++) total += warp_ss[w];
     float inv = 1.0f / sqrtf(total / (float)D + p.eps);
     /* With a store, the rotated head also goes to the cache as STORE_ROWS_AT from out would
-     * write it: element r * D + k of out to row at + t (nothing when at is out of range). */
+     * write it: element r * D + k of out to row at + t (nothing when at is out of range).
+     * Never a q8_0 cache (cu_store writes none): cu_rope_store_group does not form for one. */
     int64_t first = p.store.dst ? p.store.at[0] : -1, rows = x.shape[0];
     bool store = p.store.dst && first >= 0 && first <= p.store.dst_rows - rows;
     float *o = p.out + r * D;
