@@ -14,35 +14,6 @@
 #define GEMM_NC 512 /* columns per packed weight block: 512 KB in L2 */
 
 
-/* ---- a ---- */
-
-int64_t avx_gemm_packed_a_len(int64_t M, int64_t K) {
-    return (M + GEMM_MR - 1) / GEMM_MR * GEMM_MR * K;
-}
-
-/* Offset of tile t's values [k0, k0 + kc) in the packed a: K block by K block, and within a
- * block tile after tile, so that the tiles one K block visits form one sequential stream. */
-static int64_t packed_off(int64_t M, int64_t t, int64_t k0, int64_t kc) {
-    int64_t mpad = (M + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
-    return k0 * mpad + t * GEMM_MR * kc;
-}
-
-void avx_gemm_pack_a(const float *a, int64_t M, int64_t K, int64_t t_lo, int64_t t_hi,
-                     float *packed) {
-    for (int64_t t = t_lo; t < t_hi; t++) {
-        const float *rows[GEMM_MR];
-        int64_t nr = M - t * GEMM_MR < GEMM_MR ? M - t * GEMM_MR : GEMM_MR;
-        for (int r = 0; r < GEMM_MR; r++) rows[r] = a + (t * GEMM_MR + (r < nr ? r : 0)) * K;
-        for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
-            int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-            float *dst = packed + packed_off(M, t, k0, kc);
-            for (int64_t k = 0; k < kc; k++)
-                for (int r = 0; r < GEMM_MR; r++)
-                    dst[k * GEMM_MR + r] = r < nr ? rows[r][k0 + k] : 0.0f;
-        }
-    }
-}
-
 /* ---- weights: 16 rows x kn values -> panel [kn][16] f32 ---- */
 
 static const unsigned char *row_ptr(const avx_wmat *w, int64_t j) {
@@ -132,16 +103,22 @@ static void pack_panel(const avx_wmat *w, int64_t j0, int64_t jn, int64_t k0, in
     }
 }
 
-/* ---- the MR x 16 micro-kernel: c[MR][16] (row stride ldc) += ap[kc][6] x bp[kc][16] ---- */
+/* ---- the MR x 16 micro-kernel: c[MR][16] (row stride ldc) += a[MR][kc] (rows lda apart) x
+ * bp[kc][16] ---- */
 
 /* MR (1..6, a constant after inlining) rows of sums in 2*MR ymm registers for the whole K
- * block: per k, two panel loads and MR broadcasts feed 2*MR FMAs. Tiles of fewer than 6 rows
- * (the last of M) do only their own rows' work; the sums are the same whatever MR. */
-AVX_INLINE void kernel_mx16(int MR, int64_t kc, const float *ap, const float *bp, float *c,
-                            int64_t ldc) {
+ * block: per k, two panel loads and MR broadcasts feed 2*MR FMAs. a's rows are read where
+ * they lie, MR sequential streams: packing them first into one stream cost a pass over all
+ * of a per op (50 MB for the vision MLP's down projection), more than the streams cost.
+ * Tiles of fewer than 6 rows (the last of M) do only their own rows' work; the sums are the
+ * same whatever MR. */
+AVX_INLINE void kernel_mx16(int MR, int64_t kc, const float *a, int64_t lda, const float *bp,
+                            float *c, int64_t ldc) {
     __m256 acc[GEMM_MR][2];
+    const float *ar[GEMM_MR];
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++) {
+        ar[r] = a + r * lda;
         acc[r][0] = _mm256_loadu_ps(c + r * ldc);
         acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
     }
@@ -149,16 +126,13 @@ AVX_INLINE void kernel_mx16(int MR, int64_t kc, const float *ap, const float *bp
      * (docs/BENCHMARKS.md) */
 #pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
-        /* a streams from L2 (tile after tile: see packed_off), the panel stays in L1 */
-        _mm_prefetch((const char *)(ap + 16 * GEMM_MR), _MM_HINT_T0);
-        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8); /* the panel stays in L1 */
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) {
-            __m256 av = _mm256_broadcast_ss(ap + r);
+            __m256 av = _mm256_broadcast_ss(ar[r] + k);
             acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
-        ap += GEMM_MR;
         bp += GEMM_NR;
     }
 #pragma GCC unroll 6
@@ -168,33 +142,34 @@ AVX_INLINE void kernel_mx16(int MR, int64_t kc, const float *ap, const float *bp
     }
 }
 
-static void kernel_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc) {
-    kernel_mx16(6, kc, ap, bp, c, ldc);
+static void kernel_6x16(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
+                        int64_t ldc) {
+    kernel_mx16(6, kc, a, lda, bp, c, ldc);
 }
 
 /* mr (1..6) rows of 16 columns. */
-static void kernel_rows(int64_t mr, int64_t kc, const float *ap, const float *bp, float *c,
-                        int64_t ldc) {
+static void kernel_rows(int64_t mr, int64_t kc, const float *a, int64_t lda, const float *bp,
+                        float *c, int64_t ldc) {
     switch (mr) {
-    case 1: kernel_mx16(1, kc, ap, bp, c, ldc); break;
-    case 2: kernel_mx16(2, kc, ap, bp, c, ldc); break;
-    case 3: kernel_mx16(3, kc, ap, bp, c, ldc); break;
-    case 4: kernel_mx16(4, kc, ap, bp, c, ldc); break;
-    case 5: kernel_mx16(5, kc, ap, bp, c, ldc); break;
-    default: kernel_6x16(kc, ap, bp, c, ldc); break;
+    case 1: kernel_mx16(1, kc, a, lda, bp, c, ldc); break;
+    case 2: kernel_mx16(2, kc, a, lda, bp, c, ldc); break;
+    case 3: kernel_mx16(3, kc, a, lda, bp, c, ldc); break;
+    case 4: kernel_mx16(4, kc, a, lda, bp, c, ldc); break;
+    case 5: kernel_mx16(5, kc, a, lda, bp, c, ldc); break;
+    default: kernel_6x16(kc, a, lda, bp, c, ldc); break;
     }
 }
 
 /* A tile at the edge: mr < 6 rows straight into c, fewer than 16 columns through a copy. */
-static void kernel_edge(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                        int64_t mr, int64_t nc) {
+static void kernel_edge(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
+                        int64_t ldc, int64_t mr, int64_t nc) {
     if (nc == GEMM_NR) {
-        kernel_rows(mr, kc, ap, bp, c, ldc);
+        kernel_rows(mr, kc, a, lda, bp, c, ldc);
         return;
     }
     float tmp[GEMM_MR * GEMM_NR] = {0};
     for (int64_t r = 0; r < mr; r++) memcpy(tmp + r * GEMM_NR, c + r * ldc, (size_t)nc * sizeof(float));
-    kernel_rows(mr, kc, ap, bp, tmp, GEMM_NR);
+    kernel_rows(mr, kc, a, lda, bp, tmp, GEMM_NR);
     for (int64_t r = 0; r < mr; r++) memcpy(c + r * ldc, tmp + r * GEMM_NR, (size_t)nc * sizeof(float));
 }
 
@@ -250,7 +225,7 @@ AVX_INLINE void prefetch_tile(const float *c, int64_t ldc, int64_t mr) {
     }
 }
 
-void avx_gemm_cols(const float *packed_a, int64_t M, int64_t m_lo, int64_t m_hi,
+void avx_gemm_cols(const float *a, int64_t M, int64_t m_lo, int64_t m_hi,
                    const avx_wmat *w, const float *bias, const float *add, float *out,
                    int64_t ldo, int64_t j_lo, int64_t j_hi, float *bpack) {
     const int64_t K = w->cols;
@@ -274,7 +249,7 @@ void avx_gemm_cols(const float *packed_a, int64_t M, int64_t m_lo, int64_t m_hi,
                     int64_t jn = nc - p * GEMM_NR < GEMM_NR ? nc - p * GEMM_NR : GEMM_NR;
                     const float *bp = bpack + p * kc * GEMM_NR;
                     for (int64_t m = m0; m < m0 + mc; m += GEMM_MR) {
-                        const float *ap = packed_a + packed_off(M, m / GEMM_MR, k0, kc);
+                        const float *ap = a + m * K + k0;
                         float *c = out + m * ldo + jc + p * GEMM_NR;
                         int64_t mr = M - m < GEMM_MR ? M - m : GEMM_MR;
                         /* the tile after this one: next rows, or the next panel's first */
@@ -287,8 +262,8 @@ void avx_gemm_cols(const float *packed_a, int64_t M, int64_t m_lo, int64_t m_hi,
                             prefetch_rows(w, jc + p * GEMM_NR, jn, t * rows_per_tile,
                                           (t + 1) * rows_per_tile, k1, kc1);
                         }
-                        if (mr == GEMM_MR && jn == GEMM_NR) kernel_6x16(kc, ap, bp, c, ldo);
-                        else kernel_edge(kc, ap, bp, c, ldo, mr, jn);
+                        if (mr == GEMM_MR && jn == GEMM_NR) kernel_6x16(kc, ap, K, bp, c, ldo);
+                        else kernel_edge(kc, ap, K, bp, c, ldo, mr, jn);
                     }
                 }
             }

@@ -95,7 +95,6 @@ typedef struct linear_job {
     const int8_t *qa;     /* q8_0, q4_k, q6_k: quantised a [M, K] */
     const float *qd;      /* q8_0, q4_k, q6_k: a block scales [M, K/32] */
     avx_qrows qrows;      /* q4_k, q6_k: qa, qd and the block sums */
-    float *packed_a;      /* f32 GEMM: a in tiles of 6 rows (avx_gemm_pack_a) */
     bool gemm;            /* the GEMMs (f32 and int8) rather than the GEMVs */
     bool any_f32_gemm;    /* GEMM: a part whose weights take the f32 GEMM */
     bool any_qgemm;       /* GEMM: a part whose weights take the int8 GEMM (avx_qgemm.h) */
@@ -401,11 +400,11 @@ static void q8_range(const linear_job *jb, const lin_part *pt, int64_t j_lo, int
 #define Q8_MAX_CHUNK (16 * COL_ALIGN)  /* q8_0 weight rows: 544 KB at K = 2048 */
 
 /* The f32 GEMM of many rows goes through its column chunks with every row: a vision tower's
- * 3072 rows make each chunk's output block (1.5 MB) and packed activations (12-50 MB) pass
+ * 3072 rows make each chunk's output block (1.5 MB) and activation rows (12-50 MB) pass
  * through the caches once per K block and per chunk. Work items of AVX_GEMM_ROW_BLOCK rows x
  * one column chunk, handed out row block by row block, keep the threads on one block at a time
- * (its outputs in L2 across the K blocks, its packed rows in the last-level cache across the
- * chunks); the weight panels are then packed once per item instead of once per chunk. 576 rows
+ * (its outputs in L2 across the K blocks, its activation rows in the last-level cache across
+ * the chunks); the weight panels are then packed once per item instead of once per chunk. 576 rows
  * did best of 144-1008 on the 2-core development machine (docs/BENCHMARKS.md). The int8 GEMM
  * packs its own way: no row blocks there. QVL_AVX2_GEMM_ROWS=N forces N rows (tests). */
 #define AVX_GEMM_ROW_BLOCK (4 * GEMM_MC)
@@ -470,7 +469,7 @@ static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t m_lo
         return;
     }
     if (gemm) {
-        avx_gemm_cols(jb->packed_a, jb->M, m_lo, m_hi, pt->w, pt->bias, pt->add, pt->out, jb->ldo,
+        avx_gemm_cols(jb->a, jb->M, m_lo, m_hi, pt->w, pt->bias, pt->add, pt->out, jb->ldo,
                       lo, hi, bpack);
         return;
     }
@@ -536,13 +535,6 @@ static void quant_a_worker(void *ctx, int tid, int nth) {
                             q->s16 ? (int16_t *)q->s16 + m * 2 * nb : NULL);
 }
 
-static void pack_a_worker(void *ctx, int tid, int nth) {
-    linear_job *jb = ctx;
-    int64_t lo, hi;
-    avx_split((jb->M + GEMM_MR - 1) / GEMM_MR, tid, nth, 1, &lo, &hi);
-    avx_gemm_pack_a(jb->a, jb->M, jb->K, lo, hi, jb->packed_a);
-}
-
 /* a with each 16-block as its 8 even then 8 odd elements (the bf16 GEMV's order). */
 static void permute_even_odd(const float *a, int64_t M, int64_t K, float *a_eo) {
     for (int64_t m = 0; m < M; m++) {
@@ -579,7 +571,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     atomic_init(&jb.failed, 0);
     atomic_init(&jb.next, 0);
     jb.row_block = M;
-    float *a_eo = NULL, *qd = NULL, *packed_a = NULL, *qs32 = NULL;
+    float *a_eo = NULL, *qd = NULL, *qs32 = NULL;
     int8_t *qa = NULL;
     int16_t *qs16 = NULL;
     qvl_status s = QVL_OK;
@@ -591,12 +583,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
             if (is_block_dtype(parts[p].w->dt)) jb.any_qgemm = true;
             else jb.any_f32_gemm = true;
         }
-        if (jb.any_f32_gemm) {
-            if (!jb.any_qgemm) jb.row_block = gemm_row_block(M);
-            if (!(packed_a = avx_scratch(avx_gemm_packed_a_len(M, K)))) { s = QVL_E_NOMEM; goto done; }
-            jb.packed_a = packed_a;
-            avx_pool_run(be->pool, pack_a_worker, &jb);
-        }
+        if (jb.any_f32_gemm && !jb.any_qgemm) jb.row_block = gemm_row_block(M);
         if (jb.any_qgemm) {
             const int64_t nb = K / QVL_Q8_0_BLOCK;
             qa = malloc((size_t)(M * K) + 32);
@@ -638,7 +625,6 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     if (atomic_load(&jb.failed)) s = QVL_E_NOMEM;
 done:
     free(a_eo);
-    free(packed_a);
     free(qa);
     free(qd);
     free(qs32);
