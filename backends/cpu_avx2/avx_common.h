@@ -32,8 +32,8 @@ qvl_status avx_begin(qvl_backend *be, const qvl_node *n, qvl_error *err);
 void *avx_alloc(size_t bytes, size_t align);
 
 /* f32 scratch of n elements (at least 8, 32-byte aligned, 8 floats of slack past n; from
- * AVX_HUGE_MIN bytes on as avx_alloc says: a picture's activation rows, 12-50 MB per matmul,
- * were otherwise a few hundred thousand page faults per vision encode), or NULL;
+ * AVX_HUGE_MIN bytes on as avx_alloc says: a picture's rows, 12 MB and more per op, would
+ * otherwise fault in page by page, hundreds of thousands of faults per vision encode), or NULL;
  * free() it. */
 float *avx_scratch(int64_t n);
 
