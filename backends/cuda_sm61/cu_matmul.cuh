@@ -27,14 +27,16 @@ __device__ __forceinline__ float cu_mm_act(int act, float y) {
 /* The epilogue of output (b, m, n). ACT false leaves out the activation, for a kernel that
  * applies it in a pass of its own (k_gemm_reg: 64 activations inlined into its unrolled
  * epilogue made nvcc spill in the main loop); p.res is then absent. */
-template <bool ACT = true>
+/* RES false: p has no residual (p.res is not read at all: a p built in the kernel then needs no
+ * local-memory copy for the residual's run-time indexed shape and strides). */
+template <bool ACT = true, bool RES = true>
 __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int64_t m, int64_t n,
                                             float acc) {
     int64_t row = b * p.M + m;
     float y = acc;
     if (p.bias.data) y += cu_view_load(p.bias, n * p.bias.stride[0]);
     if (ACT && p.act != QVL_ACT_NONE) y = cu_mm_act(p.act, y);
-    if (p.res.data)
+    if (RES && p.res.data)
         y = cu_view_load(p.res, cu_row_offset(p.res, row) + n * p.res.stride[p.res.ndim - 1]) + y;
     p.out[row * p.ldo + p.col0 + n] = y;
 }
@@ -44,7 +46,7 @@ __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int6
  * [CPW][MR]. Each warp's sums go into red[w * CPW + j] (red: warps * CPW rows of MR), then per
  * output the KS parts are added in part order (the same result every run) and stored. Every
  * thread of the block calls it (two barriers); red is free again after. */
-template <int MR, int KS, int CPW = 1>
+template <int MR, int KS, int CPW = 1, bool RES = true>
 __device__ __forceinline__ void cu_split_sum_store(float (*red)[MR], const float *acc,
                                                    const cu_mm_args &p, int64_t b, int64_t n0) {
     const int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
@@ -65,7 +67,7 @@ __device__ __forceinline__ void cu_split_sum_store(float (*red)[MR], const float
             float y = red[first][m];
 #pragma unroll
             for (int k = 1; k < KS; k++) y += red[first + k * CPW][m];
-            cu_mm_store(p, b, m, n0 + c, y);
+            cu_mm_store<true, RES>(p, b, m, n0 + c, y);
         }
     }
     __syncthreads();

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
 
 /* Column group cg (CU_I8_WARPS / KS columns) of matmul p: what one block of k_gemv_k_split
  * does per step of its loop. Every thread of the block calls it (cu_split_sum_store's barriers). */
-template <int DT, int MR, int KS>
+template <int DT, int MR, int KS, bool RES>
 __device__ __forceinline__ void cu_gemv_k_split_group(const cu_mm_args &p, int64_t cg,
                                                       const int8_t *qa, const float *da,
                                                       const float *sa, float (*red)[MR]) {
@@ -102,7 +102,7 @@ __device__ __forceinline__ void cu_gemv_k_split_group(const cu_mm_args &p, int64
             }
         }
     }
-    cu_split_sum_store<MR, KS>(red, acc, p, 0, cg * CPB);
+    cu_split_sum_store<MR, KS, 1, RES>(red, acc, p, 0, cg * CPB);
 }
 
 /* The same for 2..CU_GEMV_I8_MAX_ROWS rows with each column's super-blocks split between KS
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     __shared__ float red[CU_I8_WARPS][MR];
     const int64_t groups = (p.N + CU_I8_WARPS / KS - 1) / (CU_I8_WARPS / KS);
     for (int64_t cg = blockIdx.x; cg < groups; cg += gridDim.x) /* block-uniform loop */
-        cu_gemv_k_split_group<DT, MR, KS>(p, cg, qa, da, sa, red);
+        cu_gemv_k_split_group<DT, MR, KS, true>(p, cg, qa, da, sa, red);
 }
 
 /* The part of g that column group cg falls in, as a cu_mm_args with what cu_gemv_k_split_group
@@ -134,7 +134,7 @@ __device__ __forceinline__ cu_mm_args cu_group_part(const cu_mm_group &g, int64_
     p.K = g.p[0].K;
     p.N = CU_PART(N);
     p.w.data = CU_PART(w.data);
-    p.w.dtype = g.p[0].w.dtype;
+    p.w.dtype = CU_PART(w.dtype);
     p.w.row_stride = CU_PART(w.row_stride);
     p.bias.data = CU_PART(bias.data);
     p.bias.dtype = CU_PART(bias.dtype);
@@ -149,11 +149,13 @@ __device__ __forceinline__ cu_mm_args cu_group_part(const cu_mm_group &g, int64_
     return p;
 }
 
-/* k_gemv_k_split for up to CU_MM_GROUP_MAX matmuls of the same int8 rows, weight dtype and K
- * (NORM_LINEAR's projections) in one launch: the blocks walk the parts' column groups one
- * after the other (part i's from g.first[i]). One launch instead of one per projection, and a
- * wave that the small projections (k, v: few columns) no longer leave mostly idle. */
-template <int DT, int MR, int KS>
+/* k_gemv_k_split for up to CU_MM_GROUP_MAX matmuls of the same int8 rows and K (NORM_LINEAR's
+ * projections) in one launch: the blocks walk the parts' column groups one after the other
+ * (part i's from g.first[i]). One launch instead of one per projection, and a wave that the
+ * small projections (k, v: few columns) no longer leave mostly idle. Parts may mix q4_k and
+ * q6_k (a Q4_K_M layer's v is q6_k in half the layers): a column group lies in one part, so
+ * the choice is block-uniform. */
+template <int MR, int KS>
 __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     k_gemv_k_split_parts(cu_mm_group g, const int8_t *qa, const float *da, const float *sa) {
     __shared__ float red[CU_I8_WARPS][MR];
@@ -161,7 +163,8 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
     for (int64_t cg = blockIdx.x; cg < groups; cg += gridDim.x) { /* block-uniform */
         int64_t own = cg;
         const cu_mm_args p = cu_group_part(g, &own);
-        cu_gemv_k_split_group<DT, MR, KS>(p, own, qa, da, sa, red);
+        if (p.w.dtype == QVL_Q4_K) cu_gemv_k_split_group<QVL_Q4_K, MR, KS, false>(p, own, qa, da, sa, red);
+        else cu_gemv_k_split_group<QVL_Q6_K, MR, KS, false>(p, own, qa, da, sa, red);
     }
 }
 
@@ -554,14 +557,14 @@ static void cu_gemv_k_rows_launch(cu_stream s, unsigned grid, unsigned threads,
     else cu_gemv_k_split_launch<QVL_Q6_K, MR>(s, p, qa, da, sa, ks);
 }
 
-template <int DT, int MR>
+template <int MR>
 static void cu_gemv_k_parts_launch(cu_stream s, const cu_mm_group &g, const int8_t *qa,
                                    const float *da, const float *sa, int ks) {
     unsigned grid = (unsigned)(g.first[g.n] > 65535 ? 65535 : g.first[g.n]);
     unsigned t = CU_I8_WARPS * CU_WARP;
-    if (ks == 4) k_gemv_k_split_parts<DT, MR, 4><<<grid, t, 0, s>>>(g, qa, da, sa);
-    else if (ks == 2) k_gemv_k_split_parts<DT, MR, 2><<<grid, t, 0, s>>>(g, qa, da, sa);
-    else k_gemv_k_split_parts<DT, MR, 1><<<grid, t, 0, s>>>(g, qa, da, sa);
+    if (ks == 4) k_gemv_k_split_parts<MR, 4><<<grid, t, 0, s>>>(g, qa, da, sa);
+    else if (ks == 2) k_gemv_k_split_parts<MR, 2><<<grid, t, 0, s>>>(g, qa, da, sa);
+    else k_gemv_k_split_parts<MR, 1><<<grid, t, 0, s>>>(g, qa, da, sa);
 }
 
 /* The grouped launch is opt-in (QVL_CUDA_GEMV_GROUP=1) until measured against one launch per
@@ -574,10 +577,11 @@ static bool cu_gemv_group_on(void) {
 bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratch) {
     if (!cu_gemv_group_on() || n < 2 || n > CU_MM_GROUP_MAX || !scratch) return false;
     const cu_mm_args &p0 = ps[0];
-    if (p0.M < 2 || p0.w.dtype == QVL_Q8_0) return false;
+    if (p0.M < 2) return false;
     for (int i = 0; i < n; i++)
-        if (cu_int8_path(ps[i].w, ps[i].batches, ps[i].M) != 1 || ps[i].w.dtype != p0.w.dtype ||
-            ps[i].K != p0.K || ps[i].M != p0.M)
+        if (cu_int8_path(ps[i].w, ps[i].batches, ps[i].M) != 1 ||
+            (ps[i].w.dtype != QVL_Q4_K && ps[i].w.dtype != QVL_Q6_K) || ps[i].K != p0.K ||
+            ps[i].M != p0.M)
             return false;
     int ks = cu_gemv_split_parts((p0.K / QVL_QK_K + 3) / 4); /* as cu_gemv_k_rows_launch */
     if (ks == 0) return false;
@@ -590,14 +594,8 @@ bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratc
         g.first[i + 1] = g.first[i] + (ps[i].N + cpb - 1) / cpb;
     }
     cu_i8_rows q = cu_i8_rows_of(scratch, p0.M, p0.K); /* quantised already (the caller's norm) */
-    if (p0.M <= 4) {
-        if (p0.w.dtype == QVL_Q4_K) cu_gemv_k_parts_launch<QVL_Q4_K, 4>(s, g, q.qa, q.da, q.sa, ks);
-        else cu_gemv_k_parts_launch<QVL_Q6_K, 4>(s, g, q.qa, q.da, q.sa, ks);
-    } else if (p0.w.dtype == QVL_Q4_K) {
-        cu_gemv_k_parts_launch<QVL_Q4_K, CU_GEMV_I8_MAX_ROWS>(s, g, q.qa, q.da, q.sa, ks);
-    } else {
-        cu_gemv_k_parts_launch<QVL_Q6_K, CU_GEMV_I8_MAX_ROWS>(s, g, q.qa, q.da, q.sa, ks);
-    }
+    if (p0.M <= 4) cu_gemv_k_parts_launch<4>(s, g, q.qa, q.da, q.sa, ks);
+    else cu_gemv_k_parts_launch<CU_GEMV_I8_MAX_ROWS>(s, g, q.qa, q.da, q.sa, ks);
     return true;
 }
 

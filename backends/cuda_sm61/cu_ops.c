@@ -306,6 +306,13 @@ static qvl_status scratch_f32(qvl_backend *be, const qvl_node *n, int slot, int6
     return QVL_OK;
 }
 
+/* May projections of these weight dtypes share one grouped launch (cu_launch_matmul_group)?
+ * The same dtype, or the two k-quants (its kernel picks per part). */
+static bool groupable(qvl_dtype a, qvl_dtype b) {
+    bool kq_a = a == QVL_Q4_K || a == QVL_Q6_K, kq_b = b == QVL_Q4_K || b == QVL_Q6_K;
+    return a == b || (kq_a && kq_b);
+}
+
 /* A few rows with f32/f16/bf16 weights alike: one fused launch (cu_gemv_fused.cu). Where
  * every projection runs on the int8 kernels, the norm goes straight into their int8 rows;
  * else into scratch [M, D]. Then each projection into its column range of the output, the
@@ -361,7 +368,7 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
          * (once refused, the rest are refused too: same rows, same switch) */
         int run = 1;
         while (try_group && quantised && i + run < p->n_proj && i + run < 3 &&
-               n->src[CU_NL_W_SLOT(i + run)]->desc.dtype == w->desc.dtype)
+               groupable(w->desc.dtype, n->src[CU_NL_W_SLOT(i + run)]->desc.dtype))
             run++;
         if (run > 1) {
             int rc = cu_launch_matmul_group(be->stream, view_rows(xn, M, D), M, ws + i, bs + i, run,

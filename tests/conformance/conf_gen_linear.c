@@ -196,13 +196,14 @@ static const struct { int64_t M, D, N[3]; int n_proj; } nl_edges[] = {
 #define N_NL_EDGES ((int)(sizeof nl_edges / sizeof nl_edges[0]))
 
 /* q4_k / q6_k projections (D whole super-blocks): the model's decode and prefill QKV with
- * q6_k v as Q4_K_M mixes them, q4_k / q6_k next to float and q8_0 projections, one block;
- * 8 decode rows of the longest D that cuda_sm61 fuses after an RMS norm (4608) and of one it
- * does not (5120).
+ * q6_k v as Q4_K_M mixes them (one row, and a batched step of 4: cuda_sm61 may group the mixed
+ * three), q4_k / q6_k next to float and q8_0 projections, one block; 8 decode rows of the
+ * longest D that cuda_sm61 fuses after an RMS norm (4608) and of one it does not (5120).
  * Each runs twice: rms then layer norm, q4_k and q6_k swapped. */
 static const struct { int64_t M, D, N[3]; int n_proj; qvl_dtype wd[3]; } nl_kq_edges[] = {
     {1, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q6_K}},
     {3, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q4_K}},
+    {4, 2048, {256, 64, 64}, 3, {QVL_Q4_K, QVL_Q4_K, QVL_Q6_K}},
     {8, 512, {301, 77, 130}, 3, {QVL_Q6_K, QVL_Q4_K, QVL_F16}},
     {7, 256, {13, 0, 0}, 1, {QVL_Q4_K}},
     {150, 768, {72, 40, 40}, 3, {QVL_Q6_K, QVL_Q8_0, QVL_Q6_K}},
