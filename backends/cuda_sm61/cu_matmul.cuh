@@ -26,9 +26,9 @@ __device__ __forceinline__ float cu_mm_act(int act, float y) {
 
 /* The epilogue of output (b, m, n). ACT false leaves out the activation, for a kernel that
  * applies it in a pass of its own (k_gemm_reg: 64 activations inlined into its unrolled
- * epilogue made nvcc spill in the main loop); p.res is then absent. */
-/* RES false: p has no residual (p.res is not read at all: a p built in the kernel then needs no
- * local-memory copy for the residual's run-time indexed shape and strides). */
+ * epilogue made nvcc spill in the main loop); p.res is then absent. RES false: p has no
+ * residual and p.res is not read at all, so a p built inside a kernel needs no local-memory
+ * copy for the residual's run-time indexed shape and strides. */
 template <bool ACT = true, bool RES = true>
 __device__ __forceinline__ void cu_mm_store(const cu_mm_args &p, int64_t b, int64_t m, int64_t n,
                                             float acc) {
