@@ -1,6 +1,7 @@
 /* Data movement: GET_ROWS (table lookup), CONT (contiguous copy in the same dtype),
- * STORE_ROWS (the KV-cache write, converting to the cache's dtype) and STORE_ROWS_AT (the
- * same write at a row read from device memory, so one launch serves every decode step). */
+ * STORE_ROWS (the KV-cache write, converting to the cache's dtype), STORE_ROWS_AT (the same
+ * write at a row read from device memory, so one launch serves every decode step) and
+ * STORE_SLOT_ROWS (each row at its own slot and row, read from device memory). */
 #include <string.h>
 
 #include "cu_device.cuh"
@@ -79,11 +80,12 @@ extern "C" int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t
     return (int)cudaGetLastError();
 }
 
-/* The first row comes from device memory (at[0]): every thread reads it, so the host never
- * waits for it. A row outside [0, dst_rows - src_rows] writes nothing (the host cannot check
+/* The places come from device memory (at, and slot with one): every thread reads its row's,
+ * so the host never waits for them. A place out of range writes nothing (the host cannot check
  * it without a sync; ops.h allows a GPU backend to skip the write). Up to two independent
- * jobs per launch (the K and V cache writes of a decode step): the first blocks0 blocks serve
- * job 0. The source element is loaded before `at` is looked at, so the two loads overlap. */
+ * jobs per launch (the K and V cache writes of a decode step): the first blocks[0] blocks
+ * serve job 0. The source element is loaded before the place is looked at, so the loads
+ * overlap. */
 struct cu_sra_args {
     cu_store_at_job job[2];
     int n_jobs;
@@ -108,33 +110,5 @@ extern "C" int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs,
         blocks += (unsigned)a.blocks[j];
     }
     k_store_rows_at<<<blocks, CU_THREADS, 0, s>>>(a);
-    return (int)cudaGetLastError();
-}
-
-/* STORE_SLOT_ROWS: each source row goes to its own sequence's slot of the pool, its place
- * read from device memory per row; a row out of range writes nothing. A q8_0 row is whole
- * blocks (the contract), so a warp never spans two rows there and skips or writes a block
- * whole (cu_store_q8_0_warp). */
-__global__ void k_store_slot_rows(cu_view src, int64_t n, void *dst, int32_t dst_dtype,
-                                  int64_t n_slots, int64_t dst_rows, const int32_t *slot,
-                                  const int32_t *at) {
-    int64_t row_size = n / src.shape[0];
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        float v = cu_view_load(src, cu_flat_at(src, e, CU_FLAT_64));
-        int64_t r = e / row_size, sl = slot[r], a = at[r];
-        if (sl < 0 || sl >= n_slots || a < 0 || a >= dst_rows) continue;
-        int64_t o = (sl * dst_rows + a) * row_size + e % row_size;
-        if (dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(dst, o, v);
-        else cu_store(dst, dst_dtype, o, v);
-    }
-}
-
-extern "C" int cu_launch_store_slot_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
-                                         int64_t n_slots, int64_t dst_rows, const int32_t *slot,
-                                         const int32_t *at) {
-    int64_t n = cu_nelem(src);
-    k_store_slot_rows<<<cu_blocks_for(n), CU_THREADS, 0, s>>>(src, n, dst, dst_dtype, n_slots,
-                                                               dst_rows, slot, at);
     return (int)cudaGetLastError();
 }

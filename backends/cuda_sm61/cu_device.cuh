@@ -298,18 +298,38 @@ __device__ __forceinline__ int64_t cu_row_offset_unrolled(const cu_view &v, int6
     return off;
 }
 
-/* Block blk of nblk (grid-stride) of a STORE_ROWS_AT job; used by its own kernel and by
- * launches that carry one along (k_norm_rope). */
+/* The row of dst (counting over all slots) that a store job's source row r of rows goes to,
+ * or -1 when its place is out of range (see cu_store_at_job). */
+__device__ __forceinline__ int64_t cu_store_row(const cu_store_at_job &p, int64_t r, int64_t rows) {
+    if (p.slot) {
+        int64_t sl = p.slot[r], a = p.at[r];
+        return sl >= 0 && sl < p.n_slots && a >= 0 && a < p.dst_rows ? sl * p.dst_rows + a : -1;
+    }
+    int64_t first = p.at[0];
+    return first >= 0 && first <= p.dst_rows - rows ? first + r : -1;
+}
+
+/* Block blk of nblk (grid-stride) of a store job; used by its own kernel and by launches that
+ * carry one along (k_norm_rope). A q8_0 row is whole blocks (the contract), so a warp never
+ * spans two rows there and skips or writes a block whole (cu_store_q8_0_warp). */
 __device__ __forceinline__ void cu_store_rows_at_part(const cu_store_at_job &p, int64_t blk,
                                                       int64_t nblk) {
     int64_t n = cu_nelem(p.src), rows = p.src.shape[0], row_size = rows > 0 ? n / rows : 0;
     for (int64_t e = blk * blockDim.x + threadIdx.x; e < n; e += nblk * blockDim.x) {
         /* a decode step's row or a few: deciding the kind per thread costs more than it saves */
         float v = cu_view_load(p.src, cu_flat_at(p.src, e, CU_FLAT_64));
-        int64_t first = p.at[0];
-        if (first < 0 || first > p.dst_rows - rows) return; /* the same for a whole warp */
-        if (p.dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(p.dst, first * row_size + e, v);
-        else cu_store(p.dst, p.dst_dtype, first * row_size + e, v);
+        int64_t o;
+        if (p.slot) { /* a row's own place: its index (a 64-bit division) needed */
+            int64_t r = e / row_size, to = cu_store_row(p, r, rows);
+            if (to < 0) continue;
+            o = to * row_size + (e - r * row_size);
+        } else { /* rows from at[0] on, all or none (a prefill's thousands of rows too) */
+            int64_t first = cu_store_row(p, 0, rows);
+            if (first < 0) continue;
+            o = first * row_size + e;
+        }
+        if (p.dst_dtype == QVL_Q8_0) cu_store_q8_0_warp(p.dst, o, v);
+        else cu_store(p.dst, p.dst_dtype, o, v);
     }
 }
 

@@ -55,15 +55,20 @@ int cu_launch_norm(cu_stream s, int layer, float eps, cu_view x, cu_view gamma, 
 int cu_launch_rope(cu_stream s, int mode, float theta, const int32_t sections[4], cu_view x,
                    cu_view pos, float *out);
 
-/* STORE_ROWS_AT (launched by cu_copy.cu's cu_launch_store_rows_at, below): src rows into dst
- * [dst_rows, ...] from row at[0] (device memory), converting to dst_dtype; writes nothing when
- * at[0] is outside [0, dst_rows - src rows]. */
+/* STORE_ROWS_AT and STORE_SLOT_ROWS (launched by cu_copy.cu's cu_launch_store_rows_at, below):
+ * src rows into dst, converting to dst_dtype. slot NULL (STORE_ROWS_AT): dst is [dst_rows, ...]
+ * and the rows go from row at[0] on (device memory); nothing is written when at[0] is outside
+ * [0, dst_rows - src rows]. slot set (STORE_SLOT_ROWS): dst is [n_slots, dst_rows, ...] and
+ * source row r goes to row at[r] of slot slot[r] (both [src rows] on the device); a row out of
+ * range writes nothing. */
 typedef struct cu_store_at_job {
     cu_view src;
     void *dst;
     int32_t dst_dtype;
     int64_t dst_rows;
     const int32_t *at;
+    const int32_t *slot;
+    int64_t n_slots;
 } cu_store_at_job;
 
 /* NORM_ROPE: RMS norm of every head of x [N, H, D] (gamma [D]), then the rotation as
@@ -192,13 +197,9 @@ int cu_launch_cont(cu_stream s, cu_view x, void *out);
 /* dst (contiguous, dtype f32/f16/bf16) elements from first_elem on = src converted. */
 int cu_launch_store_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
                          int64_t first_elem);
-/* STORE_ROWS_AT (cu_store_at_job above): one or two independent jobs per launch. */
+/* STORE_ROWS_AT or STORE_SLOT_ROWS (cu_store_at_job above): one or two independent jobs per
+ * launch. */
 int cu_launch_store_rows_at(cu_stream s, const cu_store_at_job *jobs, int n_jobs);
-/* STORE_SLOT_ROWS: source row r into row at[r] of slot slot[r] of dst [n_slots, dst_rows, ...]
- * (slot, at: [N] device i32, unit stride; a row out of range writes nothing). */
-int cu_launch_store_slot_rows(cu_stream s, cu_view src, void *dst, int32_t dst_dtype,
-                              int64_t n_slots, int64_t dst_rows, const int32_t *slot,
-                              const int32_t *at);
 
 /* ---- cu_scatter.cu ---- */
 /* out [N, D] = x with src rows set into (add = 0) or added to (add = 1) rows idx[k], k in

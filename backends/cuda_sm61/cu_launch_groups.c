@@ -43,9 +43,13 @@ static bool independent(const qvl_node *a, const qvl_node *b) {
     return true;
 }
 
+static bool is_store(const qvl_node *n) {
+    return n->op == QVL_OP_STORE_ROWS_AT || n->op == QVL_OP_STORE_SLOT_ROWS;
+}
+
 bool cu_pairable(const qvl_node *a, const qvl_node *b) {
-    if (a->op != b->op || (a->op != QVL_OP_NORM_ROPE && a->op != QVL_OP_STORE_ROWS_AT))
-        return false;
+    if (a->op != QVL_OP_NORM_ROPE && !is_store(a)) return false;
+    if (a->op == QVL_OP_NORM_ROPE ? b->op != QVL_OP_NORM_ROPE : !is_store(b)) return false;
     return independent(a, b);
 }
 
@@ -86,11 +90,12 @@ static bool writes_clear_of(const qvl_node *c, const qvl_node *r) {
 }
 
 /* Does node r write nothing that store c reads other than its rows (src[1]): neither the
- * cache (src[0]) nor `at` (src[2])? */
+ * cache (src[0]) nor the places (at; slot and at)? */
 static bool writes_clear_of_store_inputs(const qvl_node *r, const qvl_node *c) {
     uintptr_t rlo, rhi, lo, hi;
     if (!byte_span(r->dst, &rlo, &rhi)) return false;
-    for (int i = 0; i < 3; i += 2) {
+    for (uint32_t i = 0; i < c->n_src; i++) {
+        if (i == 1) continue;
         if (!c->src[i] || !byte_span(c->src[i], &lo, &hi)) return false;
         if (lo < rhi && rlo < hi) return false;
     }
@@ -111,8 +116,8 @@ static int stored_rope(const qvl_node *const *n, const qvl_node *c) {
 }
 
 bool cu_rope_store_group(const qvl_node *const *n) {
-    if (n[0]->op != QVL_OP_NORM_ROPE || n[1]->op != QVL_OP_NORM_ROPE ||
-        n[2]->op != QVL_OP_STORE_ROWS_AT || n[3]->op != QVL_OP_STORE_ROWS_AT)
+    if (n[0]->op != QVL_OP_NORM_ROPE || n[1]->op != QVL_OP_NORM_ROPE || !is_store(n[2]) ||
+        !is_store(n[3]))
         return false;
     return independent(n[0], n[1]) && stored_rope(n, n[2]) >= 0 && independent(n[0], n[3]) &&
            independent(n[1], n[3]) && independent(n[2], n[3]);

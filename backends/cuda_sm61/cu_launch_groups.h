@@ -14,13 +14,14 @@
 
 #include "cu_device.h"
 
-/* Two nodes of the same small op (NORM_ROPE, STORE_ROWS_AT) that do not touch each other's
- * memory, as one launch (the q/k rotations and the K/V cache writes of a decode step). */
+/* Two small nodes of one kind (two NORM_ROPE, or two stores: STORE_ROWS_AT, STORE_SLOT_ROWS)
+ * that do not touch each other's memory, as one launch (the q/k rotations and the K/V cache
+ * writes of a decode step, alone or batched over pooled caches). */
 bool cu_pairable(const qvl_node *a, const qvl_node *b);
 qvl_status cu_run_pair(qvl_backend *be, const qvl_node *a, const qvl_node *b, qvl_error *err);
 
-/* A decode step's [NORM_ROPE, NORM_ROPE, STORE_ROWS_AT of one's output, independent
- * STORE_ROWS_AT] (n[0..3]): q and k rotated, K and V cached, in one launch. */
+/* A decode step's [NORM_ROPE, NORM_ROPE, store of one's output, independent store] (n[0..3];
+ * stores: STORE_ROWS_AT or STORE_SLOT_ROWS): q and k rotated, K and V cached, in one launch. */
 bool cu_rope_store_group(const qvl_node *const *n);
 qvl_status cu_run_rope_store_group(qvl_backend *be, const qvl_node *const *n, qvl_error *err);
 

@@ -472,20 +472,26 @@ qvl_status cu_op_store_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) 
                     err);
 }
 
-/* The row comes from `at` on the device; an out-of-range row writes nothing (the kernel
- * checks it, the host cannot without waiting). */
+/* The places come from device memory (at; slot for STORE_SLOT_ROWS); one out of range writes
+ * nothing (the kernel checks it, the host cannot without waiting). */
 qvl_status cu_store_at_job_of(qvl_backend *be, const qvl_node *n, cu_store_at_job *j,
                               qvl_error *err) {
     qvl_status s = cu_begin(be, n, err);
     if (s != QVL_OK) return s;
     if (n->dst->data != n->src[0]->data)
         return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
+    const qvl_tensor_desc *d = &n->src[0]->desc;
+    const bool slots = n->op == QVL_OP_STORE_SLOT_ROWS; /* dst [n_slots, dst_rows, ...] */
     *j = (cu_store_at_job){.src = view_of(n->src[1]), .dst = n->dst->data,
                            .dst_dtype = (int32_t)n->dst->desc.dtype,
-                           .dst_rows = n->src[0]->desc.shape[0], .at = n->src[2]->data};
+                           .dst_rows = d->shape[slots ? 1 : 0],
+                           .at = n->src[slots ? 3 : 2]->data,
+                           .slot = slots ? n->src[2]->data : NULL,
+                           .n_slots = slots ? d->shape[0] : 0};
     return QVL_OK;
 }
 
+/* STORE_ROWS_AT and STORE_SLOT_ROWS alone (run_graph launches neighbours in pairs). */
 qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err) {
     cu_store_at_job j;
     qvl_status s = cu_store_at_job_of(be, n, &j, err);
@@ -493,18 +499,6 @@ qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *er
 }
 
 /* ---- the batched decode step over pooled caches: places come from device memory per row ---- */
-
-qvl_status cu_op_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err) {
-    qvl_status s = cu_begin(be, n, err);
-    if (s != QVL_OK) return s;
-    if (n->dst->data != n->src[0]->data)
-        return cu_fail(n, err, QVL_E_INVALID, "the output must alias dst (it is a view of it)");
-    const qvl_tensor_desc *d = &n->src[0]->desc;
-    return cu_launched(n, cu_launch_store_slot_rows(be->stream, view_of(n->src[1]), n->dst->data,
-                                                    (int32_t)d->dtype, d->shape[0], d->shape[1],
-                                                    n->src[2]->data, n->src[3]->data),
-                       err);
-}
 
 /* Slot 0 of a pool [S, L, Hkv, D] as [L, Hkv, D] (the kernel moves to each row's slot). */
 static cu_view slot0_of(const qvl_tensor *pool) {

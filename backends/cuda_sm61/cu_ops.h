@@ -31,14 +31,13 @@ qvl_status cu_op_attention(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_mlp_residual(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_set_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_add_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
-qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
-qvl_status cu_op_store_slot_rows(qvl_backend *be, const qvl_node *n, qvl_error *err);
+qvl_status cu_op_store_rows_at(qvl_backend *be, const qvl_node *n, qvl_error *err); /* and SLOT_ROWS */
 qvl_status cu_op_attention_slots(qvl_backend *be, const qvl_node *n, qvl_error *err);
 qvl_status cu_op_mask_causal_at(qvl_backend *be, const qvl_node *n, qvl_error *err);
 
 
-/* The checked launch job of one NORM_ROPE / STORE_ROWS_AT node (what its kernel would
- * launch), for launching several nodes at once. */
+/* The checked launch job of one NORM_ROPE / STORE_ROWS_AT / STORE_SLOT_ROWS node (what its
+ * kernel would launch), for launching several nodes at once. */
 qvl_status cu_norm_rope_job_of(qvl_backend *be, const qvl_node *n, cu_norm_rope_job *j,
                                qvl_error *err);
 qvl_status cu_store_at_job_of(qvl_backend *be, const qvl_node *n, cu_store_at_job *j,

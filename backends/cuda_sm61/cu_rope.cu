@@ -134,13 +134,14 @@ __global__ void __launch_bounds__(CU_NR_THREADS) k_norm_rope(cu_nr_args a) {
 #pragma unroll
     for (int w = 0; w < CU_NR_THREADS / CU_WARP; w++) total += warp_ss[w];
     float inv = 1.0f / sqrtf(total / (float)D + p.eps);
-    /* With a store, the rotated head also goes to the cache as STORE_ROWS_AT from out would
-     * write it: element r * D + k of out to row at + t (nothing when at is out of range).
-     * Never a q8_0 cache (cu_store writes none): cu_rope_store_group does not form for one. */
-    int64_t first = p.store.dst ? p.store.at[0] : -1, rows = x.shape[0];
-    bool store = p.store.dst && first >= 0 && first <= p.store.dst_rows - rows;
+    /* With a store, the rotated head also goes to the cache as the store job would write it
+     * from out: head h of token t to head h of the job's row for t (cu_store_row; nothing when
+     * that is out of range). Never a q8_0 cache: a block's 32 values are not one warp's here
+     * (cu_rope_store_group does not form for one). */
+    int64_t to = p.store.dst ? cu_store_row(p.store, t, x.shape[0]) : -1;
+    bool store = to >= 0;
     float *o = p.out + r * D;
-    int64_t so = first * H * D + r * D;
+    int64_t so = (to * H + h) * D;
 #pragma unroll
     for (int u = 0; u < CU_NR_PAIRS; u++) {
         int64_t k = threadIdx.x + u * CU_NR_THREADS;
