@@ -434,6 +434,60 @@ static void shared_prefill(const char *be, int slots, int n_jobs, int64_t chunk,
            (long long)n_ids, (long long)(c.prefill_tokens - n_ids), (long long)n_ids);
 }
 
+/* A slot counts free from the moment its job ends, before its client hears of it: a client that
+ * asks again the moment it has its answer, with every other place taken, is admitted, never
+ * refused for a slot its own finished job still seemed to hold (qvl serve's 429 under load).
+ * From job 0's completion report (engine thread, before its client wakes) the test fills
+ * every place: both slots and the queue of 2. Requests are made beforehand: no cmocka
+ * assertion runs on the engine thread. */
+#define N_FILL 4
+typedef struct filler {
+    qvl_engine *e;
+    qvl_engine_request *reqs[N_FILL];
+    qvl_job *jobs[N_FILL];
+    qvl_status st[N_FILL];
+    atomic_int fired;
+} filler;
+
+static void fill_at_first_completion(void *arg, int64_t prompt, int64_t cached, int64_t generated,
+                                     bool cancelled) {
+    (void)prompt, (void)cached, (void)generated, (void)cancelled;
+    filler *f = arg;
+    if (atomic_exchange(&f->fired, 1)) return;
+    for (int k = 0; k < N_FILL; k++) {
+        qvl_error err = {0};
+        f->st[k] = qvl_engine_prepare(f->e, f->reqs[k], &f->jobs[k], &err);
+        if (f->st[k] == QVL_OK) f->st[k] = qvl_engine_submit(f->e, f->jobs[k]);
+        if (f->st[k] != QVL_OK && f->jobs[k]) {
+            qvl_job_release(f->jobs[k]);
+            f->jobs[k] = NULL;
+        }
+    }
+}
+
+static void test_finished_slot_admits_at_once(void **state) {
+    (void)state;
+    static filler f;
+    memset(&f, 0, sizeof f);
+    qvl_engine_options o = {.model = FIXTURE, .slots = 2, .queue = 2, .ctx = 512,
+                            .backend = "reference", .kv_type = "f32"};
+    o.observer = (qvl_engine_observer){.arg = &f, .completion = fill_at_first_completion};
+    qvl_error err = {0};
+    qvl_engine *e = qvl_engine_start(&o, &err);
+    if (!e) fail_msg("%s", err.msg);
+    assert_int_equal(qvl_engine_wait_loaded(e), QVL_ENGINE_READY);
+    f.e = e;
+    for (int k = 0; k < N_FILL; k++) f.reqs[k] = request(e, 2 * k, NULL); /* text only */
+    answer first, rest[N_FILL];
+    take(submit(e, request(e, 0, NULL), NULL), &first);
+    for (int k = 0; k < N_FILL; k++) {
+        if (f.st[k] != QVL_OK) fail_msg("place %d of %d refused (status %d)", k + 1, N_FILL, f.st[k]);
+        take(f.jobs[k], &rest[k]);
+        assert_int_equal(rest[k].finish, first.finish);
+    }
+    qvl_engine_free(e);
+}
+
 static void test_shared_prefill(void **state) {
     (void)state;
     for (size_t ch = 0; ch < 2; ch++) {
@@ -455,6 +509,7 @@ int main(void) {
         cmocka_unit_test(test_chunked_prefill_interleaves),
         cmocka_unit_test(test_prefix_reuse_and_partitions),
         cmocka_unit_test(test_shared_prefill),
+        cmocka_unit_test(test_finished_slot_admits_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,6 +107,17 @@ static qvl_status load(qvl_engine *e, qvl_error *err) {
     return st;
 }
 
+/* A slot's job is ending (engine_slot_end): the slot counts as idle for admission
+ * (qvl_engine_submit) from now, not from the end of the round, whose recount agrees. Else a
+ * client that asks again the moment it has its answer could find its own slot still counted
+ * busy, and a full house a 429 it never caused. */
+static void slot_freeing(void *arg) {
+    qvl_engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    if (e->idle < e->n_slots) e->idle++;
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* The tokenizer, generation settings, model and processors from the model's files. */
 static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_error *err) {
     const qvl_engine_options *c = &e->opts;
@@ -156,7 +167,8 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
     st = e->tok ? qvl_grammar_vocab_from_tokenizer_plain(e->tok, &e->trie, err) : QVL_OK;
     if (st != QVL_OK) return st;
     e->env = (engine_slot_env){.tok = e->tok, .gen = &e->gen, .observer = &e->opts.observer,
-                              .vocab = vocab, .trie = e->trie};
+                              .vocab = vocab, .trie = e->trie, .slot_freeing = slot_freeing,
+                              .slot_freeing_arg = e};
     e->batch_seqs = calloc((size_t)e->n_slots, sizeof *e->batch_seqs);
     e->batch_ids = calloc((size_t)e->n_slots, sizeof *e->batch_ids);
     e->batch_slot = calloc((size_t)e->n_slots, sizeof *e->batch_slot);

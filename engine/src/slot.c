@@ -85,6 +85,7 @@ void engine_slot_end(engine_slot *s, const engine_slot_env *env, qvl_finish how,
     j->decode_seconds = decode_seconds;
     int64_t cached = j->cached_tokens;
     pthread_mutex_unlock(&j->mu);
+    if (env->slot_freeing) env->slot_freeing(env->slot_freeing_arg);
     /* Counted before the client is woken: whoever holds an answer sees it in /metrics. */
     engine_slot_constrain_end(s, env); /* before the waiters wake: the mask's cost is in the job */
     observe_completion(env, j->n_ids, cached, s->n_generated, how == QVL_FINISH_CANCELLED);

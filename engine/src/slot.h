@@ -31,6 +31,11 @@ typedef struct engine_slot_env {
     int32_t greedy_vocab;      /* > 0: the model chooses greedy tokens over this many ids
                                 * (qvl_model_set_greedy_vocab) */
     const qvl_grammar_vocab *trie; /* every text token's bytes, for grammar jobs */
+    /* Called (engine thread, engine lock not held) as a slot's job ends, before anything is
+     * reported or its client woken: from then on the engine admits a job into that slot, so a
+     * client that sends its next request the moment it has its answer finds room. */
+    void (*slot_freeing)(void *arg);
+    void *slot_freeing_arg;
 } engine_slot_env;
 
 typedef struct engine_slot {
