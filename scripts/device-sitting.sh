@@ -57,14 +57,15 @@ if [ ! -f /tmp/done.conf ] && left; then # the kernels no CI machine runs
     for ks in 1 2 4; do echo "GEMV K split $ks $op: $(QVL_CUDA_GEMV_KSPLIT=$ks ops ks$ks-$op --op $op)"
       echo "GEMV K split $ks, 2 columns a warp, $op: $(QVL_CUDA_GEMV_KSPLIT=$ks QVL_CUDA_GEMV_COLS=2 ops ks$ks-c2-$op --op $op)"; done
   done
-  for ks in 1 2 4; do echo "GEMV K split $ks, projections grouped: $(QVL_CUDA_GEMV_KSPLIT=$ks QVL_CUDA_GEMV_GROUP=1 ops ks$ks-group --op norm_linear)"; done
+  for op in matmul norm_linear mlp_residual; do echo "16-bit rows without the register GEMV, $op: $(QVL_CUDA_GEMV_REGS=0 ops noregs-$op --op $op)"; done
+  echo "projections one launch each: $(QVL_CUDA_GEMV_GROUP=0 ops ungrouped --op norm_linear)"
 fi
 run1 b-llama-q4-1 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-1 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n
-  run1 b-qvl-q4-$n-group env QVL_CUDA_GEMV_GROUP=1 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
+  run1 b-qvl-q4-$n-ungrouped env QVL_CUDA_GEMV_GROUP=0 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
 run1 b-llama-f16 $LB/bin/llama-batched-bench -m /tmp/m2b-f16.gguf -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,4,8
 for n in 4 8; do run1 b-qvl-bf16-$n $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n
-  run1 b-qvl-bf16-$n-cols2 env QVL_CUDA_GEMV_COLS=2 $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n; done
+  run1 b-qvl-bf16-$n-noregs env QVL_CUDA_GEMV_REGS=0 $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n; done
 run1 b-llama-q4-2 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-2 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
 # the int8 GEMM's K split (opt-in: QVL_CUDA_I8_SPLIT=auto) on short prompts, as the server's are

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cu_gemv_fused.cuh"
+#include "cu_matmul.cuh"
 
 /* Batch b of output column o's weight row: U 16-byte chunks per lane, zero past the row's end
  * or past the last column. */
@@ -342,6 +343,9 @@ extern "C" int cu_gemv_fused_fits(const cu_mat *w, int n_proj, int64_t M, int pr
     int32_t dt = w[0].dtype;
     bool kq = cu_is_kquant(dt);
     if (kq && M > cu_fused_env_kquant_rows()) return 0;
+    /* 3-8 rows of 16-bit weights go to the register-resident GEMV: the fused kernel reads
+     * each activation from shared memory once per weight row */
+    if ((dt == QVL_F16 || dt == QVL_BF16) && cu_gemv_rows_regs_takes(M)) return 0;
     int64_t per = dt == QVL_F32 ? 4 : dt == QVL_Q8_0 ? QVL_Q8_0_BLOCK : kq ? QVL_QK_K : 8, K = w[0].cols;
     if (K % per != 0) return 0;
     if (kq) {

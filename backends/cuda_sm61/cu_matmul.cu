@@ -508,7 +508,8 @@ extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t
             if (rblocks < 1) rblocks = 1;
             /* 8 or 16 accumulators: fewer spill under clang's sm_61 register choices */
             unsigned g = (unsigned)rblocks;
-            /* 2-8 rows of 16-bit weights: the K-split GEMV where it is on */
+            /* 2-8 rows of 16-bit weights: the register-resident GEMV (3-8), or the K split */
+            if (cu_gemv_rows_regs(s, p)) return (int)cudaGetLastError();
             bool split = M > 1 && M <= 8 &&
                          (w.dtype == QVL_F16    ? cu_gemv_rows_split<QVL_F16, 8>(s, p)
                           : w.dtype == QVL_BF16 ? cu_gemv_rows_split<QVL_BF16, 8>(s, p)

@@ -114,6 +114,15 @@ int cu_gemv_split_parts(int64_t steps);
  * activation reads per weight byte, at more registers per lane; A/B runs until measured). */
 int cu_gemv_split_cols(void);
 
+/* The f16 / bf16 GEMV of 3-8 rows with the activations in registers (cu_gemv_rows_regs.cu):
+ * queues it and returns true, or returns false (nothing queued) where it does not apply.
+ * cu_gemv_rows_regs_takes(M): does it take M rows (QVL_CUDA_GEMV_REGS=0: never, for A/B
+ * runs)? Where it does, the fused 16-bit GEMVs leave the rows to it (cu_gemv_fused_fits); with
+ * 2 rows the fused kernel is faster (its activations in shared memory cost little there).
+ * Needs w as cu_gemv_vec_ok and a as cu_rows_f32_aligned (the caller checks). */
+bool cu_gemv_rows_regs(cu_stream s, const cu_mm_args &p);
+int cu_gemv_rows_regs_takes(int64_t M);
+
 /* Are the activation rows of a f32, contiguous and 16-byte aligned (float4 reads)? */
 static inline bool cu_rows_f32_aligned(const cu_view &a) {
     if (a.dtype != QVL_F32 || a.stride[a.ndim - 1] != 1 || ((uintptr_t)a.data % 16) != 0)
@@ -152,7 +161,7 @@ static inline cu_i8_rows cu_i8_rows_of(void *scratch, int64_t rows, int64_t K) {
 /* NORM_LINEAR's projections ps[0..n) (same int8 rows, already quantised into scratch; the same
  * q4_k or q6_k weights dtype and K; 2..CU_GEMV_I8_MAX_ROWS rows) as one launch of the split
  * GEMV: queues it and returns true, or returns false (nothing queued) where it does not apply
- * or QVL_CUDA_GEMV_GROUP=1 is not set (cu_matmul_int8.cu). */
+ * or QVL_CUDA_GEMV_GROUP=0 turns it off (cu_matmul_int8.cu). */
 bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratch);
 
 /* Quantises rows of a (f32 view, rows of K) into q (cu_quantize.cu). */

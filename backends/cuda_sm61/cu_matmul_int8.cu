@@ -567,11 +567,11 @@ static void cu_gemv_k_parts_launch(cu_stream s, const cu_mm_group &g, const int8
     else k_gemv_k_split_parts<MR, 1><<<grid, t, 0, s>>>(g, qa, da, sa);
 }
 
-/* The grouped launch is opt-in (QVL_CUDA_GEMV_GROUP=1) until measured against one launch per
- * projection. */
+/* The grouped launch is the default; QVL_CUDA_GEMV_GROUP=0 gives one launch per projection (A/B
+ * runs: docs/BENCHMARKS.md). */
 static bool cu_gemv_group_on(void) {
     const char *v = getenv("QVL_CUDA_GEMV_GROUP");
-    return v && strcmp(v, "1") == 0;
+    return !(v && strcmp(v, "0") == 0);
 }
 
 bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratch) {

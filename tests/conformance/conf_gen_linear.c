@@ -37,6 +37,7 @@ static const struct { int64_t M, K, N; int flags; } mm_edges[] = {
     {130, 77, 72, MM_BIAS},         {8, 2048, 97, MM_W_ODD},
     {157, 1000, 136, MM_A_PAD | MM_BIAS}, {152, 1000, 133, MM_A_3D | MM_BIAS},
     {8, 2048, 200, MM_A_PAD | MM_W_ODD}, {1, 1, 1, 0},
+    {6, 4104, 45, MM_BIAS}, /* 16-bit GEMV with K in tiles of 2048: two and a part */
 };
 #define N_MM_EDGES ((int)(sizeof mm_edges / sizeof mm_edges[0]))
 #define N_MM_2D_EDGE_CASES (N_MM_EDGES * 4)
