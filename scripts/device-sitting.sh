@@ -4,9 +4,12 @@
 # qvl on llama.cpp's own Q4_K_M file (#35: speed, memory, logits against the safetensors path),
 # the mask's share of a GPU decode step (#38: `qvl run -v`'s timings: mask line), a 10-second
 # 640x360 video's first token (#36), then 4 CPU threads: batched, pp128/pp512, the photo
-# question and the video (#37, #36). Needs .bench (the llama-compare kit's trim.sh) and .devdeps
-# carried; run from the project root, and again at once to resume (each item runs once per
-# machine; DEADLINE seconds, default 565, bound one call; SKIP="ID ..." leaves items out).
+# question and the video (#37, #36). First the tests no CI machine runs: the cuda_sm61 ctest
+# entries (conformance variants, test_cuda_backend, ...) and the parity tests on cuda_sm61.
+# Needs .bench (the llama-compare kit's trim.sh) and .devdeps carried, and for the parity tests
+# the shared test data (carry a copy as .shared-data, or set QVL_SHARED_DATA_DIR); run from the
+# project root, and again at once to resume (each item runs once per machine; DEADLINE
+# seconds, default 565, bound one call; SKIP="ID ..." leaves items out).
 set -u
 T0=$(date +%s); ROOT=$(pwd); B=$ROOT/.bench; M=/tmp/m2b; LB=/tmp/llb; QB=/tmp/qb; OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 DEADLINE=${DEADLINE:-565}; Q=/tmp/m2b-q4_k_m.gguf
@@ -37,6 +40,14 @@ os.makedirs('/tmp/frames', exist_ok=True)
 rng = np.random.default_rng(1); base = rng.integers(0, 255, (360, 640, 3), dtype=np.uint8)
 for i in range(300): Image.fromarray(np.roll(base, 4 * i, axis=1)).save(f'/tmp/frames/{i:04d}.png', compress_level=1)"
 fi
+if [ ! -f /tmp/done.gpu-tests ]; then # while llama.cpp builds: what no CI machine runs
+  touch /tmp/done.gpu-tests; log "GPU tests: cuda_sm61 ctest entries, parity on cuda_sm61"
+  (cd $QB && QVL_SHARED_DATA_DIR=${QVL_SHARED_DATA_DIR:-$ROOT/.shared-data} \
+     QVL_PARITY_BACKENDS=reference,cuda_sm61 ctest -j6 --timeout 300 \
+     -R 'shared_data|cuda|decode_batch|prefill_batch|seq_copy|^test_parity$|test_engine|vision_parity' \
+     >$OUT/gpu-tests.txt 2>&1)
+  grep -E "tests passed|\(Failed|\*\*\*Failed|Not Run|Timeout" $OUT/gpu-tests.txt | head -20
+fi
 log "waiting for llama.cpp"
 while [ ! -f /tmp/llb.done ] && left; do sleep 3; done
 [ "$(cat /tmp/llb.done 2>/dev/null)" = 0 ] || { log "llama.cpp not built yet: call again"; tail -2 /tmp/llb.log | cut -c1-100; exit 0; }
@@ -48,18 +59,6 @@ peak() { local id=$1; shift
 run1() { local id=$1; shift; [ -f /tmp/done.$id ] && return 0; left || return 1; log "$id"; peak "$id" "$@"; touch /tmp/done.$id
   grep -E "^\| +[0-9]+ \||^\| .*(pp|tg)[0-9]|prefill  |decode |vision [0-9]|first token|timings: (prefill|decode|first|vision)|mask|video|encoded in|decoded in|prompt eval time|  eval time|roofline|probe" $OUT/$id.txt | head -14; }
 QB1="--no-profile --no-probe -p 128 -n 128 -r 2"
-if [ ! -f /tmp/done.conf ] && left; then # the kernels no CI machine runs
-  touch /tmp/done.conf; log "conformance on the GPU: default, and the int8 GEMM split (3, auto)"
-  ops() { local id=$1; shift; $QB/tests/qvl-backend-ops "$@" $QB/backends/reference/libqvl-reference.so \
-      $QB/backends/cuda_sm61/libqvl-cuda_sm61.so >$OUT/conf-$id.txt 2>&1; echo "rc $?: $(grep -ciE 'fail|mismatch' $OUT/conf-$id.txt) failing lines; $(tail -1 $OUT/conf-$id.txt)"; }
-  echo "default: $(ops default)"
-  for op in matmul norm_linear mlp_residual; do
-    for ks in 1 2 4; do echo "GEMV K split $ks $op: $(QVL_CUDA_GEMV_KSPLIT=$ks ops ks$ks-$op --op $op)"
-      echo "GEMV K split $ks, 2 columns a warp, $op: $(QVL_CUDA_GEMV_KSPLIT=$ks QVL_CUDA_GEMV_COLS=2 ops ks$ks-c2-$op --op $op)"; done
-  done
-  for op in matmul norm_linear mlp_residual; do echo "16-bit rows without the register GEMV, $op: $(QVL_CUDA_GEMV_REGS=0 ops noregs-$op --op $op)"; done
-  echo "projections one launch each: $(QVL_CUDA_GEMV_GROUP=0 ops ungrouped --op norm_linear)"
-fi
 run1 b-llama-q4-1 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-1 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n
   run1 b-qvl-q4-$n-ungrouped env QVL_CUDA_GEMV_GROUP=0 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
