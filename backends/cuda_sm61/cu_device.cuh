@@ -23,6 +23,22 @@ static inline unsigned cu_blocks_for(int64_t n) {
     return (unsigned)b;
 }
 
+/* Blocks for a kernel whose blocks loop over `wanted` units of work with a grid stride: all of
+ * them, but at most one wave (as many as the SMs hold at once at this block size and shared
+ * memory; 16 SMs where the count is unknown). */
+template <typename Kernel>
+static unsigned cu_one_wave_blocks(Kernel k, unsigned threads, size_t smem, int64_t wanted,
+                                   int sm_count) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, (int)threads, smem) !=
+            cudaSuccess ||
+        per_sm < 1)
+        per_sm = 1;
+    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * per_sm;
+    int64_t blocks = wanted < cap ? wanted : cap;
+    return (unsigned)(blocks < 1 ? 1 : blocks);
+}
+
 /* 1 where clang compiles the device code (the Pascal build, the sm_61 check), 0 under nvcc:
  * for the few places where the formulation that keeps clang's code from spilling costs nvcc's
  * code registers (both give the same results). */

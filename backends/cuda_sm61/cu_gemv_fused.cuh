@@ -331,15 +331,8 @@ __device__ __forceinline__ int cu_fused_proj(const cu_fused_args &p, int64_t o, 
 
 template <typename Kernel>
 static unsigned cu_fused_grid(Kernel k, size_t smem, int64_t total, int sm_count) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CU_FG_WARPS * CU_WARP, smem) !=
-            cudaSuccess ||
-        per_sm < 1)
-        per_sm = 1;
-    int64_t blocks = (total + CU_FG_WARPS - 1) / CU_FG_WARPS;
-    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 16) * per_sm;
-    if (blocks > cap) blocks = cap;
-    return (unsigned)(blocks < 1 ? 1 : blocks);
+    const int64_t blocks = (total + CU_FG_WARPS - 1) / CU_FG_WARPS;
+    return cu_one_wave_blocks(k, CU_FG_WARPS * CU_WARP, smem, blocks, sm_count);
 }
 
 template <typename Kernel>

@@ -170,13 +170,9 @@ template <int DT, int MR>
 static void cu_rr_launch(cu_stream s, const cu_mm_args &p, int sm_count) {
     int ng = cu_rr_groups<MR>(p.N, sm_count);
     int64_t steps = (p.N + ng * (32 / MR) - 1) / (ng * (32 / MR));
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_gemv_rows_regs<DT, MR>,
-                                                      CU_RR_THREADS, 0) != cudaSuccess ||
-        per_sm < 1)
-        per_sm = 1;
-    int64_t cap = (int64_t)sm_count * per_sm, blocks = steps < cap ? steps : cap;
-    k_gemv_rows_regs<DT, MR><<<(unsigned)(blocks < 1 ? 1 : blocks), CU_RR_THREADS, 0, s>>>(p, ng);
+    unsigned blocks =
+        cu_one_wave_blocks(k_gemv_rows_regs<DT, MR>, CU_RR_THREADS, 0, steps, sm_count);
+    k_gemv_rows_regs<DT, MR><<<blocks, CU_RR_THREADS, 0, s>>>(p, ng);
 }
 
 bool cu_gemv_rows_regs(cu_stream s, const cu_mm_args &p) {
