@@ -19,7 +19,7 @@
  * A block takes `ng` groups (ng * G columns) a step and strides over the steps; with K within
  * one tile (every matrix of the 2B but the down projection) the activations stay in
  * registers for all of its steps, the LM head's 151,936 columns included. While one group is
- * multiplied, the next group's weights are already loading. */
+ * multiplied, the next group's weights are already loading, across steps and parts too. */
 #include "cu_matmul.cuh"
 
 #include <stdlib.h>
@@ -73,80 +73,134 @@ __device__ __forceinline__ void cu_rr_load(uint4 (&q)[G], const char *w, int64_t
                    : make_uint4(0, 0, 0, 0);
 }
 
-template <int DT, int MR>
-__global__ void __launch_bounds__(CU_RR_THREADS) k_gemv_rows_regs(cu_mm_args p, int ng) {
+/* A place in a block's work: block step st (of all the parts' steps), tile t of K, group g. */
+struct cu_rr_pos {
+    int64_t st, t;
+    int g;
+};
+
+/* The place after p: groups within a tile, tiles within a step, then the block's next step. */
+__device__ __forceinline__ void cu_rr_advance(cu_rr_pos &p, int ng, int64_t tiles) {
+    if (++p.g < ng) return;
+    p.g = 0;
+    if (++p.t < tiles) return;
+    p.t = 0;
+    p.st += gridDim.x;
+}
+
+/* Place p's weights (one 16-byte chunk of each of its G rows); nothing past the last step. The
+ * part of a group (cu_group_part: g.first counts steps) has st made its own; a single matmul
+ * is read in place (a local copy of its arguments would go to local memory). */
+template <int G, bool GROUP>
+__device__ __forceinline__ void cu_rr_load_at(uint4 (&q)[G], const cu_rr_pos &p,
+                                              const cu_mm_group &g, int cols, int64_t steps,
+                                              int64_t chunks) {
+    if (p.st >= steps) return;
+    const int64_t c = p.t * CU_RR_THREADS + threadIdx.x;
+    if (GROUP) {
+        int64_t own = p.st;
+        const cu_mm_args a = cu_group_part(g, &own);
+        cu_rr_load<G>(q, (const char *)a.w.data, a.w.row_stride * 2, own * cols + p.g * G, a.N,
+                      c, chunks);
+    } else {
+        cu_rr_load<G>(q, (const char *)g.p[0].w.data, g.p[0].w.row_stride * 2,
+                      p.st * cols + p.g * G, g.p[0].N, c, chunks);
+    }
+}
+
+/* The output sums of step st: i = column (i / MR) x row (i % MR), the warps' slots added in
+ * order, stored through the step's matmul (a group's part has no residual). */
+template <int MR, bool GROUP>
+__device__ __forceinline__ void cu_rr_store(const cu_mm_group &g, const float (*slot)[CU_RR_MAX_COLS * MR],
+                                            int64_t st, int cols) {
+    const int i = threadIdx.x, m = i % MR;
+    float y = slot[0][i];
+#pragma unroll
+    for (int v = 1; v < CU_RR_WARPS; v++) y += slot[v][i];
+    if (GROUP) {
+        int64_t own = st;
+        const cu_mm_args p = cu_group_part(g, &own);
+        const int64_t n = own * cols + i / MR;
+        if (m < p.M && n < p.N) cu_mm_store<true, false>(p, 0, m, n, y);
+    } else {
+        const int64_t n = st * cols + i / MR;
+        if (m < g.p[0].M && n < g.p[0].N) cu_mm_store(g.p[0], 0, m, n, y);
+    }
+}
+
+/* One matmul (GROUP false: g.n is 1) or up to CU_MM_GROUP_MAX of the same rows, dtype and K
+ * (GROUP true: NORM_LINEAR's projections; no residual), their steps one after another. The
+ * next place's weights are in flight while one is multiplied, across steps and parts too (a
+ * block of the small k / v projections has one group a step, so a prefetch only within a step
+ * would leave it waiting out every load). One place ahead, not two: two cost registers and
+ * were slower with 4 rows. */
+template <int DT, int MR, bool GROUP>
+__global__ void __launch_bounds__(CU_RR_THREADS) k_gemv_rows_regs(cu_mm_group g, int ng) {
     const int G = 32 / MR; /* columns a group */
     __shared__ float slot[CU_RR_WARPS][CU_RR_MAX_COLS * MR];
     const int lane = threadIdx.x % CU_WARP, warp = threadIdx.x / CU_WARP;
-    const int64_t chunks = p.K / 8, tiles = (chunks + CU_RR_THREADS - 1) / CU_RR_THREADS;
+    const int64_t M = g.p[0].M, K = g.p[0].K;
+    const int64_t chunks = K / 8, tiles = (chunks + CU_RR_THREADS - 1) / CU_RR_THREADS;
     const int cols = ng * G; /* a block step */
-    const int64_t steps = (p.N + cols - 1) / cols, units = tiles * ng;
-    const char *w = (const char *)p.w.data;
-    const int64_t row_bytes = p.w.row_stride * 2;
+    /* (g.first[g.n] would index the parameters at run time: a local copy of all of them) */
+    const int64_t steps = GROUP ? (g.n == 2 ? g.first[2] : g.first[3]) : (g.p[0].N + cols - 1) / cols;
+    if ((int64_t)blockIdx.x >= steps) return; /* block-uniform */
     const float *arow[MR];
 #pragma unroll
     for (int m = 0; m < MR; m++)
-        arow[m] = (const float *)p.a.data + (m < p.M ? cu_row_offset_unrolled(p.a, m) : 0);
+        arow[m] = (const float *)g.p[0].a.data + (m < M ? cu_row_offset_unrolled(g.p[0].a, m) : 0);
+    for (int k = 0; k < ng; k++) slot[warp][k * 32 + lane] = 0.0f;
+    cu_rr_pos cur = {blockIdx.x, 0, 0}, ld = cur;
+    uint4 next[G]; /* the next place's weights; zero past the end */
+#pragma unroll
+    for (int j = 0; j < G; j++) next[j] = make_uint4(0, 0, 0, 0);
+    cu_rr_load_at<G, GROUP>(next, ld, g, cols, steps, chunks);
+    cu_rr_advance(ld, ng, tiles);
     float x[MR][8];
     int64_t x_tile = -1; /* the tile x holds (block-uniform) */
-    for (int64_t st = blockIdx.x; st < steps; st += gridDim.x) { /* block-uniform loop */
-        const int64_t n0 = st * cols;
-        for (int g = 0; g < ng; g++) slot[warp][g * 32 + lane] = 0.0f;
-        uint4 next[G];
-        cu_rr_load<G>(next, w, row_bytes, n0, p.N, threadIdx.x, chunks);
-        int64_t t = 0;
-        int g = 0;
-        for (int64_t u = 0; u < units; u++) { /* unit u: tile t, group g */
-            uint4 q[G];
+    for (;;) { /* block-uniform loop over the block's places */
+        uint4 q[G];
 #pragma unroll
-            for (int j = 0; j < G; j++) q[j] = next[j];
-            const int64_t c = t * CU_RR_THREADS + threadIdx.x;
-            if (u + 1 < units) { /* the next unit's weights load while this one is multiplied */
-                int gn = g + 1 < ng ? g + 1 : 0;
-                int64_t tn = g + 1 < ng ? t : t + 1;
-                cu_rr_load<G>(next, w, row_bytes, n0 + gn * G, p.N, tn * CU_RR_THREADS + threadIdx.x,
-                              chunks);
-            }
-            if (t != x_tile) {
+        for (int j = 0; j < G; j++) q[j] = next[j];
+        cu_rr_load_at<G, GROUP>(next, ld, g, cols, steps, chunks);
+        cu_rr_advance(ld, ng, tiles);
+        const int64_t c = cur.t * CU_RR_THREADS + threadIdx.x;
+        if (cur.t != x_tile) {
 #pragma unroll
-                for (int m = 0; m < MR; m++) {
-                    float4 a0 = make_float4(0, 0, 0, 0), a1 = a0;
-                    if (m < p.M && c < chunks) {
-                        a0 = ((const float4 *)arow[m])[2 * c];
-                        a1 = ((const float4 *)arow[m])[2 * c + 1];
-                    }
-                    x[m][0] = a0.x, x[m][1] = a0.y, x[m][2] = a0.z, x[m][3] = a0.w;
-                    x[m][4] = a1.x, x[m][5] = a1.y, x[m][6] = a1.z, x[m][7] = a1.w;
+            for (int m = 0; m < MR; m++) {
+                float4 a0 = make_float4(0, 0, 0, 0), a1 = a0;
+                if (m < M && c < chunks) {
+                    a0 = ((const float4 *)arow[m])[2 * c];
+                    a1 = ((const float4 *)arow[m])[2 * c + 1];
                 }
-                x_tile = t;
+                x[m][0] = a0.x, x[m][1] = a0.y, x[m][2] = a0.z, x[m][3] = a0.w;
+                x[m][4] = a1.x, x[m][5] = a1.y, x[m][6] = a1.z, x[m][7] = a1.w;
             }
-            float acc[32];
+            x_tile = cur.t;
+        }
+        float acc[32];
 #pragma unroll
-            for (int j = 0; j < G; j++) {
-                float wv[8];
-                cu_chunk_unpack<DT>(q[j], wv);
+        for (int j = 0; j < G; j++) {
+            float wv[8];
+            cu_chunk_unpack<DT>(q[j], wv);
 #pragma unroll
-                for (int m = 0; m < MR; m++) {
-                    float y = x[m][0] * wv[0];
+            for (int m = 0; m < MR; m++) {
+                float y = x[m][0] * wv[0];
 #pragma unroll
-                    for (int k = 1; k < 8; k++) y += x[m][k] * wv[k];
-                    acc[j * MR + m] = y;
-                }
+                for (int k = 1; k < 8; k++) y += x[m][k] * wv[k];
+                acc[j * MR + m] = y;
             }
-            cu_reduce_scatter32(acc, lane);
-            slot[warp][g * 32 + lane] += acc[0];
-            if (++g == ng) g = 0, t++;
         }
+        cu_reduce_scatter32(acc, lane);
+        slot[warp][cur.g * 32 + lane] += acc[0];
+        const int64_t st = cur.st;
+        cu_rr_advance(cur, ng, tiles);
+        if (cur.st == st) continue;
+        __syncthreads(); /* step st is whole */
+        if ((int)threadIdx.x < cols * MR) cu_rr_store<MR, GROUP>(g, slot, st, cols);
         __syncthreads();
-        if ((int)threadIdx.x < cols * MR) { /* output i: column n0 + i / MR, row i % MR */
-            const int i = threadIdx.x, m = i % MR;
-            const int64_t n = n0 + i / MR;
-            float y = slot[0][i];
-#pragma unroll
-            for (int v = 1; v < CU_RR_WARPS; v++) y += slot[v][i];
-            if (m < p.M && n < p.N) cu_mm_store(p, 0, m, n, y);
-        }
-        __syncthreads();
+        if (cur.st >= steps) break;
+        for (int k = 0; k < ng; k++) slot[warp][k * 32 + lane] = 0.0f;
     }
 }
 
@@ -166,29 +220,60 @@ static int cu_rr_groups(int64_t N, int sm_count) {
     return ng;
 }
 
-template <int DT, int MR>
-static void cu_rr_launch(cu_stream s, const cu_mm_args &p, int sm_count) {
-    int ng = cu_rr_groups<MR>(p.N, sm_count);
-    int64_t steps = (p.N + ng * (32 / MR) - 1) / (ng * (32 / MR));
-    unsigned blocks =
-        cu_one_wave_blocks(k_gemv_rows_regs<DT, MR>, CU_RR_THREADS, 0, steps, sm_count);
-    k_gemv_rows_regs<DT, MR><<<blocks, CU_RR_THREADS, 0, s>>>(p, ng);
+template <int DT, int MR, bool GROUP>
+static void cu_rr_launch(cu_stream s, cu_mm_group g, int sm_count) {
+    int64_t total = 0;
+    for (int i = 0; i < g.n; i++) total += g.p[i].N;
+    const int ng = cu_rr_groups<MR>(total, sm_count), cols = ng * (32 / MR);
+    g.first[0] = 0;
+    for (int i = 0; i < g.n; i++) g.first[i + 1] = g.first[i] + (g.p[i].N + cols - 1) / cols;
+    const unsigned blocks = cu_one_wave_blocks(k_gemv_rows_regs<DT, MR, GROUP>, CU_RR_THREADS, 0,
+                                               g.first[g.n], sm_count);
+    k_gemv_rows_regs<DT, MR, GROUP><<<blocks, CU_RR_THREADS, 0, s>>>(g, ng);
 }
 
-bool cu_gemv_rows_regs(cu_stream s, const cu_mm_args &p) {
-    if (!cu_gemv_rows_regs_takes(p.M) || p.batches != 1 || p.K % 8 != 0 ||
-        (p.w.dtype != QVL_F16 && p.w.dtype != QVL_BF16))
-        return false;
+template <int DT, bool GROUP>
+static void cu_rr_launch_any(cu_stream s, const cu_mm_group &g, int sm_count) {
+    if (g.p[0].M <= 4) cu_rr_launch<DT, 4, GROUP>(s, g, sm_count);
+    else cu_rr_launch<DT, 8, GROUP>(s, g, sm_count);
+}
+
+static int cu_rr_sm_count(void) {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
         sms = 16;
-    if (p.w.dtype == QVL_F16) {
-        if (p.M <= 4) cu_rr_launch<QVL_F16, 4>(s, p, sms);
-        else cu_rr_launch<QVL_F16, 8>(s, p, sms);
-    } else {
-        if (p.M <= 4) cu_rr_launch<QVL_BF16, 4>(s, p, sms);
-        else cu_rr_launch<QVL_BF16, 8>(s, p, sms);
+    return sms;
+}
+
+static bool cu_rr_applies(const cu_mm_args &p) {
+    return cu_gemv_rows_regs_takes(p.M) && p.batches == 1 && p.K % 8 == 0 &&
+           (p.w.dtype == QVL_F16 || p.w.dtype == QVL_BF16);
+}
+
+bool cu_gemv_rows_regs(cu_stream s, const cu_mm_args &p) {
+    if (!cu_rr_applies(p)) return false;
+    cu_mm_group g;
+    memset(&g, 0, sizeof g);
+    g.p[0] = p;
+    g.n = 1;
+    if (p.w.dtype == QVL_F16) cu_rr_launch_any<QVL_F16, false>(s, g, cu_rr_sm_count());
+    else cu_rr_launch_any<QVL_BF16, false>(s, g, cu_rr_sm_count());
+    return true;
+}
+
+bool cu_gemv_rows_regs_group(cu_stream s, const cu_mm_args *ps, int n) {
+    if (n < 2 || n > CU_MM_GROUP_MAX) return false;
+    cu_mm_group g;
+    memset(&g, 0, sizeof g);
+    for (int i = 0; i < n; i++) {
+        if (!cu_rr_applies(ps[i]) || ps[i].w.dtype != ps[0].w.dtype || ps[i].K != ps[0].K ||
+            ps[i].M != ps[0].M || ps[i].res.data)
+            return false;
+        g.p[i] = ps[i];
     }
+    g.n = n;
+    if (ps[0].w.dtype == QVL_F16) cu_rr_launch_any<QVL_F16, true>(s, g, cu_rr_sm_count());
+    else cu_rr_launch_any<QVL_BF16, true>(s, g, cu_rr_sm_count());
     return true;
 }

@@ -131,10 +131,11 @@ int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat 
                      int64_t per_w, cu_view bias, cu_view res, float *out, int64_t ldo,
                      int64_t col0, void *q8_scratch, int q8_ready, int act);
 /* NORM_LINEAR's projections ws[0..n) (biases[i]: NULL data when absent) into consecutive column
- * ranges of out from col0, as one launch, when their int8 rows are already in q8_scratch (the
- * norm quantised them) and they share a q4_k / q6_k weights dtype and K, for 2-8 rows; returns
- * -1 with nothing queued where that does not apply (QVL_CUDA_GEMV_GROUP=0 among them):
- * run them one by one then. */
+ * ranges of out from col0, as one launch: when their int8 rows are already in q8_scratch (the
+ * norm quantised them) and they are q4_k / q6_k of one K, for 2-8 rows; or when they share an
+ * f16 / bf16 dtype and K, for the rows the register GEMV takes (a: the f32 rows). Returns -1
+ * with nothing queued where neither applies (QVL_CUDA_GEMV_GROUP=0 among them): run them one
+ * by one then. */
 int cu_launch_matmul_group(cu_stream s, cu_view a, int64_t M, const cu_mat *ws,
                            const cu_view *biases, int n, float *out, int64_t ldo, int64_t col0,
                            void *q8_scratch, int act);

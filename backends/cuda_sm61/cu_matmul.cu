@@ -467,7 +467,7 @@ static cu_mm_args mm_args(cu_view a, int64_t batches, int64_t M, cu_mat w, int64
 extern "C" int cu_launch_matmul_group(cu_stream s, cu_view a, int64_t M, const cu_mat *ws,
                                       const cu_view *biases, int n, float *out, int64_t ldo,
                                       int64_t col0, void *q8_scratch, int act) {
-    if (n < 1 || n > CU_MM_GROUP_MAX) return -1;
+    if (n < 1 || n > CU_MM_GROUP_MAX || !cu_gemv_group_on()) return -1;
     cu_mm_args ps[CU_MM_GROUP_MAX];
     cu_view none;
     memset(&none, 0, sizeof none);
@@ -475,8 +475,11 @@ extern "C" int cu_launch_matmul_group(cu_stream s, cu_view a, int64_t M, const c
         ps[i] = mm_args(a, 1, M, ws[i], 1, biases[i], none, out, ldo, col0, act);
         col0 += ws[i].rows;
     }
-    if (!cu_matmul_int8_group(s, ps, n, q8_scratch)) return -1;
-    return (int)cudaGetLastError();
+    if (cu_matmul_int8_group(s, ps, n, q8_scratch)) return (int)cudaGetLastError();
+    bool plain = cu_rows_f32_aligned(a);
+    for (int i = 0; i < n; i++) plain = plain && cu_gemv_vec_ok(ws[i]);
+    if (plain && cu_gemv_rows_regs_group(s, ps, n)) return (int)cudaGetLastError();
+    return -1;
 }
 
 extern "C" int cu_launch_matmul(cu_stream s, cu_view a, int64_t batches, int64_t M, cu_mat w,

@@ -82,6 +82,35 @@ struct cu_mm_group {
     int n;
 };
 
+/* The part of g that column group cg falls in (g.first counts the launch's column groups or
+ * block steps), as a cu_mm_args with what the grouped GEMVs read (weights, sizes, bias,
+ * output; no residual: NORM_LINEAR has none; not the activations) and cg made the part's own. Every field is read from the parameters at a constant offset: one read at a
+ * run-time offset (g.p[i]) would copy the whole group into each thread's local memory. */
+__device__ __forceinline__ cu_mm_args cu_group_part(const cu_mm_group &g, int64_t *cg) {
+    const int i = *cg < g.first[1] ? 0 : (g.n == 2 || *cg < g.first[2]) ? 1 : 2;
+#define CU_PART(f) (i == 0 ? g.p[0].f : i == 1 ? g.p[1].f : g.p[2].f)
+    cu_mm_args p; /* the fields below only: nothing else is read */
+    p.batches = 1;
+    p.per_w = 1;
+    p.M = g.p[0].M;
+    p.K = g.p[0].K;
+    p.N = CU_PART(N);
+    p.w.data = CU_PART(w.data);
+    p.w.dtype = CU_PART(w.dtype);
+    p.w.row_stride = CU_PART(w.row_stride);
+    p.bias.data = CU_PART(bias.data);
+    p.bias.dtype = CU_PART(bias.dtype);
+    p.bias.stride[0] = CU_PART(bias.stride[0]);
+    p.res.data = nullptr;
+    p.out = g.p[0].out;
+    p.ldo = g.p[0].ldo;
+    p.col0 = CU_PART(col0);
+    p.act = g.p[0].act;
+    *cg -= i == 0 ? 0 : i == 1 ? g.first[1] : g.first[2];
+#undef CU_PART
+    return p;
+}
+
 /* Rows of the int8 GEMVs (k_gemv_q8, k_gemv_k): 16 accumulators spill on sm_61 (clang), so
  * block-quantised matmuls of 9 to 16 rows run on the int8 GEMM instead (cu_matmul_int8.cu). */
 #define CU_GEMV_I8_MAX_ROWS 8
@@ -122,6 +151,10 @@ int cu_gemv_split_cols(void);
  * Needs w as cu_gemv_vec_ok and a as cu_rows_f32_aligned (the caller checks). */
 bool cu_gemv_rows_regs(cu_stream s, const cu_mm_args &p);
 int cu_gemv_rows_regs_takes(int64_t M);
+/* NORM_LINEAR's projections ps[0..n) (2..CU_MM_GROUP_MAX; the same rows, 16-bit dtype and K,
+ * no residual) as one launch of it; false (nothing queued) where that does not apply. The
+ * caller checks each w and a as for cu_gemv_rows_regs. */
+bool cu_gemv_rows_regs_group(cu_stream s, const cu_mm_args *ps, int n);
 
 /* Are the activation rows of a f32, contiguous and 16-byte aligned (float4 reads)? */
 static inline bool cu_rows_f32_aligned(const cu_view &a) {
@@ -163,6 +196,9 @@ static inline cu_i8_rows cu_i8_rows_of(void *scratch, int64_t rows, int64_t K) {
  * GEMV: queues it and returns true, or returns false (nothing queued) where it does not apply
  * or QVL_CUDA_GEMV_GROUP=0 turns it off (cu_matmul_int8.cu). */
 bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratch);
+/* Grouped launches (cu_matmul_int8_group, cu_gemv_rows_regs_group) are the default;
+ * QVL_CUDA_GEMV_GROUP=0 gives one launch per projection (A/B runs: docs/BENCHMARKS.md). */
+bool cu_gemv_group_on(void);
 
 /* Quantises rows of a (f32 view, rows of K) into q (cu_quantize.cu). */
 void cu_quantize_i8_rows(cu_stream s, const cu_view &a, int64_t rows, int64_t K,

@@ -120,35 +120,6 @@ __global__ void __launch_bounds__(CU_I8_WARPS *CU_WARP)
         cu_gemv_k_split_group<DT, MR, KS, true>(p, cg, qa, da, sa, red);
 }
 
-/* The part of g that column group cg falls in, as a cu_mm_args with what cu_gemv_k_split_group
- * reads (weights, sizes, bias, output; no residual: NORM_LINEAR has none) and cg made the
- * part's own. Every field is read from the parameters at a constant offset: one read at a
- * run-time offset (g.p[i]) would copy the whole group into each thread's local memory. */
-__device__ __forceinline__ cu_mm_args cu_group_part(const cu_mm_group &g, int64_t *cg) {
-    const int i = *cg < g.first[1] ? 0 : (g.n == 2 || *cg < g.first[2]) ? 1 : 2;
-#define CU_PART(f) (i == 0 ? g.p[0].f : i == 1 ? g.p[1].f : g.p[2].f)
-    cu_mm_args p; /* the fields below only: nothing else is read */
-    p.batches = 1;
-    p.per_w = 1;
-    p.M = g.p[0].M;
-    p.K = g.p[0].K;
-    p.N = CU_PART(N);
-    p.w.data = CU_PART(w.data);
-    p.w.dtype = CU_PART(w.dtype);
-    p.w.row_stride = CU_PART(w.row_stride);
-    p.bias.data = CU_PART(bias.data);
-    p.bias.dtype = CU_PART(bias.dtype);
-    p.bias.stride[0] = CU_PART(bias.stride[0]);
-    p.res.data = nullptr;
-    p.out = g.p[0].out;
-    p.ldo = g.p[0].ldo;
-    p.col0 = CU_PART(col0);
-    p.act = g.p[0].act;
-    *cg -= i == 0 ? 0 : i == 1 ? g.first[1] : g.first[2];
-#undef CU_PART
-    return p;
-}
-
 /* k_gemv_k_split for up to CU_MM_GROUP_MAX matmuls of the same int8 rows and K (NORM_LINEAR's
  * projections) in one launch: the blocks walk the parts' column groups one after the other
  * (part i's from g.first[i]). One launch instead of one per projection, and a wave that the
@@ -567,9 +538,7 @@ static void cu_gemv_k_parts_launch(cu_stream s, const cu_mm_group &g, const int8
     else k_gemv_k_split_parts<MR, 1><<<grid, t, 0, s>>>(g, qa, da, sa);
 }
 
-/* The grouped launch is the default; QVL_CUDA_GEMV_GROUP=0 gives one launch per projection (A/B
- * runs: docs/BENCHMARKS.md). */
-static bool cu_gemv_group_on(void) {
+bool cu_gemv_group_on(void) {
     const char *v = getenv("QVL_CUDA_GEMV_GROUP");
     return !(v && strcmp(v, "0") == 0);
 }

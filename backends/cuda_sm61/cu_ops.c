@@ -364,15 +364,17 @@ qvl_status cu_op_norm_linear(qvl_backend *be, const qvl_node *n, qvl_error *err)
         const qvl_tensor *w = n->src[CU_NL_W_SLOT(i)];
         void *q8 = NULL;
         if ((s = q8_scratch(be, n, w, 1, M, &q8, err)) != QVL_OK) return s;
-        /* the rest of the projections of this dtype in one launch, where the GEMVs allow
-         * (once refused, the rest are refused too: same rows, same switch) */
+        /* the rest of the projections of this dtype in one launch, where the GEMVs allow:
+         * the int8 ones on rows the norm quantised, the 16-bit ones on xn (once refused, the
+         * rest are refused too: same rows, same switches) */
         int run = 1;
-        while (try_group && quantised && i + run < p->n_proj && i + run < 3 &&
+        while (try_group && (quantised || !all_int8) && i + run < p->n_proj && i + run < 3 &&
                groupable(w->desc.dtype, n->src[CU_NL_W_SLOT(i + run)]->desc.dtype))
             run++;
         if (run > 1) {
             int rc = cu_launch_matmul_group(be->stream, view_rows(xn, M, D), M, ws + i, bs + i, run,
-                                            n->dst->data, total, col, q8, p->act);
+                                            n->dst->data, total, col, quantised ? q8 : NULL,
+                                            p->act);
             if (rc >= 0) {
                 s = cu_launched(n, rc, err);
                 for (int j = 0; j < run; j++) col += ws[i + j].rows;
