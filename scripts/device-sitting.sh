@@ -65,6 +65,12 @@ for n in 2 4 8; do run1 b-qvl-q4-$n-1 $QB/tools/qvl-bench -m $Q --backend cuda_s
 run1 b-llama-f16 $LB/bin/llama-batched-bench -m /tmp/m2b-f16.gguf -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,4,8
 for n in 4 8; do run1 b-qvl-bf16-$n $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n
   run1 b-qvl-bf16-$n-noregs env QVL_CUDA_GEMV_REGS=0 $QB/tools/qvl-bench -m $M --backend cuda_sm61 $QB1 --parallel $n; done
+# where a batched step's time goes, op by op (qvl-bench's profile of one step: "one batched
+# decode step of N sequences")
+for n in 4 8; do run1 b-qvl-q4-$n-prof $QB/tools/qvl-bench -m $Q --backend cuda_sm61 --no-probe -p 128 -n 32 -r 1 --parallel $n
+  grep -A16 "one batched decode step" $OUT/b-qvl-q4-$n-prof.txt 2>/dev/null | head -18; done
+run1 b-qvl-bf16-8-prof $QB/tools/qvl-bench -m $M --backend cuda_sm61 --no-probe -p 128 -n 32 -r 1 --parallel 8
+grep -A16 "one batched decode step" $OUT/b-qvl-bf16-8-prof.txt 2>/dev/null | head -18
 run1 b-llama-q4-2 $LB/bin/llama-batched-bench -m $Q -ngl 99 -fa 1 -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,2,4,8
 for n in 2 4 8; do run1 b-qvl-q4-$n-2 $QB/tools/qvl-bench -m $Q --backend cuda_sm61 $QB1 --parallel $n; done
 # the int8 GEMM's K split (opt-in: QVL_CUDA_I8_SPLIT=auto) on short prompts, as the server's are
