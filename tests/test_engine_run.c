@@ -2,9 +2,11 @@
  *   - a prompt given as ids that hold its pictures' pad tokens gives the job the text prompt
  *     with the same pictures gives (the same ids, the same greedy answer); ids whose pad
  *     count differs from the pictures' are refused by qvl_engine_prepare;
- *   - the observer hears each picture's encoding begin and end, one at a time in prompt order,
- *     and the prefill before every chunk (done / total, the chunk's tokens: chunks of
- *     prefill_chunk from the prompt's start, the last one the rest) and once at its end;
+ *   - the observer hears each picture's encoding begin, its share done after each step of the
+ *     encoder, and its end, one at a time in prompt order, and the prefill before every chunk
+ *     (done / total, the chunk's tokens: chunks of prefill_chunk from the prompt's start, the
+ *     last one the rest), then the chunk's share done after each step of the model, and once
+ *     at its end;
  *   - prompt_logits: every prompt position's logits, the same when the prompt is in the
  *     slot's cache already (nothing is reused), the last row's greedy choice the first token;
  *   - the context's end: a prompt of n tokens in a context of c gets c - n + 1 tokens at most
@@ -27,12 +29,13 @@
 
 #define FIXTURE QVL_SOURCE_DIR "/tests/fixtures/tiny-tied"
 #define CHUNK 8
-#define MAX_EVENTS 256
+#define MAX_EVENTS 1024
 
 typedef struct event {
-    char kind; /* 'e': encode, 'p': prefill step */
+    char kind; /* 'e': encode, 'f': share of an encode done, 'p': prefill step, 'g': share
+                  of a prefill chunk done */
     int64_t a, b, c;
-    double seconds;
+    double seconds; /* 'f': the share */
 } event;
 
 typedef struct events {
@@ -48,9 +51,18 @@ static void on_encode(void *arg, size_t index, size_t count, int64_t tokens, boo
     if (l->n < MAX_EVENTS)
         l->ev[l->n++] = (event){'e', (int64_t)index, (int64_t)count, tokens, seconds};
 }
+static void on_encode_progress(void *arg, size_t index, size_t count, double fraction) {
+    events *l = arg;
+    if (l->n < MAX_EVENTS) l->ev[l->n++] = (event){'f', (int64_t)index, (int64_t)count, 0, fraction};
+}
 static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next) {
     events *l = arg;
     if (l->n < MAX_EVENTS) l->ev[l->n++] = (event){'p', done, total, next, 0};
+}
+static void on_prefill_progress(void *arg, int64_t done, int64_t total, int64_t next,
+                                double fraction) {
+    events *l = arg;
+    if (l->n < MAX_EVENTS) l->ev[l->n++] = (event){'g', done, total, next, fraction};
 }
 
 #define CTX 512
@@ -59,7 +71,9 @@ static qvl_engine *start(events *l) {
     qvl_engine_options o = {.model = FIXTURE, .slots = 1, .queue = 1, .ctx = CTX,
                             .backend = "reference", .kv_type = "f32", .prefill_chunk = CHUNK};
     o.observer = (qvl_engine_observer){.arg = l, .encode = on_encode,
-                                       .prefill_step = on_prefill_step};
+                                       .encode_progress = on_encode_progress,
+                                       .prefill_step = on_prefill_step,
+                                       .prefill_progress = on_prefill_progress};
     qvl_error err = {0};
     qvl_engine *e = qvl_engine_start(&o, &err);
     if (!e) fail_msg("%s", err.msg);
@@ -166,26 +180,53 @@ static void test_progress_events(void **state) {
     run_job(e, j);
     qvl_job_release(j);
     qvl_engine_free(e);
-    /* Each picture: begin (seconds < 0), then end (seconds >= 0), in order, before the first
-     * prefill step. */
-    assert_true(l.n >= 4);
-    for (int k = 0; k < 4; k++) {
-        const event *v = &l.ev[k];
-        assert_int_equal(v->kind, 'e');
-        assert_int_equal(v->a, k / 2);
-        assert_int_equal(v->b, 2);
-        assert_int_equal(v->c, tokens[k / 2]);
-        assert_true(k % 2 ? v->seconds >= 0 : v->seconds < 0);
-    }
-    int64_t done = 0;
-    int k = 4;
-    for (; done < n; k++) {
+    /* Each picture: begin (seconds < 0), its share done rising to 1 (once per step of the
+     * encoder, never back), then end (seconds >= 0), in order, before the first prefill step. */
+    int k = 0;
+    for (int pic = 0; pic < 2; pic++) {
         assert_true(k < l.n);
-        const event *v = &l.ev[k];
+        assert_int_equal(l.ev[k].kind, 'e');
+        assert_int_equal(l.ev[k].a, pic);
+        assert_int_equal(l.ev[k].b, 2);
+        assert_int_equal(l.ev[k].c, tokens[pic]);
+        assert_true(l.ev[k].seconds < 0);
+        double share = 0.0;
+        int steps = 0;
+        for (k++; k < l.n && l.ev[k].kind == 'f'; k++, steps++) {
+            assert_int_equal(l.ev[k].a, pic);
+            assert_int_equal(l.ev[k].b, 2);
+            assert_true(l.ev[k].seconds >= share && l.ev[k].seconds <= 1.0);
+            share = l.ev[k].seconds;
+        }
+        assert_true(steps > 10); /* the encoder's layers, not one report at its end */
+        assert_true(share == 1.0);
+        assert_true(k < l.n);
+        assert_int_equal(l.ev[k].kind, 'e');
+        assert_int_equal(l.ev[k].a, pic);
+        assert_int_equal(l.ev[k].c, tokens[pic]);
+        assert_true(l.ev[k].seconds >= 0);
+        k++;
+    }
+    /* Each chunk: its step, then its share done rising to 1 (the same done / total / next). */
+    int64_t done = 0;
+    while (done < n) {
+        assert_true(k < l.n);
+        const event *v = &l.ev[k++];
         assert_int_equal(v->kind, 'p');
         assert_int_equal(v->a, done);
         assert_int_equal(v->b, n);
         assert_int_equal(v->c, n - done < CHUNK ? n - done : CHUNK);
+        double share = 0.0;
+        int steps = 0;
+        for (; k < l.n && l.ev[k].kind == 'g'; k++, steps++) {
+            assert_int_equal(l.ev[k].a, v->a);
+            assert_int_equal(l.ev[k].b, v->b);
+            assert_int_equal(l.ev[k].c, v->c);
+            assert_true(l.ev[k].seconds >= share && l.ev[k].seconds <= 1.0);
+            share = l.ev[k].seconds;
+        }
+        assert_true(steps > 2);
+        assert_true(share == 1.0);
         done += v->c;
     }
     assert_int_equal(l.n, k + 1);

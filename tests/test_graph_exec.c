@@ -365,6 +365,86 @@ static void whole_graph_entry(void **state) {
     qvl_graph_free(g);
 }
 
+/* Progress (qvl_exec_set_progress): once per node, in the nodes' flops, done never going back
+ * and ending at the total; by node count where no node has flops; once at the end of a
+ * whole-graph run; nothing once it is off. */
+typedef struct progress_log {
+    int calls;
+    double done[8], total;
+} progress_log;
+
+static void log_progress(void *arg, double done, double total) {
+    progress_log *l = arg;
+    if (l->calls < 8) l->done[l->calls] = done;
+    l->calls++;
+    l->total = total;
+}
+
+static void progress_by_work(void **state) {
+    NEED_BACKEND(state);
+    qvl_graph *g = qvl_graph_new();
+    qvl_tid x = qvl_g_input(g, "x", QVL_F32, SHAPE(4, 8));
+    qvl_tid w1 = qvl_g_weight(g, "w1", QVL_F32, SHAPE(16, 8));
+    qvl_tid w2 = qvl_g_weight(g, "w2", QVL_F32, SHAPE(8, 16));
+    qvl_tid h = qvl_g_scale(g, qvl_g_matmul(g, x, w1, -1), 0.5f);
+    qvl_g_output(g, qvl_g_matmul(g, h, w2, -1), "y");
+    float xv[32] = {0}, w1v[128] = {0}, w2v[128] = {0};
+    qvl_error err = {0};
+    qvl_exec *ex = NULL;
+    assert_int_equal(qvl_exec_create(g, tb->iface, tb->be, &ex, &err), QVL_OK);
+    qvl_buffer b1, b2;
+    assert_int_equal(tb->iface->buffer_alloc(tb->be, sizeof w1v, &b1, &err), QVL_OK);
+    assert_int_equal(tb->iface->buffer_alloc(tb->be, sizeof w2v, &b2, &err), QVL_OK);
+    assert_int_equal(tb->iface->upload(tb->be, b1.data, w1v, sizeof w1v, &err), QVL_OK);
+    assert_int_equal(tb->iface->upload(tb->be, b2.data, w2v, sizeof w2v, &err), QVL_OK);
+    assert_int_equal(qvl_exec_bind(ex, w1, b1.data, &err), QVL_OK);
+    assert_int_equal(qvl_exec_bind(ex, w2, b2.data, &err), QVL_OK);
+    assert_int_equal(qvl_exec_set(ex, x, xv, sizeof xv, &err), QVL_OK);
+
+    /* 2 x 4 x 8 x 16 flops per matmul; the scale has none */
+    assert_true(qvl_exec_work(ex) == 2048.0);
+    progress_log l = {0};
+    qvl_exec_set_progress(ex, log_progress, &l);
+    assert_int_equal(qvl_exec_run(ex, &err), QVL_OK);
+    assert_int_equal(l.calls, 3);
+    assert_true(l.total == 2048.0);
+    assert_true(l.done[0] == 1024.0 && l.done[1] == 1024.0 && l.done[2] == 2048.0);
+
+    qvl_exec_set_progress(ex, NULL, NULL);
+    memset(&l, 0, sizeof l);
+    assert_int_equal(qvl_exec_run(ex, &err), QVL_OK);
+    assert_int_equal(l.calls, 0);
+    qvl_exec_free(ex);
+    tb->iface->buffer_free(tb->be, &b1);
+    tb->iface->buffer_free(tb->be, &b2);
+    qvl_graph_free(g);
+
+    /* No flops anywhere: each node counts one; a whole-graph run reports once, at its end. */
+    real_iface = tb->iface;
+    g = qvl_graph_new();
+    x = qvl_g_input(g, "x", QVL_F32, SHAPE(4));
+    qvl_g_output(g, qvl_g_add(g, qvl_g_scale(g, x, 2.0f), x), "y");
+    for (int whole_graph = 0; whole_graph < 2; whole_graph++) {
+        qvl_backend_iface iface = *tb->iface;
+        iface.run_graph = whole_graph ? own_run_graph : NULL;
+        assert_int_equal(qvl_exec_create(g, &iface, tb->be, &ex, &err), QVL_OK);
+        assert_int_equal(qvl_exec_set(ex, x, xv, 4 * sizeof(float), &err), QVL_OK);
+        memset(&l, 0, sizeof l);
+        qvl_exec_set_progress(ex, log_progress, &l);
+        assert_int_equal(qvl_exec_run(ex, &err), QVL_OK);
+        assert_true(l.total == 2.0);
+        if (whole_graph) {
+            assert_int_equal(l.calls, 1);
+            assert_true(l.done[0] == 2.0);
+        } else {
+            assert_int_equal(l.calls, 2);
+            assert_true(l.done[0] == 1.0 && l.done[1] == 2.0);
+        }
+        qvl_exec_free(ex);
+    }
+    qvl_graph_free(g);
+}
+
 /* A released arena comes back at the next set: the inputs it held must be set again, the
  * plan and results stay. */
 static void released_arena_comes_back(void **state) {
@@ -402,6 +482,7 @@ int main(void) {
         cmocka_unit_test(bound_inputs_take_no_arena),
         cmocka_unit_test(whole_graph_entry),
         cmocka_unit_test(released_arena_comes_back),
+        cmocka_unit_test(progress_by_work),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -101,8 +101,24 @@ static void free_bufs(const qvl_test_backend *const *be, qvl_split *sp, qvl_buff
     }
 }
 
+/* Progress over the parts (qvl_split_set_progress): done never goes back, the total is the
+ * whole graph's (two [N, D] x [D, D] matmuls), and the last call reaches it. */
+typedef struct progress_log {
+    int calls;
+    double last, total;
+    bool backwards;
+} progress_log;
+
+static void log_progress(void *arg, double done, double total) {
+    progress_log *l = arg;
+    if (done < l->last) l->backwards = true;
+    l->calls++;
+    l->last = done;
+    l->total = total;
+}
+
 /* Runs g split by place (n_groups entries) and returns "out" [N, D]; *parts and *bytes the
- * part count and copied bytes. */
+ * part count and copied bytes. Checks the run's progress on the way. */
 static void run_split(const two_backends *tb, const int32_t *place, size_t n_groups, float *out,
                       size_t *parts, size_t *bytes) {
     qvl_graph *g = three_groups();
@@ -120,8 +136,15 @@ static void run_split(const two_backends *tb, const int32_t *place, size_t n_gro
     float x[N * D];
     fill("x", x, N * D);
     assert_int_equal(qvl_split_set(sp, "x", x, sizeof x, &err), QVL_OK);
+    progress_log l = {0};
+    qvl_split_set_progress(sp, log_progress, &l);
     st = qvl_split_run(sp, &err);
     if (st != QVL_OK) fail_msg("run: %s", err.msg);
+    /* once per node: matmul, rms_norm, matmul, add (the norm and its matmul fused or not) */
+    assert_true(l.calls >= 3 && l.calls <= 4);
+    assert_false(l.backwards);
+    assert_true(l.total == 2.0 * 2 * N * D * D);
+    assert_true(l.last == l.total);
     assert_int_equal(qvl_split_get(sp, "out", out, N * D * sizeof(float), &err), QVL_OK);
     *parts = qvl_split_n_parts(sp);
     *bytes = qvl_split_copy_bytes(sp);

@@ -37,6 +37,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/video_files.c
   ${CMAKE_CURRENT_LIST_DIR}/video_frames.c
   ${CMAKE_CURRENT_LIST_DIR}/run_progress.c
+  ${CMAKE_CURRENT_LIST_DIR}/progress_eta.c
   ${CMAKE_CURRENT_LIST_DIR}/run_prompt.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_version.c
   ${CMAKE_CURRENT_LIST_DIR}/qvl_tokenize.c

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine_answer.h"
+#include "progress_eta.h"
 #include "qvl/file_write.h"
 #include "qvl/sha256.h"
 #include "run_interrupt.h"
@@ -20,6 +21,9 @@ static void on_encode(void *arg, size_t index, size_t count, int64_t tokens, boo
                       double seconds) {
     run_session *s = arg;
     if (seconds < 0) {
+        s->vision_item_start = run_now_seconds();
+        s->vision_item_tokens = tokens;
+        s->vision_item_video = is_video;
         run_progress_begin(s->progress, "vision %lld/%lld tokens: encoding %s %zu/%zu (%lld tokens)",
                            (long long)s->vision_done, (long long)s->vision_total,
                            is_video ? "video" : "image", index + 1, count, (long long)tokens);
@@ -34,10 +38,24 @@ static void on_encode(void *arg, size_t index, size_t count, int64_t tokens, boo
     run_progress_end(s->progress);
 }
 
+/* Within an item: its share done and the time it has left (a phone photo takes minutes on a
+ * laptop's CPU). */
+static void on_encode_progress(void *arg, size_t index, size_t count, double fraction) {
+    run_session *s = arg;
+    if (!run_progress_on(s->progress)) return;
+    char eta[64];
+    progress_eta_text(run_now_seconds() - s->vision_item_start, fraction, eta, sizeof eta);
+    run_progress_note(s->progress, "vision %lld/%lld tokens: encoding %s %zu/%zu (%lld tokens): %s",
+                      (long long)s->vision_done, (long long)s->vision_total,
+                      s->vision_item_video ? "video" : "image", index + 1, count,
+                      (long long)s->vision_item_tokens, eta);
+}
+
 /* The label says what is done and what the step running now adds: a prompt of one batch is
  * one step, and nothing is done before it ends. The line stays until the first token. */
 static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next) {
     run_session *s = arg;
+    s->prefill_step_start = run_now_seconds();
     if (done == 0)
         run_progress_begin(s->progress, "prefill 0/%lld tokens, %lld in this step",
                            (long long)total, (long long)next);
@@ -47,6 +65,18 @@ static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next
     else
         run_progress_update(s->progress, "prefill %lld/%lld tokens", (long long)done,
                             (long long)total);
+}
+
+/* Within a chunk: its share done and the time it has left (a long prompt in one batch takes
+ * seconds to minutes on a CPU). */
+static void on_prefill_progress(void *arg, int64_t done, int64_t total, int64_t next,
+                                double fraction) {
+    run_session *s = arg;
+    if (!run_progress_on(s->progress)) return;
+    char eta[64];
+    progress_eta_text(run_now_seconds() - s->prefill_step_start, fraction, eta, sizeof eta);
+    run_progress_note(s->progress, "prefill %lld/%lld tokens, %lld in this step: %s",
+                      (long long)done, (long long)total, (long long)next, eta);
 }
 
 /* A grammar answer ended: its masks' cost, summed over the answers of the command. */
@@ -60,8 +90,10 @@ static void on_mask(void *arg, int64_t masks, double seconds, double waited) {
 void run_answer_observer(run_session *s, qvl_engine_observer *o) {
     o->arg = s;
     o->encode = on_encode;
+    o->encode_progress = on_encode_progress;
     o->mask = on_mask;
     o->prefill_step = on_prefill_step;
+    o->prefill_progress = on_prefill_progress;
 }
 
 /* ---- the request ----------------------------------------------------------------------------- */

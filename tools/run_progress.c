@@ -105,15 +105,28 @@ void run_progress_begin(run_progress *p, const char *fmt, ...) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The label of the step shown; drawn at once, or (now false) at the next redraw. */
+static void relabel(run_progress *p, bool now, const char *fmt, va_list ap) {
+    pthread_mutex_lock(&p->mu);
+    vsnprintf(p->label, sizeof p->label, fmt, ap);
+    if (now) draw(p);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void run_progress_update(run_progress *p, const char *fmt, ...) {
     if (!run_progress_on(p)) return;
-    pthread_mutex_lock(&p->mu);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->label, sizeof p->label, fmt, ap);
+    relabel(p, true, fmt, ap);
     va_end(ap);
-    draw(p);
-    pthread_mutex_unlock(&p->mu);
+}
+
+void run_progress_note(run_progress *p, const char *fmt, ...) {
+    if (!run_progress_on(p)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    relabel(p, false, fmt, ap);
+    va_end(ap);
 }
 
 void run_progress_free(run_progress *p) {

@@ -23,6 +23,9 @@ bool run_progress_on(const run_progress *p);
 void run_progress_begin(run_progress *p, const char *fmt, ...) QVL_PRINTF(2, 3);
 /* Change the label of the step shown (e.g. "prefill 512/4030 tokens"). */
 void run_progress_update(run_progress *p, const char *fmt, ...) QVL_PRINTF(2, 3);
+/* The same, shown at the next redraw (within a quarter second) instead of at once: for a
+ * label that changes after every step of a long computation. */
+void run_progress_note(run_progress *p, const char *fmt, ...) QVL_PRINTF(2, 3);
 /* Erase the line. */
 void run_progress_end(run_progress *p);
 

@@ -23,6 +23,10 @@ typedef struct run_session {
     uint64_t seed;
     const run_images *im;    /* the prompt's pictures and videos (the progress names them) */
     int64_t vision_done, vision_total; /* vision tokens encoded / to encode */
+    double vision_item_start;  /* run_now_seconds() when the item being encoded began */
+    int64_t vision_item_tokens; /* its prompt tokens */
+    bool vision_item_video;
+    double prefill_step_start; /* run_now_seconds() when the running prefill chunk began */
     double vision_seconds;   /* the encoder's time, which the job counts as prefill */
     run_progress *progress;
     run_timings timings;

@@ -74,6 +74,18 @@ static qvl_status suffix_positions(const qvl_model *m, const qvl_job *j, int64_t
     return QVL_OK;
 }
 
+/* The encoder's progress on one item, for the observer's encode_progress. */
+typedef struct encode_progress_ctx {
+    const engine_slot_env *env;
+    size_t index, count;
+} encode_progress_ctx;
+
+static void on_encoder_progress(void *arg, double done, double total) {
+    const encode_progress_ctx *c = arg;
+    const qvl_engine_observer *o = c->env->observer;
+    o->encode_progress(o->arg, c->index, c->count, total > 0 ? done / total : 1.0);
+}
+
 /* Run the vision encoder on the pictures from index `first` on (those not in the cache), one
  * at a time: each item's time is its own (qvl run reports it per picture), and no item waits
  * for a copy of all the pixels into one buffer. */
@@ -89,7 +101,11 @@ static qvl_status encode_images(qvl_model *m, const engine_slot_env *env,
         observe_encode(env, i - first, count, p->n_tokens, p->is_video, -1.0);
         const double t0 = now_seconds();
         qvl_image_features one = {0};
+        encode_progress_ctx pc = {env, i - first, count};
+        if (env->observer->encode_progress)
+            qvl_model_set_vision_progress(m, on_encoder_progress, &pc);
         st = qvl_model_encode_images(m, p->pixels, 1, &grid, &one, err);
+        qvl_model_set_vision_progress(m, NULL, NULL); /* pc ends with this iteration */
         if (st != QVL_OK) {
             qvl_image_features_free(&one);
             break;
@@ -263,6 +279,29 @@ static void chunk_done(engine_slot *s, const engine_slot_env *env, int64_t len, 
     finish_prefill(s, env);
 }
 
+/* A chunk's progress for the observer's prefill_progress: the chunk of each of the n slots
+ * prefilling in one run (their own done / total / next; one share). */
+typedef struct chunk_progress_ctx {
+    const engine_slot_env *env;
+    int n;
+    int64_t done[QVL_TEXT_MAX_SEQS], total[QVL_TEXT_MAX_SEQS], next[QVL_TEXT_MAX_SEQS];
+} chunk_progress_ctx;
+
+static void on_chunk_progress(void *arg, double done, double total) {
+    const chunk_progress_ctx *c = arg;
+    const qvl_engine_observer *o = c->env->observer;
+    for (int i = 0; i < c->n; i++)
+        o->prefill_progress(o->arg, c->done[i], c->total[i], c->next[i],
+                            total > 0 ? done / total : 1.0);
+}
+
+/* Reports the run's progress from here until progress_off (when the front end asks for it). */
+static void progress_on(qvl_model *m, const engine_slot_env *env, chunk_progress_ctx *c) {
+    if (env->observer->prefill_progress && c->n > 0)
+        qvl_model_set_prefill_progress(m, on_chunk_progress, c);
+}
+static void progress_off(qvl_model *m) { qvl_model_set_prefill_progress(m, NULL, NULL); }
+
 void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chunk) {
     if (!chunk_may_run(s, env)) return;
     qvl_job *j = s->job;
@@ -275,11 +314,14 @@ void engine_slot_prefill(engine_slot *s, const engine_slot_env *env, int64_t chu
     qvl_error err = {0};
     qvl_status st = qvl_image_features_slice(&s->feats, s->feat_row, pads, &part, &err);
     qvl_positions_slice(s->pos, rest, at - s->keep, len, s->pos_part);
+    chunk_progress_ctx pc = {.env = env, .n = 1, .done = {at}, .total = {j->n_ids}, .next = {len}};
+    progress_on(s->m, env, &pc);
     if (st == QVL_OK)
         st = qvl_model_eval_images(s->m, j->ids + at, len, s->pos_part,
                                    part.n_tokens > 0 ? &part : NULL, j->prompt_logits != NULL,
                                    j->prompt_logits ? j->prompt_logits + at * env->vocab
                                                     : s->logits, &err);
+    progress_off(s->m);
     if (st == QVL_OK && j->prompt_logits) /* the last row is the next token's */
         memcpy(s->logits, j->prompt_logits + (at + len - 1) * env->vocab,
                (size_t)env->vocab * sizeof *s->logits);
@@ -302,6 +344,7 @@ void engine_slots_prefill(engine_slot *const *group, int n, const engine_slot_en
     qvl_seq *seqs[QVL_TEXT_MAX_SEQS];
     const int32_t *ids[QVL_TEXT_MAX_SEQS], *pos[QVL_TEXT_MAX_SEQS];
     int64_t lens[QVL_TEXT_MAX_SEQS];
+    chunk_progress_ctx pc = {.env = env};
     int k = 0;
     for (int i = 0; i < n && i < QVL_TEXT_MAX_SEQS; i++) {
         engine_slot *s = group[i];
@@ -314,15 +357,19 @@ void engine_slots_prefill(engine_slot *const *group, int n, const engine_slot_en
         seqs[k] = s->seq;
         ids[k] = j->ids + at;
         pos[k] = s->pos_part;
+        pc.done[k] = at, pc.total[k] = j->n_ids, pc.next[k] = len;
         lens[k++] = len;
     }
     if (k == 0) return;
+    pc.n = k;
     const double t0 = now_seconds();
     qvl_error err = {0};
     float *logits = malloc((size_t)k * (size_t)env->vocab * sizeof *logits);
+    progress_on(run[0]->m, env, &pc);
     qvl_status st = logits ? qvl_model_prefill_batch(run[0]->m, seqs, ids, pos, lens, (size_t)k,
                                                      logits, &err)
                            : qvl_fail(&err, QVL_E_NOMEM, "out of memory");
+    progress_off(run[0]->m);
     const double seconds = now_seconds() - t0;
     int64_t rows = 0;
     for (int i = 0; i < k; i++) rows += lens[i];

@@ -37,6 +37,9 @@ struct qvl_exec {
     size_t *by_root_first, *by_root; /* tensors grouped by root: by_root[first[r] .. first[r+1]) */
     bool profiling;          /* time each node (qvl_exec_set_profiling) */
     qvl_op_profile profile;  /* totals while profiling was on */
+    qvl_exec_progress_fn progress; /* qvl_exec_set_progress; NULL: off */
+    void *progress_arg;
+    bool work_by_flops;      /* node work = qvl_node_flops (else 1 per node: no node has any) */
 };
 
 static void *root_base(const qvl_exec *ex, qvl_tid root) {
@@ -357,6 +360,29 @@ static qvl_status check_ready(const qvl_exec *ex, qvl_error *err) {
     return QVL_OK;
 }
 
+static double node_work(const qvl_exec *ex, const qvl_node *nd) {
+    return ex->work_by_flops ? qvl_node_flops(nd) : 1.0;
+}
+
+double qvl_exec_flops(const qvl_exec *ex) {
+    double flops = 0.0;
+    for (size_t k = 0; ex && k < ex->n_nodes; k++) flops += qvl_node_flops(ex->node_ptrs[k]);
+    return flops;
+}
+
+double qvl_exec_work(const qvl_exec *ex) {
+    if (!ex) return 0.0;
+    const double flops = qvl_exec_flops(ex);
+    return flops > 0.0 ? flops : (double)ex->n_nodes;
+}
+
+void qvl_exec_set_progress(qvl_exec *ex, qvl_exec_progress_fn fn, void *arg) {
+    if (!ex) return;
+    ex->progress = fn;
+    ex->progress_arg = arg;
+    ex->work_by_flops = fn && qvl_exec_flops(ex) > 0.0;
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -409,11 +435,14 @@ qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err) {
     qvl_error e = {0};
     bool done = false;
     /* A whole-graph run cannot be timed node by node: profiling runs the nodes one by one. */
+    const double total = ex->progress ? qvl_exec_work(ex) : 0.0;
+    double work_done = 0.0;
     if (ex->iface->run_graph && !ex->profiling) {
         s = ex->iface->run_graph(ex->be, ex->node_ptrs, ex->n_nodes, &e);
         if (s == QVL_OK) done = true;
         else if (s != QVL_E_UNSUPPORTED)
             return qvl_fail(err, s, "exec: run_graph on %s: %s", be_name, e.msg);
+        if (done && ex->progress) ex->progress(ex->progress_arg, total, total);
     }
     for (size_t k = 0; !done && k < ex->n_nodes; k++) {
         const qvl_node *nd = ex->node_ptrs[k];
@@ -427,6 +456,10 @@ qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err) {
             return qvl_fail(err, s, "exec: node %s (%s) on %s: %s",
                             node_label(ex, t, lbl, sizeof lbl), qvl_op_name(nd->op), be_name,
                             e.msg[0] ? e.msg : qvl_status_str(s));
+        }
+        if (ex->progress) {
+            work_done += node_work(ex, nd);
+            ex->progress(ex->progress_arg, k + 1 == ex->n_nodes ? total : work_done, total);
         }
     }
     if (ex->iface->synchronize && (s = ex->iface->synchronize(ex->be, &e)) != QVL_OK)

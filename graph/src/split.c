@@ -23,6 +23,9 @@ typedef struct split_part {
     split_xfer *in;
     size_t n_in, cap_in;
     size_t n_nodes, bytes_in;
+    struct qvl_split *owner; /* for the progress of a run (qvl_split_set_progress) */
+    double work_before;      /* work units of the parts before this one */
+    bool no_work;            /* counted as none: no flops where other parts have some */
 } split_part;
 
 struct qvl_split {
@@ -32,6 +35,9 @@ struct qvl_split {
     size_t n_part;
     void *staging; /* host bounce buffer for copies that cross device memory */
     size_t staging_bytes;
+    qvl_exec_progress_fn progress; /* qvl_split_set_progress; NULL: off */
+    void *progress_arg;
+    double work_total;
 };
 
 /* While building: where each tensor of the original graph lives. */
@@ -351,6 +357,34 @@ qvl_status qvl_split_get(qvl_split *s, const char *name, void *host, size_t byte
 
 void qvl_split_release_arenas(qvl_split *s) {
     for (size_t i = 0; s && i < s->n_part; i++) qvl_exec_release_arena(s->part[i].ex);
+}
+
+/* A part's progress as the whole run's: the parts before it are done. */
+static void part_progress(void *arg, double done, double total) {
+    (void)total;
+    const split_part *p = arg;
+    const qvl_split *s = p->owner;
+    s->progress(s->progress_arg, p->work_before + (p->no_work ? 0.0 : done), s->work_total);
+}
+
+/* One unit for the whole run: flops where any part has some (a part without counts as none),
+ * else nodes everywhere (each executor's own choice then agrees). */
+void qvl_split_set_progress(qvl_split *s, qvl_exec_progress_fn fn, void *arg) {
+    if (!s) return;
+    s->progress = fn;
+    s->progress_arg = arg;
+    bool by_flops = false;
+    for (size_t i = 0; i < s->n_part; i++)
+        by_flops = by_flops || qvl_exec_flops(s->part[i].ex) > 0.0;
+    s->work_total = 0.0;
+    for (size_t i = 0; i < s->n_part; i++) {
+        split_part *p = &s->part[i];
+        p->owner = s;
+        p->work_before = s->work_total;
+        p->no_work = by_flops && qvl_exec_flops(p->ex) == 0.0;
+        s->work_total += p->no_work ? 0.0 : qvl_exec_work(p->ex);
+        qvl_exec_set_progress(p->ex, fn ? part_progress : NULL, fn ? p : NULL);
+    }
 }
 
 void qvl_split_set_profiling(qvl_split *s, bool on) {

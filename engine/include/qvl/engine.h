@@ -58,10 +58,17 @@ typedef struct qvl_engine_observer {
      * or ran in `seconds`. */
     void (*encode)(void *arg, size_t index, size_t count, int64_t tokens, bool is_video,
                    double seconds);
+    /* Within item `index` of `count`: the share of its encode done (0..1, by the encoder's
+     * work; 1 after its last step), between the two `encode` calls of the item. */
+    void (*encode_progress)(void *arg, size_t index, size_t count, double fraction);
     /* Before each chunk of a prompt's prefill: `done` of its `total` tokens are in the cache
      * (a reused prefix included) and the chunk adds `next`; once more with next 0 when the
      * whole prompt is in. */
     void (*prefill_step)(void *arg, int64_t done, int64_t total, int64_t next);
+    /* Within that chunk (the prefill_step arguments again): the share of it done (0..1, by
+     * the model's work; 1 after its last step). */
+    void (*prefill_progress)(void *arg, int64_t done, int64_t total, int64_t next,
+                             double fraction);
 } qvl_engine_observer;
 
 typedef struct qvl_engine_options {

@@ -222,6 +222,18 @@ void qvl_exec_profile_reset(qvl_exec *ex);
 /* acc += p, op by op. */
 void qvl_op_profile_add(qvl_op_profile *acc, const qvl_op_profile *p);
 
+/* ---- progress ----------------------------------------------------------------------------- */
+/* A long run's progress (the vision encoder on a CPU takes minutes): with fn set, qvl_exec_run
+ * calls fn(arg, done, total) after each node, in work units: the nodes' qvl_node_flops (each
+ * node counts 1 where the whole graph has none), done reaching total after the last node. A
+ * backend that queues its work reports ahead of it; a whole-graph run (run_graph) reports once,
+ * at its end. fn NULL: off. fn runs on the thread that called qvl_exec_run. */
+typedef void (*qvl_exec_progress_fn)(void *arg, double done, double total);
+void qvl_exec_set_progress(qvl_exec *ex, qvl_exec_progress_fn fn, void *arg);
+/* The work units of one run (the total fn is given), and its nodes' qvl_node_flops alone. */
+double qvl_exec_work(const qvl_exec *ex);
+double qvl_exec_flops(const qvl_exec *ex);
+
 /* ---- cross-checking ---------------------------------------------------------------------- */
 typedef struct qvl_crosscheck_result {
     /* Isolated: every node run on backend b from backend a's values of its inputs, so each

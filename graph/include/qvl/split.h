@@ -112,6 +112,11 @@ qvl_status qvl_split_get(qvl_split *s, const char *name, void *host, size_t byte
 /* qvl_exec_release_arena on every part (inputs are set again before the next run). */
 void qvl_split_release_arenas(qvl_split *s);
 
+/* Progress over every part's executor (qvl_exec_set_progress): one run's work units from the
+ * first part to the last, done reaching the total after the last part's last node. fn NULL:
+ * off. Parts are not moved after create, so each part's callback keeps its place. */
+void qvl_split_set_progress(qvl_split *s, qvl_exec_progress_fn fn, void *arg);
+
 /* Profiling over every part's executor (qvl_exec_set_profiling and friends). */
 void qvl_split_set_profiling(qvl_split *s, bool on);
 void qvl_split_profile(const qvl_split *s, qvl_op_profile *out);

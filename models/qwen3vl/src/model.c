@@ -385,6 +385,8 @@ static qvl_status run_batch(qvl_model *m, const int32_t *ids, int64_t n, const i
     if (st == QVL_OK) st = model_split(m, g, true, &sp, err);
     qvl_graph_free(g);
     if (st == QVL_OK) qvl_split_set_profiling(sp, m->inst.profiling);
+    if (st == QVL_OK)
+        qvl_split_set_progress(sp, m->inst.prefill_progress, m->inst.prefill_progress_arg);
     if (st == QVL_OK) st = qvl_split_set(sp, "ids", ids, (size_t)n * sizeof *ids, err);
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", pos_buf, (size_t)n * 3 * sizeof *pos_buf, err);
     if (st == QVL_OK && img) st = set_image_inputs(m, sp, ids, n, img, err);
@@ -707,4 +709,9 @@ size_t qvl_model_memory(const qvl_model *m, qvl_model_backend_memory *out, size_
         }
     }
     return n;
+}
+
+void qvl_model_set_prefill_progress(qvl_model *m, qvl_exec_progress_fn fn, void *arg) {
+    m->inst.prefill_progress = fn;
+    m->inst.prefill_progress_arg = fn ? arg : NULL;
 }

@@ -87,6 +87,10 @@ typedef struct model_instruments {
     qvl_model_load_stats load;
     bool profiling;
     qvl_op_profile profile;
+    qvl_exec_progress_fn vision_progress; /* qvl_model_set_vision_progress; NULL: off */
+    void *vision_progress_arg;
+    qvl_exec_progress_fn prefill_progress; /* qvl_model_set_prefill_progress; NULL: off */
+    void *prefill_progress_arg;
 } model_instruments;
 
 struct qvl_model {

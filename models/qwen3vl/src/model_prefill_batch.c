@@ -102,6 +102,8 @@ static qvl_status run_prefill_graph(qvl_model *m, qvl_seq *const *seqs, const in
     qvl_graph_free(g);
     const int64_t T = in->total;
     if (st == QVL_OK) qvl_split_set_profiling(sp, m->inst.profiling);
+    if (st == QVL_OK)
+        qvl_split_set_progress(sp, m->inst.prefill_progress, m->inst.prefill_progress_arg);
     if (st == QVL_OK) st = qvl_split_set(sp, "ids", in->ids, (size_t)T * sizeof *in->ids, err);
     if (st == QVL_OK) st = qvl_split_set(sp, "pos", in->pos, (size_t)T * 3 * sizeof *in->pos, err);
     int64_t r0 = 0;

@@ -176,6 +176,7 @@ qvl_status model_vision_encode(qvl_model *m, const float *pixels, size_t n_image
     qvl_status st = vision_ready(m, n_images, grids, err);
     if (st == QVL_OK) {
         qvl_split_set_profiling(m->vision.sp, m->inst.profiling);
+        qvl_split_set_progress(m->vision.sp, m->inst.vision_progress, m->inst.vision_progress_arg);
         st = set_vision_inputs(m, pixels, err);
     }
     feature_memory fm = {0};
@@ -191,4 +192,9 @@ qvl_status model_vision_encode(qvl_model *m, const float *pixels, size_t n_image
     /* A failed run may leave the backend's buffers in any state: the next encode starts over. */
     if (st != QVL_OK) model_vision_forget(m);
     return st;
+}
+
+void qvl_model_set_vision_progress(qvl_model *m, qvl_exec_progress_fn fn, void *arg) {
+    m->inst.vision_progress = fn;
+    m->inst.vision_progress_arg = fn ? arg : NULL;
 }

@@ -218,6 +218,14 @@ qvl_status qvl_model_encode_images(qvl_model *m, const float *pixels, size_t n_i
                                    const qvl_image_grid *grids, qvl_image_features *out,
                                    qvl_error *err);
 
+/* The encoder's progress during each qvl_model_encode_images from now on: fn(arg, done, total)
+ * after each node of its graph, in work units (qvl_exec_set_progress), on the calling thread.
+ * fn NULL: off. */
+void qvl_model_set_vision_progress(qvl_model *m, qvl_exec_progress_fn fn, void *arg);
+/* The same for each prompt batch (a prefill chunk, one sequence's or several's) from now on;
+ * a decode step reports nothing. */
+void qvl_model_set_prefill_progress(qvl_model *m, qvl_exec_progress_fn fn, void *arg);
+
 /* Positions of n tokens appended to the sequence (3 rows of n, the pos argument of eval):
  * text continues from the next free position, runs of image_token_id are the images of grids
  * in order (docs/MODEL.md, "Multimodal positions"). */
