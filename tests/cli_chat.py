@@ -187,11 +187,11 @@ check("a message over the context: one line, not sent, the chat goes on",
 class Term:
     """qvl chat on a pseudo-terminal (stdin, stdout and stderr all the pty)."""
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, quiet=True):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.environ["TERM"] = "xterm"
-            os.execv(qvl, BASE + list(flags))
+            os.execv(qvl, (BASE if quiet else [a for a in BASE if a != "-q"]) + list(flags))
         self.out = b""
 
     def read(self, seconds):
@@ -244,6 +244,22 @@ t.send(b"\x04")
 rc = t.exit_status()
 check("Ctrl-D: exit 0 and a newline after the prompt", rc == 0 and t.out.endswith(b"\n"),
       f"rc {rc}, {t.out[-40:]!r}")
+
+# A message with a picture: the progress line names the picture being encoded, then the
+# prefill's tokens done / total (each drawn at once; the share done follows at the redraws).
+t = Term("--print-ids", "-n", "8", quiet=False)
+t.wait_for(rb"> ")
+t.send(f"/image {image}\r".encode())
+t.wait_for(rb"> ", 30, 1)
+at = len(t.out)
+t.send(b"What is this?\r")
+check("terminal: the picture's encoding on the progress line",
+      t.wait_for(rb"prefill \d+ tokens: encoding image 1/1 \(\d+ tokens\)", 60, at), t.out[at:])
+check("terminal: the prefill's tokens done / total", t.wait_for(rb"prefill 0/\d+ tokens", 60, at),
+      t.out[at:])
+t.wait_for(rb"> ", 60, len(t.out) - 1)
+t.send(b"\x04")
+t.exit_status()
 
 t = Term("--print-ids", "-n", "8")
 t.wait_for(rb"> ")

@@ -12,17 +12,62 @@
 #include "chat_input.h"
 #include "chat_state.h"
 #include "engine_answer.h"
+#include "progress_eta.h"
 #include "run_sampling.h"
 #include "qvl/engine_prompt.h"
 
 static const char image_marker[] = "<image>";
 
+/* ---- a job's progress line (the engine thread calls these; run_progress locks) ------------- */
+
+static void on_encode(void *arg, size_t index, size_t count, int64_t tokens, bool is_video,
+                      double seconds) {
+    chat_state *cs = arg;
+    if (seconds >= 0) return;
+    cs->step_start = run_now_seconds();
+    cs->step_video = is_video;
+    run_progress_update(cs->progress, "prefill %lld tokens: encoding %s %zu/%zu (%lld tokens)",
+                        (long long)cs->job_tokens, is_video ? "video" : "image", index + 1, count,
+                        (long long)tokens);
+}
+
+static void on_encode_progress(void *arg, size_t index, size_t count, double fraction) {
+    chat_state *cs = arg;
+    char eta[64];
+    progress_eta_text(run_now_seconds() - cs->step_start, fraction, eta, sizeof eta);
+    run_progress_note(cs->progress, "prefill %lld tokens: encoding %s %zu/%zu: %s",
+                      (long long)cs->job_tokens, cs->step_video ? "video" : "image", index + 1,
+                      count, eta);
+}
+
+static void on_prefill_step(void *arg, int64_t done, int64_t total, int64_t next) {
+    chat_state *cs = arg;
+    cs->step_start = run_now_seconds();
+    run_progress_update(cs->progress, "prefill %lld/%lld tokens", (long long)done,
+                        (long long)total);
+    (void)next;
+}
+
+static void on_prefill_progress(void *arg, int64_t done, int64_t total, int64_t next,
+                                double fraction) {
+    chat_state *cs = arg;
+    char eta[64];
+    progress_eta_text(run_now_seconds() - cs->step_start, fraction, eta, sizeof eta);
+    run_progress_note(cs->progress, "prefill %lld/%lld tokens, %lld in this step: %s",
+                      (long long)done, (long long)total, (long long)next, eta);
+}
+
 qvl_status chat_engine_open(chat_state *cs, qvl_error *err) {
     const run_args *a = cs->a;
     cs->be = a->be;
     cs->be.threads_seen = cs->seen->threads;
+    qvl_engine_options progress = {0};
+    progress.observer = (qvl_engine_observer){.arg = cs, .encode = on_encode,
+                                              .encode_progress = on_encode_progress,
+                                              .prefill_step = on_prefill_step,
+                                              .prefill_progress = on_prefill_progress};
     qvl_status st =
-        engine_answer_open(a, &cs->be, NULL, cs->progress, &cs->timings, &cs->engine, err);
+        engine_answer_open(a, &cs->be, &progress, cs->progress, &cs->timings, &cs->engine, err);
     if (st != QVL_OK) return st;
     const qvl_picture_rules *base = qvl_engine_picture_rules(cs->engine);
     cs->video_rules = qvl_engine_video_rules(cs->engine);
@@ -231,6 +276,7 @@ static void report_job(const chat_state *cs, const qvl_job *j) {
 static qvl_status run_job(chat_state *cs, qvl_job *j, qvl_error *err) {
     const engine_stream how = {.print_text = !cs->a->print_ids, .progress = cs->progress,
                                .timings = &cs->timings, .interrupted = chat_interrupted};
+    cs->job_tokens = j->n_ids;
     run_progress_begin(cs->progress, "prefill %lld tokens", (long long)j->n_ids);
     qvl_status st = engine_answer_stream(cs->engine, j, &how, err);
     if (st != QVL_OK) return st;

@@ -28,6 +28,9 @@ typedef struct chat_state {
     const qvl_video_rules *video_rules; /* the engine's; NULL: the model takes no videos */
     char cap_what[128];         /* the pictures' upper size bound, for the per-picture line */
     run_progress *progress;
+    int64_t job_tokens;         /* the prompt tokens of the job running (its progress line) */
+    double step_start;          /* run_now_seconds() when its running picture or chunk began */
+    bool step_video;            /* the item being encoded is a video */
     run_timings timings;
     uint64_t seed;              /* the base seed; job k samples with seed + k */
     char *grammar;              /* --json, --json-schema, --grammar as GBNF (NULL: none):
