@@ -23,6 +23,16 @@ static inline unsigned cu_blocks_for(int64_t n) {
     return (unsigned)b;
 }
 
+/* The current device's SM count, or `unknown` where it cannot be read (launch planning only:
+ * each caller picks the count its plan falls back on). */
+static inline int cu_current_sm_count(int unknown) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        return unknown;
+    return sms;
+}
+
 /* Blocks for a kernel whose blocks loop over `wanted` units of work with a grid stride: all of
  * them, but at most one wave (as many as the SMs hold at once at this block size and shared
  * memory; 16 SMs where the count is unknown). */

@@ -364,10 +364,7 @@ static double cu_gemm_cost(const cu_gemm_plan &pl, int64_t K, int sms) {
  * QVL_CUDA_GEMM_TILE=128x128|128x64|64x64 forces the tile shape. */
 static cu_gemm_plan cu_gemm_plan_for(int64_t batches, int64_t M, int64_t N, int64_t K,
                                      bool can_split) {
-    int dev = 0, sms = 1;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 1;
+    const int sms = cu_current_sm_count(1);
     const char *force = getenv("QVL_CUDA_GEMM_TILE");
     int only = -1; /* the forced tile shape */
     for (int t = 0; force && t < CU_N_TILES; t++) {

@@ -238,14 +238,6 @@ static void cu_rr_launch_any(cu_stream s, const cu_mm_group &g, int sm_count) {
     else cu_rr_launch<DT, 8, GROUP>(s, g, sm_count);
 }
 
-static int cu_rr_sm_count(void) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 16;
-    return sms;
-}
-
 static bool cu_rr_applies(const cu_mm_args &p) {
     return cu_gemv_rows_regs_takes(p.M) && p.batches == 1 && p.K % 8 == 0 &&
            (p.w.dtype == QVL_F16 || p.w.dtype == QVL_BF16);
@@ -257,8 +249,8 @@ bool cu_gemv_rows_regs(cu_stream s, const cu_mm_args &p) {
     memset(&g, 0, sizeof g);
     g.p[0] = p;
     g.n = 1;
-    if (p.w.dtype == QVL_F16) cu_rr_launch_any<QVL_F16, false>(s, g, cu_rr_sm_count());
-    else cu_rr_launch_any<QVL_BF16, false>(s, g, cu_rr_sm_count());
+    if (p.w.dtype == QVL_F16) cu_rr_launch_any<QVL_F16, false>(s, g, cu_current_sm_count(16));
+    else cu_rr_launch_any<QVL_BF16, false>(s, g, cu_current_sm_count(16));
     return true;
 }
 
@@ -273,7 +265,7 @@ bool cu_gemv_rows_regs_group(cu_stream s, const cu_mm_args *ps, int n) {
         g.p[i] = ps[i];
     }
     g.n = n;
-    if (ps[0].w.dtype == QVL_F16) cu_rr_launch_any<QVL_F16, true>(s, g, cu_rr_sm_count());
-    else cu_rr_launch_any<QVL_BF16, true>(s, g, cu_rr_sm_count());
+    if (ps[0].w.dtype == QVL_F16) cu_rr_launch_any<QVL_F16, true>(s, g, cu_current_sm_count(16));
+    else cu_rr_launch_any<QVL_BF16, true>(s, g, cu_current_sm_count(16));
     return true;
 }

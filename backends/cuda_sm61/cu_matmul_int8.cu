@@ -414,14 +414,6 @@ static int cu_int8_path(const cu_mat &w, int64_t batches, int64_t M) {
     return 2;
 }
 
-static int cu_sm_count(void) {
-    int dev = 0, sms = 1;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 1;
-    return sms;
-}
-
 /* Split K. A short prompt (or 9-16 batched decode rows) against 2048 output columns makes
  * few 64 x 64 tiles: 64 for 128 rows, where a GPU of many SMs holds two blocks on each of 132.
  * Then each tile's activation blocks are cut into `splits` runs of kbs, computed by separate
@@ -444,7 +436,7 @@ struct cu_i8_plan {
  * where even those are too few). */
 static cu_i8_plan cu_i8_plan_for(int64_t batches, int64_t M, int64_t N, int64_t K) {
     const int nkb = (int)(K / CU_I8_BLOCK);
-    const int64_t sms = cu_sm_count();
+    const int64_t sms = cu_current_sm_count(1);
     cu_i8_plan none = {false, 1, nkb};
     if (batches * ((M + 127) / 128) * ((N + 63) / 64) >= 2 * sms) {
         none.big = true;
