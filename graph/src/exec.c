@@ -40,6 +40,7 @@ struct qvl_exec {
     qvl_exec_progress_fn progress; /* qvl_exec_set_progress; NULL: off */
     void *progress_arg;
     bool work_by_flops;      /* node work = qvl_node_flops (else 1 per node: no node has any) */
+    double work_total;       /* qvl_exec_work, fixed with the plan */
 };
 
 static void *root_base(const qvl_exec *ex, qvl_tid root) {
@@ -381,6 +382,7 @@ void qvl_exec_set_progress(qvl_exec *ex, qvl_exec_progress_fn fn, void *arg) {
     ex->progress = fn;
     ex->progress_arg = arg;
     ex->work_by_flops = fn && qvl_exec_flops(ex) > 0.0;
+    ex->work_total = fn ? qvl_exec_work(ex) : 0.0;
 }
 
 static double now_seconds(void) {
@@ -435,7 +437,7 @@ qvl_status qvl_exec_run(qvl_exec *ex, qvl_error *err) {
     qvl_error e = {0};
     bool done = false;
     /* A whole-graph run cannot be timed node by node: profiling runs the nodes one by one. */
-    const double total = ex->progress ? qvl_exec_work(ex) : 0.0;
+    const double total = ex->work_total;
     double work_done = 0.0;
     if (ex->iface->run_graph && !ex->profiling) {
         s = ex->iface->run_graph(ex->be, ex->node_ptrs, ex->n_nodes, &e);
