@@ -20,7 +20,7 @@
  * one tile (every matrix of the 2B but the down projection) the activations stay in
  * registers for all of its steps, the LM head's 151,936 columns included. While one group is
  * multiplied, the next group's weights are already loading, across steps and parts too. */
-#include "cu_matmul.cuh"
+#include "cu_gemv_regs.cuh"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,38 +29,6 @@
 #define CU_RR_THREADS (CU_RR_WARPS * CU_WARP)
 #define CU_RR_TILE (CU_RR_THREADS * 8) /* K values a tile: one 16-byte chunk a thread */
 #define CU_RR_MAX_COLS 16              /* columns a block step at most (ng * G) */
-
-/* c ? a : b as a value select: written plainly, clang folds the choice between two array
- * elements into a choice of address and moves the array to local memory. */
-__device__ __forceinline__ float cu_select(int c, float a, float b) {
-    float r;
-    asm("{ .reg .pred p; setp.ne.s32 p, %3, 0; selp.f32 %0, %1, %2, p; }"
-        : "=f"(r) : "f"(a), "f"(b), "r"(c));
-    return r;
-}
-
-/* One level of the reduce-scatter below: a lane keeps the half of v[0, 2 OFF) that its partner
- * (lane ^ OFF) sends away, adds the partner's copy of it, and holds the result in v[0, OFF). */
-template <int OFF>
-__device__ __forceinline__ void cu_reduce_scatter_level(float (&v)[32], int lane) {
-    const int upper = lane & OFF;
-#pragma unroll
-    for (int i = 0; i < OFF; i++) {
-        float lo = v[i], hi = v[i + OFF];
-        float send = cu_select(upper, lo, hi), keep = cu_select(upper, hi, lo);
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
-    }
-}
-
-/* v[0] becomes the warp's sum of value `lane` of the 32 (each lane's v[i] for that i): 31
- * shuffles, where 32 warp sums would take 160. */
-__device__ __forceinline__ void cu_reduce_scatter32(float (&v)[32], int lane) {
-    cu_reduce_scatter_level<16>(v, lane);
-    cu_reduce_scatter_level<8>(v, lane);
-    cu_reduce_scatter_level<4>(v, lane);
-    cu_reduce_scatter_level<2>(v, lane);
-    cu_reduce_scatter_level<1>(v, lane);
-}
 
 /* The 16-byte chunk c of weight rows n0 .. n0 + G - 1 (zeros past the matrix or past K). */
 template <int G>
@@ -71,21 +39,6 @@ __device__ __forceinline__ void cu_rr_load(uint4 (&q)[G], const char *w, int64_t
         q[j] = c < chunks && n0 + j < N
                    ? __ldg((const uint4 *)(w + (n0 + j) * row_bytes) + c)
                    : make_uint4(0, 0, 0, 0);
-}
-
-/* A place in a block's work: block step st (of all the parts' steps), tile t of K, group g. */
-struct cu_rr_pos {
-    int64_t st, t;
-    int g;
-};
-
-/* The place after p: groups within a tile, tiles within a step, then the block's next step. */
-__device__ __forceinline__ void cu_rr_advance(cu_rr_pos &p, int ng, int64_t tiles) {
-    if (++p.g < ng) return;
-    p.g = 0;
-    if (++p.t < tiles) return;
-    p.t = 0;
-    p.st += gridDim.x;
 }
 
 /* Place p's weights (one 16-byte chunk of each of its G rows); nothing past the last step. The

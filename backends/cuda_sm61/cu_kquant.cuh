@@ -75,6 +75,51 @@ struct cu_kq<QVL_Q4_K> {
         r.a = __ldg((const uint4 *)blk);
         r.b = __ldg((const uint4 *)(blk + 16 + 16 * part));
     }
+    /* The lane's share of a super-block as integers and factors: lo / hi = the quants of
+     * sub-blocks 2c and 2c + 1 (c = part / 2), dsc = d * their scales, dm = dmin * their mins
+     * (0 for h = 1: the h = 0 lane adds the mins' term of both). */
+    struct w_t {
+        int lo[4], hi[4];
+        float dsc0, dsc1, dm0, dm1;
+    };
+    static __device__ __forceinline__ void unpack_into(const cu_kraw &r, int part, w_t &w) {
+        int c = part / 2, h = part % 2;
+        int sc0, m0, sc1, m1;
+        cu_q4k_sc_m(r.a.y, r.a.z, r.a.w, 2 * c, sc0, m0);
+        cu_q4k_sc_m(r.a.y, r.a.z, r.a.w, 2 * c + 1, sc1, m1);
+        float d = cu_f16_to_f32((uint16_t)(r.a.x & 0xffffu));
+        float dmin = h == 0 ? cu_f16_to_f32((uint16_t)(r.a.x >> 16)) : 0.0f;
+        w.dsc0 = d * (float)sc0, w.dsc1 = d * (float)sc1;
+        w.dm0 = dmin * (float)m0, w.dm1 = dmin * (float)m1;
+        uint32_t qw[4] = {r.b.x, r.b.y, r.b.z, r.b.w};
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            w.lo[t] = (int)(qw[t] & 0x0F0F0F0Fu);
+            w.hi[t] = (int)((qw[t] >> 4) & 0x0F0F0F0Fu);
+        }
+    }
+    static __device__ __forceinline__ w_t unpack(const cu_kraw &r, int part) {
+        w_t w;
+        unpack_into(r, part, w);
+        return w;
+    }
+    /* One activation row's share: x0 = its 16 int8 values of sub-block 2c at the lane's
+     * positions, x1 those of 2c + 1; da0/da1 and sa0/sa1 the two blocks' scales and sums. */
+    static __device__ __forceinline__ float row(const w_t &w, int4 x0, int4 x1, float da0,
+                                                float da1, float sa0, float sa1) {
+        int s0 = __dp4a(w.lo[0], x0.x, __dp4a(w.lo[1], x0.y, __dp4a(w.lo[2], x0.z, __dp4a(w.lo[3], x0.w, 0))));
+        int s1 = __dp4a(w.hi[0], x1.x, __dp4a(w.hi[1], x1.y, __dp4a(w.hi[2], x1.z, __dp4a(w.hi[3], x1.w, 0))));
+        return da0 * (w.dsc0 * cu_i2f_small(s0)) + da1 * (w.dsc1 * cu_i2f_small(s1)) -
+               (w.dm0 * sa0 + w.dm1 * sa1);
+    }
+    /* Activation offsets of the lane's share of super-block sb: values e .. e + 15 and
+     * e + 32 .. e + 47, blocks b0 and b0 + 1. */
+    static __device__ __forceinline__ int first_value(int sb, int part) {
+        return sb * QVL_QK_K + 64 * (part / 2) + 16 * (part % 2);
+    }
+    static __device__ __forceinline__ int first_block(int sb, int part) {
+        return sb * 8 + 2 * (part / 2);
+    }
     /* Super-block sb against the rows m < M (MR at most): row m's quants at qa + m * lda,
      * its scales and sums at da / sa + m * ldb. The callers keep M * lda within an int (int
      * offsets need fewer registers than 64-bit row pointers: clang's sm_61 code spilled). */
@@ -127,16 +172,17 @@ struct cu_kq<QVL_Q6_K> {
                       (((cu_ld16(s + 6) >> shift) & 0xffu) << 24);
         r.b = make_uint4(cu_ld32_2(qh), cu_ld32_2(qh + 4), sc, cu_ld16(blk + 208));
     }
-    template <int MR>
-    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
-                                               const int8_t *qa, int lda, const float *da,
-                                               const float *sa, int ldb, float (&acc)[MR]) {
-        (void)sa;
-        int hf = part / 4, l0 = (part % 4) * 8;
-        float d = cu_f16_to_f32((uint16_t)r.b.w);
-        uint32_t ql0[2] = {r.a.x, r.a.y}, ql1[2] = {r.a.z, r.a.w}, qh[2] = {r.b.x, r.b.y};
+    /* The lane's share as integers and factors: q[qr] = quarter qr's 8 quants minus 32 (two
+     * words), ds[qr] = d * its scale. */
+    struct w_t {
         int q[4][2];
         float ds[4];
+    };
+    static __device__ __forceinline__ w_t unpack(const cu_kraw &r, int part) {
+        (void)part;
+        w_t w;
+        float d = cu_f16_to_f32((uint16_t)r.b.w);
+        uint32_t ql0[2] = {r.a.x, r.a.y}, ql1[2] = {r.a.z, r.a.w}, qh[2] = {r.b.x, r.b.y};
 #pragma unroll
         for (int qr = 0; qr < 4; qr++) {
 #pragma unroll
@@ -144,23 +190,52 @@ struct cu_kq<QVL_Q6_K> {
                 uint32_t l = qr % 2 == 0 ? ql0[t] : ql1[t];
                 l = qr < 2 ? l & 0x0F0F0F0Fu : (l >> 4) & 0x0F0F0F0Fu;
                 uint32_t hb = ((qh[t] >> (2 * qr)) & 0x03030303u) << 4;
-                q[qr][t] = cu_minus32(l | hb);
+                w.q[qr][t] = cu_minus32(l | hb);
             }
-            ds[qr] = d * (float)(int8_t)((r.b.z >> (8 * qr)) & 0xffu);
+            w.ds[qr] = d * (float)(int8_t)((r.b.z >> (8 * qr)) & 0xffu);
         }
-        int e = sb * QVL_QK_K + 128 * hf + l0, b0 = sb * 8 + 4 * hf;
+        return w;
+    }
+    /* One activation row's share: x[2 qr], x[2 qr + 1] = its 8 int8 values of quarter qr at
+     * the lane's positions, dq[qr] that block's scale. */
+    static __device__ __forceinline__ float row(const w_t &w, const int (&x)[8],
+                                                const float (&dq)[4]) {
+        float y = 0.0f;
+#pragma unroll
+        for (int qr = 0; qr < 4; qr++) {
+            int s = __dp4a(w.q[qr][0], x[2 * qr], __dp4a(w.q[qr][1], x[2 * qr + 1], 0));
+            y += dq[qr] * (w.ds[qr] * cu_i2f_small(s));
+        }
+        return y;
+    }
+    /* Activation offsets of the lane's share of super-block sb: values e + 32 qr .. + 7 for the
+     * quarters qr, in blocks b0 + qr. */
+    static __device__ __forceinline__ int first_value(int sb, int part) {
+        return sb * QVL_QK_K + 128 * (part / 4) + (part % 4) * 8;
+    }
+    static __device__ __forceinline__ int first_block(int sb, int part) {
+        return sb * 8 + 4 * (part / 4);
+    }
+    template <int MR>
+    static __device__ __forceinline__ void dot(const cu_kraw &r, int part, int sb, int M,
+                                               const int8_t *qa, int lda, const float *da,
+                                               const float *sa, int ldb, float (&acc)[MR]) {
+        (void)sa;
+        const w_t w = unpack(r, part);
+        int e = first_value(sb, part), b0 = first_block(sb, part);
 #pragma unroll
         for (int m = 0; m < MR; m++) {
             if (m >= M) continue;
             const float *dr = da + m * ldb;
-            float y = 0.0f;
+            int x[8];
+            float dq[4];
 #pragma unroll
             for (int qr = 0; qr < 4; qr++) {
-                int2 x = *(const int2 *)(qa + (m * lda + e + 32 * qr));
-                int s = __dp4a(q[qr][0], x.x, __dp4a(q[qr][1], x.y, 0));
-                y += dr[b0 + qr] * (ds[qr] * cu_i2f_small(s));
+                int2 v = *(const int2 *)(qa + (m * lda + e + 32 * qr));
+                x[2 * qr] = v.x, x[2 * qr + 1] = v.y;
+                dq[qr] = dr[b0 + qr];
             }
-            acc[m] += y;
+            acc[m] += row(w, x, dq);
         }
     }
 };

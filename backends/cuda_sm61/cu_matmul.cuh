@@ -191,6 +191,13 @@ static inline cu_i8_rows cu_i8_rows_of(void *scratch, int64_t rows, int64_t K) {
     q.sa = q.da + rows * (K / CU_I8_BLOCK);
     return q;
 }
+/* The q4_k / q6_k GEMV of the rows cu_gemv_rows_regs_takes with the activations in registers
+ * (cu_gemv_rows_regs_k.cu), on rows q (M rows of K, quantised): queues it and returns true, or
+ * returns false (nothing queued) where it does not apply. The caller checks cu_int8_path's
+ * GEMV conditions. _group: NORM_LINEAR's projections ps[0..n) (the same rows and K, q4_k or
+ * q6_k each, no residual) as one launch. QVL_CUDA_GEMV_REGS=0 turns both off (A/B runs). */
+bool cu_gemv_rows_regs_k(cu_stream s, const cu_mm_args &p, const cu_i8_rows &q);
+bool cu_gemv_rows_regs_k_group(cu_stream s, const cu_mm_args *ps, int n, const cu_i8_rows &q);
 /* NORM_LINEAR's projections ps[0..n) (same int8 rows, already quantised into scratch; the same
  * q4_k or q6_k weights dtype and K; 2..CU_GEMV_I8_MAX_ROWS rows) as one launch of the split
  * GEMV: queues it and returns true, or returns false (nothing queued) where it does not apply

@@ -544,6 +544,8 @@ bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratc
             (ps[i].w.dtype != QVL_Q4_K && ps[i].w.dtype != QVL_Q6_K) || ps[i].K != p0.K ||
             ps[i].M != p0.M)
             return false;
+    cu_i8_rows q = cu_i8_rows_of(scratch, p0.M, p0.K); /* quantised already (the caller's norm) */
+    if (cu_gemv_rows_regs_k_group(s, ps, n, q)) return true;
     int ks = cu_gemv_split_parts((p0.K / QVL_QK_K + 3) / 4); /* as cu_gemv_k_rows_launch */
     if (ks == 0) return false;
     cu_mm_group g;
@@ -554,7 +556,6 @@ bool cu_matmul_int8_group(cu_stream s, const cu_mm_args *ps, int n, void *scratc
         g.p[i] = ps[i];
         g.first[i + 1] = g.first[i] + (ps[i].N + cpb - 1) / cpb;
     }
-    cu_i8_rows q = cu_i8_rows_of(scratch, p0.M, p0.K); /* quantised already (the caller's norm) */
     if (p0.M <= 4) cu_gemv_k_parts_launch<4>(s, g, q.qa, q.da, q.sa, ks);
     else cu_gemv_k_parts_launch<CU_GEMV_I8_MAX_ROWS>(s, g, q.qa, q.da, q.sa, ks);
     return true;
@@ -574,6 +575,7 @@ bool cu_matmul_int8(cu_stream s, const cu_mm_args &p, void *scratch, bool ready)
     /* sa always: a later matmul of the same rows (ready) may have q4_k weights */
     if (!ready) cu_quantize_i8_rows(s, p.a, rows, p.K, q);
     if (path == 1) {
+        if (cu_gemv_rows_regs_k(s, p, q)) return true;
         int64_t blocks = (p.N + CU_I8_WARPS - 1) / CU_I8_WARPS;
         if (blocks > 65535) blocks = 65535;
         unsigned g = (unsigned)blocks, t = CU_I8_WARPS * CU_WARP;
