@@ -2,6 +2,7 @@
  * qvl-backend-ops checks for every op, tests/conformance/: conformance_cuda_sm61):
  *  - describe(): device memory (not host), sizes; uploads and downloads at odd offsets;
  *  - small uploads are queued in a pinned ring without waiting, and stay ordered with kernels;
+ *  - host memory it hands out (page-locked) moves directly, in and out, at any size;
  *  - the int8 (__dp4a) path of q8_0 decode GEMVs is exact for activations int8 blocks hold;
  *  - every tile shape of the prefill GEMM (forced through QVL_CUDA_GEMM_TILE), split K;
  *  - the element-wise kernels' grid-stride loop past one grid; the attention head-size limit
@@ -61,6 +62,53 @@ static void test_describe(void **state) {
     assert_int_equal(cu.iface->download(cu.be, out, (char *)b.data + 1, sizeof out, &err), QVL_OK);
     assert_memory_equal(in, out, sizeof in);
     cu.iface->buffer_free(cu.be, &b);
+}
+
+/* Host memory from the backend (extensions QVL_EXT_HOST_ALLOC / _FREE): transfers into and out
+ * of it, whole and at an odd offset inside it, of every size class the copy path has (below
+ * the staging split, pipelined pieces, past the staging buffer); blocks run out and come back. */
+static void test_host_memory(void **state) {
+    (void)state;
+    qvl_backend_host_alloc_fn alloc =
+        (qvl_backend_host_alloc_fn)cu.iface->get_proc_address(QVL_EXT_HOST_ALLOC);
+    qvl_backend_host_free_fn hfree =
+        (qvl_backend_host_free_fn)cu.iface->get_proc_address(QVL_EXT_HOST_FREE);
+    assert_non_null(alloc);
+    assert_non_null(hfree);
+    const size_t sizes[] = {999, (size_t)3 << 20, ((size_t)40 << 20) + 5};
+    qvl_error err = {0};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k];
+        unsigned char *src = alloc(cu.be, n + 1), *dst = alloc(cu.be, n + 1);
+        assert_non_null(src);
+        assert_non_null(dst);
+        for (size_t i = 0; i <= n; i++) src[i] = (unsigned char)(i * 131 + k);
+        qvl_buffer b;
+        assert_int_equal(cu.iface->buffer_alloc(cu.be, n + 1, &b, &err), QVL_OK);
+        assert_int_equal(cu.iface->upload(cu.be, b.data, src, n + 1, &err), QVL_OK);
+        memset(dst, 0, n + 1);
+        assert_int_equal(cu.iface->download(cu.be, dst, b.data, n + 1, &err), QVL_OK);
+        assert_memory_equal(src, dst, n + 1);
+        memset(dst, 0, n + 1); /* inside the block at an offset, and its last byte untouched */
+        assert_int_equal(cu.iface->download(cu.be, dst + 1, (char *)b.data + 1, n - 1, &err),
+                         QVL_OK);
+        assert_memory_equal(src + 1, dst + 1, n - 1);
+        assert_int_equal(dst[0], 0);
+        assert_int_equal(dst[n], 0);
+        cu.iface->buffer_free(cu.be, &b);
+        hfree(cu.be, src);
+        hfree(cu.be, dst);
+    }
+    void *held[64];
+    int got = 0;
+    while (got < 64 && (held[got] = alloc(cu.be, 4096)) != NULL) got++;
+    assert_true(got > 0 && got < 64); /* a few blocks per instance, then NULL (malloc's then) */
+    hfree(cu.be, held[0]);
+    void *again = alloc(cu.be, 4096);
+    assert_non_null(again);
+    hfree(cu.be, again);
+    hfree(cu.be, NULL);
+    for (int i = 1; i < got; i++) hfree(cu.be, held[i]);
 }
 
 /* Small uploads are queued without waiting (a pinned ring, reused once the stream has been
@@ -547,6 +595,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_describe),
         T(test_small_uploads),
+        T(test_host_memory),
         T(test_matmul_q8_dp4a),
         T(test_matmul_gemm),
         T(test_grid_stride),

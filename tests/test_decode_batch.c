@@ -63,13 +63,23 @@ static void check_backend(const char *backend, int kv_slots) {
     const int64_t vocab = qvl_model_config(probe)->text.vocab_size;
     qvl_model_close(probe);
     float *want = malloc((size_t)N_SEQS * STEPS * vocab * sizeof *want);
-    float *logits = malloc((size_t)N_SEQS * vocab * sizeof *logits);
     float *first = malloc((size_t)N_SEQS * vocab * sizeof *first);
     int32_t want_tok[N_SEQS * STEPS];
     alone(backend, want, want_tok, vocab);
 
     qvl_model *m = open_model(backend, kv_slots);
     qvl_error err = {0};
+    /* the steps' logits in the model's host memory, as the engine keeps them (page-locked on
+     * a GPU: downloaded by DMA alone); more blocks than it has of the backend take malloc's */
+    float *logits = qvl_model_host_alloc(m, (size_t)N_SEQS * vocab * sizeof *logits);
+    assert_non_null(logits);
+    void *extra[6];
+    for (int i = 0; i < 6; i++) {
+        extra[i] = qvl_model_host_alloc(m, 1000 + (size_t)i);
+        assert_non_null(extra[i]);
+        memset(extra[i], i, 1000 + (size_t)i);
+    }
+    for (int i = 0; i < 6; i++) qvl_model_host_free(m, extra[i]);
     qvl_seq *seqs[N_SEQS];
     for (int s = 0; s < N_SEQS; s++) {
         assert_int_equal(qvl_seq_create(m, &seqs[s], &err), QVL_OK);
@@ -131,9 +141,9 @@ static void check_backend(const char *backend, int kv_slots) {
     qvl_seq_free(fresh);
     qvl_seq_free(seqs[0]);
     qvl_seq_free(seqs[1]);
+    qvl_model_host_free(m, logits);
     qvl_model_close(m);
     free(want);
-    free(logits);
     free(first);
 }
 

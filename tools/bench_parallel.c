@@ -75,7 +75,7 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
     const int64_t vocab = qvl_model_config(m)->text.vocab_size;
     qvl_seq **seqs = calloc(n, sizeof *seqs);
     int32_t *ids = calloc(n, sizeof *ids);
-    float *logits = malloc(n * (size_t)vocab * sizeof *logits);
+    float *logits = qvl_model_host_alloc(m, n * (size_t)vocab * sizeof *logits); /* as a server's */
     double *tps = calloc((size_t)reps, sizeof *tps);
     double *pps = calloc((size_t)reps, sizeof *pps);
     double *gps = calloc((size_t)reps, sizeof *gps);
@@ -115,7 +115,7 @@ qvl_status bench_parallel(qvl_model *m, int64_t n_seqs, const int32_t *prompt, i
     for (size_t i = 0; seqs && i < n; i++) qvl_seq_free(seqs[i]);
     free(seqs);
     free(ids);
-    free(logits);
+    qvl_model_host_free(m, logits);
     free(tps);
     free(pps);
     free(gps);

@@ -309,7 +309,8 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     r->prefill_flops = prefill_flops(tc, a->n_prompt);
 
     int32_t *prompt = malloc((size_t)a->n_prompt * sizeof *prompt);
-    float *logits = malloc((size_t)tc->vocab_size * sizeof *logits);
+    /* where qvl run's engine keeps them: page-locked when the logits are on a GPU */
+    float *logits = qvl_model_host_alloc(m, (size_t)tc->vocab_size * sizeof *logits);
     if (!prompt || !logits) st = qvl_fail(&err, QVL_E_NOMEM, "out of memory");
     uint64_t seed = (uint64_t)a->seed * 2654435761u + 88172645463325252ull;
     for (int64_t i = 0; st == QVL_OK && i < a->n_prompt; i++)
@@ -331,7 +332,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
     qvl_model_placement(m, r->placement, sizeof r->placement);
     r->n_mem = qvl_model_memory(m, r->mem, sizeof r->mem / sizeof r->mem[0]);
     free(prompt);
-    free(logits);
+    qvl_model_host_free(m, logits);
     if (st != QVL_OK) {
         qvl_model_close(m);
         fprintf(stderr, PROG ": %s\n", err.msg);

@@ -11,7 +11,7 @@
  * staging buffer, from 2 MiB on in pieces whose host copies, on a few threads, overlap the
  * DMA of the others: a pageable copy costs the driver an extra staging step and a slower
  * path); uploads of at most 4 KiB are copied into a pinned ring and queued without waiting
- * (ring_upload).
+ * (ring_upload). Host memory from this instance's host_alloc (page-locked) moves by DMA alone.
  *
  * Options: `device` (index, default 0); `graphs` (1 = capture and replay node sequences as
  * CUDA graphs, the default; 0 = plain launches). QVL_CUDA_GRAPHS=0|1 in the environment
@@ -50,6 +50,8 @@ static void cu_release(qvl_backend *be) {
     for (int i = 0; i < CU_STAGING_PIECES; i++)
         if (be->piece_done[i]) cudaEventDestroy(be->piece_done[i]);
     if (be->ring) cudaFreeHost(be->ring);
+    for (int i = 0; i < CU_HOST_BLOCKS; i++) /* a caller that broke the contract: no leak */
+        if (be->host_blocks[i]) cudaFreeHost(be->host_blocks[i]);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be->host_i32);
     free(be);
@@ -327,6 +329,51 @@ static cudaError_t staged_down(qvl_backend *be, void *dst, const void *src, size
     return (cudaError_t)cu_host_copy_pieces(dst, pin, bytes, CU_PIECE, &h);
 }
 
+/* Extension QVL_EXT_HOST_ALLOC / QVL_EXT_HOST_FREE: page-locked host memory that transfers
+ * reach by DMA alone (cu_copy finds it in host_blocks). QVL_CUDA_HOST_ALLOC=0 in the
+ * environment hands out none (A/B runs: the callers' malloc'd memory through staging). */
+static void *cu_host_alloc(qvl_backend *be, size_t bytes) {
+    const char *env = getenv("QVL_CUDA_HOST_ALLOC");
+    if (env && strcmp(env, "0") == 0) return NULL;
+    for (int i = 0; i < CU_HOST_BLOCKS; i++) {
+        if (be->host_blocks[i]) continue;
+        cudaSetDevice(be->device);
+        void *p = NULL;
+        if (bytes == 0 || cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError();
+            return NULL;
+        }
+        be->host_blocks[i] = p;
+        be->host_block_bytes[i] = bytes;
+        return p;
+    }
+    return NULL; /* all in use: the caller takes malloc's */
+}
+
+static void cu_host_free(qvl_backend *be, void *ptr) {
+    for (int i = 0; ptr && i < CU_HOST_BLOCKS; i++) {
+        if (be->host_blocks[i] != ptr) continue;
+        cudaSetDevice(be->device);
+        cudaStreamSynchronize(be->stream); /* a queued copy may still use it */
+        cudaFreeHost(ptr);
+        be->host_blocks[i] = NULL;
+        be->host_block_bytes[i] = 0;
+        return;
+    }
+}
+
+/* Whether [p, p + bytes) lies inside one of the blocks host_alloc handed out. */
+static bool in_host_block(const qvl_backend *be, const void *p, size_t bytes) {
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < CU_HOST_BLOCKS; i++) {
+        const uintptr_t b = (uintptr_t)be->host_blocks[i];
+        if (b && a >= b && a - b <= be->host_block_bytes[i] &&
+            bytes <= be->host_block_bytes[i] - (a - b))
+            return true;
+    }
+    return false;
+}
+
 static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t bytes,
                           enum cudaMemcpyKind kind, const char *what, qvl_error *err) {
     if (bytes == 0) return QVL_OK;
@@ -335,7 +382,8 @@ static qvl_status cu_copy(qvl_backend *be, void *dst, const void *src, size_t by
     cudaError_t e;
     if (kind == cudaMemcpyHostToDevice && ring_upload(be, dst, src, bytes, &e))
         return e == cudaSuccess ? QVL_OK : cu_cuda_fail(err, e, what);
-    void *pin = staging(be, bytes);
+    const bool locked = in_host_block(be, kind == cudaMemcpyHostToDevice ? src : dst, bytes);
+    void *pin = locked ? NULL : staging(be, bytes);
     if (pin && kind == cudaMemcpyHostToDevice) {
         e = staged_up(be, dst, src, bytes, pin);
         cudaError_t w = wait_stream(be); /* the pieces queued before an error, too */
@@ -406,10 +454,12 @@ static const qvl_op_impl cu_ops[QVL_OP_COUNT] = {
 
 
 /* Extensions by name: the device probe for qvl-bench (cu_roofline.cu), the scratch a node
- * grows for placement (cu_ops.c). */
+ * grows for placement (cu_ops.c), page-locked host memory for downloads (above). */
 static qvl_proc_fn cu_get_proc_address(const char *name) {
     if (strcmp(name, QVL_EXT_PROBE) == 0) return (qvl_proc_fn)cu_probe;
     if (strcmp(name, QVL_EXT_SCRATCH) == 0) return (qvl_proc_fn)cu_scratch_need;
+    if (strcmp(name, QVL_EXT_HOST_ALLOC) == 0) return (qvl_proc_fn)cu_host_alloc;
+    if (strcmp(name, QVL_EXT_HOST_FREE) == 0) return (qvl_proc_fn)cu_host_free;
     return NULL;
 }
 

@@ -24,6 +24,9 @@ typedef struct cu_graph_cache cu_graph_cache; /* cu_graph.c */
 
 /* Pieces of a staged transfer that is pipelined (cu_backend.c): CU_STAGING_MAX / 1 MiB. */
 #define CU_STAGING_PIECES 32
+/* Blocks of page-locked host memory callers may hold at once (extension QVL_EXT_HOST_ALLOC):
+ * a model's logits buffers, a few per instance. */
+#define CU_HOST_BLOCKS 8
 
 struct qvl_backend {
     const qvl_backend_iface *iface; /* this backend's table: kernels check nodes against it */
@@ -38,6 +41,8 @@ struct qvl_backend {
     void *staging; /* pinned host memory for small transfers (NULL until first needed) */
     size_t staging_bytes;
     cudaEvent_t piece_done[CU_STAGING_PIECES]; /* a staged download's pieces (NULL until used) */
+    void *host_blocks[CU_HOST_BLOCKS]; /* page-locked memory handed out by host_alloc (NULL: free) */
+    size_t host_block_bytes[CU_HOST_BLOCKS];
     void *ring;        /* pinned slices of queued small uploads (cu_backend.c; NULL until used) */
     size_t ring_used;  /* bytes of it handed out since the stream was last waited for */
     size_t buffer_bytes, n_buffers; /* device memory handed out by buffer_alloc */

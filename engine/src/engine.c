@@ -172,7 +172,9 @@ static qvl_status load_parts(qvl_engine *e, const qvl_model_files *files, qvl_er
     e->batch_seqs = calloc((size_t)e->n_slots, sizeof *e->batch_seqs);
     e->batch_ids = calloc((size_t)e->n_slots, sizeof *e->batch_ids);
     e->batch_slot = calloc((size_t)e->n_slots, sizeof *e->batch_slot);
-    e->batch_logits = malloc((size_t)e->n_slots * (size_t)vocab * sizeof *e->batch_logits);
+    /* page-locked where the logits are on a GPU: a step's rows arrive by DMA alone */
+    e->batch_logits = qvl_model_host_alloc(e->model, (size_t)e->n_slots * (size_t)vocab *
+                                                         sizeof *e->batch_logits);
     e->batch_next = calloc((size_t)e->n_slots, sizeof *e->batch_next);
     e->info = calloc((size_t)e->n_slots, sizeof *e->info);
     if (!e->batch_seqs || !e->batch_ids || !e->batch_slot || !e->batch_logits ||
@@ -519,7 +521,7 @@ void qvl_engine_free(qvl_engine *e) {
     free(e->batch_seqs);
     free(e->batch_ids);
     free(e->batch_slot);
-    free(e->batch_logits);
+    if (e->model) qvl_model_host_free(e->model, e->batch_logits);
     free(e->batch_next);
     qvl_model_close(e->model);
     qvl_grammar_vocab_free(e->trie);

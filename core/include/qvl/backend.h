@@ -193,6 +193,17 @@ typedef qvl_status (*qvl_backend_probe_fn)(qvl_backend *be, size_t bytes, qvl_de
 typedef void (*qvl_backend_scratch_fn)(qvl_backend *be, const qvl_node *node,
                                        size_t slot_bytes[QVL_SCRATCH_SLOTS]);
 
+/* Extensions "qvl_backend_host_alloc" and "qvl_backend_host_free", offered together, for host
+ * buffers that downloads fill often (a batched step's logits): host memory this instance's
+ * download() writes and upload() reads directly, without a copy through memory of its own
+ * (page-locked memory for a GPU's DMA). host_alloc returns NULL when it cannot (the caller
+ * then uses malloc); host_free takes only what host_alloc of the same instance returned, and
+ * every such block is freed before release(). Host-memory backends need not offer them. */
+#define QVL_EXT_HOST_ALLOC "qvl_backend_host_alloc"
+#define QVL_EXT_HOST_FREE "qvl_backend_host_free"
+typedef void *(*qvl_backend_host_alloc_fn)(qvl_backend *be, size_t bytes);
+typedef void (*qvl_backend_host_free_fn)(qvl_backend *be, void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -173,6 +173,8 @@ void qvl_model_close(qvl_model *m) {
     if (!m) return;
     model_batch_forget(m);
     model_vision_forget(m);
+    for (int i = 0; i < MODEL_HOST_BLOCKS; i++) /* a caller that did not free them: no leak */
+        qvl_model_host_free(m, m->host_blocks[i]);
     qvl_seq_free(m->own);
     model_free_pool(m);
     model_free_bindings(m);

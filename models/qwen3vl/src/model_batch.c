@@ -1,4 +1,5 @@
-/* One decode step for several sequences at once (qvl_model_decode_batch).
+/* One decode step for several sequences at once (qvl_model_decode_batch), and the host
+ * memory its logits are best downloaded into (qvl_model_host_alloc).
  *
  * The batched graph runs every matrix product on all rows together (weights are read once per
  * step, not once per sequence: decode is bound by reading weights) and attention per sequence
@@ -257,4 +258,36 @@ qvl_status qvl_model_batch_logits(qvl_model *m, size_t n, float *logits, qvl_err
     if (!m->batch.sp || m->batch.n != n)
         return qvl_fail(err, QVL_E_INVALID, "no greedy batched step of %zu rows to read", n);
     return qvl_split_get(m->batch.sp, "logits", logits, bytes, err);
+}
+
+/* The backend that computes the logits: its host memory (extensions QVL_EXT_HOST_ALLOC and
+ * QVL_EXT_HOST_FREE, taken only when it offers both) is what its downloads fill directly. */
+static qvl_loaded_backend *output_backend(const qvl_model *m) {
+    return m->tg[m->text_place[qvl_text_group_output(m->cfg.text.num_hidden_layers)]].lb;
+}
+
+void *qvl_model_host_alloc(qvl_model *m, size_t bytes) {
+    const qvl_loaded_backend *lb = output_backend(m);
+    qvl_backend_host_alloc_fn alloc =
+        (qvl_backend_host_alloc_fn)qvl_backend_proc(lb->iface, QVL_EXT_HOST_ALLOC);
+    const bool freeable = qvl_backend_proc(lb->iface, QVL_EXT_HOST_FREE) != NULL;
+    for (int i = 0; alloc && freeable && i < MODEL_HOST_BLOCKS; i++) {
+        if (m->host_blocks[i]) continue;
+        m->host_blocks[i] = alloc(lb->be, bytes);
+        if (m->host_blocks[i]) return m->host_blocks[i];
+        break;
+    }
+    return malloc(bytes ? bytes : 1);
+}
+
+void qvl_model_host_free(qvl_model *m, void *ptr) {
+    if (!ptr) return;
+    for (int i = 0; i < MODEL_HOST_BLOCKS; i++) {
+        if (m->host_blocks[i] != ptr) continue;
+        const qvl_loaded_backend *lb = output_backend(m);
+        ((qvl_backend_host_free_fn)qvl_backend_proc(lb->iface, QVL_EXT_HOST_FREE))(lb->be, ptr);
+        m->host_blocks[i] = NULL;
+        return;
+    }
+    free(ptr);
 }

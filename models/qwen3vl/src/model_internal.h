@@ -57,6 +57,10 @@ struct qvl_seq {
     decode_step decode; /* built at the first single-token step */
 };
 
+/* Blocks of the output backend's host memory (qvl_model_host_alloc) held at once; more take
+ * malloc's. */
+#define MODEL_HOST_BLOCKS 4
+
 /* A batched decode graph kept for the next step while the same sequences decode together. */
 typedef struct batch_step {
     qvl_split *sp;
@@ -129,6 +133,7 @@ struct qvl_model {
     size_t n_batch_seqs;
     batch_step batch;      /* the last batched decode graph (model_batch.c) */
     int32_t greedy_vocab;  /* > 0: the batched graph also outputs "argmax" over this many */
+    void *host_blocks[MODEL_HOST_BLOCKS]; /* the output backend's host_alloc blocks handed out */
     vision_step vision;    /* the last vision graph (model_vision.c) */
     qvl_model_fit fit;     /* what placement counted on the primary (model_place.c) */
     model_instruments inst;

@@ -172,6 +172,14 @@ qvl_status qvl_model_decode_batch_greedy(qvl_model *m, qvl_seq *const *seqs, con
 /* The logits [n, vocab] of the last qvl_model_decode_batch_greedy step of n rows. */
 qvl_status qvl_model_batch_logits(qvl_model *m, size_t n, float *logits, qvl_error *err);
 
+/* Host memory for logits buffers that batched steps fill (qvl_model_decode_batch's `logits`):
+ * memory that the backend computing the logits downloads into directly (page-locked for a
+ * GPU, so a step's rows arrive by DMA alone, without a copy through staging memory), or
+ * malloc's where it offers none. NULL when out of memory. Free with qvl_model_host_free
+ * before qvl_model_close. */
+void *qvl_model_host_alloc(qvl_model *m, size_t bytes);
+void qvl_model_host_free(qvl_model *m, void *ptr);
+
 /* Tokens in the KV cache. */
 int64_t qvl_model_n_past(const qvl_model *m);
 /* Forget everything after the first n_past tokens (n_past <= current). */
