@@ -1,5 +1,9 @@
-/* SOFTMAX and ARGMAX (one block per row) and the masks (element-wise copies): causal with n_past from
- * the node or, for MASK_CAUSAL_AT, from device memory; segments. */
+/* SOFTMAX and ARGMAX (one block per row; ARGMAX of aligned f32 rows with vector loads) and the
+ * masks (element-wise copies): causal with n_past from the node or, for MASK_CAUSAL_AT, from
+ * device memory; segments. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cu_device.cuh"
 
 #define CU_SOFTMAX_THREADS 256
@@ -68,11 +72,101 @@ __global__ void k_argmax(cu_view x, int64_t V, int32_t *out) {
     if (threadIdx.x == 0) out[r] = any_bad ? -1 : (int32_t)best_i[0];
 }
 
+/* ARGMAX over rows of contiguous, 16-byte aligned f32 (a step's logits): one block of
+ * CU_ARGMAX_THREADS per row, each thread with CU_ARGMAX_LOADS float4 loads in flight. A decode
+ * step runs a few rows of about 150,000 values: with one strided load in flight per thread,
+ * as k_argmax has, a row is a chain of hundreds of memory round trips, so the step waited on
+ * this one block per row. A thread visits its elements in increasing index order and keeps
+ * a value only when it is larger, so on ties it holds its lowest index; the block then keeps
+ * the largest, the lower index on ties, as k_argmax does. */
+#define CU_ARGMAX_THREADS 1024
+#define CU_ARGMAX_LOADS 4
+
+__device__ __forceinline__ void cu_argmax_keep(float v, int64_t j, float &bv, int64_t &bi, bool &bad) {
+    bad |= isnan(v) || v == INFINITY;
+    if (v > bv) bv = v, bi = j; /* -inf never counts */
+}
+
+/* The better of (bv, bi) and (ov, oi): larger value, lower index on ties; -1 holds nothing. */
+__device__ __forceinline__ void cu_argmax_merge(float ov, int64_t oi, float &bv, int64_t &bi) {
+    if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+}
+
+__global__ void __launch_bounds__(CU_ARGMAX_THREADS)
+k_argmax_f32(cu_view x, int64_t V, int32_t *out) {
+    __shared__ float warp_v[CU_ARGMAX_THREADS / 32];
+    __shared__ int64_t warp_i[CU_ARGMAX_THREADS / 32];
+    const int64_t r = blockIdx.x;
+    const float *row = (const float *)x.data + cu_row_offset_unrolled(x, r);
+    const float4 *row4 = (const float4 *)row; /* 16-byte aligned: checked by the launch */
+    const int64_t n4 = V / 4, per_pass = (int64_t)CU_ARGMAX_THREADS * CU_ARGMAX_LOADS;
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    bool bad = false;
+    int64_t k0 = threadIdx.x;
+    /* Whole passes: every load in range, so all are issued before the first compare. */
+    for (; k0 + (CU_ARGMAX_LOADS - 1) * CU_ARGMAX_THREADS < n4; k0 += per_pass) {
+        float4 q[CU_ARGMAX_LOADS];
+#pragma unroll
+        for (int u = 0; u < CU_ARGMAX_LOADS; u++) q[u] = __ldg(row4 + k0 + u * CU_ARGMAX_THREADS);
+#pragma unroll
+        for (int u = 0; u < CU_ARGMAX_LOADS; u++) {
+            const int64_t j = 4 * (k0 + (int64_t)u * CU_ARGMAX_THREADS);
+            cu_argmax_keep(q[u].x, j, bv, bi, bad);
+            cu_argmax_keep(q[u].y, j + 1, bv, bi, bad);
+            cu_argmax_keep(q[u].z, j + 2, bv, bi, bad);
+            cu_argmax_keep(q[u].w, j + 3, bv, bi, bad);
+        }
+    }
+    for (; k0 < n4; k0 += CU_ARGMAX_THREADS) { /* the last pass's vectors */
+        const float4 q = __ldg(row4 + k0);
+        cu_argmax_keep(q.x, 4 * k0, bv, bi, bad);
+        cu_argmax_keep(q.y, 4 * k0 + 1, bv, bi, bad);
+        cu_argmax_keep(q.z, 4 * k0 + 2, bv, bi, bad);
+        cu_argmax_keep(q.w, 4 * k0 + 3, bv, bi, bad);
+    }
+    for (int64_t j = 4 * n4 + threadIdx.x; j < V; j += CU_ARGMAX_THREADS) /* the last V % 4 */
+        cu_argmax_keep(row[j], j, bv, bi, bad);
+    const bool any_bad = __syncthreads_or(bad);
+    for (int off = 16; off > 0; off /= 2) {
+        float ov = __shfl_down_sync(0xffffffffu, bv, off);
+        long long oi = __shfl_down_sync(0xffffffffu, (long long)bi, off);
+        cu_argmax_merge(ov, (int64_t)oi, bv, bi);
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) warp_v[warp] = bv, warp_i[warp] = bi;
+    __syncthreads();
+    if (warp != 0) return;
+    bv = warp_v[lane];
+    bi = warp_i[lane];
+    for (int off = 16; off > 0; off /= 2) {
+        float ov = __shfl_down_sync(0xffffffffu, bv, off);
+        long long oi = __shfl_down_sync(0xffffffffu, (long long)bi, off);
+        cu_argmax_merge(ov, (int64_t)oi, bv, bi);
+    }
+    if (lane == 0) out[r] = any_bad ? -1 : (int32_t)bi;
+}
+
+/* Whether k_argmax_f32 may read x: f32, unit inner stride, every row 16-byte aligned.
+ * QVL_CUDA_ARGMAX_VEC=0 in the environment: never (A/B runs; k_argmax then). */
+static bool argmax_vector_rows(const cu_view &x) {
+    const char *env = getenv("QVL_CUDA_ARGMAX_VEC");
+    if (env && strcmp(env, "0") == 0) return false;
+    if (x.dtype != QVL_F32 || x.stride[x.ndim - 1] != 1 || ((uintptr_t)x.data & 15u) != 0)
+        return false;
+    for (int d = 0; d < x.ndim - 1; d++)
+        if (x.shape[d] > 1 && x.stride[d] % 4 != 0) return false;
+    return true;
+}
+
 extern "C" int cu_launch_argmax(cu_stream s, cu_view x, int32_t *out) {
     int64_t V = x.shape[x.ndim - 1], rows = 1;
     for (int d = 0; d < x.ndim - 1; d++) rows *= x.shape[d];
     if (rows > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
-    if (rows > 0) k_argmax<<<(unsigned)rows, CU_SOFTMAX_THREADS, 0, s>>>(x, V, out);
+    if (rows > 0 && argmax_vector_rows(x))
+        k_argmax_f32<<<(unsigned)rows, CU_ARGMAX_THREADS, 0, s>>>(x, V, out);
+    else if (rows > 0)
+        k_argmax<<<(unsigned)rows, CU_SOFTMAX_THREADS, 0, s>>>(x, V, out);
     return (int)cudaGetLastError();
 }
 

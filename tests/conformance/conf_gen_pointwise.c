@@ -92,7 +92,9 @@ void conf_gen_softmax(conf_case *c, int i) {
 
 /* ---- ARGMAX ---- */
 
-static const int64_t argmax_edges[] = {1, 7, 8, 9, 300, 1000, 4099};
+/* 16384 and 40003: whole passes of a 1024-thread block's 4 vector loads a thread, then the
+ * rest and a tail of V % 4 (cuda_sm61's argmax of aligned f32 rows). */
+static const int64_t argmax_edges[] = {1, 7, 8, 9, 300, 1000, 4099, 16384, 40003};
 #define N_ARGMAX_EDGES ((int)(sizeof argmax_edges / sizeof argmax_edges[0]))
 
 /* Rows of values in +-5 where the largest sits twice (the first must win), one row with a NaN,
