@@ -53,4 +53,20 @@ __device__ __forceinline__ void cu_rr_advance(cu_rr_pos &p, int ng, int64_t tile
     p.st += gridDim.x;
 }
 
+/* Stores value y of row m, column c of block step st (cols columns a step): through the step's
+ * own part when GROUP (a group's part has no residual), else through g.p[0]. */
+template <bool GROUP>
+__device__ __forceinline__ void cu_rr_store_value(const cu_mm_group &g, int64_t st, int cols, int c,
+                                                  int m, float y) {
+    if (GROUP) {
+        int64_t own = st;
+        const cu_mm_args p = cu_group_part(g, &own);
+        const int64_t n = own * cols + c;
+        if (m < p.M && n < p.N) cu_mm_store<true, false>(p, 0, m, n, y);
+    } else {
+        const int64_t n = st * cols + c;
+        if (m < g.p[0].M && n < g.p[0].N) cu_mm_store(g.p[0], 0, m, n, y);
+    }
+}
+
 #endif

@@ -70,15 +70,7 @@ __device__ __forceinline__ void cu_rr_store(const cu_mm_group &g, const float (*
     float y = slot[0][i];
 #pragma unroll
     for (int v = 1; v < CU_RR_WARPS; v++) y += slot[v][i];
-    if (GROUP) {
-        int64_t own = st;
-        const cu_mm_args p = cu_group_part(g, &own);
-        const int64_t n = own * cols + i / MR;
-        if (m < p.M && n < p.N) cu_mm_store<true, false>(p, 0, m, n, y);
-    } else {
-        const int64_t n = st * cols + i / MR;
-        if (m < g.p[0].M && n < g.p[0].N) cu_mm_store(g.p[0], 0, m, n, y);
-    }
+    cu_rr_store_value<GROUP>(g, st, cols, i / MR, m, y);
 }
 
 /* One matmul (GROUP false: g.n is 1) or up to CU_MM_GROUP_MAX of the same rows, dtype and K

@@ -137,15 +137,7 @@ __device__ __forceinline__ void cu_rk_store(const cu_mm_group &g,
         const int grp = c / CU_RK_PLACE_COLS, team = c % CU_RK_PLACE_COLS / CU_RK_G;
         const int v = grp * 32 + c % CU_RK_G * MR + m;
         const float y = slot[2 * team][v] + slot[2 * team + 1][v];
-        if (GROUP) {
-            int64_t own = st;
-            const cu_mm_args p = cu_group_part(g, &own);
-            const int64_t n = own * cols + c;
-            if (m < p.M && n < p.N) cu_mm_store<true, false>(p, 0, m, n, y);
-        } else {
-            const int64_t n = st * cols + c;
-            if (m < g.p[0].M && n < g.p[0].N) cu_mm_store(g.p[0], 0, m, n, y);
-        }
+        cu_rr_store_value<GROUP>(g, st, cols, c, m, y);
     }
 }
 
