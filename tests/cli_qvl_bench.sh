@@ -13,7 +13,8 @@ bad() { failures=$((failures + 1)); echo "FAIL $1"; }
 "$bench" --help >"$tmp/help" && grep -q -- "--weights" "$tmp/help" && grep -q -- "--json" "$tmp/help" \
   && ok "--help lists the flags" || bad "--help"
 
-for args in "--bogus" "-p 0" "--weights q4" "--image 448" "-r x" "--image 60000x60000"; do
+for args in "--bogus" "-p 0" "--weights q4" "--image 448" "-r x" "--image 60000x60000" \
+            "--image-max-tokens 0"; do
   # shellcheck disable=SC2086
   "$bench" -m "$fx" $args >"$tmp/out" 2>"$tmp/err"; rc=$?
   lines=$(grep -c . "$tmp/err")
@@ -46,6 +47,15 @@ if command -v python3 >/dev/null 2>&1; then
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["decode_tok_s"]["median"] > 0' \
     "$tmp/json" && ok "python3 parses the json" || bad "python3 cannot parse the json"
 fi
+
+# The picture is resized within qvl run's token bound: a 256x192 picture is 12 tokens on the
+# fixture (16-pixel patches merged 2x2), and at most 4 under --image-max-tokens 4.
+img_tokens() { "$bench" -m "$fx" --backend reference -p 2 -n 1 -r 1 --json --no-probe --no-profile \
+  --image 256x192 "$@" 2>"$tmp/err" | grep -oE '"tokens": [0-9]+' | grep -oE '[0-9]+$'; }
+t_default=$(img_tokens); t_capped=$(img_tokens --image-max-tokens 4)
+[ "${t_default:-0}" -eq 12 ] && [ "${t_capped:-99}" -le 4 ] && [ "${t_capped:-0}" -ge 1 ] \
+  && ok "--image-max-tokens bounds the picture ($t_default -> $t_capped tokens)" \
+  || bad "--image-max-tokens: '$t_default' -> '$t_capped' tokens: $(head -c 300 "$tmp/err")"
 
 # Text output with a conversion at load and threads passed through.
 if "$bench" -m "$fx" --backend reference -p 3 -n 1 -r 2 --weights f32 -t 1 --probe-mib 16 \

@@ -10,7 +10,7 @@
  * (their 1 GiB buffer would otherwise count in the peak RSS).
  *
  * --image WxH: a synthetic picture of that size is preprocessed once (not timed, like
- * tokenisation) and encoded by the vision tower once cold, then REPS times timed, then once
+ * tokenisation; resized within --image-max-tokens, qvl run's default bound) and encoded by the vision tower once cold, then REPS times timed, then once
  * profiled. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -25,6 +25,7 @@
 #include "bench_parallel.h"
 #include "bench_report.h"
 #include "cli.h"
+#include "run_args.h"
 #include "qvl/image.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/log.h"
@@ -38,6 +39,7 @@ typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image, *kv_type;
     const char *mmproj; /* --mmproj: the vision GGUF of a -m MODEL.gguf */
     int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx, parallel;
+    int64_t image_max_tokens; /* --image-max-tokens: qvl run's bound on a picture's tokens */
     bool json, no_profile, no_probe, no_mmap, verbose;
     backend_args be; /* -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib (threads: above) */
 } bench_args;
@@ -221,6 +223,11 @@ static qvl_status run_vision(qvl_model *m, const bench_args *a, bench_results *r
         st = qvl_model_files_preprocess(&files, &cfg->vision, &pc, &source, err);
         qvl_model_files_free(&files);
     }
+    if (st == QVL_OK) { /* the bound qvl run resizes to, so both encode the same grid */
+        const int64_t px = qvl_preprocess_tokens_to_pixels(&pc, a->image_max_tokens);
+        if (px >= 1 && px < pc.max_pixels) pc.max_pixels = px;
+        if (pc.min_pixels > pc.max_pixels) pc.min_pixels = pc.max_pixels;
+    }
     qvl_image img = {0};
     float *pixels = NULL;
     if (st == QVL_OK) st = synthetic_picture(r->image_w, r->image_h, &img, err);
@@ -375,7 +382,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
 
 int main(int argc, char **argv) {
     bench_args a = {.n_prompt = 128, .n_gen = 32, .reps = 3, .threads = -1, .probe_mib = 1024,
-                    .seed = 1};
+                    .seed = 1, .image_max_tokens = RUN_IMAGE_MAX_TOKENS_DEFAULT};
     enum { OPT_THREADS = 0 };
     cli_opt opts[] = {
         [OPT_THREADS] = {"threads", 't', CLI_INT, &a.threads, "N", "backend option threads (0 = all cores); also the probes' thread count (default: backend default; probes use all cores)", 0, 4096, false},
@@ -387,6 +394,7 @@ int main(int argc, char **argv) {
         {"n-prompt", 'p', CLI_INT, &a.n_prompt, "N", "prompt length in tokens (default 128)", 1, 1 << 20, false},
         {"n-gen", 'n', CLI_INT, &a.n_gen, "N", "decode steps after the prompt (default 32)", 1, 1 << 20, false},
         {"image", 0, CLI_STRING, &a.image, "WxH", "also time the vision encoder on a synthetic image of this size", 0, 0, false},
+        {"image-max-tokens", 0, CLI_INT, &a.image_max_tokens, "N", "resize the --image picture to at most N tokens, as qvl run does (default 4096)", 1, 1 << 24, false},
         {"reps", 'r', CLI_INT, &a.reps, "N", "repetitions (default 3); figures are median, min and max", 1, 1000, false},
         {"seed", 0, CLI_INT, &a.seed, "S", "seed of the random prompt ids (default 1)", 0, 9.2e18, false},
         {"json", 0, CLI_FLAG, &a.json, NULL, "print one JSON object instead of text", 0, 0, false},
