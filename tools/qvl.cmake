@@ -32,6 +32,7 @@ add_executable(qvl
   ${CMAKE_CURRENT_LIST_DIR}/chat_pictures.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_input.c
   ${CMAKE_CURRENT_LIST_DIR}/run_images.c
+  ${CMAKE_CURRENT_LIST_DIR}/image_bounds.c
   ${CMAKE_CURRENT_LIST_DIR}/run_videos.c
   ${CMAKE_CURRENT_LIST_DIR}/chat_videos.c
   ${CMAKE_CURRENT_LIST_DIR}/video_files.c

@@ -10,8 +10,8 @@
  * (their 1 GiB buffer would otherwise count in the peak RSS).
  *
  * --image WxH: a synthetic picture of that size is preprocessed once (not timed, like
- * tokenisation; resized within --image-max-tokens, qvl run's default bound) and encoded by the vision tower once cold, then REPS times timed, then once
- * profiled. */
+ * tokenisation; resized as qvl run resizes it, --image-max-tokens included) and encoded by the
+ * vision tower once cold, then REPS times timed, then once profiled. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@
 #include "bench_parallel.h"
 #include "bench_report.h"
 #include "cli.h"
-#include "run_args.h"
+#include "image_bounds.h"
 #include "qvl/image.h"
 #include "qvl/image_preprocess.h"
 #include "qvl/log.h"
@@ -39,7 +39,7 @@ typedef struct bench_args {
     const char *model, *backend, *plugins, *weights, *image, *kv_type;
     const char *mmproj; /* --mmproj: the vision GGUF of a -m MODEL.gguf */
     int64_t n_prompt, n_gen, threads, reps, probe_mib, seed, ctx, parallel;
-    int64_t image_max_tokens; /* --image-max-tokens: qvl run's bound on a picture's tokens */
+    int64_t image_max_tokens; /* --image-max-tokens as qvl run takes it; 0: not given */
     bool json, no_profile, no_probe, no_mmap, verbose;
     backend_args be; /* -ngl, --cpu-backend, --vision-backend, --gpu-mem-mib (threads: above) */
 } bench_args;
@@ -223,10 +223,11 @@ static qvl_status run_vision(qvl_model *m, const bench_args *a, bench_results *r
         st = qvl_model_files_preprocess(&files, &cfg->vision, &pc, &source, err);
         qvl_model_files_free(&files);
     }
-    if (st == QVL_OK) { /* the bound qvl run resizes to, so both encode the same grid */
-        const int64_t px = qvl_preprocess_tokens_to_pixels(&pc, a->image_max_tokens);
-        if (px >= 1 && px < pc.max_pixels) pc.max_pixels = px;
-        if (pc.min_pixels > pc.max_pixels) pc.min_pixels = pc.max_pixels;
+    if (st == QVL_OK) { /* the window qvl run resizes into, so both encode the same grid */
+        const run_image_bounds b = {.max_tokens = a->image_max_tokens,
+                                    .max_tokens_set = a->image_max_tokens > 0};
+        char cap[128];
+        st = image_bounds_resolve(&b, source, &pc, cap, sizeof cap, err);
     }
     qvl_image img = {0};
     float *pixels = NULL;
@@ -382,7 +383,7 @@ static int bench(const bench_args *a, const cli_opt *threads_opt, bench_results 
 
 int main(int argc, char **argv) {
     bench_args a = {.n_prompt = 128, .n_gen = 32, .reps = 3, .threads = -1, .probe_mib = 1024,
-                    .seed = 1, .image_max_tokens = RUN_IMAGE_MAX_TOKENS_DEFAULT};
+                    .seed = 1};
     enum { OPT_THREADS = 0 };
     cli_opt opts[] = {
         [OPT_THREADS] = {"threads", 't', CLI_INT, &a.threads, "N", "backend option threads (0 = all cores); also the probes' thread count (default: backend default; probes use all cores)", 0, 4096, false},

@@ -5,6 +5,7 @@ add_executable(qvl-bench
   ${CMAKE_CURRENT_LIST_DIR}/bench_parallel.c
   ${CMAKE_CURRENT_LIST_DIR}/bench_probe.c
   ${CMAKE_CURRENT_LIST_DIR}/backend_args.c
+  ${CMAKE_CURRENT_LIST_DIR}/image_bounds.c
   ${CMAKE_CURRENT_LIST_DIR}/memory_report.c
   ${CMAKE_CURRENT_LIST_DIR}/cli.c)
 # On x86 the probe has AVX2/FMA kernels: only that file is compiled with -mavx2 -mfma, and it
