@@ -47,14 +47,6 @@ typedef struct avx_qrows {
 void avx_quantize_row_q8(const float *x, int64_t K, int8_t *q, float *d, float *s32,
                          int16_t *s16);
 
-/* Where a weight row's results go: out[m*ldo + j] = dot + bias[j] + add[m*ldo + j]. */
-typedef struct avx_cols_out {
-    const float *bias; /* [rows] or NULL */
-    const float *add;  /* or NULL; may equal out */
-    float *out;
-    int64_t ldo;
-} avx_cols_out;
-
 /* Weight rows [j_lo, j_hi) of w (q4_k or q6_k, in place: whole super-blocks per row) against
  * M activation rows (a few: decode, a batched decode step; any M works), into o. */
 void avx_kq_gemv(const avx_qrows *a, int64_t M, const avx_wmat *w, const avx_cols_out *o,

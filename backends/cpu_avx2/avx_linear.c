@@ -9,31 +9,18 @@
 #include <string.h>
 
 #include "avx_gemm.h"
+#include "avx_gemv_rows.h"
 #include "avx_kernels.h"
 #include "avx_kquant.h"
 #include "avx_qgemm.h"
 #include "avx_math.h"
+#include "avx_wrow.h"
 #include "qvl/dtype.h"
 
 #define AVX_INLINE static inline __attribute__((always_inline))
 #define COL_ALIGN 16      /* output columns per thread boundary: 64 bytes of f32 */
 
-/* Prefetch `ahead` bytes past p (computed as an integer: the address may lie past the end of
- * the matrix, which a prefetch tolerates but C pointer arithmetic does not). */
-AVX_INLINE void prefetch_ahead(const void *p, int64_t ahead) {
-    _mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)ahead), _MM_HINT_T0);
-}
-
 /* ---- weights ---- */
-
-/* Bytes of `elems` elements from a block boundary (whole blocks for q8_0, q4_k, q6_k). */
-static size_t row_bytes_of(qvl_dtype dt, int64_t elems) {
-    return (size_t)(elems / (int64_t)qvl_dtype_block_elems(dt)) * qvl_dtype_block_bytes(dt);
-}
-
-static const unsigned char *w_row(const avx_wmat *w, int64_t j) {
-    return w->base + row_bytes_of(w->dt, j * w->row_stride);
-}
 
 qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float **owned) {
     const qvl_tensor_desc *d = &t->desc;
@@ -47,7 +34,7 @@ qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float 
                                     (rows == 1 || d->stride[r] % block == 0)));
     if (in_place) {
         /* (block dtypes: off is whole blocks here, so row_bytes_of gives its byte offset) */
-        *out = (avx_wmat){(const unsigned char *)t->data + row_bytes_of(d->dtype, off), d->dtype,
+        *out = (avx_wmat){(const unsigned char *)t->data + avx_row_bytes_of(d->dtype, off), d->dtype,
                           rows, cols, rows == 1 ? cols : d->stride[r]};
         return QVL_OK;
     }
@@ -60,21 +47,6 @@ qvl_status avx_wmat_of(const qvl_tensor *t, int64_t batch, avx_wmat *out, float 
     *out = (avx_wmat){(const unsigned char *)copy, QVL_F32, rows, cols, cols};
     *owned = copy;
     return QVL_OK;
-}
-
-/* 8 consecutive weights as f32 (f32 or f16 rows). */
-AVX_INLINE __m256 load8(qvl_dtype dt, const unsigned char *row, int64_t k) {
-    if (dt == QVL_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * k)));
-    return _mm256_loadu_ps((const float *)row + k);
-}
-
-static float w_scalar(qvl_dtype dt, const unsigned char *row, int64_t k) {
-    uint16_t h;
-    switch (dt) {
-    case QVL_F16: memcpy(&h, row + 2 * k, 2); return qvl_f16_to_f32(h);
-    case QVL_BF16: memcpy(&h, row + 2 * k, 2); return qvl_bf16_to_f32(h);
-    default: { float f; memcpy(&f, row + 4 * k, 4); return f; }
-    }
 }
 
 /* ---- the job every thread runs ---- */
@@ -92,6 +64,8 @@ typedef struct lin_part {
 typedef struct linear_job {
     const float *a;       /* [M, K] */
     const float *a_eo;    /* bf16 GEMV: a with each 16-block as 8 even then 8 odd elements */
+    const float *a_blk;   /* 2 to 8 rows, f32 / f16 weights: a packed (avx_gemv_rows_pack) */
+    const float *a_blk_bf16; /* the same for bf16 weights (their order) */
     const int8_t *qa;     /* q8_0, q4_k, q6_k: quantised a [M, K] */
     const float *qd;      /* q8_0, q4_k, q6_k: a block scales [M, K/32] */
     avx_qrows qrows;      /* q4_k, q6_k: qa, qd and the block sums */
@@ -128,94 +102,17 @@ static void act_cols(const linear_job *jb, const lin_part *pt, int64_t m_lo, int
     }
 }
 
-/* ---- GEMV: MR activation rows x NR weight rows, weights in their stored dtype ---- */
+/* ---- GEMV: one activation row (2 to AVX_GEMV_MAX_ROWS: avx_gemv_rows.c) ---- */
 
-/* Weight rows of a decode tile, each from its own stream (see GEMV_FOR): the more streams a
- * core has in flight, the closer it reads to the memory's rate; 8 also beat 4 with the weights
- * read in place from the file mapping (docs/BENCHMARKS.md). */
+/* Weight rows of a decode tile, each from its own stream (see gemv_one_row): the more streams
+ * a core has in flight, the closer it reads to the memory's rate; 8 also beat 4 with the
+ * weights read in place from the file mapping (docs/BENCHMARKS.md). */
 #define GEMV_STREAMS 8
-/* Bytes prefetched ahead on each of the GEMV_STREAMS streams (one activation row). What is
- * prefetched must still be in L1 when it is read, so GEMV_STREAMS x PF_AHEAD (4 KB) stays
- * well inside the target CPU's 32 KB L1; 4 KB per stream would fill it and gains nothing over
- * no prefetch at all, 256 B to 1 KB read alike (docs/BENCHMARKS.md). */
+/* Bytes prefetched ahead on each of the GEMV_STREAMS streams. What is prefetched must still be
+ * in L1 when it is read, so GEMV_STREAMS x PF_AHEAD (4 KB) stays well inside the target CPU's
+ * 32 KB L1; 4 KB per stream would fill it and gains nothing over no prefetch at all, 256 B to
+ * 1 KB read alike (docs/BENCHMARKS.md). */
 #define PF_AHEAD 512
-/* The same for the tiles of 2 adjacent rows (2 or 3 activation rows): a single stream, so a
- * longer distance fits L1 and serves it better than 512 B (docs/BENCHMARKS.md). */
-#define PF_AHEAD_TILE 4096
-
-/* One 16-element step of weight row w (k..k+15) as two f32 vectors: bf16 as its even and odd
- * elements (a_eo is permuted to match), f16 through F16C, f32 as it is. */
-AVX_INLINE void load16(qvl_dtype dt, const unsigned char *w, int64_t k, __m256 *w0, __m256 *w1) {
-    if (dt == QVL_BF16) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * k));
-        *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-        *w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
-    } else {
-        *w0 = load8(dt, w, k);
-        *w1 = load8(dt, w, k + 8);
-    }
-}
-
-/* Weight rows j0 + r * js (r < NR) of part pt against activation rows m0 .. m0 + MR - 1
- * (MR <= AVX_GEMV_MAX_ROWS), each weight row read once for all of them. S accumulators per
- * (activation row, weight row) pair: S = 2 sums the products of the 16-block's low and high
- * halves apart (two FMA chains, hiding the FMA latency where MR * NR is small); S = 1 adds both
- * to one chain, the order of gemv_row_tile, so that MR = 8 keeps its 8 accumulators, the two
- * weight vectors and the bf16 mask in 11 of the 16 ymm registers (the activations are FMA
- * memory operands). One prefetch per row and 64 bytes read: 32 elements of bf16/f16, 16 of
- * f32. */
-AVX_INLINE void gemv_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt, int MR, int NR,
-                          int S, int64_t m0, int64_t j0, int64_t js) {
-    const int64_t K = jb->K, K16 = K / 16 * 16;
-    const int64_t step = dt == QVL_F32 ? 16 : 32; /* elements per 64 bytes */
-    const unsigned char *wr[2];
-    __m256 acc[AVX_GEMV_MAX_ROWS][2][2];
-#pragma GCC unroll 2
-    for (int r = 0; r < NR; r++) wr[r] = w_row(pt->w, j0 + r * js);
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; m++)
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) acc[m][r][0] = acc[m][r][1] = _mm256_setzero_ps();
-    const float *a = dt == QVL_BF16 ? jb->a_eo : jb->a;
-    const int64_t wbytes = dt == QVL_F32 ? 4 : 2;
-    for (int64_t k = 0; k < K16; k += 16) {
-        __m256 w0[2], w1[2];
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) {
-            /* rows are a few KB, too short for the hardware prefetcher to ramp up on each:
-             * the next rows of each stream are fetched ahead (never faults, past the end
-             * of the matrix included) */
-            if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD_TILE);
-            load16(dt, wr[r], k, &w0[r], &w1[r]);
-        }
-#pragma GCC unroll 8
-        for (int m = 0; m < MR; m++) {
-            const float *am = a + (m0 + m) * K + k;
-#pragma GCC unroll 2
-            for (int r = 0; r < NR; r++) {
-                __m256 *c = acc[m][r];
-                c[0] = _mm256_fmadd_ps(_mm256_loadu_ps(am), w0[r], c[0]);
-                c[S - 1] = _mm256_fmadd_ps(_mm256_loadu_ps(am + 8), w1[r], c[S - 1]);
-            }
-        }
-    }
-    /* all sums out of the vector registers before the tail's calls (w_scalar), which would
-     * clobber them: live across those calls, accumulators were kept on the stack in the loop */
-    float v[AVX_GEMV_MAX_ROWS][2];
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; m++)
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++)
-            v[m][r] = avx_hsum(S == 2 ? _mm256_add_ps(acc[m][r][0], acc[m][r][1]) : acc[m][r][0]);
-    for (int m = 0; m < MR; m++)
-        for (int r = 0; r < NR; r++) {
-            /* the tail past the last 16-block is in natural order in a and a_eo alike */
-            for (int64_t k = K16; k < K; k++)
-                v[m][r] += a[(m0 + m) * K + k] * w_scalar(dt, wr[r], k);
-            finish(jb, pt, m0 + m, j0 + r * js, v[m][r]);
-        }
-}
-
 /* Decode (one activation row): weight rows j0 + r * js (r < NR, up to 8) with one
  * accumulator per row: NR rows in flight keep the FMA latency hidden. */
 AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtype dt, int NR,
@@ -227,7 +124,7 @@ AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtyp
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++) {
-        wr[r] = w_row(pt->w, j0 + r * js);
+        wr[r] = avx_w_row(pt->w, j0 + r * js);
         acc[r] = _mm256_setzero_ps();
     }
     const float *a = dt == QVL_BF16 ? jb->a_eo : jb->a;
@@ -235,9 +132,9 @@ AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtyp
         __m256 a0 = _mm256_loadu_ps(a + k), a1 = _mm256_loadu_ps(a + k + 8);
 #pragma GCC unroll 8
         for (int r = 0; r < NR; r++) {
-            if (k % step == 0) prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD);
+            if (k % step == 0) avx_prefetch_ahead(wr[r] + wbytes * k, PF_AHEAD);
             __m256 w0, w1;
-            load16(dt, wr[r], k, &w0, &w1);
+            avx_w_load16(dt, wr[r], k, &w0, &w1);
             acc[r] = _mm256_fmadd_ps(a0, w0, acc[r]);
             acc[r] = _mm256_fmadd_ps(a1, w1, acc[r]);
         }
@@ -245,62 +142,27 @@ AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtyp
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++) {
         float v = avx_hsum(acc[r]);
-        for (int64_t k = K16; k < K; k++) v += a[k] * w_scalar(dt, wr[r], k);
+        for (int64_t k = K16; k < K; k++) v += a[k] * avx_w_scalar(dt, wr[r], k);
         finish(jb, pt, 0, j0 + r * js, v);
     }
 }
 
-/* MR activation rows (2 .. AVX_GEMV_MAX_ROWS) in one pass over weight rows [j_lo, j_hi):
- * two rows as tiles of 2 adjacent weight rows (8 accumulators), 3 to 5 rows one weight row
- * at a time with two accumulators each (up to 10), 6 to 8 with one each (see gemv_tile).
- * A function of its own for each MR (noinline), so that each tile's registers are allocated
- * alone: inlined together into one function, GCC kept accumulators of the small tiles on the
- * stack inside their loops. */
-#define GEMV_PASS(DT, MR)                                                                     \
-    static __attribute__((noinline)) void gemv_pass_##DT##_##MR(                              \
-        const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {               \
-        int64_t j = j_lo;                                                                     \
-        if ((MR) == 2)                                                                        \
-            for (; j + 2 <= j_hi; j += 2) gemv_tile(jb, pt, DT, 2, 2, 2, 0, j, 1);            \
-        for (; j < j_hi; j++) gemv_tile(jb, pt, DT, MR, 1, (MR) <= 5 ? 2 : 1, 0, j, 1);       \
+/* Rows [j_lo, j_hi) of part pt, one activation row (decode): GEMV_STREAMS sequential streams
+ * read side by side, as q8_range does (see there why). */
+static void gemv_one_row(const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {
+    const qvl_dtype dt = pt->w->dt;
+    const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;
+    for (int64_t t = 0; t < len; t++) {
+        if (dt == QVL_BF16) gemv_row_tile(jb, pt, QVL_BF16, GEMV_STREAMS, j_lo + t, len);
+        else if (dt == QVL_F16) gemv_row_tile(jb, pt, QVL_F16, GEMV_STREAMS, j_lo + t, len);
+        else gemv_row_tile(jb, pt, QVL_F32, GEMV_STREAMS, j_lo + t, len);
     }
-#define GEMV_PASSES(DT)                                                                       \
-    GEMV_PASS(DT, 2) GEMV_PASS(DT, 3) GEMV_PASS(DT, 4) GEMV_PASS(DT, 5) GEMV_PASS(DT, 6)      \
-    GEMV_PASS(DT, 7) GEMV_PASS(DT, 8)
-GEMV_PASSES(QVL_F32)
-GEMV_PASSES(QVL_F16)
-GEMV_PASSES(QVL_BF16)
-
-/* Rows [j_lo, j_hi) of part pt. One activation row (decode): GEMV_STREAMS sequential streams
- * read side by side, as q8_range does (see there why); 2 to AVX_GEMV_MAX_ROWS rows (the
- * GEMM takes more): one sweep over the chunk for all of them (GEMV_PASS), each weight row
- * loaded once per step whatever the number of sequences decoding together. */
-_Static_assert(AVX_GEMV_MAX_ROWS == 8, "gemv_<dtype> has a case for each row count up to 8");
-#define GEMV_FOR(DT)                                                                          \
-    static void gemv_##DT(const linear_job *jb, const lin_part *pt, int64_t j_lo,            \
-                          int64_t j_hi) {                                                     \
-        switch (jb->M) {                                                                      \
-        case 1: {                                                                             \
-            const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;                                 \
-            for (int64_t t = 0; t < len; t++)                                                 \
-                gemv_row_tile(jb, pt, DT, GEMV_STREAMS, j_lo + t, len);                       \
-            for (int64_t j = j_lo + len * GEMV_STREAMS; j < j_hi; j++)                        \
-                gemv_row_tile(jb, pt, DT, 1, j, 1);                                           \
-            break;                                                                            \
-        }                                                                                     \
-        case 2: gemv_pass_##DT##_2(jb, pt, j_lo, j_hi); break;                                \
-        case 3: gemv_pass_##DT##_3(jb, pt, j_lo, j_hi); break;                                \
-        case 4: gemv_pass_##DT##_4(jb, pt, j_lo, j_hi); break;                                \
-        case 5: gemv_pass_##DT##_5(jb, pt, j_lo, j_hi); break;                                \
-        case 6: gemv_pass_##DT##_6(jb, pt, j_lo, j_hi); break;                                \
-        case 7: gemv_pass_##DT##_7(jb, pt, j_lo, j_hi); break;                                \
-        case 8: gemv_pass_##DT##_8(jb, pt, j_lo, j_hi); break;                                \
-        default: break; /* M = 0; more than AVX_GEMV_MAX_ROWS rows take the GEMM */           \
-        }                                                                                     \
+    for (int64_t j = j_lo + len * GEMV_STREAMS; j < j_hi; j++) {
+        if (dt == QVL_BF16) gemv_row_tile(jb, pt, QVL_BF16, 1, j, 1);
+        else if (dt == QVL_F16) gemv_row_tile(jb, pt, QVL_F16, 1, j, 1);
+        else gemv_row_tile(jb, pt, QVL_F32, 1, j, 1);
     }
-GEMV_FOR(QVL_F32)
-GEMV_FOR(QVL_F16)
-GEMV_FOR(QVL_BF16)
+}
 
 /* ---- q8_0: int8 activations x int8 weights, per 32-element block ---- */
 
@@ -325,7 +187,7 @@ AVX_INLINE void q8_tile(const linear_job *jb, const lin_part *pt, int MR, int NR
     const unsigned char *wr[4];
     __m256 acc[4][4];
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) wr[r] = w_row(pt->w, j0 + r * js);
+    for (int r = 0; r < NR; r++) wr[r] = avx_w_row(pt->w, j0 + r * js);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; m++)
 #pragma GCC unroll 4
@@ -336,7 +198,7 @@ AVX_INLINE void q8_tile(const linear_job *jb, const lin_part *pt, int MR, int NR
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             const unsigned char *blk = wr[r] + b * (int64_t)sizeof(qvl_block_q8_0);
-            prefetch_ahead(blk, Q8_PF_AHEAD);
+            avx_prefetch_ahead(blk, Q8_PF_AHEAD);
             memcpy(&h[r], blk, 2);
             wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         }
@@ -481,9 +343,15 @@ static void run_rows(linear_job *jb, const lin_part *pt, bool gemm, int64_t m_lo
         avx_kq_gemv(&jb->qrows, jb->M, pt->w, &o, lo, hi);
         break;
     }
-    case QVL_BF16: gemv_QVL_BF16(jb, pt, lo, hi); break;
-    case QVL_F16: gemv_QVL_F16(jb, pt, lo, hi); break;
-    default: gemv_QVL_F32(jb, pt, lo, hi); break;
+    default:
+        if (jb->M == 1) {
+            gemv_one_row(jb, pt, lo, hi);
+        } else {
+            const avx_cols_out o = {pt->bias, pt->add, pt->out, jb->ldo};
+            avx_gemv_rows(pt->w->dt == QVL_BF16 ? jb->a_blk_bf16 : jb->a_blk, jb->a, jb->M, pt->w,
+                          &o, lo, hi);
+        }
+        break;
     }
 }
 
@@ -557,7 +425,7 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
     const int64_t K = parts[0].w->cols;
     linear_job jb = {.a = a, .M = M, .K = K, .n_parts = n_parts, .ldo = ldo,
                      .nth = avx_pool_size(be->pool)};
-    bool any_q8 = false, any_kq = false, any_bf16 = false;
+    bool any_q8 = false, any_kq = false, any_bf16 = false, any_f16_f32 = false;
     for (int p = 0; p < n_parts; p++) {
         const avx_wmat *w = parts[p].w;
         if (w->cols != K) return QVL_E_INVALID;
@@ -567,11 +435,12 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
         any_q8 |= w->dt == QVL_Q8_0;
         any_kq |= w->dt == QVL_Q4_K || w->dt == QVL_Q6_K;
         any_bf16 |= w->dt == QVL_BF16;
+        any_f16_f32 |= w->dt == QVL_F16 || w->dt == QVL_F32;
     }
     atomic_init(&jb.failed, 0);
     atomic_init(&jb.next, 0);
     jb.row_block = M;
-    float *a_eo = NULL, *qd = NULL, *qs32 = NULL;
+    float *a_eo = NULL, *a_blk = NULL, *a_blk_bf16 = NULL, *qd = NULL, *qs32 = NULL;
     int8_t *qa = NULL;
     int16_t *qs16 = NULL;
     qvl_status s = QVL_OK;
@@ -615,16 +484,28 @@ qvl_status avx_linear_parts(qvl_backend *be, const float *a, int64_t M,
             jb.qd = qd;
             jb.qrows = (avx_qrows){qa, qd, qs32, qs16, K};
         }
-        if (any_bf16) {
+        if (any_bf16 && M == 1) {
             if (!(a_eo = avx_scratch(M * K))) { s = QVL_E_NOMEM; goto done; }
             permute_even_odd(a, M, K, a_eo);
             jb.a_eo = a_eo;
+        }
+        if (M > 1 && (any_bf16 || any_f16_f32)) {
+            /* (at least one float: empty K / 16 packs nothing) */
+            const int64_t n = M * (K / 16) * 16 + 1;
+            if (any_bf16 && !(a_blk_bf16 = avx_scratch(n))) { s = QVL_E_NOMEM; goto done; }
+            if (any_f16_f32 && !(a_blk = avx_scratch(n))) { s = QVL_E_NOMEM; goto done; }
+            if (a_blk_bf16) avx_gemv_rows_pack(a, M, K, true, a_blk_bf16);
+            if (a_blk) avx_gemv_rows_pack(a, M, K, false, a_blk);
+            jb.a_blk = a_blk;
+            jb.a_blk_bf16 = a_blk_bf16;
         }
     }
     avx_pool_run(be->pool, linear_worker, &jb);
     if (atomic_load(&jb.failed)) s = QVL_E_NOMEM;
 done:
     free(a_eo);
+    free(a_blk);
+    free(a_blk_bf16);
     free(qa);
     free(qd);
     free(qs32);

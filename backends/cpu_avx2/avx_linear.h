@@ -3,10 +3,10 @@
  * Weights are read in place in their stored dtype (f32, f16, bf16, q8_0, q4_k, q6_k) with fp32
  * accumulation, at any 2-byte alignment (unaligned loads throughout):
  *  - M <= AVX_GEMV_MAX_ROWS rows (decode, a batched decode step of a few sequences): GEMV
- *    straight from the weights, the weight rows split across
- *    threads; bf16 is widened by shifting into the high half of f32 lanes (the even/odd
- *    elements of a 16-element load, against an activation row permuted to match once per op),
- *    f16 with F16C.
+ *    straight from the weights, the weight rows split across threads; bf16 is widened into
+ *    the high half of f32 lanes (one row: by a shift and a mask, the even/odd elements of a
+ *    16-element load; 2 to 8 rows: by unpacking against zero, avx_gemv_rows.c), against
+ *    activations permuted to match once per op; f16 with F16C.
  *  - more rows (prefill, vision, a batched decode step of 9 or more sequences): q4_k and q6_k
  *    take the int8 GEMM of avx_qgemm.h (activations quantised as below, weights repacked into
  *    8-row int8 panels); every other dtype, q8_0 included, the blocked f32 GEMM of avx_gemm.h
@@ -22,8 +22,9 @@
  *    same activation-rounding bound holds.
  * Output columns are handed to threads in chunks that are multiples of 16 floats (64 bytes),
  * so two threads never write one cache line of a row when the row starts on a cache line.
- * Decode GEMVs read each chunk's weight rows as side-by-side streams (avx_linear.c: 8 for
- * f32/f16/bf16, 4 for q8_0, q4_k, q6_k). */
+ * One-row decode GEMVs read each chunk's weight rows as side-by-side streams (avx_linear.c: 8
+ * for f32/f16/bf16, 4 for q8_0, q4_k, q6_k); 2 to 8 rows of f32/f16/bf16 weights take register
+ * tiles of 2 weight rows (avx_gemv_rows.c). */
 #ifndef QVL_AVX_LINEAR_H
 #define QVL_AVX_LINEAR_H
 
@@ -38,6 +39,14 @@ typedef struct avx_wmat {
     int64_t rows, cols;
     int64_t row_stride;        /* elements between rows; elements within a row are adjacent */
 } avx_wmat;
+
+/* Where a weight row's results go: out[m*ldo + j] = dot + bias[j] + add[m*ldo + j]. */
+typedef struct avx_cols_out {
+    const float *bias; /* [rows] or NULL */
+    const float *add;  /* or NULL; may equal out */
+    float *out;
+    int64_t ldo;
+} avx_cols_out;
 
 /* Matrix `batch` (3-D) or the matrix itself (2-D) of tensor t, usable in place when its rows
  * are contiguous (and, for a block dtype, whole blocks); otherwise converted to an f32 copy

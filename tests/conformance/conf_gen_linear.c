@@ -24,7 +24,8 @@ enum {
 
 /* Shapes that cross the blocking of known kernels and end part-way through each block:
  * cpu_avx2's GEMM (6-row tiles, 16-column panels, K blocks of 256, row blocks of 144,
- * 128-column chunks per thread) and GEMV (chunks of rows, 8 or 4 row streams);
+ * 128-column chunks per thread) and GEMV (chunks of rows, 8 or 4 row streams; 2-8 rows in
+ * tiles of 2 weight rows, K chunks from 5 rows);
  * cuda_sm61's 64x64 / 128x128 tiles, its K step of 16, split-K over ~1000, decode GEMVs with
  * 16-byte loads (K a multiple of 8) and without. K is rounded up to whole blocks for q8_0. */
 static const struct { int64_t M, K, N; int flags; } mm_edges[] = {
@@ -38,6 +39,9 @@ static const struct { int64_t M, K, N; int flags; } mm_edges[] = {
     {157, 1000, 136, MM_A_PAD | MM_BIAS}, {152, 1000, 133, MM_A_3D | MM_BIAS},
     {8, 2048, 200, MM_A_PAD | MM_W_ODD}, {1, 1, 1, 0},
     {6, 4104, 45, MM_BIAS}, /* 16-bit GEMV with K in tiles of 2048: two and a part */
+    /* cpu_avx2's batched GEMV from 5 rows: K chunks of 576 at 7 rows (576, 576, 80: a last
+     * 16-step alone, then 8 past the blocks), 35 weight rows (blocks of 16, tiles of 2) */
+    {7, 1240, 35, MM_BIAS},
 };
 #define N_MM_EDGES ((int)(sizeof mm_edges / sizeof mm_edges[0]))
 #define N_MM_2D_EDGE_CASES (N_MM_EDGES * 4)
