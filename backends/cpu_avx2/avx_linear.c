@@ -148,19 +148,20 @@ AVX_INLINE void gemv_row_tile(const linear_job *jb, const lin_part *pt, qvl_dtyp
 }
 
 /* Rows [j_lo, j_hi) of part pt, one activation row (decode): GEMV_STREAMS sequential streams
- * read side by side, as q8_range does (see there why). */
-static void gemv_one_row(const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {
-    const qvl_dtype dt = pt->w->dt;
+ * read side by side, as q8_range does (see there why). Inlined once per dtype (gemv_one_row),
+ * so that each copy's loads are fixed at compile time. */
+AVX_INLINE void one_row_range(const linear_job *jb, const lin_part *pt, qvl_dtype dt,
+                              int64_t j_lo, int64_t j_hi) {
     const int64_t len = (j_hi - j_lo) / GEMV_STREAMS;
-    for (int64_t t = 0; t < len; t++) {
-        if (dt == QVL_BF16) gemv_row_tile(jb, pt, QVL_BF16, GEMV_STREAMS, j_lo + t, len);
-        else if (dt == QVL_F16) gemv_row_tile(jb, pt, QVL_F16, GEMV_STREAMS, j_lo + t, len);
-        else gemv_row_tile(jb, pt, QVL_F32, GEMV_STREAMS, j_lo + t, len);
-    }
-    for (int64_t j = j_lo + len * GEMV_STREAMS; j < j_hi; j++) {
-        if (dt == QVL_BF16) gemv_row_tile(jb, pt, QVL_BF16, 1, j, 1);
-        else if (dt == QVL_F16) gemv_row_tile(jb, pt, QVL_F16, 1, j, 1);
-        else gemv_row_tile(jb, pt, QVL_F32, 1, j, 1);
+    for (int64_t t = 0; t < len; t++) gemv_row_tile(jb, pt, dt, GEMV_STREAMS, j_lo + t, len);
+    for (int64_t j = j_lo + len * GEMV_STREAMS; j < j_hi; j++) gemv_row_tile(jb, pt, dt, 1, j, 1);
+}
+
+static void gemv_one_row(const linear_job *jb, const lin_part *pt, int64_t j_lo, int64_t j_hi) {
+    switch (pt->w->dt) {
+    case QVL_BF16: one_row_range(jb, pt, QVL_BF16, j_lo, j_hi); break;
+    case QVL_F16: one_row_range(jb, pt, QVL_F16, j_lo, j_hi); break;
+    default: one_row_range(jb, pt, QVL_F32, j_lo, j_hi); break;
     }
 }
 
